@@ -1,0 +1,47 @@
+"""egtile: a compiler for GPU tile programs in which every scheduling decision is an e-graph rewrite.
+
+Public entry points (imported lazily so that ``import egtile`` stays cheap):
+
+* kernel authors: :func:`jit`, :func:`compile`, :func:`optimize` (-> ``ScheduleResult.explain()``),
+  :func:`register_extern`, and the DSL ``from egtile import language as T``;
+* rule authors: :mod:`egtile.rules` (``register``, ``catalog``);
+* soundness-test authors: :func:`verify`, :func:`simulate`, :func:`interpret`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# name -> (module, attribute)
+_LAZY: dict[str, tuple[str, str]] = {
+    "jit": ("egtile.api", "jit"),
+    "compile": ("egtile.api", "compile"),
+    "JITKernel": ("egtile.api", "JITKernel"),
+    "register_extern": ("egtile.externs", "register_extern"),
+    "interpret": ("egtile.interp", "interpret"),
+    "optimize": ("egtile.optimize", "optimize"),
+    "ScheduleResult": ("egtile.optimize", "ScheduleResult"),
+    "verify": ("egtile.verify", "verify"),
+    "Violation": ("egtile.verify", "Violation"),
+    "simulate": ("egtile.sim", "simulate"),
+    "SimResult": ("egtile.sim", "SimResult"),
+}
+
+_SUBMODULES = {"language", "ir", "errors", "rules", "codegen", "analysis", "egraph", "cost", "sim", "runtime"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"egtile.{name}")
+    raise AttributeError(f"module 'egtile' has no attribute {name!r}")
+
+
+__all__ = sorted(_LAZY) + ["__version__"]

@@ -1,0 +1,87 @@
+"""Element types of the tile IR.
+
+A dtype is named by its TileLang string (``"float16"``, ``"int32"``, ...). Each name maps to one
+:class:`DType` record that every layer reads (tracer, interpreter, simulator, codegen, runtime), so no
+layer keeps its own table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egtile.errors import DTypeError
+
+
+@dataclass(frozen=True)
+class DType:
+    """One element type.
+
+    Attributes:
+        name: TileLang name, e.g. ``"float16"``.
+        bits: storage width in bits.
+        kind: ``"float"``, ``"int"``, ``"uint"`` or ``"bool"``.
+        numpy: numpy dtype name used by the interpreter and simulator.
+        torch: attribute name of the matching ``torch`` dtype.
+        ctype: CUDA C++ spelling used by codegen.
+        tma: CUtensorMapDataType enumerator name, or ``None`` when TMA cannot move this type
+            (CUDA driver API, ``cuTensorMapEncodeTiled``).
+    """
+
+    name: str
+    bits: int
+    kind: str
+    numpy: str
+    torch: str
+    ctype: str
+    tma: str | None
+
+    @property
+    def bytes(self) -> int:
+        """Storage size of one element in bytes."""
+        return max(1, self.bits // 8)
+
+
+_TABLE = (
+    DType("float16", 16, "float", "float16", "float16", "half", "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"),
+    DType("bfloat16", 16, "float", "float32", "bfloat16", "__nv_bfloat16", "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"),
+    DType("float32", 32, "float", "float32", "float32", "float", "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"),
+    DType("float64", 64, "float", "float64", "float64", "double", "CU_TENSOR_MAP_DATA_TYPE_FLOAT64"),
+    DType("int8", 8, "int", "int8", "int8", "signed char", "CU_TENSOR_MAP_DATA_TYPE_UINT8"),
+    DType("int16", 16, "int", "int16", "int16", "short", "CU_TENSOR_MAP_DATA_TYPE_UINT16"),
+    DType("int32", 32, "int", "int32", "int32", "int", "CU_TENSOR_MAP_DATA_TYPE_INT32"),
+    DType("int64", 64, "int", "int64", "int64", "long long", "CU_TENSOR_MAP_DATA_TYPE_INT64"),
+    DType("uint8", 8, "uint", "uint8", "uint8", "unsigned char", "CU_TENSOR_MAP_DATA_TYPE_UINT8"),
+    DType("uint16", 16, "uint", "uint16", "uint16", "unsigned short", "CU_TENSOR_MAP_DATA_TYPE_UINT16"),
+    DType("uint32", 32, "uint", "uint32", "uint32", "unsigned int", "CU_TENSOR_MAP_DATA_TYPE_UINT32"),
+    DType("uint64", 64, "uint", "uint64", "uint64", "unsigned long long", "CU_TENSOR_MAP_DATA_TYPE_UINT64"),
+    DType("bool", 8, "bool", "bool", "bool", "bool", None),
+)
+
+DTYPES: dict[str, DType] = {d.name: d for d in _TABLE}
+
+# TileLang accepts these short spellings too.
+_ALIASES = {"float": "float32", "half": "float16", "int": "int32", "double": "float64", "bf16": "bfloat16",
+            "fp16": "float16", "fp32": "float32"}
+
+
+def dtype(name: str) -> DType:
+    """Return the :class:`DType` named ``name``.
+
+    Raises:
+        DTypeError: ``name`` is not a known dtype; the message lists the known names.
+    """
+    if isinstance(name, DType):
+        return name
+    if not isinstance(name, str):
+        raise DTypeError(f"dtype must be a string such as 'float16', got {type(name).__name__} {name!r}")
+    canonical = _ALIASES.get(name, name)
+    try:
+        return DTYPES[canonical]
+    except KeyError:
+        known = ", ".join(sorted(DTYPES))
+        raise DTypeError(f"unknown dtype {name!r}; expected one of: {known}") from None
+
+
+def canonical(name: str) -> str:
+    """Canonical TileLang name of ``name`` (resolves aliases such as ``"float"``)."""
+    return dtype(name).name

@@ -1,0 +1,352 @@
+"""The tile-level IR: data only.
+
+``ir.Kernel`` is what tracing a ``@T.prim_func`` produces and what every later stage reads: the e-graph
+encoder, the analyses, the reference interpreter. Tile statements (``Copy``, ``Gemm``, ``Fill``,
+``Reduce``) stay opaque here; how they run (which instruction, which threads) is decided by the
+scheduler and recorded in :mod:`egtile.ir.scheduled`.
+
+Conventions:
+  * Every node is a frozen dataclass; sums are ``TypeAlias`` unions, consumed with ``match``.
+  * Every statement has a ``sid`` unique within its kernel (assigned in trace order) and a ``loc``
+    pointing at the user's source line. ``loc`` is excluded from equality so that structurally equal
+    programs compare equal whatever file they came from.
+  * Buffer shapes are static Python ints. Index expressions may be symbolic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from egtile.errors import SourceLoc
+
+Scope: TypeAlias = Literal["global", "shared", "fragment", "local"]
+"""Where a buffer lives. ``global``: device memory (kernel parameters). ``shared``: the block's
+shared memory. ``fragment``: a tile distributed over the block's threads. ``local``: per-thread
+registers (every thread holds the whole shape)."""
+
+Layout: TypeAlias = Literal["linear", "swizzle32", "swizzle64", "swizzle128"]
+"""Layout slot of a buffer. Only ``linear`` is produced today; the swizzle modes name the TMA
+swizzle patterns (CUDA driver API ``CUtensorMapSwizzle``) a rule may choose later."""
+
+LoopKind: TypeAlias = Literal["serial", "parallel", "pipelined", "unroll"]
+
+
+def _loc() -> SourceLoc | None:
+    return field(default=None, compare=False, repr=False)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A named array.
+
+    Attributes:
+        name: unique within the kernel.
+        shape: extents, outermost first (elements).
+        dtype: TileLang dtype name (see :mod:`egtile.ir.dtypes`).
+        scope: where it lives.
+        layout: layout slot.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    scope: Scope
+    layout: Layout = "linear"
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for e in self.shape:
+            n *= e
+        return n
+
+
+# ----------------------------------------------------------------------------------------------------
+# Scalar expressions
+
+
+@dataclass(frozen=True)
+class Const:
+    """A literal. ``dtype`` is ``"int32"``, ``"float32"``, ``"bool"`` or the dtype it was cast to."""
+
+    value: int | float | bool
+    dtype: str = "int32"
+
+
+@dataclass(frozen=True)
+class Var:
+    """A scalar variable: a loop index, a block index (``T.Kernel``) or a thread index."""
+
+    name: str
+    dtype: str = "int32"
+
+
+BinOpName: TypeAlias = Literal[
+    "+", "-", "*", "/", "//", "%", "min", "max", "==", "!=", "<", "<=", ">", ">=", "and", "or", "&", "|", "^",
+    "<<", ">>",
+]
+
+
+@dataclass(frozen=True)
+class BinOp:
+    """``a op b``. ``/`` on integers truncates toward zero as in C; ``//`` floors; ``%`` follows C."""
+
+    op: BinOpName
+    a: Expr
+    b: Expr
+
+
+@dataclass(frozen=True)
+class UnOp:
+    """``op a`` for ``op`` in ``-``, ``not``, ``~``, or a math intrinsic (``exp``, ``log``, ``sqrt``,
+    ``abs``, ``exp2``, ``rsqrt``)."""
+
+    op: str
+    a: Expr
+
+
+@dataclass(frozen=True)
+class Load:
+    """``buffer[indices]``: one element."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Select:
+    """``T.if_then_else(cond, a, b)``."""
+
+    cond: Expr
+    a: Expr
+    b: Expr
+
+
+@dataclass(frozen=True)
+class Cast:
+    """``T.cast(value, dtype)``."""
+
+    dtype: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class AddressOf:
+    """``T.address_of(buffer[indices])``: a pointer to one element, only valid as an extern argument."""
+
+    load: Load
+
+
+Expr: TypeAlias = Const | Var | BinOp | UnOp | Load | Select | Cast | AddressOf
+
+
+@dataclass(frozen=True)
+class Region:
+    """A rectangular tile of a buffer.
+
+    Attributes:
+        buffer: the buffer.
+        offsets: start index per dimension (may be symbolic).
+        extents: static size per dimension (elements); ``len(extents) == len(buffer.shape)``.
+    """
+
+    buffer: Buffer
+    offsets: tuple[Expr, ...]
+    extents: tuple[int, ...]
+
+    @staticmethod
+    def full(buffer: Buffer) -> Region:
+        return Region(buffer, tuple(Const(0) for _ in buffer.shape), buffer.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for e in self.extents:
+            n *= e
+        return n
+
+    @property
+    def squeezed(self) -> tuple[int, ...]:
+        """Extents with unit dimensions dropped: two regions copy into each other iff these match."""
+        return tuple(e for e in self.extents if e != 1)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Statements
+
+
+@dataclass(frozen=True)
+class Store:
+    """``buffer[indices] = value``."""
+
+    sid: int
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+    loc: SourceLoc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Copy:
+    """``T.copy(src, dst)``: element-wise copy, row-major over the squeezed extents (which must match).
+    Synchronous semantics: ``dst`` holds the data at the next statement. ``prefer`` is the user's
+    instruction request (``T.copy(..., prefer_instruction=)``, ``T.async_copy`` -> ``cp_async``,
+    ``disable_tma=True`` -> ``simt``); ``auto`` leaves the choice to the ``copy`` rules."""
+
+    sid: int
+    src: Region
+    dst: Region
+    prefer: Literal["auto", "tma", "cp_async", "simt"] = "auto"
+    loc: SourceLoc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Fill:
+    """``T.fill(dst, value)`` / ``T.clear(dst)`` (value 0)."""
+
+    sid: int
+    dst: Region
+    value: Expr
+    loc: SourceLoc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """``T.gemm(A, B, C, transpose_A, transpose_B, clear_accum)``: ``C (+)= op(A) @ op(B)``, accumulated
+    in float32 (or C's dtype if wider). Shapes after transposition: A (M, K), B (K, N), C (M, N)."""
+
+    sid: int
+    a: Region
+    b: Region
+    c: Region
+    trans_a: bool = False
+    trans_b: bool = False
+    clear_accum: bool = False
+    loc: SourceLoc | None = _loc()
+
+
+ReduceKind: TypeAlias = Literal["sum", "max", "min", "abssum", "absmax"]
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """``T.reduce_<kind>(src, dst, dim, clear)``: reduce ``src`` along ``dim`` into ``dst`` (``dst`` has
+    ``src``'s shape without ``dim``). With ``clear=False`` the old ``dst`` value joins the reduction."""
+
+    sid: int
+    kind: ReduceKind
+    src: Buffer
+    dst: Buffer
+    dim: int
+    clear: bool = True
+    loc: SourceLoc | None = _loc()
+
+
+@dataclass(frozen=True)
+class AtomicAdd:
+    """``T.atomic_add(buffer[indices], value)``: one atomic read-modify-write of one element."""
+
+    sid: int
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+    loc: SourceLoc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Extern:
+    """``T.call_extern(ret_dtype, name, *args)`` used as a statement.
+
+    ``args`` are expressions; an :class:`AddressOf` argument hands the callee a pointer into that
+    buffer. ``pure`` marks a call the user declared free of side effects (no pointer arguments allowed
+    then)."""
+
+    sid: int
+    name: str
+    ret_dtype: str
+    args: tuple[Expr, ...]
+    pure: bool = False
+    loc: SourceLoc | None = _loc()
+
+
+@dataclass(frozen=True)
+class For:
+    """A loop ``for var in [start, stop)``.
+
+    ``kind``: ``parallel`` (``T.Parallel``: iterations independent, any order, may run on different
+    threads), ``serial`` (``T.serial``/``range``), ``unroll``, or ``pipelined`` (``T.Pipelined``: serial
+    semantics, and ``num_stages`` shared-buffer versions may be used to overlap copies with compute).
+    ``num_stages`` is 0 except for pipelined loops.
+    """
+
+    sid: int
+    var: Var
+    start: Expr
+    stop: Expr
+    kind: LoopKind
+    body: tuple[Stmt, ...]
+    num_stages: int = 0
+    loc: SourceLoc | None = _loc()
+
+
+@dataclass(frozen=True)
+class If:
+    """``with T.If(cond): ... with T.Else(): ...``."""
+
+    sid: int
+    cond: Expr
+    then_body: tuple[Stmt, ...]
+    else_body: tuple[Stmt, ...] = ()
+    loc: SourceLoc | None = _loc()
+
+
+Stmt: TypeAlias = Store | Copy | Fill | Gemm | Reduce | AtomicAdd | Extern | For | If
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One traced ``@T.prim_func`` with its launch configuration.
+
+    Attributes:
+        name: the prim_func's Python name.
+        params: global buffers, in parameter order.
+        grid: blocks per grid dimension (``T.Kernel(*grid)``).
+        block_vars: one :class:`Var` per grid dimension (what ``T.Kernel`` yields).
+        threads: threads per block the user asked for (``T.Kernel(..., threads=)``).
+        allocs: shared / fragment / local buffers allocated in the kernel, in allocation order.
+        body: the statements of one block.
+        sources: ``T.import_source`` strings, in order.
+        loc: the ``def`` line of the prim_func.
+    """
+
+    name: str
+    params: tuple[Buffer, ...]
+    grid: tuple[int, ...]
+    block_vars: tuple[Var, ...]
+    threads: int
+    allocs: tuple[Buffer, ...]
+    body: tuple[Stmt, ...]
+    sources: tuple[str, ...] = ()
+    loc: SourceLoc | None = _loc()
+
+    def buffer(self, name: str) -> Buffer:
+        """The parameter or allocation called ``name`` (``KeyError`` if none)."""
+        for b in self.params + self.allocs:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+
+def walk(stmts: tuple[Stmt, ...]):
+    """Yield every statement of ``stmts``, pre-order, descending into loop and if bodies."""
+    for s in stmts:
+        yield s
+        match s:
+            case For(body=body):
+                yield from walk(body)
+            case If(then_body=t, else_body=e):
+                yield from walk(t)
+                yield from walk(e)
+            case _:
+                pass

@@ -1,0 +1,337 @@
+"""The scheduled IR: a kernel with every scheduling decision made explicit.
+
+``ir.Scheduled`` is what extraction decodes to and what the three executors read: the verifier
+(:mod:`egtile.verify`), the simulator (:mod:`egtile.sim`) and the CUDA backend (:mod:`egtile.codegen`).
+It is still data only. Leaf computations reuse the tile IR's nodes (``Store``, ``AtomicAdd``,
+``Extern``, ``Copy``, ``Fill``, ``Gemm``, ``Reduce`` and expressions); what is new is *who* runs a
+statement (thread ranges, roles, elected threads), *which instruction* moves data, and the explicit
+synchronization between them (mbarriers with stage/parity expressions, CTA barriers, proxy fences).
+
+Execution model (what every executor implements):
+
+* The block has ``Scheduled.threads`` threads, ids ``0 .. threads-1``. Before ``body`` runs, thread 0
+  initializes every :class:`MBarrier` (``mbarrier.init`` with ``arrive_count``, phase 0), then
+  ``fence.mbarrier_init`` and a CTA-wide barrier (PTX ISA 9.7.13.15.9 ``mbarrier.init``).
+* A statement list is run by a *set* of threads: all threads at top level, ``Role.threads`` inside a
+  :class:`RoleSplit`. Scalar statements (:class:`Leaf`, :class:`Wait`, :class:`Arrive`, ...) run once
+  per thread of the set; :class:`Elect` narrows the set to its first thread.
+* Multi-buffered ("staged") shared buffers appear with a leading stage dimension: a buffer ``X`` of
+  shape ``(64,)`` pipelined with 2 stages is the buffer ``X`` of shape ``(2, 64)`` here, and every
+  access carries the stage expression as its first index. ``Scheduled.staged`` records which.
+* ``fragment`` buffers are stored in shared memory by the current backend and simulator (one copy per
+  block); ``local`` buffers are per thread.
+* mbarrier semantics (PTX ISA 9.7.13.15 "Parallel synchronization and communication instructions:
+  mbarrier"): a phase completes when its pending arrival count reaches 0 and its pending transaction
+  byte count is 0; then the phase number increments and the counts reset to ``arrive_count``.
+  ``try_wait.parity P`` returns once the phase with parity ``P`` has completed, i.e. immediately while
+  the current (incomplete) phase's parity differs from ``P``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from egtile.ir.kernel import AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Kernel, Reduce, Region, Store, Var
+
+
+@dataclass(frozen=True)
+class ThreadRange:
+    """Threads ``[begin, begin + count)`` of the block."""
+
+    begin: int
+    count: int
+
+    @property
+    def end(self) -> int:
+        return self.begin + self.count
+
+    def __contains__(self, tid: int) -> bool:
+        return self.begin <= tid < self.end
+
+
+@dataclass(frozen=True)
+class MBarrier:
+    """An array of ``stages`` mbarriers in shared memory (8 bytes each).
+
+    Attributes:
+        name: unique within the schedule, e.g. ``"full_0"``.
+        stages: number of barriers in the array; ``Wait``/``Arrive`` index it with a stage expression.
+        arrive_count: the ``mbarrier.init`` count: arrivals that complete one phase (threads that
+            ``Arrive``, one per ``ArriveExpectTx``, one per thread's ``CpAsyncArrive``).
+        kind: ``full`` (producers -> consumers: "stage s holds data") or ``empty`` (consumers ->
+            producers: "stage s may be overwritten"), or ``other``.
+        guards: names of the buffers whose stage-s accesses this barrier orders.
+    """
+
+    name: str
+    stages: int
+    arrive_count: int
+    kind: Literal["full", "empty", "other"]
+    guards: tuple[str, ...] = ()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Scheduled statements
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A scalar tile-IR statement run once by every thread that reaches it."""
+
+    stmt: Store | AtomicAdd | Extern
+
+
+@dataclass(frozen=True)
+class SeqLoop:
+    """``for var in [start, stop)`` run in order by every thread that reaches it (uniform trip count)."""
+
+    var: Var
+    start: Expr
+    stop: Expr
+    body: tuple[SStmt, ...]
+    unroll: bool = False
+    sid: int | None = None
+
+
+Mapping: TypeAlias = Literal["partitioned", "replicated"]
+
+
+@dataclass(frozen=True)
+class ThreadLoop:
+    """A ``T.Parallel`` nest mapped onto threads.
+
+    The iteration space is ``vars`` over ``[0, extents)``, flattened row-major into ``i`` in
+    ``[0, prod(extents))``.
+
+    * ``partitioned``: the thread of rank ``r = tid - threads.begin`` runs ``i = r, r + count, ...``;
+      every iteration runs exactly once. Threads with no iteration left skip (guard), so any extent works.
+    * ``replicated``: every thread of ``threads`` runs every iteration. Legal only for bodies whose
+      effect is thread-local (the ``partition`` rule's side condition; verifier property L5).
+    """
+
+    vars: tuple[Var, ...]
+    extents: tuple[int, ...]
+    mapping: Mapping
+    threads: ThreadRange
+    body: tuple[SStmt, ...]
+    sid: int | None = None
+
+
+CopyInst: TypeAlias = Literal["simt", "cp_async"]
+
+
+@dataclass(frozen=True)
+class TileOp:
+    """A tile statement run cooperatively by ``threads``.
+
+    Work is split by output element: element ``e`` (row-major over the destination region) belongs to
+    rank ``e % threads.count``. ``simt`` completes synchronously per thread. ``cp_async`` (``Copy`` from
+    global to shared only) issues ``cp.async`` per thread (PTX ISA 9.7.9.25); the data is visible only
+    after that thread's :class:`CpAsyncArrive` barrier completes and is waited on.
+    """
+
+    op: Copy | Fill | Gemm | Reduce
+    inst: CopyInst
+    threads: ThreadRange
+
+
+@dataclass(frozen=True)
+class Elect:
+    """Run ``body`` on the first thread of ``threads`` only (``elect.sync`` / rank 0)."""
+
+    threads: ThreadRange
+    body: tuple[SStmt, ...]
+
+
+@dataclass(frozen=True)
+class Wait:
+    """``mbarrier.try_wait.parity`` loop on ``barrier[stage]`` for the phase of parity ``parity``
+    (PTX ISA 9.7.13.15.16). Each thread that reaches it waits."""
+
+    barrier: str
+    stage: Expr
+    parity: Expr
+    sid: int | None = None
+
+
+@dataclass(frozen=True)
+class Arrive:
+    """``mbarrier.arrive`` on ``barrier[stage]``: one arrival per thread that reaches it (PTX ISA
+    9.7.13.15.13)."""
+
+    barrier: str
+    stage: Expr
+
+
+@dataclass(frozen=True)
+class ArriveExpectTx:
+    """``mbarrier.arrive.expect_tx``: one arrival plus ``tx_bytes`` expected transaction bytes on
+    ``barrier[stage]`` (PTX ISA 9.7.13.15.13). Placed inside :class:`Elect`."""
+
+    barrier: str
+    stage: Expr
+    tx_bytes: int
+
+
+@dataclass(frozen=True)
+class TmaLoad:
+    """``cp.async.bulk.tensor`` global -> shared tile load that completes ``dst.numel * elem_bytes``
+    transaction bytes on ``barrier[stage]`` (PTX ISA 9.7.9.27). Issued by one thread (inside Elect).
+    ``src`` is a region of a global parameter (the tensor map's box = ``src.extents``)."""
+
+    src: Region
+    dst: Region
+    barrier: str
+    stage: Expr
+    sid: int | None = None
+
+
+@dataclass(frozen=True)
+class TmaStore:
+    """``cp.async.bulk.tensor`` shared -> global tile store, followed by ``cp.async.bulk.commit_group``
+    and ``wait_group.read 0`` in the issuing thread (PTX ISA 9.7.9.27, 9.7.9.28). Issued inside Elect;
+    the generic-proxy writes of ``src`` must be fenced first (:class:`FenceProxyAsync`, property L6)."""
+
+    src: Region
+    dst: Region
+    sid: int | None = None
+
+
+@dataclass(frozen=True)
+class CpAsyncArrive:
+    """``cp.async.mbarrier.arrive.noinc`` on ``barrier[stage]``: this thread's arrival, triggered when
+    all its prior ``cp.async`` complete. ``.noinc``: the arrival counts toward ``arrive_count``
+    (PTX ISA 9.7.9.25.3.3)."""
+
+    barrier: str
+    stage: Expr
+
+
+@dataclass(frozen=True)
+class SyncThreads:
+    """CTA barrier among ``threads``: ``bar.sync id, count`` (``__syncthreads`` when ``threads`` is the
+    whole block and ``barrier_id == 0``). ``count`` must be a multiple of 32 (PTX ISA 9.7.13.4)."""
+
+    threads: ThreadRange
+    barrier_id: int = 0
+
+
+@dataclass(frozen=True)
+class FenceProxyAsync:
+    """``fence.proxy.async.shared::cta``: orders this thread's generic-proxy shared writes before later
+    async-proxy accesses (TMA store, wgmma) (PTX ISA 9.7.13.3.2)."""
+
+
+@dataclass(frozen=True)
+class SIf:
+    """``if cond: then_body else: else_body`` for every thread that reaches it."""
+
+    cond: Expr
+    then_body: tuple[SStmt, ...]
+    else_body: tuple[SStmt, ...] = ()
+    sid: int | None = None
+
+
+@dataclass(frozen=True)
+class Role:
+    """One warpgroup role of a warp-specialized region.
+
+    Attributes:
+        name: ``"producer"`` or ``"consumer"`` (or ``"consumer1"`` ... for several consumers).
+        threads: the role's threads (whole warpgroups: multiples of 128 starting at a multiple of 128).
+        setmaxnreg: ``("inc" | "dec", n)``: ``setmaxnreg.{inc,dec}.sync.aligned.u32 n`` at role entry
+            (PTX ISA 9.7.19.5), or ``None``.
+        body: the role's statements.
+    """
+
+    name: str
+    threads: ThreadRange
+    setmaxnreg: tuple[Literal["inc", "dec"], int] | None
+    body: tuple[SStmt, ...]
+
+
+@dataclass(frozen=True)
+class RoleSplit:
+    """Warp specialization: each role's threads run that role's body; the roles run concurrently and
+    reconverge after the split (a following :class:`SyncThreads` is needed before shared data written
+    in one role is read by another without an mbarrier)."""
+
+    roles: tuple[Role, ...]
+    sid: int | None = None
+
+
+SStmt: TypeAlias = (
+    Leaf | SeqLoop | ThreadLoop | TileOp | Elect | Wait | Arrive | ArriveExpectTx | TmaLoad | TmaStore
+    | CpAsyncArrive | SyncThreads | FenceProxyAsync | SIf | RoleSplit
+)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One scheduling decision, for ``explain()``.
+
+    Attributes:
+        rule: the rule (or ruleset) that made it, e.g. ``"copy-to-tma"``.
+        sid: the tile-IR statement it is about, if any.
+        choice: what was chosen, e.g. ``"tma"``.
+        reason: why, in words a kernel author reads (side conditions that held or failed).
+    """
+
+    rule: str
+    sid: int | None
+    choice: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """A scheduled kernel.
+
+    Attributes:
+        kernel: the tile-IR kernel it implements (params, grid, block vars, sources come from here).
+        threads: threads per block actually launched (warp specialization may add a producer warpgroup).
+        buffers: every non-global buffer after multi-versioning (staged buffers have the stage dim first).
+        barriers: mbarrier arrays, initialized before ``body``.
+        body: the statements of one block.
+        staged: ``(buffer name, stages)`` for each multi-versioned buffer.
+        decisions: the decisions that produced it, for ``explain()``.
+    """
+
+    kernel: Kernel
+    threads: int
+    buffers: tuple[Buffer, ...]
+    barriers: tuple[MBarrier, ...]
+    body: tuple[SStmt, ...]
+    staged: tuple[tuple[str, int], ...] = ()
+    decisions: tuple[Decision, ...] = ()
+
+    def buffer(self, name: str) -> Buffer:
+        """A scheduled buffer or kernel parameter by name (``KeyError`` if none)."""
+        for b in self.buffers + self.kernel.params:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    def barrier(self, name: str) -> MBarrier:
+        for b in self.barriers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+
+def swalk(stmts: tuple[SStmt, ...]):
+    """Yield every scheduled statement, pre-order, descending into every nested body."""
+    for s in stmts:
+        yield s
+        match s:
+            case SeqLoop(body=b) | ThreadLoop(body=b) | Elect(body=b):
+                yield from swalk(b)
+            case SIf(then_body=t, else_body=e):
+                yield from swalk(t)
+                yield from swalk(e)
+            case RoleSplit(roles=roles):
+                for r in roles:
+                    yield from swalk(r.body)
+            case _:
+                pass
