@@ -30,7 +30,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "SimResult": ("egtile.sim", "SimResult"),
 }
 
-_SUBMODULES = {"language", "ir", "errors", "rules", "codegen", "analysis", "egraph", "cost", "sim", "runtime"}
+_SUBMODULES = {"language", "ir", "errors", "rules", "codegen", "analysis", "egraph", "cost", "sim", "runtime",
+               "api", "externs", "evaluate", "interp", "validate"}
 
 
 def __getattr__(name: str) -> Any:

@@ -87,6 +87,11 @@ class CompileError(EgtileError):
     """NVRTC rejected generated code; the message holds the NVRTC log and the offending generated lines."""
 
 
+class CodegenError(CompileError):
+    """The CUDA backend cannot lower a scheduled statement (e.g. a TMA box the hardware cannot move);
+    raised before NVRTC runs, naming the statement and the constraint."""
+
+
 class LaunchError(EgtileError, RuntimeError):
     """A CUDA driver call or kernel launch failed, or no suitable GPU is present at launch."""
 

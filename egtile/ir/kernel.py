@@ -330,6 +330,12 @@ class Kernel:
     sources: tuple[str, ...] = ()
     loc: SourceLoc | None = _loc()
 
+    def __str__(self) -> str:
+        """TileLang-like listing with statement ids (:func:`egtile.ir.printer.format_kernel`)."""
+        from egtile.ir.printer import format_kernel
+
+        return format_kernel(self)
+
     def buffer(self, name: str) -> Buffer:
         """The parameter or allocation called ``name`` (``KeyError`` if none)."""
         for b in self.params + self.allocs:

@@ -306,6 +306,12 @@ class Scheduled:
     staged: tuple[tuple[str, int], ...] = ()
     decisions: tuple[Decision, ...] = ()
 
+    def __str__(self) -> str:
+        """Listing of roles, waits, thread loops (:func:`egtile.ir.printer.format_scheduled`)."""
+        from egtile.ir.printer import format_scheduled
+
+        return format_scheduled(self)
+
     def buffer(self, name: str) -> Buffer:
         """A scheduled buffer or kernel parameter by name (``KeyError`` if none)."""
         for b in self.buffers + self.kernel.params:

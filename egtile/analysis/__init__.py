@@ -1,0 +1,25 @@
+"""Pure dataflow analyses of tile IR: IR in, frozen facts out; nothing is cached or mutated.
+
+* :mod:`.access`: ``reads``, ``writes`` (buffer, scope, region; pointers reach whole buffers);
+* :mod:`.effect`: ``effect`` (local | nonlocal) and ``nonlocal_reason``;
+* :mod:`.producer`: ``producer_kind`` (tma | cp_async | simt | none), ``tma_eligibility``,
+  ``cp_async_eligibility``;
+* :mod:`.order`: ``earliest_read``, ``last_access``;
+* :mod:`.pipeline`: ``body_facts`` (per-statement facts and warp-specialization conditions).
+"""
+
+from egtile.analysis.access import ANY_BUFFER, Access, free_vars, mentions, names, overlaps, reads, writes
+from egtile.analysis.effect import Effect, effect, nonlocal_reason
+from egtile.analysis.order import buffer_names, earliest_read, last_access
+from egtile.analysis.pipeline import Condition, PipelineFacts, StmtFacts, body_facts
+from egtile.analysis.producer import (
+    Eligibility, ProducerKind, cp_async_bytes, cp_async_eligibility, producer_kind, tma_eligibility,
+)
+
+__all__ = [
+    "ANY_BUFFER", "Access", "free_vars", "mentions", "names", "overlaps", "reads", "writes",
+    "Effect", "effect", "nonlocal_reason",
+    "buffer_names", "earliest_read", "last_access",
+    "Condition", "PipelineFacts", "StmtFacts", "body_facts",
+    "Eligibility", "ProducerKind", "cp_async_bytes", "cp_async_eligibility", "producer_kind", "tma_eligibility",
+]

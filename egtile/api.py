@@ -1,0 +1,307 @@
+"""Entry points for kernel authors: ``egtile.jit``, ``egtile.compile`` and the callable :class:`JITKernel`.
+
+TileLang's calling convention::
+
+    @egtile.jit(out_idx=[2])          # or bare @egtile.jit
+    def matmul(M=1024, N=1024, ...):  # Python parameters build the kernel
+        @T.prim_func
+        def main(A: T.Tensor((M, K), "float16"), ...): ...
+        return main
+
+    kernel = matmul(1024, 1024)       # traced and compiled once per distinct arguments (cached)
+    C = kernel(A, B)                  # run on torch tensors; out_idx outputs are allocated and returned
+
+Targets (``target=``):
+
+* ``"interp"``: the reference interpreter of the unscheduled kernel (:mod:`egtile.interp`), CPU tensors;
+* ``"sim"``: schedule with :func:`egtile.optimize.optimize`, run the schedule in the CPU simulator
+  (:mod:`egtile.sim`), raise :class:`SimulationError` on a race, deadlock or repeated iteration;
+* ``"cuda"``: schedule, emit CUDA C++ and run on a Hopper GPU (:mod:`egtile.codegen`, :mod:`egtile.runtime`);
+* ``"auto"``: ``"cuda"`` when torch sees a GPU of compute capability 9.0, else ``"sim"``.
+
+Arguments are checked (:mod:`egtile.validate`) and never converted.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from egtile.errors import ArgumentError, DSLError, SimulationError
+from egtile.ir.kernel import Kernel
+from egtile.language.kernel import PrimFunc
+from egtile.validate import check_args
+
+TARGETS = ("auto", "interp", "sim", "cuda")
+
+# TileLang options accepted for source compatibility; they have no meaning for egtile.
+_IGNORED_OPTIONS = {"pass_configs", "execution_backend", "verbose", "compile_flags", "debug_root_path"}
+
+
+def hopper_available() -> bool:
+    """Whether torch sees a CUDA GPU of compute capability 9.0 (H100/H200)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return False
+    return bool(torch.cuda.is_available()) and tuple(torch.cuda.get_device_capability()) == (9, 0)
+
+
+def resolve_target(target: str) -> str:
+    """The concrete target ``target`` names (``"auto"`` resolved).
+
+    Raises:
+        ArgumentError: unknown target.
+    """
+    if target not in TARGETS:
+        raise ArgumentError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    if target != "auto":
+        return target
+    if hopper_available():
+        return "cuda"
+    # TODO(lead): remove this fallback once egtile.sim and egtile.optimize exist; "auto" on a CPU
+    # machine must mean the simulator of the scheduled kernel, not the interpreter.
+    try:
+        importlib.import_module("egtile.sim").simulate  # noqa: B018
+        importlib.import_module("egtile.optimize").optimize  # noqa: B018
+    except (ImportError, AttributeError):
+        return "interp"
+    return "sim"
+
+
+def _normalize_out_idx(out_idx: Any, kernel: Kernel) -> tuple[int, ...]:
+    if out_idx is None:
+        return ()
+    items = [out_idx] if isinstance(out_idx, int) else list(out_idx)
+    n = len(kernel.params)
+    out = []
+    for i in items:
+        if isinstance(i, bool) or not isinstance(i, int) or not -n <= i < n:
+            raise ArgumentError(f"out_idx entry {i!r} is not a parameter position of kernel {kernel.name!r} "
+                                f"(expected an int in [{-n}, {n}))")
+        out.append(i % n)
+    if len(set(out)) != len(out):
+        raise ArgumentError(f"out_idx {list(items)} names a parameter twice")
+    return tuple(sorted(out))
+
+
+class JITKernel:
+    """A compiled kernel, called with torch tensors.
+
+    Attributes:
+        kernel: the ``ir.Kernel``.
+        target: the concrete target it runs on (``"interp"``, ``"sim"`` or ``"cuda"``).
+        out_idx: positions of the parameters allocated and returned by each call.
+        scheduled: the ``ir.Scheduled`` (``None`` for ``"interp"``).
+    """
+
+    def __init__(self, func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto") -> None:
+        if isinstance(func, PrimFunc):
+            kernel = func.kernel
+        elif isinstance(func, Kernel):
+            kernel = func
+        else:
+            raise ArgumentError(f"expected a @T.prim_func (or ir.Kernel), got {type(func).__name__}")
+        self.kernel = kernel
+        self.out_idx = _normalize_out_idx(out_idx, kernel)
+        self.target = resolve_target(target)
+        self.schedule_result: Any = None
+        self.scheduled: Any = None
+        self._built: Any = None
+        self._runtime: Any = None
+        if self.target in ("sim", "cuda"):
+            optimize = importlib.import_module("egtile.optimize").optimize
+            self.schedule_result = optimize(kernel)
+            self.scheduled = self.schedule_result.scheduled
+        if self.target == "cuda":
+            self._built = importlib.import_module("egtile.codegen").build(self.scheduled)
+            self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled)
+
+    # -- calling -----------------------------------------------------------------------------------
+
+    @property
+    def device(self) -> str:
+        """Device type the tensors must live on."""
+        return "cuda" if self.target == "cuda" else "cpu"
+
+    def __call__(self, *tensors: Any) -> Any:
+        """Run the kernel.
+
+        Args:
+            tensors: one torch tensor per parameter, or without the ``out_idx`` parameters, which are then
+                allocated (``torch.empty``) and returned.
+
+        Returns:
+            ``None`` without ``out_idx``; the output tensor, or a list of them when several.
+
+        Raises:
+            ArgumentError, DTypeError, ShapeError, DeviceError: bad arguments (see :mod:`egtile.validate`).
+            SimulationError: target ``"sim"`` found a race, a deadlock or a repeated iteration.
+        """
+        import torch
+
+        check_args(self.kernel, tensors, device=self.device, out_idx=self.out_idx)
+        args: list[Any] = []
+        outputs = []
+        it = iter(tensors)
+        device = next((t.device for t in tensors), torch.device(self.device))
+        for i, p in enumerate(self.kernel.params):
+            if i in self.out_idx:
+                from egtile.ir.dtypes import dtype as lookup_dtype
+
+                t = torch.empty(p.shape, dtype=getattr(torch, lookup_dtype(p.dtype).torch), device=device)
+                outputs.append(t)
+                args.append(t)
+            else:
+                args.append(next(it))
+        self._run(args)
+        if not self.out_idx:
+            return None
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _run(self, args: list[Any]) -> None:
+        match self.target:
+            case "interp":
+                from egtile.interp import interpret
+
+                interpret(self.kernel, *args)
+            case "sim":
+                self._run_sim(args)
+            case "cuda":
+                self._runtime(*args)
+            case _:
+                raise AssertionError(self.target)
+
+    def _run_sim(self, args: list[Any]) -> None:
+        import torch
+
+        simulate = importlib.import_module("egtile.sim").simulate
+        result = simulate(self.scheduled, *args)
+        problems = []
+        for name in ("races", "deadlock", "repeated_iterations"):
+            found = getattr(result, name, None)
+            if found:
+                shown = found[:3] if isinstance(found, (list, tuple)) else found
+                problems.append(f"{name}: {shown}")
+        if problems:
+            raise SimulationError(f"kernel {self.kernel.name!r} on the simulator: " + "; ".join(problems))
+        outs = result.outputs
+        if isinstance(outs, dict):
+            outs = [outs[p.name] for p in self.kernel.params]
+        for t, o in zip(args, outs):
+            if o is t:
+                continue
+            t.copy_(torch.as_tensor(o).reshape(t.shape).to(t.dtype))
+
+    # -- inspection --------------------------------------------------------------------------------
+
+    def get_kernel_source(self) -> str:
+        """The CUDA C++ source (target ``"cuda"``); the scheduled listing (``"sim"``); the tile-IR listing
+        (``"interp"``)."""
+        if self._built is not None:
+            for attr in ("source", "cuda_source", "code"):
+                src = getattr(self._built, attr, None)
+                if isinstance(src, str):
+                    return src
+        if self.scheduled is not None:
+            return str(self.scheduled)
+        return str(self.kernel)
+
+    def explain(self) -> str:
+        """Why the kernel is scheduled the way it is (the optimizer's explanation), or, for ``"interp"``,
+        the listing of the unscheduled kernel."""
+        if self.schedule_result is not None and hasattr(self.schedule_result, "explain"):
+            return self.schedule_result.explain()
+        return (f"target 'interp': the unscheduled kernel runs on the reference interpreter, one block after "
+                f"another, statements in program order.\n{self.kernel}")
+
+    def __repr__(self) -> str:
+        return f"JITKernel({self.kernel.name!r}, target={self.target!r}, out_idx={list(self.out_idx)})"
+
+
+def compile(func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", **options: Any) -> JITKernel:  # noqa: A001
+    """Compile a traced prim_func for ``target`` (see module docstring).
+
+    Raises:
+        ArgumentError: unknown target, bad ``out_idx``, unknown option.
+    """
+    _check_options(options)
+    return JITKernel(func, out_idx=out_idx, target=target)
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    unknown = set(options) - _IGNORED_OPTIONS
+    if unknown:
+        raise ArgumentError(f"unknown option(s) {', '.join(sorted(unknown))}")
+
+
+class JITFactory:
+    """``@egtile.jit`` applied to a kernel factory: calling it with the factory's Python arguments returns a
+    :class:`JITKernel`, compiled once per distinct argument values."""
+
+    def __init__(self, fn: Callable[..., Any], out_idx: Any, target: str) -> None:
+        self.fn = fn
+        self.out_idx = out_idx
+        self.target = target
+        self._signature = inspect.signature(fn)
+        self._cache: dict[Any, JITKernel] = {}
+        functools.update_wrapper(self, fn)
+
+    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise ArgumentError(f"kernel factory {self.fn.__name__!r}: {err}") from None
+        bound.apply_defaults()
+        key = tuple(bound.arguments.items())
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def __call__(self, *args: Any, **kwargs: Any) -> JITKernel:
+        key = self._key(args, kwargs)
+        if key is not None and key in self._cache:
+            return self._cache[key]
+        func = self.fn(*args, **kwargs)
+        if not isinstance(func, PrimFunc):
+            raise DSLError(f"@egtile.jit function {self.fn.__name__!r} must return a @T.prim_func, got "
+                           f"{type(func).__name__}")
+        kernel = JITKernel(func, out_idx=self.out_idx, target=self.target)
+        if key is not None:
+            self._cache[key] = kernel
+        return kernel
+
+    def compile(self, *args: Any, **kwargs: Any) -> JITKernel:
+        """Same as calling the factory."""
+        return self(*args, **kwargs)
+
+
+def jit(func: Callable[..., Any] | PrimFunc | None = None, *, out_idx: Any = None, target: str = "auto",
+        **options: Any) -> Any:
+    """``@egtile.jit`` / ``@egtile.jit(out_idx=[...], target=...)`` on a kernel factory (a function returning a
+    ``@T.prim_func``); applied to a prim_func directly it compiles it.
+
+    TileLang's ``pass_configs``, ``execution_backend``, ``verbose``, ``compile_flags`` and
+    ``debug_root_path`` are accepted and ignored.
+
+    Raises:
+        ArgumentError: unknown target or option.
+    """
+    _check_options(options)
+    if target not in TARGETS:
+        raise ArgumentError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    if func is None:
+        return lambda f: jit(f, out_idx=out_idx, target=target, **options)
+    if isinstance(func, (PrimFunc, Kernel)):
+        return JITKernel(func, out_idx=out_idx, target=target)
+    if not callable(func):
+        raise ArgumentError(f"@egtile.jit expects a function, got {type(func).__name__}")
+    return JITFactory(func, out_idx, target)
+
+
+__all__ = ["JITFactory", "JITKernel", "TARGETS", "compile", "hopper_available", "jit", "resolve_target"]

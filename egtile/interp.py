@@ -1,0 +1,250 @@
+"""Reference interpreter of the unscheduled tile IR: the semantic oracle.
+
+``interpret(kernel, *tensors)`` runs an ``ir.Kernel`` on the CPU and writes the results into the
+caller's tensors. Semantics (what every schedule must preserve):
+
+* Blocks run one after another (grid row-major, last dimension fastest); each block gets fresh
+  shared / fragment / local buffers filled with poison (:func:`egtile.evaluate.poison`), so a read of
+  uninitialized on-chip memory shows up as NaN or a wild integer instead of a plausible zero.
+* Within a block statements run in program order, once (no threads). ``T.Parallel`` runs as an ordinary
+  loop in index order; ``T.Pipelined`` as a serial loop.
+* ``Copy``: element-wise over the extents with unit dimensions dropped, converted to ``dst``'s dtype.
+  ``Gemm``: products and sums in float32 (float64 when C is float64, int64 for integer C), then
+  converted to C's dtype. ``Reduce``: accumulates in float32 (float64 for float64, int64 for integers).
+  ``AtomicAdd``: ``old + value`` in the element's dtype. ``Extern``: the model registered with
+  :func:`egtile.register_extern`, called with :class:`egtile.externs.Pointer` arguments.
+* Scalar expressions and store conversions come from :mod:`egtile.evaluate` (shared with the simulator).
+* Every access is range-checked at run time: an index or region outside its buffer raises
+  :class:`ShapeError` at the statement's line instead of clipping or wrapping as numpy would.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from egtile import externs
+from egtile.errors import ArgumentError, DTypeError, EgtileError, ShapeError
+from egtile.evaluate import Scalar, cast_array, evaluate, poison, round_to
+from egtile.ir.dtypes import dtype as lookup_dtype
+from egtile.ir.kernel import (
+    AddressOf, AtomicAdd, Buffer, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Stmt, Store,
+)
+
+
+def _acc_dtype(dtype: str) -> np.dtype:
+    d = lookup_dtype(dtype)
+    if d.kind in ("int", "uint", "bool"):
+        return np.dtype(np.int64)
+    return np.dtype(np.float64 if d.name == "float64" else np.float32)
+
+
+def _matrix(arr: np.ndarray, r: Region) -> np.ndarray:
+    if len(r.extents) == 2:
+        return arr.reshape(r.extents)
+    return arr.reshape(r.squeezed)
+
+
+class _Block:
+    """Executes the body of one block over ``memory`` (buffer name -> numpy array)."""
+
+    def __init__(self, memory: dict[str, np.ndarray], env: dict[str, Scalar]) -> None:
+        self.memory = memory
+        self.env = env
+        self.stmt: Stmt | None = None
+
+    # -- memory access ------------------------------------------------------------------------------
+
+    def _check(self, buf: Buffer, idx: tuple[int, ...], ext: tuple[int, ...] | None = None) -> None:
+        ext = ext or (1,) * len(idx)
+        for d, (i, e, n) in enumerate(zip(idx, ext, buf.shape)):
+            if i < 0 or i + e > n:
+                where = f"indices {i}..{i + e - 1}" if e > 1 else f"index {i}"
+                raise ShapeError(f"{buf.name} dimension {d} accessed at {where} while running; expected 0..{n - 1} "
+                                 f"(buffer shape {buf.shape})")
+
+    def load(self, buf: Buffer, idx: tuple[int, ...]) -> Scalar:
+        self._check(buf, idx)
+        return self.memory[buf.name][idx].item()
+
+    def store(self, buf: Buffer, idx: tuple[int, ...], value: Scalar) -> None:
+        self._check(buf, idx)
+        self.memory[buf.name][idx] = round_to(buf.dtype, value)
+
+    def ev(self, e: Expr) -> Scalar:
+        return evaluate(e, self.env, self.load)
+
+    def region(self, r: Region) -> tuple[slice, ...]:
+        offs = tuple(int(self.ev(o)) for o in r.offsets)
+        self._check(r.buffer, offs, r.extents)
+        return tuple(slice(o, o + e) for o, e in zip(offs, r.extents))
+
+    def pointer(self, ld: Load) -> externs.Pointer:
+        buf = ld.buffer
+        idx = tuple(int(self.ev(i)) for i in ld.indices)
+        self._check(buf, idx)
+        arr = self.memory[buf.name]
+
+        def atomic_add(value: Any) -> Any:
+            old = arr[idx].item()
+            arr[idx] = round_to(buf.dtype, old + value)
+            return old
+
+        return externs.Pointer(
+            buf.name, idx, dtype=buf.dtype, load=lambda: arr[idx].item(),
+            store=lambda v: arr.__setitem__(idx, round_to(buf.dtype, v)), atomic_add=atomic_add)
+
+    # -- statements ---------------------------------------------------------------------------------
+
+    def run(self, stmts: tuple[Stmt, ...]) -> None:
+        for s in stmts:
+            self.stmt = s
+            try:
+                self.exec(s)
+            except EgtileError as err:
+                if err.loc is not None or s.loc is None:
+                    raise
+                raise type(err)(f"{err.message} (statement {s.sid})", s.loc) from None
+
+    def exec(self, s: Stmt) -> None:
+        match s:
+            case Store(buffer=buf, indices=idx, value=v):
+                self.store(buf, tuple(int(self.ev(i)) for i in idx), self.ev(v))
+            case Copy(src=src, dst=dst):
+                data = self.memory[src.buffer.name][self.region(src)]
+                view = self.region(dst)
+                self.memory[dst.buffer.name][view] = cast_array(dst.buffer.dtype, data).reshape(dst.extents)
+            case Fill(dst=dst, value=v):
+                view = self.region(dst)
+                self.memory[dst.buffer.name][view] = round_to(dst.buffer.dtype, self.ev(v))
+            case Gemm():
+                self.gemm(s)
+            case Reduce():
+                self.reduce(s)
+            case AtomicAdd(buffer=buf, indices=idx, value=v):
+                i = tuple(int(self.ev(e)) for e in idx)
+                old = self.load(buf, i)
+                self.store(buf, i, round_to(buf.dtype, old + round_to(buf.dtype, self.ev(v))))
+            case Extern(name=name, args=args):
+                model = externs.lookup(name, s.loc)
+                values = [self.pointer(a.load) if isinstance(a, AddressOf) else self.ev(a) for a in args]
+                model.fn(*values)
+            case For(var=var, start=start, stop=stop, body=body):
+                lo, hi = int(self.ev(start)), int(self.ev(stop))
+                saved = self.env.get(var.name)
+                for k in range(lo, hi):
+                    self.env[var.name] = k
+                    self.run(body)
+                if saved is None:
+                    self.env.pop(var.name, None)
+                else:
+                    self.env[var.name] = saved
+            case If(cond=c, then_body=t, else_body=e):
+                self.run(t if self.ev(c) else e)
+            case _:
+                raise TypeError(f"not a statement: {s!r}")
+
+    def gemm(self, g: Gemm) -> None:
+        c_buf = g.c.buffer
+        acc = _acc_dtype(c_buf.dtype)
+        a = _matrix(self.memory[g.a.buffer.name][self.region(g.a)], g.a).astype(acc)
+        b = _matrix(self.memory[g.b.buffer.name][self.region(g.b)], g.b).astype(acc)
+        if g.trans_a:
+            a = a.T
+        if g.trans_b:
+            b = b.T
+        view = self.region(g.c)
+        c = self.memory[c_buf.name][view]
+        with np.errstate(invalid="ignore", over="ignore"):
+            prod = a @ b
+            new = prod if g.clear_accum else _matrix(c, g.c).astype(acc) + prod
+        self.memory[c_buf.name][view] = cast_array(c_buf.dtype, new).reshape(g.c.extents)
+
+    def reduce(self, r: Reduce) -> None:
+        src = self.memory[r.src.name]
+        acc = _acc_dtype(r.dst.dtype) if lookup_dtype(r.src.dtype).kind == "float" else np.dtype(np.int64)
+        x = src.astype(acc)
+        with np.errstate(invalid="ignore", over="ignore"):
+            match r.kind:
+                case "sum":
+                    out = np.sum(x, axis=r.dim)
+                case "abssum":
+                    out = np.sum(np.abs(x), axis=r.dim)
+                case "max":
+                    out = np.max(x, axis=r.dim)
+                case "absmax":
+                    out = np.max(np.abs(x), axis=r.dim)
+                case "min":
+                    out = np.min(x, axis=r.dim)
+                case _:
+                    raise TypeError(r.kind)
+            if not r.clear:
+                old = self.memory[r.dst.name].reshape(out.shape).astype(acc)
+                match r.kind:
+                    case "sum" | "abssum":
+                        out = old + out
+                    case "max" | "absmax":
+                        out = np.maximum(old, out)
+                    case "min":
+                        out = np.minimum(old, out)
+        self.memory[r.dst.name][...] = cast_array(r.dst.dtype, out).reshape(r.dst.shape)
+
+
+def _to_array(p: Buffer, t: Any, index: int, kernel: Kernel) -> np.ndarray:
+    if isinstance(t, np.ndarray):
+        want = np.dtype(lookup_dtype(p.dtype).numpy)
+        if t.dtype != want:
+            raise DTypeError(f"argument {p.name!r} (parameter {index} of kernel {kernel.name!r}): expected numpy dtype "
+                             f"{want}, got {t.dtype}")
+        if t.shape != p.shape:
+            raise ShapeError(f"argument {p.name!r} (parameter {index} of kernel {kernel.name!r}): expected shape "
+                             f"{p.shape}, got {t.shape}")
+        return t
+    cpu = t.detach().cpu()
+    if p.dtype == "bfloat16":
+        cpu = cpu.float()
+    return cpu.numpy().copy()
+
+
+def interpret(kernel: Kernel, *tensors: Any) -> None:
+    """Run ``kernel`` on the CPU, writing results into ``tensors`` in place.
+
+    Args:
+        kernel: the tile-IR kernel.
+        tensors: one per parameter: torch tensors (any device; copied to the CPU and back) or numpy arrays of
+            the parameter's storage dtype (modified in place).
+
+    Raises:
+        ArgumentError, DTypeError, ShapeError, DeviceError: arguments that do not match the parameters.
+        ShapeError: an access outside a buffer while running (at the statement's line).
+        ExternModelError: an extern without a registered model.
+    """
+    import torch
+
+    from egtile.validate import check_args
+
+    if len(tensors) != len(kernel.params):
+        check_args(kernel, tensors, device=None)  # raises ArgumentError with the parameter names
+    torch_args = [t for t in tensors if isinstance(t, torch.Tensor)]
+    if len(torch_args) == len(tensors):
+        check_args(kernel, tensors, device=None)
+    elif any(not isinstance(t, (torch.Tensor, np.ndarray)) for t in tensors):
+        bad = next(i for i, t in enumerate(tensors) if not isinstance(t, (torch.Tensor, np.ndarray)))
+        raise ArgumentError(f"argument {kernel.params[bad].name!r} (parameter {bad} of kernel {kernel.name!r}): "
+                            f"expected a torch.Tensor or numpy array, got {type(tensors[bad]).__name__}")
+    arrays = [_to_array(p, t, i, kernel) for i, (p, t) in enumerate(zip(kernel.params, tensors))]
+    globals_ = {p.name: a for p, a in zip(kernel.params, arrays)}
+    for coords in itertools.product(*(range(g) for g in kernel.grid)):
+        memory = dict(globals_)
+        for b in kernel.allocs:
+            memory[b.name] = poison(b.dtype, b.shape)
+        env: dict[str, Scalar] = {v.name: c for v, c in zip(kernel.block_vars, coords)}
+        _Block(memory, env).run(kernel.body)
+    for t, a in zip(tensors, arrays):
+        if isinstance(t, torch.Tensor):
+            t.copy_(torch.from_numpy(a).to(t.dtype))
+
+
+__all__ = ["interpret"]

@@ -1,0 +1,225 @@
+"""Buffer handles: what ``T.Tensor`` parameters and ``T.alloc_*`` give the kernel body.
+
+``buf[i, j]`` is a :class:`Value` holding an ``ir.Load`` (also a copy's start point, an atomic's target,
+``T.address_of``'s argument); ``buf[i, j] = v`` records an ``ir.Store``; ``buf[a:b, :]`` or
+``buf[k, :]`` is a :class:`RegionRef` (a rectangular tile, only valid as a tile-op operand).
+
+Static range checks: an index or region whose bounds are known while tracing (constants, and linear
+forms of loop / block indices with constant ranges) must lie inside the buffer, else
+:class:`ShapeError` at the user's line. Inside ``T.If`` only constant positions are checked, because the
+guard may be what keeps a symbolic one in range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from egtile.errors import ShapeError, SourceLoc, UnsupportedError
+from egtile.ir.kernel import BinOp, Buffer, Const, Expr, Load, Region, Store, UnOp, Var
+from egtile.language import tracer
+from egtile.language.expr import IntImm, Value, as_expr
+
+
+# ----------------------------------------------------------------------------------------------------
+# Linear forms, for static bounds
+
+
+def linear(e: Expr) -> tuple[dict[str, int], int] | None:
+    """``e`` as ``sum(coef * var) + const`` with integer coefficients, or ``None`` if it is not linear."""
+    match e:
+        case Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
+            return {}, int(v)
+        case Var(name=n):
+            return {n: 1}, 0
+        case UnOp(op="-", a=a):
+            la = linear(a)
+            return None if la is None else ({k: -c for k, c in la[0].items()}, -la[1])
+        case BinOp(op="+" | "-" as op, a=a, b=b):
+            la, lb = linear(a), linear(b)
+            if la is None or lb is None:
+                return None
+            sign = 1 if op == "+" else -1
+            coef = dict(la[0])
+            for k, c in lb[0].items():
+                coef[k] = coef.get(k, 0) + sign * c
+            return {k: c for k, c in coef.items() if c != 0}, la[1] + sign * lb[1]
+        case BinOp(op="*", a=a, b=b):
+            la, lb = linear(a), linear(b)
+            if la is None or lb is None:
+                return None
+            if not la[0]:
+                la, lb = lb, la
+            if lb[0]:
+                return None  # product of two variables
+            k = lb[1]
+            return {n: c * k for n, c in la[0].items() if c * k != 0}, la[1] * k
+    return None
+
+
+def static_value(e: Expr) -> int | None:
+    """The integer value of ``e`` if it is known while tracing."""
+    lf = linear(e)
+    if lf is None or lf[0]:
+        return None
+    return lf[1]
+
+
+def bounds(e: Expr, ranges: dict[str, tuple[int, int]]) -> tuple[int, int] | None:
+    """Exact ``(min, max)`` of a linear ``e`` over the rectangular ranges ``ranges`` (``[lo, hi)``), or
+    ``None`` when ``e`` is not linear or mentions a variable without a constant range."""
+    lf = linear(e)
+    if lf is None:
+        return None
+    lo = hi = lf[1]
+    for name, c in lf[0].items():
+        if name not in ranges:
+            return None
+        vlo, vhi = ranges[name]
+        if vhi <= vlo:
+            return None  # empty loop: nothing runs
+        a, b = c * vlo, c * (vhi - 1)
+        lo += a if a < b else b
+        hi += b if a < b else a
+    return lo, hi
+
+
+def check_region(buffer: Buffer, offsets: tuple[Expr, ...], extents: tuple[int, ...], what: str,
+                 loc: SourceLoc | None) -> None:
+    """Raise :class:`ShapeError` if the region is statically out of ``buffer``'s range."""
+    trace = tracer.active()
+    ranges = trace.var_ranges if trace is not None and trace.guard_depth == 0 else {}
+    from egtile.ir.printer import format_expr
+
+    for dim, (off, ext, size) in enumerate(zip(offsets, extents, buffer.shape)):
+        if ext > size or ext < 1:
+            raise ShapeError(f"{what}: extent {ext} in dimension {dim} of {buffer.name} is outside 1..{size} "
+                             f"(buffer shape {buffer.shape})", loc)
+        b = bounds(off, ranges)
+        if b is None:
+            continue
+        lo, hi = b
+        if lo < 0 or hi + ext > size:
+            span = f"{lo}..{hi + ext - 1}" if ext > 1 or lo != hi else f"{lo}"
+            raise ShapeError(
+                f"{what}: {buffer.name} dimension {dim} is accessed at `{format_expr(off)}`"
+                f"{f' (+{ext})' if ext > 1 else ''}, i.e. indices {span}; expected 0..{size - 1} "
+                f"(buffer shape {buffer.shape})", loc)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Handles
+
+
+@dataclass(frozen=True)
+class RegionRef:
+    """``buf[a:b, k]``: a rectangular tile of a buffer, as a tile-op operand."""
+
+    region: Region
+
+    @property
+    def buffer(self) -> Buffer:
+        return self.region.buffer
+
+
+def _index_expr(i: Any) -> Expr:
+    if isinstance(i, IntImm):
+        return Const(int(i), "int32")
+    return as_expr(i, "int32") if not isinstance(i, Value) else i.expr
+
+
+class TileBuffer:
+    """A buffer as seen by the kernel body (parameter or allocation).
+
+    Attributes:
+        buffer: the ``ir.Buffer``.
+    """
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: Buffer) -> None:
+        self.buffer = buffer
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.buffer.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
+
+    @property
+    def scope(self) -> str:
+        return self.buffer.scope
+
+    def __repr__(self) -> str:
+        return f"TileBuffer({self.buffer.name}: {self.buffer.scope} {self.buffer.dtype}{list(self.buffer.shape)})"
+
+    def __bool__(self) -> bool:
+        return True
+
+    def _key(self, key: Any, loc: SourceLoc | None) -> tuple[Any, ...]:
+        key = key if isinstance(key, tuple) else (key,)
+        if len(key) != len(self.buffer.shape):
+            raise ShapeError(f"{self.buffer.name} has {len(self.buffer.shape)} dimension(s) "
+                             f"(shape {self.buffer.shape}), indexed with {len(key)}", loc)
+        return key
+
+    def __getitem__(self, key: Any) -> Value | RegionRef:
+        loc = tracer.user_loc()
+        key = self._key(key, loc)
+        if any(isinstance(k, slice) for k in key):
+            return RegionRef(self._region(key, loc))
+        indices = tuple(_index_expr(k) for k in key)
+        # Loads may sit under T.if_then_else guards we cannot see here: only constant indices are checked.
+        for dim, (e, size) in enumerate(zip(indices, self.buffer.shape)):
+            v = static_value(e)
+            if v is not None and not 0 <= v < size:
+                raise ShapeError(f"index {v} in dimension {dim} of {self.buffer.name} is out of range; expected "
+                                 f"0..{size - 1} (buffer shape {self.buffer.shape})", loc)
+        return Value(Load(self.buffer, indices))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        loc = tracer.user_loc()
+        trace = tracer.current(f"storing to {self.buffer.name}")
+        key = self._key(key, loc)
+        if any(isinstance(k, slice) for k in key):
+            raise UnsupportedError(f"slice assignment to {self.buffer.name}; use T.fill(region, value) or "
+                                   "T.copy(src, region)", loc)
+        indices = tuple(_index_expr(k) for k in key)
+        check_region(self.buffer, indices, (1,) * len(indices), f"store to {self.buffer.name}", loc)
+        trace.require_kernel(f"storing to {self.buffer.name}")
+        stmt = Store(trace.sid(), self.buffer, indices, as_expr(value, self.buffer.dtype), loc)
+        trace.emit(stmt, f"storing to {self.buffer.name}")
+
+    def _region(self, key: tuple[Any, ...], loc: SourceLoc | None) -> Region:
+        offsets: list[Expr] = []
+        extents: list[int] = []
+        for dim, (k, size) in enumerate(zip(key, self.buffer.shape)):
+            if isinstance(k, slice):
+                if k.step not in (None, 1):
+                    raise UnsupportedError(f"strided slice of {self.buffer.name} (step {k.step!r})", loc)
+                start = _index_expr(0 if k.start is None else k.start)
+                stop = _index_expr(size if k.stop is None else k.stop)
+                ext = static_value(BinOp("-", stop, start))
+                if ext is None:
+                    from egtile.ir.printer import format_expr
+
+                    raise ShapeError(f"slice {format_expr(start)}:{format_expr(stop)} of {self.buffer.name} "
+                                     f"(dimension {dim}) has no static extent; expected stop - start to be a "
+                                     "constant", loc)
+                offsets.append(start)
+                extents.append(ext)
+            else:
+                offsets.append(_index_expr(k))
+                extents.append(1)
+        return Region(self.buffer, tuple(offsets), tuple(extents))
+
+
+def unwrap_buffer(x: Any) -> Buffer | None:
+    """The ``ir.Buffer`` of a :class:`TileBuffer`, else ``None``."""
+    return x.buffer if isinstance(x, TileBuffer) else None

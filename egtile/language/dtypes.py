@@ -1,0 +1,18 @@
+"""Dtype constants ``T.float16``, ``T.int32``, ...: the TileLang names as strings (usable wherever a dtype
+string is), callable as constructors (``T.float16(0)``). The table itself is :mod:`egtile.ir.dtypes`."""
+
+from egtile.language.expr import DTypeName
+
+float16 = DTypeName("float16")
+bfloat16 = DTypeName("bfloat16")
+float32 = DTypeName("float32")
+float64 = DTypeName("float64")
+int8 = DTypeName("int8")
+int16 = DTypeName("int16")
+int32 = DTypeName("int32")
+int64 = DTypeName("int64")
+uint8 = DTypeName("uint8")
+uint16 = DTypeName("uint16")
+uint32 = DTypeName("uint32")
+uint64 = DTypeName("uint64")
+bool = DTypeName("bool")  # noqa: A001 - TileLang's name

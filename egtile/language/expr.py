@@ -1,0 +1,316 @@
+"""Symbolic scalar values of the DSL and the scalar builtins (``T.cast``, ``T.max``, ``T.exp``, ...).
+
+A :class:`Value` wraps an ``ir.Expr`` and overloads Python's operators to build larger expressions;
+the IR itself stays data only. Python literals combined with a Value take the Value's dtype when that
+loses nothing (``by * 16`` is ``int32``, ``x * 2.0`` keeps ``x``'s float16), as TileLang does.
+
+Rationale for the errors here: a Value has no truth value while tracing (the kernel runs later, per
+thread), so Python ``if``/``while``/``and``/``or``/``not`` on it cannot be traced; ``__bool__`` raises a
+:class:`DSLError` that names the user's line and points to ``T.If`` / ``T.if_then_else``. ``int()`` and
+``range()`` on a Value raise for the same reason (use ``T.serial``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from egtile.errors import DSLError, DTypeError, UnsupportedError
+from egtile.evaluate import dtype_of
+from egtile.ir.dtypes import dtype as lookup_dtype
+from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Expr, Load, Select, UnOp, Var
+from egtile.language.tracer import user_loc
+
+
+class IntImm(int):
+    """A static integer such as ``T.ceildiv(32, 16)``: an ``int`` everywhere, plus TileLang's ``.value``."""
+
+    @property
+    def value(self) -> int:
+        return int(self)
+
+    def __repr__(self) -> str:
+        return f"IntImm({int(self)})"
+
+
+class DTypeName(str):
+    """A dtype constant such as ``T.float16``: the string ``"float16"``, callable as a constructor
+    (``T.float16(0)`` is a float16 constant, ``T.float32(x)`` casts ``x``)."""
+
+    def __call__(self, value: Any) -> Value:
+        if isinstance(value, Value):
+            return cast(value, str(self))
+        return Value(Const(_literal_value(value, str(self)), str(self)))
+
+
+def _literal_value(v: Any, dtype: str) -> int | float | bool:
+    kind = lookup_dtype(dtype).kind
+    if kind == "float":
+        return float(v)
+    if kind == "bool":
+        return bool(v)
+    if isinstance(v, float) and not v.is_integer():
+        raise DTypeError(f"literal {v!r} is not an integer, cannot be a {dtype} constant", user_loc())
+    return int(v)
+
+
+def _literal(v: Any, like: str | None = None) -> Expr:
+    """A Python literal as a ``Const``; with ``like`` (the other operand's dtype) it takes that dtype
+    when no information is lost (int literal with any numeric dtype, float literal with a float dtype)."""
+    if isinstance(v, bool):
+        return Const(v, "bool")
+    if isinstance(v, int):
+        if like is not None and lookup_dtype(like).kind in ("int", "uint", "float"):
+            return Const(_literal_value(v, like), like)
+        if not -(2 ** 31) <= v < 2 ** 31:
+            return Const(int(v), "int64")
+        return Const(int(v), "int32")
+    if isinstance(v, float):
+        if like is not None and lookup_dtype(like).kind == "float":
+            return Const(v, like)
+        return Const(v, "float32")
+    raise DSLError(f"cannot use {type(v).__name__} {v!r} as a kernel value (expected a number or a "
+                   "symbolic expression)", user_loc())
+
+
+def as_expr(v: Any, like: str | None = None) -> Expr:
+    """``v`` (a :class:`Value`, a Python number, or an ``ir.Expr``) as an ``ir.Expr``.
+
+    Raises:
+        DSLError: ``v`` is not a number or expression.
+    """
+    if isinstance(v, Value):
+        return v.expr
+    if isinstance(v, (Const, Var, BinOp, UnOp, Load, Select, Cast, AddressOf)):
+        return v
+    try:
+        import numpy as np
+
+        if isinstance(v, np.generic):
+            v = v.item()
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    return _literal(v, like)
+
+
+def _binary(op: str, a: Any, b: Any) -> Value:
+    like_a = a.dtype if isinstance(a, Value) else None
+    like_b = b.dtype if isinstance(b, Value) else None
+    return Value(BinOp(op, as_expr(a, like_b), as_expr(b, like_a)))
+
+
+class Value:
+    """A symbolic scalar while tracing: a loop or block index, a buffer element, or an expression.
+
+    Attributes:
+        expr: the ``ir.Expr`` it stands for.
+    """
+
+    __slots__ = ("expr",)
+    __hash__ = object.__hash__  # ``==`` builds an expression, so hash by identity
+
+    def __init__(self, expr: Expr) -> None:
+        self.expr = expr
+
+    @property
+    def dtype(self) -> str:
+        return dtype_of(self.expr)
+
+    def __repr__(self) -> str:
+        from egtile.ir.printer import format_expr
+
+        return f"Value({format_expr(self.expr)}: {self.dtype})"
+
+    # -- things that cannot be traced ------------------------------------------------------------
+
+    def __bool__(self) -> bool:
+        from egtile.ir.printer import format_expr
+
+        raise DSLError(
+            f"Python `if`/`while`/`and`/`or`/`not` on the symbolic value `{format_expr(self.expr)}` cannot be "
+            "traced: its value is only known when the kernel runs. Use `with T.If(cond): ...` "
+            "(and `with T.Else(): ...`) for statements, or `T.if_then_else(cond, a, b)` for values",
+            user_loc())
+
+    def __index__(self) -> int:
+        from egtile.ir.printer import format_expr
+
+        raise DSLError(
+            f"the symbolic value `{format_expr(self.expr)}` is used where Python needs an int (range(), a "
+            "list index, a shape); use T.serial(...) for loops with symbolic bounds", user_loc())
+
+    __int__ = __index__
+
+    def __float__(self) -> float:
+        return float(self.__index__())
+
+    def __iter__(self):
+        raise DSLError("a symbolic scalar cannot be iterated", user_loc())
+
+    # -- arithmetic ------------------------------------------------------------------------------
+
+    def __add__(self, o): return _binary("+", self, o)
+    def __radd__(self, o): return _binary("+", o, self)
+    def __sub__(self, o): return _binary("-", self, o)
+    def __rsub__(self, o): return _binary("-", o, self)
+    def __mul__(self, o): return _binary("*", self, o)
+    def __rmul__(self, o): return _binary("*", o, self)
+    def __truediv__(self, o): return _binary("/", self, o)
+    def __rtruediv__(self, o): return _binary("/", o, self)
+    def __floordiv__(self, o): return _binary("//", self, o)
+    def __rfloordiv__(self, o): return _binary("//", o, self)
+    def __mod__(self, o): return _binary("%", self, o)
+    def __rmod__(self, o): return _binary("%", o, self)
+    def __and__(self, o): return _binary("&", self, o)
+    def __rand__(self, o): return _binary("&", o, self)
+    def __or__(self, o): return _binary("|", self, o)
+    def __ror__(self, o): return _binary("|", o, self)
+    def __xor__(self, o): return _binary("^", self, o)
+    def __rxor__(self, o): return _binary("^", o, self)
+    def __lshift__(self, o): return _binary("<<", self, o)
+    def __rlshift__(self, o): return _binary("<<", o, self)
+    def __rshift__(self, o): return _binary(">>", self, o)
+    def __rrshift__(self, o): return _binary(">>", o, self)
+    def __eq__(self, o): return _binary("==", self, o)  # type: ignore[override]
+    def __ne__(self, o): return _binary("!=", self, o)  # type: ignore[override]
+    def __lt__(self, o): return _binary("<", self, o)
+    def __le__(self, o): return _binary("<=", self, o)
+    def __gt__(self, o): return _binary(">", self, o)
+    def __ge__(self, o): return _binary(">=", self, o)
+    def __neg__(self): return Value(UnOp("-", self.expr))
+    def __pos__(self): return self
+    def __invert__(self): return Value(UnOp("~", self.expr))
+    def __abs__(self): return Value(UnOp("abs", self.expr))
+
+    def __pow__(self, o):
+        raise UnsupportedError("`**` on a symbolic value (write the product, or T.exp/T.log)", user_loc())
+
+    __rpow__ = __pow__
+
+    def astype(self, dtype: str) -> Value:
+        """``T.cast(self, dtype)``."""
+        return cast(self, dtype)
+
+
+def wrap(e: Expr) -> Value:
+    return Value(e)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Scalar builtins
+
+
+def cast(value: Any, dtype: str) -> Value:
+    """``T.cast(value, dtype)``: convert to ``dtype`` (float -> int truncates, see egtile.evaluate).
+
+    Raises:
+        DTypeError: unknown dtype.
+    """
+    try:
+        d = lookup_dtype(dtype).name
+    except DTypeError as err:
+        raise DTypeError(f"T.cast: {err.message}", user_loc()) from None
+    e = as_expr(value, d if not isinstance(value, Value) else None)
+    if isinstance(e, Const) and e.dtype == d:
+        return Value(e)
+    return Value(Cast(d, e))
+
+
+def if_then_else(cond: Any, a: Any, b: Any) -> Any:
+    """``T.if_then_else(cond, a, b)``: ``a`` where ``cond`` holds else ``b`` (C's ``?:``; only the chosen
+    side is read)."""
+    if isinstance(cond, bool):
+        return a if cond else b
+    like_a = a.dtype if isinstance(a, Value) else None
+    like_b = b.dtype if isinstance(b, Value) else None
+    return Value(Select(as_expr(cond), as_expr(a, like_b), as_expr(b, like_a)))
+
+
+def max(a: Any, b: Any) -> Any:  # noqa: A001 - TileLang's name
+    """``T.max(a, b)``; on two Python numbers, the Python result."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return a if a >= b else b
+    return _binary("max", a, b)
+
+
+def min(a: Any, b: Any) -> Any:  # noqa: A001 - TileLang's name
+    """``T.min(a, b)``; on two Python numbers, the Python result."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return a if a <= b else b
+    return _binary("min", a, b)
+
+
+def ceildiv(a: Any, b: Any) -> Any:
+    """``ceil(a / b)`` for positive ``b``. On Python ints returns an :class:`IntImm` (an ``int`` with
+    ``.value``), usable anywhere an int is (grid sizes, loop extents, shapes)."""
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        a, b = int(a), int(b)
+        if b == 0:
+            raise DSLError("T.ceildiv: division by zero", user_loc())
+        return IntImm(-(-a // b))
+    return _binary("//", _binary("-", _binary("+", a, b), 1), b)
+
+
+def _unary(op: str, x: Any) -> Any:
+    if isinstance(x, Value):
+        return Value(UnOp(op, x.expr))
+    if isinstance(x, (int, float)):
+        return Value(UnOp(op, as_expr(float(x))))
+    raise DSLError(f"T.{op} expects a number or symbolic value, got {type(x).__name__}", user_loc())
+
+
+def exp(x: Any) -> Any:
+    """``T.exp(x)`` (e**x)."""
+    return _unary("exp", x)
+
+
+def exp2(x: Any) -> Any:
+    """``T.exp2(x)`` (2**x)."""
+    return _unary("exp2", x)
+
+
+def log(x: Any) -> Any:
+    """``T.log(x)`` (natural logarithm)."""
+    return _unary("log", x)
+
+
+def log2(x: Any) -> Any:
+    """``T.log2(x)``."""
+    return _unary("log2", x)
+
+
+def sqrt(x: Any) -> Any:
+    """``T.sqrt(x)``."""
+    return _unary("sqrt", x)
+
+
+def rsqrt(x: Any) -> Any:
+    """``T.rsqrt(x)`` (1 / sqrt(x))."""
+    return _unary("rsqrt", x)
+
+
+def abs(x: Any) -> Any:  # noqa: A001 - TileLang's name
+    """``T.abs(x)``; on a Python number, the Python result."""
+    if isinstance(x, Value):
+        return Value(UnOp("abs", x.expr))
+    return x if x >= 0 else -x
+
+
+def And(a: Any, b: Any) -> Value:  # noqa: N802 - TileLang's name
+    """Logical and of two conditions (Python's ``and`` cannot be traced)."""
+    return Value(BinOp("and", as_expr(a), as_expr(b)))
+
+
+def Or(a: Any, b: Any) -> Value:  # noqa: N802
+    """Logical or of two conditions."""
+    return Value(BinOp("or", as_expr(a), as_expr(b)))
+
+
+def Not(a: Any) -> Value:  # noqa: N802
+    """Logical negation of a condition."""
+    return Value(UnOp("not", as_expr(a)))
+
+
+def infinity(dtype: str) -> Value:
+    """``T.infinity(dtype)``: +inf of a float dtype."""
+    return Value(Const(math.inf, lookup_dtype(dtype).name))

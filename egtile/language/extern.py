@@ -1,0 +1,103 @@
+"""Extern code and atomics: ``T.call_extern``, ``T.address_of``, ``T.import_source``, ``T.atomic_add``.
+
+``T.call_extern(ret_dtype, name, *args)`` is recorded as a statement (its result, if any, is discarded:
+extern calls used as values are not supported). An ``T.address_of(buf[i])`` argument hands the callee a
+pointer into ``buf``; the analyses treat such a call as reading and writing ``buf``. CPU executors run
+the call through the Python model registered with ``egtile.register_extern(name, fn)``; a model
+registered with ``pure=True`` at trace time marks the call pure (then pointer arguments are an error).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from egtile.errors import DSLError, UnsupportedError
+from egtile.ir.kernel import AddressOf, AtomicAdd, Extern, Load
+from egtile.language import tracer
+from egtile.language.expr import Value, as_expr
+from egtile.language.kernel import check_dtype
+from egtile.language.buffer import check_region
+
+
+class ExternResult:
+    """What ``T.call_extern`` returns: using it as a value raises, because the call is a statement."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _fail(self, *_: Any) -> Any:
+        raise UnsupportedError(f"the result of T.call_extern({self.name!r}) used as a value; egtile supports extern "
+                               "calls as statements only", tracer.user_loc())
+
+    __bool__ = __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = __rsub__ = __index__ = _fail
+
+
+def address_of(element: Any) -> Value:
+    """``T.address_of(buf[i, j])``: a pointer to one element, only valid as a ``T.call_extern`` argument.
+
+    Raises:
+        DSLError: the argument is not a buffer element.
+    """
+    loc = tracer.user_loc()
+    tracer.current("T.address_of")
+    if not (isinstance(element, Value) and isinstance(element.expr, Load)):
+        raise DSLError(f"T.address_of expects a buffer element such as buf[i], got {element!r}", loc)
+    return Value(AddressOf(element.expr))
+
+
+def call_extern(ret_dtype: Any, name: str, *args: Any) -> ExternResult:
+    """``T.call_extern(ret_dtype, name, *args)``: call the device function ``name`` (defined with
+    ``T.import_source``) for its side effects.
+
+    Raises:
+        DTypeError: unknown ``ret_dtype`` (``"void"`` is allowed).
+        DSLError: a non-string ``name``, a pointer argument to a model registered as pure.
+    """
+    loc = tracer.user_loc()
+    trace = tracer.current("T.call_extern")
+    trace.require_kernel("T.call_extern")
+    ret = "void" if ret_dtype in ("void", None) else check_dtype(ret_dtype, f"T.call_extern({name!r})", loc)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise DSLError(f"T.call_extern: name must be a C identifier string, got {name!r}", loc)
+    exprs = []
+    for a in args:
+        if isinstance(a, ExternResult):
+            a._fail()
+        exprs.append(as_expr(a))
+    from egtile import externs
+
+    model = externs.registered(name)
+    pure = bool(model is not None and model.pure)
+    if pure and any(isinstance(e, AddressOf) for e in exprs):
+        raise DSLError(f"T.call_extern({name!r}): the extern is registered as pure but receives a pointer "
+                       "(T.address_of) argument", loc)
+    trace.emit(Extern(trace.sid(), name, ret, tuple(exprs), pure, loc), "T.call_extern")
+    return ExternResult(name)
+
+
+def import_source(source: str) -> None:
+    """``T.import_source(src)``: device C++ source placed before the kernel (e.g. an extern's definition)."""
+    loc = tracer.user_loc()
+    trace = tracer.current("T.import_source")
+    if not isinstance(source, str):
+        raise DSLError(f"T.import_source expects a string, got {type(source).__name__}", loc)
+    trace.sources.append(source)
+
+
+def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_prev: bool = False,
+               use_tma: bool = False) -> None:
+    """``T.atomic_add(buf[i, j], value)``: one atomic read-modify-write of one element.
+
+    Raises:
+        UnsupportedError: tile-region atomics, ``return_prev``, ``use_tma``, ``memory_order``.
+    """
+    loc = tracer.user_loc()
+    trace = tracer.current("T.atomic_add")
+    trace.require_kernel("T.atomic_add")
+    if return_prev or use_tma or memory_order is not None:
+        raise UnsupportedError("T.atomic_add(return_prev=/use_tma=/memory_order=)", loc)
+    if not (isinstance(dst, Value) and isinstance(dst.expr, Load)):
+        raise UnsupportedError("T.atomic_add on a region or buffer (only one element, buf[i, ...], is supported)", loc)
+    ld = dst.expr
+    check_region(ld.buffer, ld.indices, (1,) * len(ld.indices), f"T.atomic_add ({ld.buffer.name})", loc)
+    trace.emit(AtomicAdd(trace.sid(), ld.buffer, ld.indices, as_expr(value, ld.buffer.dtype), loc), "T.atomic_add")

@@ -1,0 +1,68 @@
+"""``T.gemm``: ``C (+)= op(A) @ op(B)`` on tiles.
+
+Operands are 2-D after dropping unit dimensions. After transposition A is (M, K), B is (K, N) and C is
+(M, N); accumulation is in float32 (float64 when C is float64). How it runs (wgmma, mma.sync, which warps
+own which part of C) is the scheduler's choice; ``policy`` and ``k_pack`` are accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from egtile.errors import DSLError, ShapeError
+from egtile.ir.kernel import Gemm, Region
+from egtile.language import tracer
+from egtile.language.operand import as_region, operand
+
+
+class GemmWarpPolicy(enum.IntEnum):
+    """TileLang's warp tiling policy of ``T.gemm``; accepted for compatibility, not used."""
+
+    Square = 0
+    FullRow = 1
+    FullCol = 2
+
+
+def _matrix(r: Region, name: str, loc) -> tuple[int, int]:
+    sq = r.squeezed
+    if len(r.extents) == 2:
+        return r.extents[0], r.extents[1]
+    if len(sq) == 2:
+        return sq[0], sq[1]
+    raise ShapeError(f"T.gemm: {name} ({r.buffer.name}) must be a 2-D tile, got extents {r.extents}", loc)
+
+
+def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,  # noqa: N803
+         policy: GemmWarpPolicy = GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1,
+         wg_wait: int = 0, mbar: Any = None) -> None:
+    """``T.gemm(A, B, C, transpose_A, transpose_B, clear_accum)``.
+
+    Raises:
+        ShapeError: operands that are not 2-D, or M/N/K that disagree (the message gives all shapes).
+        DSLError: a global-memory C, or ``mbar`` (manual wgmma synchronization).
+    """
+    loc = tracer.user_loc()
+    trace = tracer.current("T.gemm")
+    trace.require_kernel("T.gemm")
+    if mbar is not None:
+        raise DSLError("T.gemm(mbar=...) is not supported", loc)
+    ra = as_region(operand(A, "T.gemm", "A", loc), "T.gemm", loc)
+    rb = as_region(operand(B, "T.gemm", "B", loc), "T.gemm", loc)
+    rc = as_region(operand(C, "T.gemm", "C", loc), "T.gemm", loc)
+    am, ak = _matrix(ra, "A", loc)
+    bk, bn = _matrix(rb, "B", loc)
+    cm, cn = _matrix(rc, "C", loc)
+    if transpose_A:
+        am, ak = ak, am
+    if transpose_B:
+        bk, bn = bn, bk
+    if ak != bk or am != cm or bn != cn:
+        raise ShapeError(
+            f"T.gemm: shapes do not agree; expected A (M, K) = ({cm}, K), B (K, N) = (K, {cn}), C (M, N) with the "
+            f"same K, got A ({am}, {ak}), B ({bk}, {bn}), C ({cm}, {cn}) after transpose_A={bool(transpose_A)}, "
+            f"transpose_B={bool(transpose_B)}", loc)
+    if rc.buffer.scope == "global":
+        raise DSLError(f"T.gemm: accumulator C ({rc.buffer.name}) must be a fragment, shared or local buffer, not "
+                       "a global tensor", loc)
+    trace.emit(Gemm(trace.sid(), ra, rb, rc, bool(transpose_A), bool(transpose_B), bool(clear_accum), loc), "T.gemm")

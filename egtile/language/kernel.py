@@ -1,0 +1,224 @@
+"""``@T.prim_func``, ``T.Tensor`` and ``T.Kernel``: the frame of a kernel.
+
+``@T.prim_func`` traces the decorated function right away (TileLang parses it at decoration time too):
+each parameter annotated ``T.Tensor(shape, dtype)`` becomes a global buffer, the body runs once with
+symbolic values, and the result is a :class:`PrimFunc` whose ``.kernel`` is the ``ir.Kernel``.
+
+``with T.Kernel(*grid, threads=128) as bx:`` opens the body of one block; ``bx`` (or ``(bx, by)``) are
+the block indices. Exactly one ``T.Kernel`` per prim_func; grid extents and ``threads`` must be static.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from egtile.errors import DSLError, DTypeError, ShapeError, SourceLoc, UnsupportedError
+from egtile.ir.dtypes import dtype as lookup_dtype
+from egtile.ir.kernel import Buffer, Kernel as IRKernel, Var
+from egtile.language import tracer
+from egtile.language.buffer import TileBuffer, static_value
+from egtile.language.expr import Value, as_expr
+
+
+def check_dtype(dtype: Any, what: str, loc: SourceLoc | None) -> str:
+    """Canonical name of ``dtype``; :class:`DTypeError` naming ``what`` if unknown."""
+    try:
+        return lookup_dtype(str(dtype) if isinstance(dtype, str) else dtype).name
+    except DTypeError as err:
+        raise DTypeError(f"{what}: {err.message}", loc) from None
+
+
+def check_shape(shape: Any, what: str, loc: SourceLoc | None) -> tuple[int, ...]:
+    """``shape`` as a tuple of positive Python ints; :class:`ShapeError` / :class:`UnsupportedError`."""
+    if isinstance(shape, (int, Value)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise ShapeError(f"{what}: shape must be a tuple of ints, got {type(shape).__name__} {shape!r}", loc)
+    out = []
+    for e in shape:
+        if isinstance(e, Value):
+            v = static_value(e.expr)
+            if v is None:
+                raise UnsupportedError(f"{what}: symbolic shape entry (shapes must be static ints)", loc)
+            e = v
+        if isinstance(e, bool) or not isinstance(e, int):
+            raise ShapeError(f"{what}: shape entries must be ints, got {type(e).__name__} {e!r}", loc)
+        if e < 1:
+            raise ShapeError(f"{what}: shape entries must be positive, got {tuple(shape)}", loc)
+        out.append(int(e))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """``T.Tensor(shape, dtype)``: the annotation of a global (device memory) kernel parameter.
+
+    Args:
+        shape: static extents, outermost first (elements).
+        dtype: TileLang dtype name.
+
+    Raises:
+        DTypeError: unknown dtype.
+        ShapeError: shape entries that are not positive ints.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __init__(self, shape: Any, dtype: Any = "float32") -> None:
+        loc = tracer.user_loc()
+        object.__setattr__(self, "shape", check_shape(shape, "T.Tensor", loc))
+        object.__setattr__(self, "dtype", check_dtype(dtype, "T.Tensor", loc))
+
+
+@dataclass(frozen=True)
+class PrimFunc:
+    """A traced ``@T.prim_func``.
+
+    Attributes:
+        kernel: the ``ir.Kernel``.
+        fn: the Python function it was traced from.
+    """
+
+    kernel: IRKernel
+    fn: Callable[..., Any]
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+    def __str__(self) -> str:
+        return str(self.kernel)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise DSLError(f"prim_func {self.kernel.name!r} cannot be called directly; compile it first with "
+                       "egtile.compile(func) or @egtile.jit", tracer.user_loc())
+
+
+def _def_loc(fn: Callable[..., Any]) -> SourceLoc | None:
+    try:
+        lines, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    for offset, text in enumerate(lines):
+        if text.lstrip().startswith(("def ", "async def ")):
+            return SourceLoc(inspect.getsourcefile(fn) or "<unknown>", start + offset, text.strip())
+    return SourceLoc(inspect.getsourcefile(fn) or "<unknown>", start, lines[0].strip() if lines else "")
+
+
+def prim_func(fn: Callable[..., Any]) -> PrimFunc:
+    """Trace ``fn`` into an ``ir.Kernel``.
+
+    Every parameter must be annotated ``T.Tensor(shape, dtype)``; the body must contain exactly one
+    ``with T.Kernel(...)``.
+
+    Raises:
+        DSLError: a parameter without a ``T.Tensor`` annotation, no or several ``T.Kernel``, or any
+            tracing error of the body (each names the user's line).
+    """
+    if isinstance(fn, PrimFunc):
+        return fn
+    loc = _def_loc(fn)
+    sig = inspect.signature(fn)
+    # Under ``from __future__ import annotations`` the annotations are strings, and the factory's variables
+    # they name (``M``, ``block_K``) are not captured by the closure: evaluate them in the frame that
+    # applies the decorator, which is where the ``def`` stands.
+    caller = tracer.user_frame()
+    scope = dict(caller.f_locals) if caller is not None else {}
+    try:
+        annotations = inspect.get_annotations(fn, eval_str=True, locals=scope)
+    except Exception as err:
+        raise DSLError(f"cannot evaluate the parameter annotations of prim_func {fn.__name__!r} ({err}); "
+                       "annotate parameters with T.Tensor(shape, dtype)", loc) from None
+    trace = tracer.Trace(fn.__name__, loc)
+    handles = []
+    for name, p in sig.parameters.items():
+        ann = annotations.get(name, p.annotation)
+        if not isinstance(ann, Tensor):
+            raise DSLError(f"parameter {name!r} of prim_func {fn.__name__!r} must be annotated "
+                           f"T.Tensor(shape, dtype), got {ann!r}", loc)
+        buf = Buffer(trace.fresh_buffer_name(name, "arg"), ann.shape, ann.dtype, "global")
+        trace.params.append(buf)
+        handles.append(TileBuffer(buf))
+    token = tracer.start(trace)
+    try:
+        fn(*handles)
+    finally:
+        tracer.stop(token)
+    if trace.body is None:
+        raise DSLError(f"prim_func {fn.__name__!r} has no `with T.Kernel(...)` block", loc)
+    kernel = IRKernel(
+        name=fn.__name__, params=tuple(trace.params), grid=trace.grid or (1,), block_vars=trace.block_vars,
+        threads=trace.threads, allocs=tuple(trace.allocs), body=trace.body, sources=tuple(trace.sources),
+        loc=loc)
+    return PrimFunc(kernel, fn)
+
+
+class Kernel:
+    """``with T.Kernel(*grid, threads=128) as bx:``: the body of one thread block.
+
+    Args:
+        grid: blocks per grid dimension (static ints; ``T.ceildiv`` of ints is fine), 1 to 3 of them.
+        threads: threads per block (an int; TileLang's ``[x, y, z]`` form is not supported).
+
+    Yields the block index (one grid dimension) or a tuple of them.
+
+    Raises:
+        DSLError: nested or repeated ``T.Kernel``.
+        UnsupportedError: symbolic grid, multi-dimensional ``threads``, ``prelude``.
+    """
+
+    def __init__(self, *grid: Any, threads: Any = 128, prelude: str | None = None, **kwargs: Any) -> None:
+        self._loc = tracer.user_loc()
+        self._trace = tracer.current("T.Kernel")
+        if kwargs:
+            raise UnsupportedError(f"T.Kernel({', '.join(f'{k}=' for k in kwargs)}...)", self._loc)
+        if not 1 <= len(grid) <= 3:
+            raise DSLError(f"T.Kernel expects 1 to 3 grid extents, got {len(grid)}", self._loc)
+        extents = []
+        for g in grid:
+            e = as_expr(g) if isinstance(g, Value) else None
+            if e is not None:
+                v = static_value(e)
+                if v is None:
+                    raise UnsupportedError("symbolic grid extent in T.Kernel (grids must be static ints)", self._loc)
+                g = v
+            if isinstance(g, bool) or not isinstance(g, int) or g < 1:
+                raise DSLError(f"T.Kernel grid extents must be positive ints, got {g!r}", self._loc)
+            extents.append(int(g))
+        if isinstance(threads, (list, tuple)):
+            if len(threads) == 1:
+                threads = threads[0]
+            else:
+                raise UnsupportedError(f"multi-dimensional threads={list(threads)} in T.Kernel", self._loc)
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise DSLError(f"T.Kernel threads must be a positive int, got {threads!r}", self._loc)
+        if prelude is not None:
+            raise UnsupportedError("T.Kernel(prelude=...); use T.import_source(src)", self._loc)
+        self._grid = tuple(extents)
+        self._threads = int(threads)
+        self._frame: tracer.Frame | None = None
+
+    def __enter__(self) -> Value | tuple[Value, ...]:
+        trace = self._trace
+        if trace.in_kernel or trace.body is not None:
+            raise DSLError("a prim_func holds exactly one `with T.Kernel(...)` block", self._loc)
+        wanted = tracer.with_target_names(self._loc, len(self._grid)) or [None] * len(self._grid)
+        fallback = ("bx", "by", "bz")
+        block_vars = tuple(Var(trace.fresh_var_name(w, fallback[d])) for d, w in enumerate(wanted))
+        for v, g in zip(block_vars, self._grid):
+            trace.var_ranges[v.name] = (0, g)
+        trace.grid, trace.block_vars, trace.threads = self._grid, block_vars, self._threads
+        trace.in_kernel = True
+        self._frame = trace.open("T.Kernel", self._loc)
+        handles = tuple(Value(v) for v in block_vars)
+        return handles[0] if len(handles) == 1 else handles
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            return  # the trace is abandoned; keep the user's exception
+        assert self._frame is not None
+        self._trace.body = self._trace.close(self._frame)
+        self._trace.in_kernel = False

@@ -1,0 +1,160 @@
+"""Loops: ``T.Parallel``, ``T.Pipelined``, ``T.serial`` / ``T.Serial``, ``T.unroll`` / ``T.Unroll``.
+
+Tracing a loop: ``for v in T.Parallel(n):`` yields one symbolic index once, records the body the Python
+``for`` runs, then closes it into an ``ir.For``. The loop variable is named after the Python target
+(``for ko in ...`` gives ``ko``), made unique within the kernel (a second ``i`` becomes ``i_1``).
+
+Notes on semantics and constraints:
+
+* ``T.Parallel(*extents)``: a nest of ``parallel`` loops whose iterations are independent and may run
+  in any order on any threads. Rationale: the scheduler maps it onto threads (partitioned, or
+  replicated when the body's effect is thread-local), so a body that depends on iteration order is a
+  bug the simulator reports, not something egtile orders for you. Extents must be static.
+* ``T.Pipelined(n | start, stop, num_stages=S)``: serial semantics; with ``S > 0`` the scheduler may keep
+  ``S`` versions of the shared buffers the body fills and overlap copies with compute (software
+  pipelining or producer/consumer warp specialization). ``num_stages=0`` is a plain serial loop, as in
+  TileLang. Manual schedules (``order``, ``stage``, ``group``) are not supported.
+* ``T.serial`` / ``T.unroll``: serial loops with step 1. Python's ``range`` over ints inside a kernel
+  unrolls while tracing, which has the same meaning.
+* ``break``, ``continue`` and ``return`` inside a traced loop cannot be traced (the body runs once);
+  leaving a loop early raises :class:`DSLError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from egtile.errors import DSLError, UnsupportedError
+from egtile.ir.kernel import Const, Expr, For, LoopKind, Var
+from egtile.language import tracer
+from egtile.language.buffer import static_value
+from egtile.language.expr import IntImm, Value, as_expr
+
+_FALLBACK = ("i", "j", "k", "l", "m", "n")
+
+
+def _bound(x: Any, what: str, loc) -> Expr:
+    if isinstance(x, IntImm):
+        return Const(int(x), "int32")
+    if isinstance(x, bool) or not isinstance(x, (int, Value)):
+        raise DSLError(f"{what}: loop bounds must be ints or integer expressions, got {type(x).__name__} {x!r}", loc)
+    return as_expr(x, "int32")
+
+
+class _LoopNest:
+    """An iterable that records a nest of ``For`` loops around the body of the Python ``for``."""
+
+    def __init__(self, kind: LoopKind, bounds: list[tuple[Expr, Expr]], what: str, num_stages: int = 0) -> None:
+        self.loc = tracer.user_loc()
+        self.trace = tracer.current(what)
+        self.kind = kind
+        self.bounds = bounds
+        self.what = what
+        self.num_stages = num_stages
+        self.used = False
+
+    def __iter__(self) -> Iterator[Any]:
+        trace, loc = self.trace, self.loc
+        if self.used:
+            raise DSLError(f"a {self.what} loop object can be iterated only once", loc)
+        self.used = True
+        trace.require_kernel(self.what)
+        depth = len(self.bounds)
+        wanted = tracer.for_target_names(loc, depth) or [None] * depth
+        levels = []
+        for d, ((start, stop), w) in enumerate(zip(self.bounds, wanted)):
+            var = Var(trace.fresh_var_name(w, _FALLBACK[d % len(_FALLBACK)]))
+            sid = trace.sid()
+            frame = trace.open(self.what, loc)
+            lo, hi = static_value(start), static_value(stop)
+            if lo is not None and hi is not None:
+                trace.var_ranges[var.name] = (lo, hi)
+            levels.append((var, start, stop, sid, frame))
+        handles = tuple(Value(v) for v, *_ in levels)
+        yield handles[0] if depth == 1 else handles
+        inner: tuple = ()
+        for var, start, stop, sid, frame in reversed(levels):
+            if inner:
+                frame.stmts.append(inner[0])
+            body = trace.close(frame)
+            trace.var_ranges.pop(var.name, None)
+            stages = self.num_stages if self.kind == "pipelined" else 0
+            inner = (For(sid, var, start, stop, self.kind, body, stages, loc),)
+        trace.emit(inner[0], self.what)
+
+
+def _start_stop(start: Any, stop: Any, what: str, loc) -> tuple[Expr, Expr]:
+    if stop is None:
+        return Const(0, "int32"), _bound(start, what, loc)
+    return _bound(start, what, loc), _bound(stop, what, loc)
+
+
+def Parallel(*extents: Any, coalesced_width: int | None = None, loop_layout: Any = None,  # noqa: N802
+             prefer_async: bool | None = None, annotations: dict | None = None) -> _LoopNest:
+    """``for i, j in T.Parallel(M, N):``: a nest of parallel loops over ``[0, M) x [0, N)``.
+
+    ``coalesced_width`` and ``prefer_async`` are accepted as hints and ignored.
+
+    Raises:
+        UnsupportedError: symbolic extents, ``loop_layout``, ``annotations``.
+    """
+    loc = tracer.user_loc()
+    if not extents:
+        raise DSLError("T.Parallel needs at least one extent", loc)
+    if loop_layout is not None or annotations:
+        raise UnsupportedError("T.Parallel(loop_layout=/annotations=)", loc)
+    bounds = []
+    for n in extents:
+        e = _bound(n, "T.Parallel", loc)
+        if static_value(e) is None:
+            raise UnsupportedError("symbolic extent in T.Parallel (extents must be static ints)", loc)
+        bounds.append((Const(0, "int32"), Const(static_value(e), "int32")))
+    return _LoopNest("parallel", bounds, "T.Parallel")
+
+
+def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: Any = None,  # noqa: N802
+              stage: Any = None, sync: Any = None, group: Any = None, annotations: Any = None) -> _LoopNest:
+    """``for k in T.Pipelined(n, num_stages=S):`` (or ``T.Pipelined(start, stop, num_stages=S)``).
+
+    Args:
+        start, stop: bounds (``[0, start)`` when ``stop`` is omitted); ints or integer expressions.
+        num_stages: shared-buffer versions the scheduler may use (0: plain serial loop).
+
+    Raises:
+        UnsupportedError: ``order``, ``stage``, ``group`` or ``annotations`` (manual pipeline schedules).
+    """
+    loc = tracer.user_loc()
+    for name, v in (("order", order), ("stage", stage), ("group", group), ("annotations", annotations)):
+        if v is not None:
+            raise UnsupportedError(f"T.Pipelined({name}=...) (manual pipeline schedules)", loc)
+    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 0:
+        raise DSLError(f"T.Pipelined num_stages must be an int >= 0, got {num_stages!r}", loc)
+    bounds = [_start_stop(start, stop, "T.Pipelined", loc)]
+    kind: LoopKind = "pipelined" if num_stages > 0 else "serial"
+    return _LoopNest(kind, bounds, "T.Pipelined", int(num_stages))
+
+
+def serial(start: Any, stop: Any = None, step: Any = None, annotations: Any = None) -> _LoopNest:
+    """``for k in T.serial(n)`` / ``T.serial(start, stop)``: an ordinary sequential loop (step 1).
+
+    Raises:
+        UnsupportedError: a step other than 1.
+    """
+    loc = tracer.user_loc()
+    if step not in (None, 1):
+        raise UnsupportedError(f"T.serial with step {step!r} (only step 1)", loc)
+    return _LoopNest("serial", [_start_stop(start, stop, "T.serial", loc)], "T.serial")
+
+
+def unroll(start: Any, stop: Any = None, step: Any = None, explicit: bool = False,  # noqa: ARG001
+           unroll_factor: int | None = None, annotations: Any = None) -> _LoopNest:
+    """``for k in T.unroll(n)``: a sequential loop the backend unrolls (step 1)."""
+    loc = tracer.user_loc()
+    if step not in (None, 1):
+        raise UnsupportedError(f"T.unroll with step {step!r} (only step 1)", loc)
+    return _LoopNest("unroll", [_start_stop(start, stop, "T.unroll", loc)], "T.unroll")
+
+
+Serial = serial
+Unroll = unroll

@@ -1,0 +1,222 @@
+"""The tracing state behind ``egtile.language``.
+
+Tracing runs the user's ``@T.prim_func`` body once, in ordinary Python. Every ``T.*`` builtin asks
+this module for the active :class:`Trace` and appends IR statements to the innermost open
+:class:`Frame` (a statement list: the kernel body, a loop body, an ``If`` branch). Loops and ``with``
+blocks open a frame on entry and close it on exit, which builds the nested IR bottom-up.
+
+This module also owns the two pieces of bookkeeping every builtin needs:
+
+* the user's source line (:func:`user_loc`): the first stack frame outside the egtile package, so a
+  message points at the line the user wrote, never at egtile's internals;
+* names: statement ids (``sid``) in trace order starting at 1, and variable / buffer names that are
+  unique within the kernel. Names come from the user's source line when a cheap regular expression
+  finds them (``for ko in ...``, ``as by``, ``A_shared = T.alloc_shared(...)``), else ``i``, ``i_1``...
+"""
+
+from __future__ import annotations
+
+import contextvars
+import linecache
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from types import FrameType
+
+from egtile.errors import DSLError, SourceLoc
+from egtile.ir.kernel import Buffer, Stmt, Var
+
+_EGTILE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def user_frame() -> FrameType | None:
+    """The innermost stack frame outside the egtile package (the user's code)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_EGTILE_DIR) and not filename.startswith("<frozen"):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def user_loc() -> SourceLoc | None:
+    """The innermost stack frame outside the egtile package, as a :class:`SourceLoc`."""
+    frame = user_frame()
+    if frame is None:
+        return None
+    filename, line = frame.f_code.co_filename, frame.f_lineno or 0
+    return SourceLoc(filename, line, linecache.getline(filename, line).strip())
+
+
+def source_from(loc: SourceLoc | None, max_lines: int = 6) -> str:
+    """The user's statement starting at ``loc``, joined over at most ``max_lines`` lines (a call may
+    span several lines, e.g. ``with T.Kernel(\\n ...) as bx:``)."""
+    if loc is None:
+        return ""
+    lines = []
+    for n in range(loc.line, loc.line + max_lines):
+        text = linecache.getline(loc.file, n)
+        if not text:
+            break
+        lines.append(text.strip())
+        if text.rstrip().endswith(":") or text.rstrip().endswith(")") and n > loc.line:
+            break
+    return " ".join(lines)
+
+
+_FOR_TARGET = re.compile(r"^\s*for\s+\(?\s*([A-Za-z_][\w\s,]*?)\s*\)?\s+in\s")
+_WITH_TARGET = re.compile(r"\bas\s+\(?\s*([A-Za-z_][\w\s,]*?)\s*\)?\s*:\s*(#.*)?$")
+_ASSIGN_TARGET = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=[^=]")
+
+
+def _split_names(group: str, count: int) -> list[str] | None:
+    names = [n.strip() for n in group.split(",") if n.strip()]
+    if len(names) != count or not all(n.isidentifier() for n in names):
+        return None
+    return names
+
+
+def for_target_names(loc: SourceLoc | None, count: int) -> list[str] | None:
+    """Names bound by ``for <names> in ...`` on the user's line, if exactly ``count`` are found."""
+    m = _FOR_TARGET.match(source_from(loc, 1))
+    return _split_names(m.group(1), count) if m else None
+
+
+def with_target_names(loc: SourceLoc | None, count: int) -> list[str] | None:
+    """Names bound by ``with ... as <names>:`` starting at the user's line."""
+    m = _WITH_TARGET.search(source_from(loc))
+    return _split_names(m.group(1), count) if m else None
+
+
+def assign_target_name(loc: SourceLoc | None) -> str | None:
+    """The name assigned by ``name = ...`` on the user's line."""
+    m = _ASSIGN_TARGET.match(source_from(loc, 1))
+    return m.group(1) if m else None
+
+
+@dataclass
+class Frame:
+    """An open statement list. ``kind`` names the construct that opened it, for messages."""
+
+    kind: str
+    loc: SourceLoc | None
+    stmts: list[Stmt] = field(default_factory=list)
+
+
+@dataclass
+class Trace:
+    """Everything recorded while tracing one prim_func.
+
+    ``var_ranges`` maps a loop or block variable name to its constant ``[lo, hi)`` range when both
+    bounds are static; the region checks use it. ``guard_depth`` counts open ``T.If`` frames, inside
+    which a region may be valid only thanks to the guard, so symbolic range checks are skipped.
+    """
+
+    name: str
+    loc: SourceLoc | None
+    params: list[Buffer] = field(default_factory=list)
+    allocs: list[Buffer] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    grid: tuple[int, ...] | None = None
+    block_vars: tuple[Var, ...] = ()
+    threads: int = 128
+    body: tuple[Stmt, ...] | None = None
+    frames: list[Frame] = field(default_factory=list)
+    next_sid: int = 1
+    var_names: set[str] = field(default_factory=set)
+    buffer_names: set[str] = field(default_factory=set)
+    var_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    guard_depth: int = 0
+    in_kernel: bool = False
+
+    # -- ids and names ---------------------------------------------------------------------------
+
+    def sid(self) -> int:
+        """A fresh statement id (trace order, starting at 1)."""
+        s = self.next_sid
+        self.next_sid += 1
+        return s
+
+    def fresh_var_name(self, wanted: str | None, fallback: str = "i") -> str:
+        """``wanted`` (or ``fallback``) made unique within the kernel: ``i``, ``i_1``, ``i_2``..."""
+        return _unique(wanted or fallback, self.var_names)
+
+    def fresh_buffer_name(self, wanted: str | None, fallback: str) -> str:
+        return _unique(wanted or fallback, self.buffer_names)
+
+    # -- statement lists ------------------------------------------------------------------------
+
+    def open(self, kind: str, loc: SourceLoc | None) -> Frame:
+        frame = Frame(kind, loc)
+        self.frames.append(frame)
+        return frame
+
+    def close(self, frame: Frame) -> tuple[Stmt, ...]:
+        """Close ``frame`` (must be the innermost open one) and return its statements.
+
+        Raises:
+            DSLError: an inner frame was left open, which happens when a ``break``/``return`` leaves a
+                ``T.*`` loop early (its body is then never closed).
+        """
+        if not self.frames or self.frames[-1] is not frame:
+            inner = self.frames[-1] if self.frames else None
+            where = inner.loc if inner is not None else frame.loc
+            raise DSLError(
+                f"the body of {inner.kind if inner else frame.kind} was left early (break, continue or return "
+                "inside a T.* loop or with-block is not supported)", where)
+        self.frames.pop()
+        return tuple(frame.stmts)
+
+    def emit(self, stmt: Stmt, what: str) -> None:
+        """Append ``stmt`` to the innermost open statement list.
+
+        Raises:
+            DSLError: called outside ``with T.Kernel(...)``.
+        """
+        if not self.in_kernel or not self.frames:
+            raise DSLError(f"{what} must be inside `with T.Kernel(...)`", user_loc())
+        self.frames[-1].stmts.append(stmt)
+
+    def require_kernel(self, what: str) -> None:
+        if not self.in_kernel:
+            raise DSLError(f"{what} must be inside `with T.Kernel(...)`", user_loc())
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, n = name, 0
+    while candidate in taken:
+        n += 1
+        candidate = f"{name}_{n}"
+    taken.add(candidate)
+    return candidate
+
+
+_ACTIVE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("egtile_trace", default=None)
+
+
+def current(what: str) -> Trace:
+    """The active trace.
+
+    Raises:
+        DSLError: ``what`` was called outside a ``@T.prim_func`` body.
+    """
+    trace = _ACTIVE.get()
+    if trace is None:
+        raise DSLError(f"{what} can only be used inside a kernel body; did you forget @T.prim_func?", user_loc())
+    return trace
+
+
+def active() -> Trace | None:
+    """The active trace, or ``None`` outside tracing."""
+    return _ACTIVE.get()
+
+
+def start(trace: Trace) -> contextvars.Token:
+    return _ACTIVE.set(trace)
+
+
+def stop(token: contextvars.Token) -> None:
+    _ACTIVE.reset(token)
+

@@ -1,0 +1,45 @@
+"""Shared test set-up.
+
+* ``tests/`` and ``examples/`` are importable (``seed_schedules``, ``seed_bug1``, ``seed_bug2``).
+* The CPU model of the seeds' extern ``atomic_inc`` (``atomicAdd(ptr, 1)``) is registered for the whole
+  session, as ``examples/run_seeds.py`` registers it; tests about unmodeled externs use other names.
+* ``@pytest.mark.gpu`` tests are skipped without a compute-capability-9.0 GPU.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+for extra in (ROOT / "tests", ROOT / "examples"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+
+def atomic_inc(ptr) -> None:
+    """CPU model of ``extern "C" __device__ void atomic_inc(int* ptr) { atomicAdd(ptr, 1); }``."""
+    ptr.atomic_add(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _atomic_inc_model():
+    from egtile.externs import register_extern
+
+    register_extern("atomic_inc", atomic_inc)
+    yield
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    from egtile.api import hopper_available
+
+    if hopper_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU of compute capability 9.0")
+    for it in gpu_items:
+        it.add_marker(skip)

@@ -1,0 +1,209 @@
+"""Tests of egtile.api: jit / compile, the calling convention, target dispatch."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+
+import egtile
+import seed_bug1
+import seed_bug2
+from egtile import api
+from egtile import language as T
+from egtile.errors import ArgumentError, DSLError, SimulationError
+
+
+def axpy(n=8):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32"), Z: T.Tensor((n,), "float32")):
+        with T.Kernel(1):
+            for i in T.Parallel(n):
+                Z[i] = 2.0 * X[i] + Y[i]
+
+    return main
+
+
+def test_seed_factories_run_through_jit():
+    k1 = seed_bug1.bug1_kernel(16, 32, 16, 16)
+    assert isinstance(k1, api.JITKernel) and k1.target in ("interp", "sim")
+    A = torch.randn(16, 32, dtype=torch.float16)
+    counts = torch.full((16, 16), -1, dtype=torch.int32)
+    assert k1(A, counts) is None
+    assert (counts[0] == 2).all() and (counts[1:] == -1).all()
+
+    k2 = seed_bug2.bug2_kernel(4, 64)
+    A_in, B_in = torch.randn(4, 64).half(), torch.randn(4, 64).half()
+    B_out, A_out = torch.full((4, 64), float("nan")).half(), torch.full((4, 64), float("nan")).half()
+    k2(A_in, B_in, B_out, A_out)
+    assert torch.equal(B_out[:, 0], B_in[:, 0]) and torch.equal(A_out, A_in)
+
+
+def test_jit_caches_per_argument_values():
+    @egtile.jit(target="interp")
+    def factory(n: int = 8):
+        return axpy(n)
+
+    a = factory()
+    assert factory(8) is a and factory(n=8) is a
+    b = factory(16)
+    assert b is not a and b.kernel.params[0].shape == (16,)
+    assert factory.__name__ == "factory"
+
+
+def test_out_idx_allocates_and_returns_outputs():
+    @egtile.jit(out_idx=[-1], target="interp")
+    def one(n: int = 8):
+        return axpy(n)
+
+    X, Y = torch.randn(8), torch.randn(8)
+    Z = one()(X, Y)
+    assert isinstance(Z, torch.Tensor)
+    torch.testing.assert_close(Z, 2.0 * X + Y, rtol=0, atol=0)
+
+    @T.prim_func
+    def split(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32"), Z: T.Tensor((8,), "int32")):
+        with T.Kernel(1):
+            for i in T.Parallel(8):
+                Y[i] = X[i] + 1.0
+                Z[i] = T.cast(X[i] * 4.0, "int32")
+
+    two = egtile.compile(split, out_idx=[1, 2], target="interp")
+    outs = two(X)
+    assert isinstance(outs, list) and len(outs) == 2
+    torch.testing.assert_close(outs[0], X + 1.0, rtol=0, atol=0)
+    assert torch.equal(outs[1], (X * 4.0).int())
+    with pytest.raises(ArgumentError, match=r"expects 1 tensor argument\(s\) \(X\) \(outputs Y, Z are allocated"):
+        two(X, torch.zeros(8), torch.zeros(8, dtype=torch.int32))
+
+
+def test_compile_and_bare_jit_on_a_prim_func():
+    pf = axpy()
+    k = egtile.compile(pf, target="interp")
+    assert k.kernel is pf.kernel and k.target == "interp" and k.out_idx == ()
+    X, Y, Z = torch.randn(8), torch.randn(8), torch.full((8,), float("nan"))
+    k(X, Y, Z)
+    torch.testing.assert_close(Z, 2.0 * X + Y, rtol=0, atol=0)
+    assert egtile.jit(pf, target="interp").kernel is pf.kernel
+
+
+def test_bad_targets_options_and_out_idx():
+    with pytest.raises(ArgumentError, match="unknown target 'gpu'; expected one of auto, interp, sim, cuda"):
+        egtile.compile(axpy(), target="gpu")
+    with pytest.raises(ArgumentError, match="unknown option"):
+        egtile.compile(axpy(), target="interp", fast=True)
+    with pytest.raises(ArgumentError, match=r"out_idx entry 3 is not a parameter position.*\[-3, 3\)"):
+        egtile.compile(axpy(), out_idx=[3], target="interp")
+    egtile.compile(axpy(), target="interp", pass_configs={"tl.disable_tma_lower": True})  # accepted, ignored
+
+
+def test_factory_must_return_a_prim_func_and_prim_funcs_are_not_callable():
+    @egtile.jit
+    def bad():
+        return 3
+
+    with pytest.raises(DSLError, match="must return a @T.prim_func, got int"):
+        bad()
+    with pytest.raises(DSLError, match="cannot be called directly"):
+        axpy()(torch.zeros(8), torch.zeros(8), torch.zeros(8))
+
+
+def test_inspection_on_interp():
+    k = egtile.compile(axpy(), target="interp")
+    assert "for i in T.Parallel(8):" in k.get_kernel_source()
+    assert "reference interpreter" in k.explain() and "Z[i] = 2.0 * X[i] + Y[i]" in k.explain()
+
+
+def test_auto_target_resolution(monkeypatch):
+    monkeypatch.setattr(api, "hopper_available", lambda: True)
+    assert api.resolve_target("auto") == "cuda"
+    monkeypatch.setattr(api, "hopper_available", lambda: False)
+    monkeypatch.setitem(sys.modules, "egtile.sim", types.SimpleNamespace(simulate=lambda *a: None))
+    monkeypatch.setitem(sys.modules, "egtile.optimize", types.SimpleNamespace(optimize=lambda k: None))
+    assert api.resolve_target("auto") == "sim"
+    assert api.resolve_target("interp") == "interp"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Dispatch to the other executors, with stand-ins for modules other members write
+
+
+class _Result:
+    def __init__(self, scheduled):
+        self.scheduled = scheduled
+
+    def explain(self):
+        return "explained"
+
+
+def _fake_optimize(monkeypatch, seen):
+    def optimize(kernel):
+        seen["optimized"] = kernel
+        return _Result(("scheduled", kernel.name))
+
+    monkeypatch.setitem(sys.modules, "egtile.optimize", types.SimpleNamespace(optimize=optimize))
+
+
+def test_sim_dispatch_copies_outputs_back_and_raises_on_reports(monkeypatch):
+    seen = {}
+    _fake_optimize(monkeypatch, seen)
+    report = {"races": []}
+
+    def simulate(scheduled, *tensors):
+        seen["scheduled"] = scheduled
+        outs = [t.clone() for t in tensors]
+        outs[2] = 2.0 * tensors[0] + tensors[1]
+        return types.SimpleNamespace(outputs=outs, races=report["races"], deadlock=None, repeated_iterations=[])
+
+    monkeypatch.setitem(sys.modules, "egtile.sim", types.SimpleNamespace(simulate=simulate))
+    pf = axpy()
+    k = egtile.compile(pf, target="sim")
+    assert seen["optimized"] is pf.kernel and k.scheduled == ("scheduled", "main")
+    X, Y, Z = torch.randn(8), torch.randn(8), torch.full((8,), float("nan"))
+    k(X, Y, Z)
+    torch.testing.assert_close(Z, 2.0 * X + Y, rtol=0, atol=0)
+    assert k.explain() == "explained"
+    report["races"] = ["race on B_shared[0]"]
+    with pytest.raises(SimulationError, match=r"races: \['race on B_shared\[0\]'\]"):
+        k(X, Y, Z)
+    with pytest.raises(egtile.errors.DeviceError, match="expected a tensor on device 'cpu'"):
+        k(X.to("meta"), Y, Z)
+
+
+def test_cuda_dispatch_is_thin(monkeypatch):
+    seen = {}
+    _fake_optimize(monkeypatch, seen)
+
+    class Built:
+        source = "__global__ void main() {}"
+
+    class CudaKernel:
+        def __init__(self, built, scheduled):
+            seen["built"], seen["sched"] = built, scheduled
+
+        def __call__(self, *tensors):
+            seen["ran"] = tensors
+
+    monkeypatch.setitem(sys.modules, "egtile.codegen", types.SimpleNamespace(build=lambda s: Built()))
+    monkeypatch.setitem(sys.modules, "egtile.runtime", types.SimpleNamespace(CudaKernel=CudaKernel))
+    k = egtile.compile(axpy(), target="cuda")
+    assert k.get_kernel_source() == Built.source and k.device == "cuda"
+    assert seen["sched"] == ("scheduled", "main")
+    with pytest.raises(egtile.errors.DeviceError, match="expected a tensor on device 'cuda', got one on 'cpu'"):
+        k(torch.zeros(8), torch.zeros(8), torch.zeros(8))
+
+
+def test_run_seeds_example_passes():
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "examples" / "run_seeds.py"
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if "  target=" in ln]
+    assert len(lines) == 2
+    assert lines[0].startswith("seed_bug1  target=") and lines[0].endswith("  PASS")
+    assert lines[1].startswith("seed_bug2  target=") and lines[1].endswith("  PASS")
+    assert "for ko in T.Pipelined(2, num_stages=2):" in proc.stdout  # the IR listing is printed

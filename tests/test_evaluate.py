@@ -1,0 +1,152 @@
+"""Tests of egtile.evaluate: C semantics of scalar expressions and store conversions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from egtile.errors import EgtileError, UnsupportedError
+from egtile.evaluate import cast_array, dtype_of, evaluate, poison, promote, round_to
+from egtile.ir import AddressOf, BinOp, Buffer, Cast, Const, Load, Select, UnOp, Var
+
+I32 = st.integers(-(2 ** 31), 2 ** 31 - 1)
+F16 = st.floats(width=16, allow_nan=False, allow_infinity=False)
+F32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
+
+
+def ev(e, **env):
+    return evaluate(e, env, lambda b, i: pytest.fail("unexpected load"))
+
+
+def test_promote():
+    assert promote("int32", "float16") == "float16"
+    assert promote("float16", "float32") == "float32"
+    assert promote("float16", "bfloat16") == "float32"
+    assert promote("int8", "int8") == "int32"
+    assert promote("int32", "uint32") == "uint32"
+    assert promote("int64", "int32") == "int64"
+    assert promote("bool", "int16") == "int32"
+    assert promote("float64", "bfloat16") == "float64"
+
+
+def test_dtype_of():
+    H = Buffer("H", (4,), "float16", "shared")
+    h = Load(H, (Const(0),))
+    assert dtype_of(BinOp("*", h, Const(2.0, "float16"))) == "float16"
+    assert dtype_of(BinOp("<", h, Const(1))) == "bool"
+    assert dtype_of(UnOp("exp", Var("i"))) == "float32"
+    assert dtype_of(Cast("int8", h)) == "int8"
+    assert dtype_of(Select(Const(True, "bool"), h, Const(1.0, "float32"))) == "float32"
+    assert dtype_of(AddressOf(h)) == "float16"
+    t, f = Const(True, "bool"), Const(False, "bool")
+    assert dtype_of(Select(t, t, f)) == "bool" and dtype_of(BinOp("+", t, t)) == "int32"
+
+
+@settings(max_examples=300, deadline=None)
+@given(I32, I32.filter(lambda b: b != 0))
+def test_integer_division_and_modulo_follow_c(a, b):
+    q = ev(BinOp("/", Var("a"), Var("b")), a=a, b=b)
+    r = ev(BinOp("%", Var("a"), Var("b")), a=a, b=b)
+    expect_q = int(math.copysign(abs(a) // abs(b), a * b)) if a * b != 0 else 0
+    expect_q = round_to("int32", expect_q)  # INT_MIN / -1 wraps
+    assert q == expect_q
+    assert r == round_to("int32", a - (abs(a) // abs(b)) * (1 if a * b >= 0 else -1) * b)
+    assert ev(BinOp("//", Var("a"), Var("b")), a=a, b=b) == round_to("int32", a // b)
+
+
+def test_integer_wraparound_and_shifts():
+    assert ev(BinOp("+", Const(2 ** 31 - 1), Const(1))) == -(2 ** 31)
+    assert ev(BinOp("-", Const(0, "uint32"), Const(1, "uint32"))) == 2 ** 32 - 1
+    assert ev(BinOp(">>", Const(-8), Const(1))) == -4
+    assert ev(BinOp(">>", Const(2 ** 32 - 8, "uint32"), Const(1))) == (2 ** 32 - 8) >> 1
+    assert ev(BinOp("<<", Const(1), Const(31))) == -(2 ** 31)
+    assert ev(UnOp("~", Const(0))) == -1
+
+
+def test_division_by_zero():
+    with pytest.raises(EgtileError, match="integer division by zero"):
+        ev(BinOp("/", Const(1), Const(0)))
+    with pytest.raises(EgtileError, match="integer modulo by zero"):
+        ev(BinOp("%", Const(1), Const(0)))
+    assert ev(BinOp("/", Const(1.0, "float32"), Const(0.0, "float32"))) == math.inf
+    assert ev(BinOp("/", Const(-1.0, "float32"), Const(0.0, "float32"))) == -math.inf
+    assert math.isnan(ev(BinOp("/", Const(0.0, "float32"), Const(0.0, "float32"))))
+
+
+def test_float_to_int_conversion_truncates_saturates_and_maps_nan_to_zero():
+    assert round_to("int32", 2.9) == 2 and round_to("int32", -2.9) == -2
+    assert round_to("int32", 1e20) == 2 ** 31 - 1 and round_to("int32", -math.inf) == -(2 ** 31)
+    assert round_to("int32", math.nan) == 0
+    assert round_to("uint8", -3.5) == 0 and round_to("uint8", 300) == 44  # int -> int wraps
+    arr = cast_array("int32", np.array([2.9, -2.9, 1e20, np.nan, -np.inf]))
+    assert arr.tolist() == [2, -2, 2 ** 31 - 1, 0, -(2 ** 31)] and arr.dtype == np.int32
+
+
+@settings(max_examples=300, deadline=None)
+@given(F16, F16, st.sampled_from(["+", "-", "*", "/"]))
+def test_float16_ops_are_correctly_rounded(a, b, op):
+    got = ev(BinOp(op, Const(a, "float16"), Const(b, "float16")))
+    x, y = np.float16(a), np.float16(b)
+    with np.errstate(all="ignore"):
+        want = {"+": x + y, "-": x - y, "*": x * y, "/": x / y if b != 0 else np.float16(np.nan)}[op]
+    if b == 0 and op == "/":
+        return
+    assert (math.isnan(got) and np.isnan(want)) or got == float(want)
+
+
+@settings(max_examples=300, deadline=None)
+@given(F32, F32)
+def test_float32_products_match_numpy(a, b):
+    got = ev(BinOp("*", Const(a, "float32"), Const(b, "float32")))
+    with np.errstate(all="ignore"):
+        assert got == float(np.float32(a) * np.float32(b))
+
+
+@settings(max_examples=300, deadline=None)
+@given(F32)
+def test_bfloat16_rounding_matches_torch(x):
+    want = torch.tensor([x], dtype=torch.float32).to(torch.bfloat16).float().item()
+    assert round_to("bfloat16", x) == want
+    assert cast_array("bfloat16", np.array([x], dtype=np.float32))[0] == want
+
+
+def test_mixed_operands_and_comparisons():
+    assert ev(BinOp("+", Const(1), Const(0.5, "float16"))) == 1.5
+    assert ev(BinOp("<", Const(-1), Const(0, "uint32"))) is False  # C: -1 converts to UINT_MAX
+    assert ev(BinOp("and", Const(True, "bool"), BinOp(">", Var("i"), Const(2))), i=3) is True
+    assert ev(UnOp("not", Const(0))) is True
+    assert ev(Cast("float16", Const(1 / 3, "float64"))) == float(np.float16(1 / 3))
+    assert ev(BinOp("max", Const(math.nan, "float32"), Const(1.0, "float32"))) == 1.0  # fmaxf
+    assert ev(UnOp("sqrt", Const(-1.0, "float32"))) != ev(UnOp("sqrt", Const(-1.0, "float32")))  # NaN
+
+
+def test_select_reads_only_the_chosen_side():
+    X = Buffer("X", (4,), "float32", "shared")
+    reads = []
+
+    def load(b, idx):
+        reads.append(idx)
+        return float(idx[0])
+
+    e = Select(BinOp("<", Var("i"), Const(4)), Load(X, (Var("i"),)), Const(-1.0, "float32"))
+    assert evaluate(e, {"i": 2}, load) == 2.0 and reads == [(2,)]
+    assert evaluate(e, {"i": 9}, load) == -1.0 and reads == [(2,)]
+
+
+def test_address_of_is_not_a_value():
+    X = Buffer("X", (4,), "float32", "shared")
+    with pytest.raises(UnsupportedError, match="only valid as an argument of T.call_extern"):
+        ev(AddressOf(Load(X, (Const(0),))))
+
+
+def test_poison():
+    assert np.isnan(poison("float16", (2, 3))).all() and poison("float16", (2, 3)).dtype == np.float16
+    p = poison("int32", (4,))
+    assert p.dtype == np.int32 and (p == np.int32(-1515870811)).all()
+    assert poison("bfloat16", (2,)).dtype == np.float32
+    assert poison("bool", (2,)).all()
