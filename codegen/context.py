@@ -1,0 +1,69 @@
+"""What every emission function needs to know besides the statement it lowers.
+
+:class:`Ctx` is immutable; nested constructs derive a new one with :meth:`Ctx.within` (a narrower set of
+threads) or :meth:`Ctx.deeper` (one more nesting level, for fresh loop-variable names).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from egtile.errors import SourceLoc
+from egtile.ir.kernel import Buffer, walk
+from egtile.ir.scheduled import Scheduled, ThreadRange
+
+from egtile.codegen.errors import codegen_error
+from egtile.codegen.layout import SmemLayout, TmaOperand
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Emission context.
+
+    Attributes:
+        sched: the schedule being lowered.
+        smem: shared-memory placement of buffers and mbarriers.
+        tma: the TMA operands (one tensor-map parameter each).
+        threads: the threads that may reach the statement being emitted (a contiguous range: the whole
+            block, a role's warpgroups or one elected thread).
+        depth: nesting depth of generated loops, for unique ``eg_`` loop-variable names.
+    """
+
+    sched: Scheduled
+    smem: SmemLayout
+    tma: tuple[TmaOperand, ...]
+    threads: ThreadRange
+    depth: int = 0
+
+    def within(self, threads: ThreadRange) -> Ctx:
+        return replace(self, threads=threads)
+
+    def deeper(self) -> Ctx:
+        return replace(self, depth=self.depth + 1)
+
+    def buffer(self, name: str) -> Buffer:
+        """The scheduled buffer or parameter ``name``; raises CodegenError when the schedule lacks it."""
+        try:
+            return self.sched.buffer(name)
+        except KeyError:
+            raise codegen_error(self, f"buffer {name!r} is used but is neither a kernel parameter nor a "
+                                      f"scheduled buffer") from None
+
+    def strides(self, buf: Buffer) -> tuple[int, ...]:
+        """Element strides of ``buf`` as the kernel lays it out (global buffers are row-major)."""
+        return self.smem.strides_of(buf)
+
+    def tmap_for(self, buffer: str, box: tuple[int, ...]) -> TmaOperand:
+        for t in self.tma:
+            if t.buffer == buffer and t.box == box:
+                return t
+        raise KeyError((buffer, box))
+
+    def loc_of(self, sid: int | None) -> SourceLoc | None:
+        """The user's source line of tile-IR statement ``sid`` (``None`` if unknown)."""
+        if sid is None:
+            return None
+        for s in walk(self.sched.kernel.body):
+            if s.sid == sid:
+                return s.loc
+        return None

@@ -1,0 +1,165 @@
+"""``ir.Scheduled`` -> one CUDA C++ translation unit for NVRTC.
+
+Shape of the generated kernel::
+
+    #include "egtile_*.cuh"                 // egtile's device helpers (inline PTX)
+    <T.import_source strings, verbatim>
+    extern "C" __global__ void __launch_bounds__(threads, 1)
+    <name>_kernel(<dtype>* <param>, ..., const __grid_constant__ CUtensorMap eg_tmap_<buf>_<k>, ...) {
+      extern __shared__ __align__(1024) unsigned char smem[];
+      <ctype>* <buffer> = reinterpret_cast<<ctype>*>(smem + <offset>);   // shared and fragment buffers
+      eg_u64* eg_bar_<name> = ...;                                        // mbarrier arrays
+      <ctype> <local>[<numel>];                                           // local buffers, per thread
+      const int eg_tid = threadIdx.x; const int <block var> = blockIdx.{x,y,z};
+      if (eg_tid == 0) { mbarrier.init each barrier; fence.mbarrier_init }  __syncthreads();
+      <body>
+    }
+
+``__launch_bounds__(threads, 1)`` gives ptxas the register cap at entry that ``setmaxnreg`` needs
+(otherwise it ignores it, warning C7508).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from egtile import __version__
+from egtile.ir.dtypes import dtype
+from egtile.ir.kernel import Copy
+from egtile.ir.scheduled import Scheduled, ThreadRange, TileOp, swalk
+
+from egtile.codegen.context import Ctx
+from egtile.codegen.errors import codegen_error
+from egtile.codegen.exprs import ctype
+from egtile.codegen.layout import SMEM_BASE_ALIGN, TmaOperand, collect_tma, plan_smem
+from egtile.codegen.names import barrier_ident, ident, kernel_symbol
+from egtile.codegen.partition import TID, indent
+from egtile.codegen.stmts import emit_stmts
+from egtile.codegen.tileops import cp_async_width
+
+HEADERS = ("egtile_common.cuh", "egtile_mbarrier.cuh", "egtile_tma.cuh", "egtile_cp_async.cuh", "egtile_sync.cuh")
+TMA_GLOBAL_ALIGN = 16
+_GRID_AXES = ("x", "y", "z")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One global-buffer parameter as the launcher must check it.
+
+    Attributes:
+        name: the kernel parameter's name.
+        dtype: element dtype name.
+        shape: static shape (elements), outermost first.
+        align: bytes the tensor's data pointer must be a multiple of (16 for TMA operands
+            (cuTensorMapEncodeTiled globalAddress), the chunk size for cp.async sources, else the element size).
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    align: int
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """The generated source with what the launcher needs.
+
+    Attributes:
+        symbol: the ``extern "C"`` kernel name.
+        source: CUDA C++ source (includes egtile's headers by name).
+        threads: threads per block.
+        grid: blocks per grid dimension (x first).
+        smem_bytes: dynamic shared memory per block (bytes).
+        params: the global-buffer parameters, in kernel parameter order.
+        tma: the tensor-map parameters, after the buffers, in this order.
+    """
+
+    symbol: str
+    source: str
+    threads: int
+    grid: tuple[int, ...]
+    smem_bytes: int
+    params: tuple[ParamSpec, ...]
+    tma: tuple[TmaOperand, ...]
+
+
+def _signature(s: Scheduled, symbol: str, tma: tuple[TmaOperand, ...]) -> str:
+    args = [f"{ctype(p.dtype)}* {ident(p.name)}" for p in s.kernel.params]
+    args += [f"const __grid_constant__ CUtensorMap {t.param}" for t in tma]
+    return (f'extern "C" __global__ void __launch_bounds__({s.threads}, 1)\n'
+            f"{symbol}({', '.join(args)}) {{")
+
+
+def _prologue(s: Scheduled, ctx: Ctx) -> list[str]:
+    lines = [f"extern __shared__ __align__({SMEM_BASE_ALIGN}) unsigned char smem[];"]
+    for name, off in ctx.smem.buffers:
+        t = ctype(s.buffer(name).dtype)
+        lines.append(f"{t}* {ident(name)} = reinterpret_cast<{t}*>(smem + {off});")
+    for name, off in ctx.smem.barriers:
+        lines.append(f"eg_u64* {barrier_ident(name)} = reinterpret_cast<eg_u64*>(smem + {off});")
+    for b in s.buffers:
+        if b.scope == "local":
+            lines.append(f"{ctype(b.dtype)} {ident(b.name)}[{b.numel}];")
+    lines.append(f"const int {TID} = (int)threadIdx.x;")
+    if len(s.kernel.block_vars) > len(_GRID_AXES):
+        raise codegen_error(ctx, f"grid has {len(s.kernel.block_vars)} dimensions; CUDA supports 3")
+    for v, axis in zip(s.kernel.block_vars, _GRID_AXES):
+        lines.append(f"const {ctype(v.dtype)} {ident(v.name)} = ({ctype(v.dtype)})blockIdx.{axis};")
+        lines.append(f"(void){ident(v.name)};  // a block index the body may not use")
+    if s.barriers:
+        init = [f"eg_mbarrier_init(&{barrier_ident(m.name)}[{i}], {m.arrive_count});"
+                for m in s.barriers for i in range(m.stages)]
+        lines += [f"if ({TID} == 0) {{", *indent(init), "  eg_fence_mbarrier_init();", "}", "__syncthreads();"]
+    return lines
+
+
+def _param_specs(s: Scheduled, ctx: Ctx, tma: tuple[TmaOperand, ...]) -> tuple[ParamSpec, ...]:
+    align = {p.name: dtype(p.dtype).bytes for p in s.kernel.params}
+    for t in tma:
+        align[t.buffer] = max(align[t.buffer], TMA_GLOBAL_ALIGN)
+    for st in swalk(s.body):
+        if isinstance(st, TileOp) and st.inst == "cp_async" and isinstance(st.op, Copy):
+            w = cp_async_width(st.op, ctx)
+            name = st.op.src.buffer.name
+            if w is not None and name in align:
+                align[name] = max(align[name], w)
+    return tuple(ParamSpec(p.name, dtype(p.dtype).name, tuple(p.shape), align[p.name]) for p in s.kernel.params)
+
+
+def _sources(s: Scheduled) -> list[str]:
+    out: list[str] = []
+    for i, src in enumerate(s.kernel.sources):
+        out += [f"// ---- T.import_source #{i} (verbatim)", *src.rstrip("\n").split("\n"),
+                f"// ---- end of T.import_source #{i}", ""]
+    return out
+
+
+def lower(s: Scheduled) -> Lowered:
+    """Generate the kernel of ``s``.
+
+    Raises:
+        CodegenError: a statement the backend cannot lower (message names it and the user's line).
+        ResourceError: shared memory or threads beyond what an sm_90 block may use.
+    """
+    smem = plan_smem(s)
+    tma = collect_tma(s)
+    ctx = Ctx(s, smem, tma, ThreadRange(0, s.threads))
+    symbol = kernel_symbol(s.kernel.name)
+    # the file's name only: an absolute path would make the source (and the cache key) machine-dependent
+    where = f" ({Path(s.kernel.loc.file).name}:{s.kernel.loc.line})" if s.kernel.loc is not None else ""
+    head = [
+        f"// Generated by egtile {__version__} from kernel {s.kernel.name!r}{where}.",
+        f"// {s.threads} threads/block, grid {tuple(s.kernel.grid)}, {smem.total} bytes of dynamic shared memory, "
+        f"{len(s.barriers)} mbarrier arrays, {len(tma)} TMA tensor maps.",
+        *[f'#include "{h}"' for h in HEADERS],
+        "",
+    ]
+    body = _prologue(s, ctx) + emit_stmts(s.body, ctx)
+    source = "\n".join(head + _sources(s) + [_signature(s, symbol, tma), *indent(body), "}", ""])
+    return Lowered(symbol, source, s.threads, tuple(s.kernel.grid), smem.total, _param_specs(s, ctx, tma), tma)
+
+
+def emit(s: Scheduled) -> str:
+    """The CUDA C++ source of schedule ``s`` (see :func:`lower` for errors)."""
+    return lower(s).source
