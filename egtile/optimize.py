@@ -1,0 +1,399 @@
+"""``egtile.optimize``: schedule a kernel by equality saturation and cost-based extraction.
+
+Pipeline: encode the kernel and the facts the rules need (:mod:`egtile.egraph.encode`), run the
+ruleset stage by stage with limits (:mod:`egtile.egraph.saturate`), extract the cheapest term under
+:mod:`egtile.cost`, decode it, and lower it mechanically to ``ir.Scheduled``
+(:mod:`egtile.egraph.lower`). No scheduling choice is taken outside the rules and extraction.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import types
+import warnings
+from collections import OrderedDict
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from egglog import EGraph, eq, get_callable_args
+
+from egtile.egraph import schema
+from egtile.egraph.decode import Node, constructor_name, to_list
+from egtile.egraph.encode import Encoding, encode
+from egtile.egraph.explain import (
+    ExplainContext,
+    NodeCost,
+    Rejected,
+    breakdown,
+    decisions,
+    no_schedule_error,
+    subtree_cost,
+    undecided,
+)
+from egtile.egraph.lower import lower
+from egtile.egraph.saturate import (
+    Limits,
+    StageReport,
+    compiled,
+    find_culprit,
+    finish,
+    run_stage,
+)
+from egtile.errors import ArgumentError, RuleError, ScheduleError
+from egtile.ir import Kernel, Scheduled, walk
+from egtile.rules.api import Rule, RuleSet
+
+SUPPORTED_ARCHS = ("sm_90a", "sm_90")
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Wall time of each phase, in seconds."""
+
+    encode: float
+    saturate: float
+    extract: float
+    decode: float
+
+    @property
+    def total(self) -> float:
+        return self.encode + self.saturate + self.extract + self.decode
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    """What :func:`optimize` returns.
+
+    Attributes:
+        kernel: the input kernel.
+        scheduled: the schedule (``scheduled.decisions`` holds the decisions with their reasons).
+        cost: total extraction cost, in estimated cycles per block iteration (:mod:`egtile.cost`).
+        breakdown: every extracted e-node with its own cost (they add up to ``cost``).
+        fired: ``(rule, sid)`` for every rewrite that fired.
+        rejected: alternatives the e-graph did not hold (with the failing side conditions) or that
+            extraction did not pick (with both costs).
+        stages: one report per stage (stop reason, size, time).
+        timings: encode / saturate / extract / decode times.
+        rules: the ruleset that ran.
+        tree: the extracted term, decoded.
+    """
+
+    kernel: Kernel
+    scheduled: Scheduled
+    cost: int
+    breakdown: tuple[NodeCost, ...]
+    fired: tuple[tuple[str, int], ...]
+    rejected: tuple[Rejected, ...]
+    stages: tuple[StageReport, ...]
+    timings: Timings
+    rules: RuleSet
+    tree: tuple[Node, ...]
+
+    @property
+    def decisions(self):
+        return self.scheduled.decisions
+
+    @property
+    def limits_hit(self) -> tuple[StageReport, ...]:
+        """Stages stopped by a limit instead of saturating (alternatives may be missing)."""
+        return tuple(s for s in self.stages if s.limited)
+
+    @property
+    def rules_fired(self) -> tuple[str, ...]:
+        return tuple(sorted({r for r, _ in self.fired}))
+
+    def explain(self) -> str:
+        """A report a kernel author can read: stages, every decision with its reason and the rejected
+        alternatives, barrier positions, and the cost breakdown."""
+        from egtile.egraph.report import render
+
+        return render(self)
+
+
+def _kernel_of(obj: Any) -> Kernel:
+    k = getattr(obj, "kernel", obj)
+    if not isinstance(k, Kernel):
+        raise ArgumentError(f"optimize expects a traced @T.prim_func (with .kernel) or an ir.Kernel, got "
+                            f"{type(obj).__name__}")
+    return k
+
+
+def _ruleset(rules: RuleSet | Sequence[Rule] | None) -> RuleSet:
+    if rules is None:
+        from egtile import rules as R
+
+        return R.default()
+    if isinstance(rules, RuleSet):
+        return rules
+    if isinstance(rules, Rule):
+        return RuleSet("custom", (rules,))
+    items = tuple(rules)
+    if not all(isinstance(r, Rule) for r in items):
+        raise ArgumentError("optimize(rules=...) expects a RuleSet or a sequence of Rule values")
+    return RuleSet("custom", items)
+
+
+@contextmanager
+def _recursion_for(kernel: Kernel):
+    # egglog-python converts terms recursively (~4 frames per cons cell); give long lists room.
+    n = sum(1 for _ in walk(kernel.body))
+    need = 1000 + 40 * n
+    old = sys.getrecursionlimit()
+    if need > old:
+        sys.setrecursionlimit(need)
+    try:
+        yield
+    finally:
+        if need > old:
+            sys.setrecursionlimit(old)
+
+
+def _saturate(kernel: Kernel, rules: RuleSet, limits: Limits,
+              egraph: EGraph | None = None) -> tuple[EGraph, Encoding, tuple[StageReport, ...]]:
+    egraph = egraph if egraph is not None else EGraph()
+    enc = encode(kernel, rules, egraph)
+    reports: list[StageReport] = []
+    done: list[tuple[str, tuple[Rule, ...]]] = []
+    for stage, rs in rules.stages():
+        try:
+            reports.append(run_stage(egraph, stage, rs, limits))
+        except RuleError as err:
+            def fresh() -> EGraph:
+                g = EGraph()
+                encode(kernel, rules, g)
+                for s2, r2 in done:
+                    run_stage(g, s2, r2, limits)
+                return g
+
+            culprit = find_culprit(fresh, stage, rs, limits)
+            if culprit is not None:
+                raise RuleError(f"rule {culprit.name!r} (stage {stage!r}) failed inside egglog: {err.message}") from err
+            raise
+        done.append((stage, rs))
+    finish(egraph, rules)
+    return egraph, enc, tuple(reports)
+
+
+# Declaring a ruleset's rules in a fresh egglog e-graph costs more than saturating a seed kernel, so
+# optimize() keeps one e-graph per ruleset with the rules declared and works inside push()/pop(). An
+# egglog e-graph must stay on the thread that made it (pyo3 "unsendable"), so the pool is per thread;
+# a caller takes a template out for the duration of its call (a re-entrant call makes its own) and
+# returns it only if nothing failed.
+_POOLS = threading.local()
+_MAX_TEMPLATES = 8
+
+
+def _pool() -> OrderedDict[tuple, EGraph]:
+    pool = getattr(_POOLS, "pool", None)
+    if pool is None:
+        pool = _POOLS.pool = OrderedDict()
+    return pool
+
+
+def _declare(rules: RuleSet) -> EGraph:
+    g = EGraph()
+    for _, rs in rules.stages():
+        g.run(compiled(rs, "rewrite"))
+    g.run(compiled(rules.rules, "diagnose"))
+    g.run(schema.support)
+    g.run(schema.costs)
+    return g
+
+
+@contextmanager
+def _scratch(rules: RuleSet):
+    key = rules.rules
+    pool = _pool()
+    g = pool.pop(key, None)
+    if g is None:
+        g = _declare(rules)
+    g.push()
+    ok = False
+    try:
+        yield g
+        ok = True
+    finally:
+        try:
+            g.pop()
+        except BaseException:  # noqa: BLE001 - a broken template is simply dropped
+            ok = False
+        if ok:
+            pool[key] = g
+            while len(pool) > _MAX_TEMPLATES:
+                pool.popitem(last=False)
+
+
+@dataclass
+class Saturation:
+    """A saturated e-graph of a kernel, for inspection (tests, tools): what alternatives the rules added.
+
+    Attributes:
+        egraph: the e-graph (after every stage, the diagnostics and the costs).
+        encoding: the encoding (``encoding.terms[sid]`` is a statement's encoded term).
+        stages: the stage reports.
+        rules: the ruleset that ran.
+    """
+
+    egraph: EGraph
+    encoding: Encoding
+    stages: tuple[StageReport, ...]
+    rules: RuleSet
+
+    def holds(self, a: Any, b: Any | None = None) -> bool:
+        """Whether term ``a`` is in the e-graph (and, with ``b``, in the same e-class as ``b``)."""
+        try:
+            return bool(self.egraph.check_bool(a if b is None else eq(a).to(b)))
+        except BaseException:  # noqa: BLE001 - a term with an unknown e-node is simply absent
+            return False
+
+    def alternatives(self, sid: int) -> frozenset[str]:
+        """Constructor names of the e-nodes in statement ``sid``'s e-class, and in the e-class of
+        ``produce(stmt)`` when the statement is a producer of a warp-specialized loop."""
+        term = self.encoding.terms[sid]
+        out: set[str] = set()
+        for t in (term, schema.Stmt.produce(term)):
+            if self.holds(t):
+                out |= {constructor_name(alt) or "?" for alt in self.egraph.extract_multiple(t, 64)}
+        return frozenset(out)
+
+
+def saturate(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = None, *,
+             limits: Limits | None = None) -> Saturation:
+    """Encode and saturate a kernel without extracting (see :class:`Saturation`).
+
+    Raises:
+        ArgumentError, ScheduleError, RuleError: as :func:`optimize`.
+    """
+    kernel = _kernel_of(prim_func_or_kernel)
+    rs = _ruleset(rules)
+    with _recursion_for(kernel):
+        egraph, enc, reports = _saturate(kernel, rs, limits or Limits())
+    return Saturation(egraph, enc, reports, rs)
+
+
+_PRODUCER_SIDE = frozenset({"produce", "tma_load", "cp_async_load", "simt_load", "simt_produce", "wait_full",
+                            "release_empty"})
+
+
+def _alt_cost(egraph: EGraph, enc: Encoding, body: tuple[Node, ...], fired: set[tuple[str, int]]):
+    """``(op, sid) -> cost`` of the alternative ``op`` for statement ``sid``: its own cost plus the best
+    cost of its children. Children that are statements of the extracted tree cost what they cost there
+    (extraction is per e-class, so the chosen subtree is the e-class's best); others are extracted."""
+    chosen: dict[int, int] = {}
+    for top in body:
+        for n in top.walk():
+            if n.sid is not None and n.op not in _PRODUCER_SIDE:
+                chosen.setdefault(n.sid, subtree_cost(n, enc))
+
+    def extract_cost(term) -> int | None:
+        try:
+            return int(egraph.extract(term, include_cost=True)[1])
+        except BaseException:  # noqa: BLE001 - an unextractable alternative has no cost to report
+            return None
+
+    def block_cost(sid: int) -> int | None:
+        if sid in chosen:
+            return chosen[sid]
+        if ("copy-to-simt", sid) in fired and (c := enc.nums.get(("cost.copy_simt", sid))) is not None:
+            return c + 1
+        return extract_cost(enc.terms[sid])
+
+    def cost(op: str, sid: int) -> int | None:
+        own = enc.nums.get((f"cost.{op}", sid))
+        term = enc.terms.get(sid)
+        if own is None or term is None:
+            return None
+        if op in schema.PER_SID_COST:
+            return own + 1
+        if op == "serial":
+            loop = enc.ctx.stmts[sid]
+            parts = [block_cost(b.sid) for b in loop.body]
+            return None if None in parts else own + 1 + sum(parts)
+        if op in schema.PER_SID_BODY_COST:
+            rest = extract_cost(get_callable_args(term)[1])
+            return None if rest is None else own + 1 + rest
+        if op == "ws":
+            lst = get_callable_args(term)[1]
+            p = extract_cost(schema.Block.producers(sid, lst))
+            c = extract_cost(schema.Block.cons(schema.Stmt.wait_full(sid), schema.Block.consumers(sid, lst)))
+            return None if p is None or c is None else own + 5 + p + c
+        return None
+
+    return cost
+
+
+def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = None, arch: str = "sm_90a", *,
+             limits: Limits | None = None) -> ScheduleResult:
+    """Schedule a kernel.
+
+    Args:
+        prim_func_or_kernel: a traced ``@T.prim_func`` (anything with a ``.kernel``) or an ``ir.Kernel``.
+        rules: the ruleset (default: :func:`egtile.rules.default`, builtin plus registered rules); a
+            mutant from :func:`egtile.rules.mutant` for soundness tests.
+        arch: the target; only Hopper (``sm_90a``) is supported.
+        limits: node / time / iteration bounds per stage; a stage stopped by one is reported in
+            ``ScheduleResult.stages`` and ``explain()`` and warned about (never silent).
+
+    Returns:
+        :class:`ScheduleResult`.
+
+    Raises:
+        ArgumentError: not a kernel, or an unsupported ``arch``.
+        ScheduleError: no legal schedule (the message names each statement and its failed side
+            conditions), or a construct with no schedule at all.
+        RuleError: egglog failed while running a rule (the message names it).
+    """
+    kernel = _kernel_of(prim_func_or_kernel)
+    if arch not in SUPPORTED_ARCHS:
+        raise ArgumentError(f"optimize: arch {arch!r} is not supported; egtile schedules for Hopper: "
+                            f"{', '.join(SUPPORTED_ARCHS)}")
+    rs = _ruleset(rules)
+    limits = limits or Limits()
+    with _recursion_for(kernel), _scratch(rs) as scratch:
+        t0 = time.perf_counter()
+        egraph, enc, reports = _saturate(kernel, rs, limits, scratch)
+        t1 = time.perf_counter()
+        try:
+            term, total = egraph.extract(enc.root, include_cost=True)
+        except BaseException as err:
+            if isinstance(err, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise RuleError(f"extraction failed for kernel {kernel.name!r}: {err}") from err
+        body = to_list(term)
+        t2 = time.perf_counter()
+        ctx = ExplainContext.read(egraph, enc, rs)
+        pending = undecided(body)
+        if pending:
+            raise no_schedule_error(pending, ctx)
+        scheduled = lower(body, enc.ctx)
+        ws_loops = [n.sid for top in body for n in top.walk() if n.op == "ws"]
+        ctx.loops = {sid: i for i, sid in enumerate(ws_loops)}
+        made, rejected = decisions(body, ctx, scheduled, _alt_cost(egraph, enc, body, ctx.fired))
+        scheduled = replace(scheduled, decisions=made)
+        t3 = time.perf_counter()
+    # The saturate phase above includes encoding; split it out for the report.
+    timings = Timings(encode=enc.seconds, saturate=t1 - t0 - enc.seconds, extract=t2 - t1, decode=t3 - t2)
+    result = ScheduleResult(kernel, scheduled, int(total), breakdown(body, enc), tuple(sorted(ctx.fired)),
+                            rejected, reports, timings, rs, body)
+    for rep in result.limits_hit:
+        warnings.warn(f"egtile.optimize({kernel.name}): {rep}; the schedule is legal but alternatives may be "
+                      "missing", RuntimeWarning, stacklevel=2)
+    return result
+
+
+class _CallableModule(types.ModuleType):
+    """``egtile.optimize`` names both this module and its entry point. Once ``egtile.optimize`` (the module)
+    is imported, Python binds the package attribute to the module, shadowing the lazily exported function;
+    calling the module therefore calls :func:`optimize`, so ``egtile.optimize(kernel)`` always works."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ScheduleResult:
+        return optimize(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+__all__ = ["Limits", "Saturation", "ScheduleError", "ScheduleResult", "Timings", "optimize", "saturate"]

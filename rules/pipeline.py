@@ -1,0 +1,74 @@
+"""Loop schedule of ``T.Pipelined``: serial, or warp-specialized (:mod:`egtile.rules.warp_specialize`).
+
+Hardware fact (PTX ISA §9.7.13.15 "mbarrier"): an mbarrier counts phases; ``try_wait.parity P`` returns
+once the phase of parity ``P`` has completed. A pipeline with ``S`` buffer versions ("stages") gives
+iteration ``k`` of ``T.Pipelined(start, stop)`` the stage and phase of its *normalized* index
+``r = k - start``:
+
+* stage ``r % S`` (which buffer version and which barrier of the ``full``/``empty`` arrays), and
+* parity ``(r / S) & 1`` (``r & 1`` when ``S == 1``): the barrier of stage ``s`` completes one phase
+  per round of ``S`` iterations, starting from phase 0.
+
+Normalizing matters: with ``start = 3`` and ``S = 2``, iteration 3 must use stage 0 and parity 0; the
+absolute index would give stage 1 and a barrier that never completed (the ``absolute-stage-parity``
+mutant). Trip counts of 0, 1, fewer than ``S`` or not a multiple of ``S`` need nothing special: each
+executed iteration uses its own round's phase, and unexecuted ones are never waited for. The producer
+waits on ``empty[s]`` with parity ``parity ^ 1``: in round 0 the barrier's phase -1 counts as complete
+(fresh barrier, phase 0 pending, parity 1 differs), so the producer fills all ``S`` stages before its
+first real wait.
+
+The serial schedule (always legal) runs the body as written by every thread; the lowering puts a CTA
+barrier between statements that exchange data through shared memory (including across iterations).
+
+Cost terms: ``serial_pipeline_cost`` (two ``__syncthreads`` per iteration) vs ``ws_pipeline_cost``.
+"""
+
+from __future__ import annotations
+
+from egglog import i64
+from egtile.rules.api import Rule
+
+from egtile.egraph.schema import Block, Stmt
+from egtile.ir import BinOp, Const, Expr, Var
+
+
+def phase_exprs(k: Var, start: Expr, stages: int, mode: str = "normalized") -> tuple[Expr, Expr]:
+    """``(stage, parity)`` expressions of iteration ``k`` (see the module docstring).
+
+    Args:
+        k: the loop variable.
+        start: the loop's start expression.
+        stages: ``S >= 1``.
+        mode: ``"normalized"`` (``k - start``; correct) or ``"absolute"`` (``k``; the mutant's bug).
+
+    Raises:
+        ValueError: ``stages < 1`` or an unknown mode.
+    """
+    if stages < 1:
+        raise ValueError(f"phase_exprs: a pipeline needs at least 1 stage, got {stages}")
+    if mode == "normalized":
+        rel: Expr = BinOp("-", k, start)
+    elif mode == "absolute":
+        rel = k
+    else:
+        raise ValueError(f"phase_exprs: unknown phase mode {mode!r} (expected 'normalized' or 'absolute')")
+    one = Const(1)
+    if stages == 1:
+        return Const(0), BinOp("&", rel, one)
+    s = Const(stages)
+    return BinOp("%", rel, s), BinOp("&", BinOp("/", rel, s), one)
+
+
+pipeline_serial = Rule(
+    name="pipeline-serial", stage="pipeline",
+    doc="T.Pipelined -> a plain serial loop run by every thread: the program's own semantics (T.Pipelined is "
+        "serial; num_stages only permits overlap). Always legal.",
+    variables=(("sid", i64), ("body", Block)),
+    lhs=lambda v: Stmt.pipelined(v.sid, v.body),
+    rhs=lambda v: Stmt.serial(v.sid, v.body),
+    conditions=(),
+    cost="serial_pipeline_cost()",
+    produces=("serial",),
+)
+
+RULES = (pipeline_serial,)

@@ -1,0 +1,97 @@
+"""Lowering of extracted terms to ir.Scheduled (egtile.egraph.lower, irmap)."""
+
+from __future__ import annotations
+
+import pytest
+import schedule_kernels as K
+from seed_schedules import bug1_kernel, bug2_kernel
+
+from egtile.egraph.decode import Node
+from egtile.egraph.facts import FactContext
+from egtile.egraph.irmap import restage, substitute
+from egtile.egraph.lower import lower
+from egtile.errors import ScheduleError
+from egtile.ir import (
+    BinOp,
+    Buffer,
+    Const,
+    Copy,
+    For,
+    Kernel,
+    Load,
+    Region,
+    RoleSplit,
+    Store,
+    ThreadLoop,
+    TileOp,
+    Var,
+    swalk,
+)
+from egtile.optimize import optimize
+
+
+def test_nested_parallel_loops_fold_into_one_thread_loop_and_offsets_are_substituted():
+    A = Buffer("A", (8, 32), "float32", "global")
+    Out = Buffer("Out", (8, 32), "float32", "global")
+    i, j, m = Var("i"), Var("j"), Var("m")
+    body = (
+        For(1, i, Const(0), Const(4), "parallel", (
+            For(2, j, Const(0), Const(32), "parallel", (
+                Store(3, Out, (BinOp("+", i, Const(4)), j), BinOp("*", Load(A, (BinOp("+", i, Const(4)), j)),
+                                                                  Const(2.0, "float32"))),)),)),
+        For(4, m, Const(2), Const(6), "parallel", (Store(5, Out, (m, Const(0)), Load(A, (m, Const(0)))),)),
+    )
+    k = Kernel("nest", (A, Out), (1,), (Var("bx"),), 128, (), body)
+    r = optimize(k)
+    loops = [x for x in swalk(r.scheduled.body) if isinstance(x, ThreadLoop)]
+    assert [(tuple(v.name for v in x.vars), x.extents) for x in loops] == [(("i", "j"), (4, 32)), (("m",), (4,))]
+    # The loop over [2, 6) runs m in [0, 4) and its body sees m + 2.
+    shifted = BinOp("+", m, Const(2))
+    assert loops[1].body[0].stmt.indices == (shifted, Const(0))
+    K.check_schedule(r.scheduled, ("Out",), full=False)
+
+
+def test_full_arrive_count_is_the_sum_of_the_producer_arrivals():
+    cases = [(bug1_kernel(), 1), (bug2_kernel(), 129), (K.cp_async_variant().kernel, 129), (K.no_tma().kernel, 128),
+             (K.pipelined_gemm().kernel, 2)]
+    for k, want in cases:
+        s = optimize(k).scheduled
+        assert s.barrier("full_0").arrive_count == want, k.name
+        assert s.barrier("empty_0").arrive_count == 128
+
+
+def test_produced_buffers_are_multi_versioned_and_their_accesses_carry_the_stage():
+    s = optimize(bug2_kernel()).scheduled
+    assert dict(s.staged) == {"A_shared": 2, "B_shared": 2}
+    assert all(b.shape == (2, 64) for b in s.buffers)
+    (split,) = [x for x in swalk(s.body) if isinstance(x, RoleSplit)]
+    for x in swalk(split.roles[1].body):
+        if isinstance(x, ThreadLoop):
+            st = x.body[0].stmt
+            assert st.buffer.shape == (2, 64) and len(st.indices) == 2
+
+
+def test_restage_and_substitute():
+    X = Buffer("X", (4,), "float16", "shared")
+    XS = Buffer("X", (2, 4), "float16", "shared")
+    G = Buffer("G", (4,), "float16", "global")
+    k = Var("k")
+    st = Store(1, X, (Var("i"),), Load(G, (Var("i"),)))
+    out = restage(st, {"X": (XS, k)})
+    assert out.buffer is XS and out.indices == (k, Var("i")) and out.value == Load(G, (Var("i"),))
+    c = restage(Copy(2, Region(G, (Const(0),), (4,)), Region.full(X)), {"X": (XS, k)})
+    assert c.dst == Region(XS, (k, Const(0)), (1, 4))
+    shifted = substitute(st, {"i": BinOp("+", Var("i"), Const(3))})
+    assert shifted.indices == (BinOp("+", Var("i"), Const(3)),)
+
+
+def test_an_undecided_node_cannot_be_lowered():
+    k = bug2_kernel()
+    with pytest.raises(ScheduleError, match="still undecided"):
+        lower((Node("pipelined", 1, (), (), ((),)),), FactContext.of(k))
+
+
+def test_block_level_tile_ops_run_on_all_threads_of_a_warp_specialized_kernel():
+    s = optimize(bug1_kernel()).scheduled
+    fill = s.body[0]
+    assert isinstance(fill, TileOp) and fill.threads.count == 256
