@@ -62,13 +62,6 @@ def resolve_target(target: str) -> str:
         return target
     if hopper_available():
         return "cuda"
-    # TODO(lead): remove this fallback once egtile.sim and egtile.optimize exist; "auto" on a CPU
-    # machine must mean the simulator of the scheduled kernel, not the interpreter.
-    try:
-        importlib.import_module("egtile.sim").simulate  # noqa: B018
-        importlib.import_module("egtile.optimize").optimize  # noqa: B018
-    except (ImportError, AttributeError):
-        return "interp"
     return "sim"
 
 

@@ -1,8 +1,11 @@
 """Run both seed reproducers (../shared/seeds/, ported as seed_bug1.py / seed_bug2.py) through egtile.
 
-For each seed: build the kernel with the seed's own factory (``@tilelang.jit``, target "auto"), print
-its tile-IR listing, run it on inputs on the device the chosen target needs, check the seed's expected
-values, and print one line ``<seed>  target=<target>  PASS|FAIL``. Exits 1 if any seed fails.
+For each seed: build the kernel with the seed's own factory (``@tilelang.jit``, target "auto": the
+H200/H100 when one is present, else the CPU simulator of the scheduled kernel), print its tile-IR
+listing and schedule, check the schedule with ``egtile.verify``, compile the schedule to an sm_90a cubin
+with NVRTC (also without a GPU) and report the Hopper instructions in its SASS, run it on inputs on the
+device the chosen target needs, check the seed's expected values, and print one line
+``<seed>  target=<target>  PASS|FAIL``. Exits 1 if any seed fails.
 
 Expected values (from the seed report):
   bug 1: with the extern ``atomic_inc`` modelled as ``atomicAdd(ptr, 1)``, ``Counts[0, :] == 2``
@@ -36,6 +39,7 @@ def run_bug1() -> tuple[str, bool]:
     M, K, block_M, block_K = 16, 32, 16, 16
     kernel = seed_bug1.bug1_kernel(M, K, block_M, block_K)
     print(kernel.kernel)
+    legal = report_schedule(kernel)
     dev = kernel.device
     A = torch.randn((M, K), dtype=torch.float16, device=dev)
     Counts = torch.full((M, block_K), -1, dtype=torch.int32, device=dev)  # poison: never zeros
@@ -46,13 +50,14 @@ def run_bug1() -> tuple[str, bool]:
     if not ok:
         print(f"  Counts[0] = {got[0].tolist()} (expected all {stages}); rows 1.. untouched: "
               f"{bool((got[1:] == -1).all())}")
-    return kernel.target, ok
+    return kernel.target, ok and legal
 
 
 def run_bug2() -> tuple[str, bool]:
     num_stages, block_N = 4, 64
     kernel = seed_bug2.bug2_kernel(num_stages, block_N)
     print(kernel.kernel)
+    legal = report_schedule(kernel)
     dev = kernel.device
     A_in = torch.arange(num_stages * block_N, dtype=torch.float16, device=dev).reshape(num_stages, block_N)
     B_in = torch.zeros((num_stages, block_N), dtype=torch.float16, device=dev)
@@ -68,7 +73,25 @@ def run_bug2() -> tuple[str, bool]:
         print(f"  B_out[:, 0] = {B_out[:, 0].cpu().tolist()} (expected {expected_b.tolist()})")
     if not a_ok:
         print("  A_out differs from A_in")
-    return kernel.target, b_ok and a_ok
+    return kernel.target, b_ok and a_ok and legal
+
+
+def report_schedule(kernel) -> bool:
+    """Print the schedule, its verifier result and its cubin; False if the verifier objects."""
+    from egtile.codegen import build, sass
+
+    print(kernel.scheduled)
+    violations = egtile.verify(kernel.scheduled)
+    print(f"  verify: {len(violations)} violation(s)" + "".join(f"\n    {v}" for v in violations))
+    built = build(kernel.scheduled)
+    line = f"  cubin: {len(built.cubin)} bytes for {built.arch} ({'cache hit' if built.cache_hit else 'NVRTC'})"
+    if sass.available():
+        ops = sass.opcodes(sass.disassemble(built.cubin))
+        found = [name for name, prefix in (("TMA load", "UTMALDG"), ("mbarrier", "SYNCS"),
+                                            ("setmaxnreg", "USETMAXREG")) if any(o.startswith(prefix) for o in ops)]
+        line += f"; SASS has {', '.join(found) or 'none of TMA/mbarrier/setmaxnreg'}"
+    print(line)
+    return not violations
 
 
 def main() -> int:

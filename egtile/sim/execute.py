@@ -1,0 +1,127 @@
+"""``simulate``: run a scheduled kernel on CPU tensors, block after block, and collect the reports."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from egtile.errors import ArgumentError, DTypeError, ShapeError, SimulationError
+from egtile.ir.dtypes import dtype as lookup_dtype
+from egtile.ir.kernel import Kernel
+from egtile.ir.scheduled import Scheduled
+from egtile.sim.machine import Block, Program
+from egtile.sim.memory import InterBlock, Mem, RaceLog
+from egtile.sim.policy import make_policy
+from egtile.sim.report import SimResult
+
+MAX_STEPS = 20_000_000
+
+
+def _schedule_of(obj: Any) -> Scheduled:
+    if isinstance(obj, Scheduled):
+        return obj
+    kernel = getattr(obj, "kernel", obj)  # a PrimFunc carries its kernel
+    if isinstance(kernel, Kernel):
+        from egtile.optimize import optimize  # lazily: the scheduler is heavy and optional here
+
+        return optimize(kernel).scheduled
+    raise ArgumentError(f"simulate expects an ir.Scheduled, an ir.Kernel or a PrimFunc, got {type(obj).__name__}")
+
+
+def _to_array(kernel: Kernel, i: int, t: Any) -> np.ndarray:
+    p = kernel.params[i]
+    what = f"argument {p.name!r} (parameter {i} of kernel {kernel.name!r})"
+    want = np.dtype(lookup_dtype(p.dtype).numpy)
+    if isinstance(t, np.ndarray):
+        if t.dtype != want:
+            raise DTypeError(f"{what}: expected numpy dtype {want}, got {t.dtype}")
+        if t.shape != p.shape:
+            raise ShapeError(f"{what}: expected shape {p.shape}, got {t.shape}")
+        return np.array(t, dtype=want).reshape(-1)
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        raise ArgumentError(f"{what}: expected a torch.Tensor or numpy array, got {type(t).__name__}")
+    from egtile.validate import check_tensor
+
+    check_tensor(kernel, i, p, t, device=None)
+    cpu = t.detach().cpu()
+    if p.dtype == "bfloat16":
+        cpu = cpu.float()
+    return cpu.contiguous().numpy().astype(want, copy=True).reshape(-1)
+
+
+def _to_tensor(kernel: Kernel, i: int, a: np.ndarray) -> Any:
+    import torch
+
+    p = kernel.params[i]
+    t = torch.from_numpy(a.reshape(p.shape).copy())
+    return t.to(getattr(torch, lookup_dtype(p.dtype).torch))
+
+
+def simulate(kernel_or_schedule: Any, *tensors: Any, policy: str = "round_robin", seed: int = 0) -> SimResult:
+    """Execute a scheduled kernel on the CPU with explicit threads and report races and deadlocks.
+
+    Args:
+        kernel_or_schedule: an ``ir.Scheduled``; or an ``ir.Kernel`` / ``PrimFunc``, scheduled first with
+            ``egtile.optimize.optimize(kernel).scheduled``.
+        tensors: one per kernel parameter: CPU or CUDA torch tensors of the parameter's dtype and shape,
+            or numpy arrays of its storage dtype. They are copied and never written.
+        policy: ``"round_robin"``, ``"random"`` or ``"adversarial"`` (:mod:`egtile.sim.policy`).
+        seed: seed of the ``random`` policy.
+
+    Returns:
+        :class:`SimResult`: ``outputs`` (every parameter after the run, as new CPU torch tensors),
+        ``races``, ``deadlock``, ``repeated_iterations``, ``barrier_errors``. Blocks run one after
+        another; a deadlock stops the simulation at that block.
+
+    Raises:
+        ArgumentError, DTypeError, ShapeError, DeviceError: arguments that do not match the parameters.
+        ShapeError: an access outside a buffer while running.
+        ExternModelError: an extern without a registered model.
+        SimulationError: a malformed schedule (unknown buffer, barrier stage out of range, ...).
+    """
+    sched = _schedule_of(kernel_or_schedule)
+    kernel = sched.kernel
+    if len(tensors) != len(kernel.params):
+        names = ", ".join(p.name for p in kernel.params)
+        raise ArgumentError(f"kernel {kernel.name!r} expects {len(kernel.params)} tensor argument(s) ({names}), "
+                            f"got {len(tensors)}")
+    arrays = [_to_array(kernel, i, t) for i, t in enumerate(tensors)]
+    prog = Program(sched)
+    globals_ = {p.name: Mem(p, a, shadowed=p.name in prog.written_globals) for p, a in zip(kernel.params, arrays)}
+    log = RaceLog()
+    inter = InterBlock(log)
+    pol = make_policy(policy, seed)
+    deadlock = None
+    repeated: list = []
+    barrier_errors: list = []
+    steps = 0
+    with np.errstate(all="ignore"):
+        for coords in itertools.product(*(range(g) for g in kernel.grid)):
+            block = Block(prog, coords, globals_, log)
+            while True:
+                choice = pol.pick(block)
+                if choice is None:
+                    break
+                kind, x = choice
+                if kind == "thread":
+                    block.step(x)
+                else:
+                    block.complete(x)
+                steps += 1
+                if steps > MAX_STEPS:
+                    raise SimulationError(f"simulation of {kernel.name!r} exceeded {MAX_STEPS} scheduling steps")
+            stuck = any(not th.done for th in block.threads)
+            out = block.finish(stuck)
+            repeated += out.repeated
+            barrier_errors += out.barrier_errors
+            inter.end_block([m for m in globals_.values() if m.shadowed], coords)
+            if out.deadlock is not None:
+                deadlock = out.deadlock
+                break
+    outputs = tuple(_to_tensor(kernel, i, globals_[p.name].data) for i, p in enumerate(kernel.params))
+    return SimResult(outputs, log.races(), deadlock, tuple(repeated), tuple(barrier_errors), policy, seed,
+                     {"steps": steps})

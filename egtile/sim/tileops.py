@@ -1,0 +1,204 @@
+"""Cooperative tile statements (``TileOp``) as one thread's share of the work.
+
+Work split (``ir.scheduled.TileOp``): element ``e`` of the destination, row-major over the destination
+region, belongs to rank ``e % threads.count``. Each thread reads what its elements need (recorded for
+race detection element by element) and writes its elements. Numerics follow :mod:`egtile.interp`
+exactly: ``Gemm`` multiplies the float32 (float64, int64) matrices with numpy's ``@`` and ``Reduce``
+reduces with numpy along the axis, so a schedule that is race free gives the interpreter's bits. Each
+thread computes the whole product from the operand values it sees and keeps its elements; without a
+race every thread sees the same operands.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from egtile.evaluate import round_to
+from egtile.errors import ShapeError
+from egtile.ir.dtypes import dtype as lookup_dtype
+from egtile.ir.kernel import Copy, Expr, Fill, Gemm, Reduce, Region
+from egtile.sim.memory import Mem
+
+_REL_CACHE: dict[tuple, np.ndarray] = {}
+
+
+class Ctx(Protocol):
+    """What a tile op needs from the machine, for the thread ``th`` running it."""
+
+    def ev(self, e: Expr, th: Any) -> Any: ...
+    def mem(self, name: str, th: Any) -> Mem: ...
+    def read(self, m: Mem, f: int, th: Any, sid: int, op: str = "read") -> Any: ...
+    def write(self, m: Mem, f: int, value: Any, th: Any, sid: int, op: str = "write") -> None: ...
+
+
+def rel_offsets(extents: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """Flat offsets of a region's elements relative to its origin, row-major over ``extents``."""
+    key = (extents, strides)
+    r = _REL_CACHE.get(key)
+    if r is None:
+        r = np.zeros(1, dtype=np.int64)
+        for e, s in zip(extents, strides):
+            r = (r[:, None] + np.arange(e, dtype=np.int64)[None, :] * s).reshape(-1)
+        _REL_CACHE[key] = r
+    return r
+
+
+def region_flats(ctx: Ctx, r: Region, th: Any, what: str) -> tuple[Mem, np.ndarray]:
+    """The buffer of ``r`` and the flat indices of its elements (row-major).
+
+    Raises:
+        ShapeError: the region leaves its buffer (as the interpreter does; nothing is clipped).
+    """
+    m = ctx.mem(r.buffer.name, th)
+    offs = tuple(int(ctx.ev(o, th)) for o in r.offsets)
+    cache = getattr(ctx, "flats_cache", None)
+    key = (id(r), offs, id(m))
+    if cache is not None and key in cache:
+        return m, cache[key]
+    if len(offs) != len(m.shape) or len(r.extents) != len(m.shape):
+        raise ShapeError(f"{what}: region of {m.name} has {len(offs)} offsets for {len(m.shape)} dimensions")
+    for d, (o, e, n) in enumerate(zip(offs, r.extents, m.shape)):
+        if o < 0 or o + e > n:
+            raise ShapeError(f"{what}: {m.name} dimension {d} accessed at indices {o}..{o + e - 1} while running; "
+                             f"expected 0..{n - 1} (buffer shape {m.shape})")
+    base = sum(o * s for o, s in zip(offs, m.strides))
+    flats = base + rel_offsets(r.extents, m.strides)
+    if cache is not None:
+        cache[key] = flats
+    return m, flats
+
+
+def _check_copy_shapes(src: Region, dst: Region, what: str) -> None:
+    if src.squeezed != dst.squeezed:
+        raise ShapeError(f"{what}: copy extents {src.extents} -> {dst.extents} differ once unit dimensions are "
+                         f"dropped ({src.squeezed} vs {dst.squeezed})")
+
+
+def copy_elements(ctx: Ctx, op: Copy, th: Any, rank: int, count: int, what: str,
+                  src_op: str = "read") -> list[tuple[Mem, int, Any]]:
+    """Read this thread's source elements; return ``(dst mem, flat, value)`` to write."""
+    _check_copy_shapes(op.src, op.dst, what)
+    sm, sf = region_flats(ctx, op.src, th, what)
+    dm, df = region_flats(ctx, op.dst, th, what)
+    out = []
+    for e in range(rank, len(df), count):
+        out.append((dm, int(df[e]), ctx.read(sm, int(sf[e]), th, op.sid, src_op)))
+    return out
+
+
+def run_simt(ctx: Ctx, op: Copy | Fill | Gemm | Reduce, th: Any, rank: int, count: int, what: str) -> None:
+    """Run this thread's share of a synchronous (``simt``) tile op."""
+    match op:
+        case Copy():
+            for m, f, v in copy_elements(ctx, op, th, rank, count, what):
+                ctx.write(m, f, v, th, op.sid)
+        case Fill(dst=dst, value=value):
+            m, df = region_flats(ctx, dst, th, what)
+            v = ctx.ev(value, th)
+            for e in range(rank, len(df), count):
+                ctx.write(m, int(df[e]), v, th, op.sid)
+        case Gemm():
+            _gemm(ctx, op, th, rank, count, what)
+        case Reduce():
+            _reduce(ctx, op, th, rank, count, what)
+        case _:
+            raise TypeError(f"not a tile op: {op!r}")
+
+
+def _acc_dtype(dt: str) -> np.dtype:
+    # Same accumulator as egtile.interp: float32 (float64 for float64), int64 for integers.
+    d = lookup_dtype(dt)
+    if d.kind in ("int", "uint", "bool"):
+        return np.dtype(np.int64)
+    return np.dtype(np.float64 if d.name == "float64" else np.float32)
+
+
+def _matrix_shape(r: Region) -> tuple[int, ...]:
+    return r.extents if len(r.extents) == 2 else r.squeezed
+
+
+def _gemm(ctx: Ctx, g: Gemm, th: Any, rank: int, count: int, what: str) -> None:
+    acc = _acc_dtype(g.c.buffer.dtype)
+    am, af = region_flats(ctx, g.a, th, what)
+    bm, bf = region_flats(ctx, g.b, th, what)
+    cm, cf = region_flats(ctx, g.c, th, what)
+    af2 = af.reshape(_matrix_shape(g.a))
+    bf2 = bf.reshape(_matrix_shape(g.b))
+    if g.trans_a:
+        af2 = af2.T
+    if g.trans_b:
+        bf2 = bf2.T
+    cf2 = cf.reshape(_matrix_shape(g.c))
+    M, N = cf2.shape
+    mine = range(rank, M * N, count)
+    rows = sorted({e // N for e in mine})
+    cols = sorted({e % N for e in mine})
+    # Record this thread's operand reads (row m of op(A) and column n of op(B) for its outputs).
+    for m_ in rows:
+        for f in af2[m_, :]:
+            ctx.read(am, int(f), th, g.sid)
+    for n_ in cols:
+        for f in bf2[:, n_]:
+            ctx.read(bm, int(f), th, g.sid)
+    a = am.data[af2].astype(acc)
+    b = bm.data[bf2].astype(acc)
+    with np.errstate(invalid="ignore", over="ignore"):
+        prod = a @ b
+    for e in mine:
+        m_, n_ = divmod(e, N)
+        f = int(cf2[m_, n_])
+        if g.clear_accum:
+            new = prod[m_, n_]
+        else:
+            old = ctx.read(cm, f, th, g.sid)
+            with np.errstate(invalid="ignore", over="ignore"):
+                new = np.asarray(old).astype(acc) + prod[m_, n_]
+        ctx.write(cm, f, round_to(g.c.buffer.dtype, new.item()), th, g.sid)
+
+
+def _reduce(ctx: Ctx, r: Reduce, th: Any, rank: int, count: int, what: str) -> None:
+    sm = ctx.mem(r.src.name, th)
+    dm = ctx.mem(r.dst.name, th)
+    if lookup_dtype(r.src.dtype).kind == "float":
+        acc = _acc_dtype(r.dst.dtype)
+    else:
+        acc = np.dtype(np.int64)
+    src_idx = np.arange(sm.numel, dtype=np.int64).reshape(sm.shape)
+    moved = np.moveaxis(src_idx, r.dim, -1).reshape(-1, sm.shape[r.dim])  # one row per dst element
+    if moved.shape[0] != dm.numel:
+        raise ShapeError(f"{what}: reduce of {sm.name} {sm.shape} along dim {r.dim} gives {moved.shape[0]} "
+                         f"elements, {dm.name} has {dm.numel}")
+    # Reduce the whole array along r.dim exactly as the interpreter does (same summation order).
+    x = sm.data.reshape(sm.shape).astype(acc)
+    with np.errstate(invalid="ignore", over="ignore"):
+        match r.kind:
+            case "sum":
+                out = np.sum(x, axis=r.dim)
+            case "abssum":
+                out = np.sum(np.abs(x), axis=r.dim)
+            case "max":
+                out = np.max(x, axis=r.dim)
+            case "absmax":
+                out = np.max(np.abs(x), axis=r.dim)
+            case "min":
+                out = np.min(x, axis=r.dim)
+            case _:
+                raise TypeError(r.kind)
+    out = out.reshape(-1)
+    for e in range(rank, dm.numel, count):
+        for f in moved[e]:
+            ctx.read(sm, int(f), th, r.sid)
+        v = out[e]
+        if not r.clear:
+            old = np.asarray(ctx.read(dm, e, th, r.sid)).astype(acc)
+            with np.errstate(invalid="ignore", over="ignore"):
+                match r.kind:
+                    case "sum" | "abssum":
+                        v = old + v
+                    case "max" | "absmax":
+                        v = np.maximum(old, v)
+                    case "min":
+                        v = np.minimum(old, v)
+        ctx.write(dm, e, round_to(r.dst.dtype, np.asarray(v).item()), th, r.sid)

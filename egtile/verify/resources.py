@@ -1,0 +1,71 @@
+"""L8: resources of one block on sm_90.
+
+Limits (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability", compute
+capability 9.0): at most 1024 threads per block; at most 227 KB (232448 bytes) of shared memory per
+block (opt-in dynamic shared memory); 64K 32-bit registers per block.
+
+Shared memory is counted as the backend lays it out: every ``shared`` and ``fragment`` buffer (fragments
+live in shared memory, ``docs/architecture.md``), each aligned to 128 bytes (TMA destinations need
+128-byte alignment, PTX ISA 9.7.9.27), plus 8 bytes per mbarrier.
+
+``setmaxnreg`` (PTX ISA, "setmaxnreg"): the register count is in [24, 256] and a multiple of 8; it is
+executed by whole warpgroups (roles of multiples of 128 threads starting at a multiple of 128); the
+roles' ``threads x registers`` must fit the 65536 registers of the CTA's pool.
+"""
+
+from __future__ import annotations
+
+from egtile.ir.dtypes import dtype as lookup_dtype
+from egtile.ir.scheduled import RoleSplit, Scheduled, swalk
+from egtile.verify.violation import Violation
+
+MAX_THREADS = 1024
+MAX_SHARED_BYTES = 227 * 1024
+REGISTERS_PER_BLOCK = 65536
+SMEM_ALIGN = 128
+WARPGROUP = 128
+
+
+def shared_bytes(sched: Scheduled) -> int:
+    """Bytes of shared memory the schedule needs per block."""
+    total = 0
+    for b in sched.buffers:
+        if b.scope in ("shared", "fragment"):
+            size = b.numel * lookup_dtype(b.dtype).bytes
+            total += -(-size // SMEM_ALIGN) * SMEM_ALIGN
+    return total + 8 * sum(b.stages for b in sched.barriers)
+
+
+def check_resources(sched: Scheduled) -> list[Violation]:
+    out: list[Violation] = []
+    if not 1 <= sched.threads <= MAX_THREADS:
+        out.append(Violation("L8", f"the block has {sched.threads} threads; sm_90 allows 1..{MAX_THREADS}"))
+    used = shared_bytes(sched)
+    if used > MAX_SHARED_BYTES:
+        big = sorted((b for b in sched.buffers if b.scope in ("shared", "fragment")),
+                     key=lambda b: -b.numel * lookup_dtype(b.dtype).bytes)[:3]
+        desc = ", ".join(f"{b.name} {b.shape} {b.dtype} ({b.numel * lookup_dtype(b.dtype).bytes} B)" for b in big)
+        out.append(Violation("L8", f"the block needs {used} bytes of shared memory; sm_90 allows {MAX_SHARED_BYTES} "
+                                   f"(227 KB) per block. Largest buffers: {desc}",
+                             buffer=big[0].name if big else None))
+    for s in swalk(sched.body):
+        if not isinstance(s, RoleSplit):
+            continue
+        budget = 0
+        for r in s.roles:
+            if r.setmaxnreg is None:
+                continue
+            action, n = r.setmaxnreg
+            sid = (s.sid,) if s.sid is not None else ()
+            if not (24 <= n <= 256 and n % 8 == 0):
+                out.append(Violation("L8", f"role {r.name!r}: setmaxnreg.{action} {n}; the count must be a multiple "
+                                           "of 8 in [24, 256]", sid))
+            if r.threads.begin % WARPGROUP or r.threads.count % WARPGROUP:
+                out.append(Violation("L8", f"role {r.name!r} [{r.threads.begin}, {r.threads.end}) uses setmaxnreg "
+                                           f"but is not made of whole warpgroups ({WARPGROUP}-thread aligned)", sid))
+            budget += r.threads.count * n
+        if budget > REGISTERS_PER_BLOCK:
+            desc = ", ".join(f"{r.name} {r.threads.count}x{r.setmaxnreg[1]}" for r in s.roles if r.setmaxnreg)
+            out.append(Violation("L8", f"the roles ask for {budget} registers ({desc}); the CTA has "
+                                       f"{REGISTERS_PER_BLOCK}", (s.sid,) if s.sid is not None else ()))
+    return out

@@ -1,0 +1,126 @@
+"""L7 divergence (and the path condition of L3): where barriers may appear.
+
+``bar.sync id, count`` (PTX ISA 9.7.13.4) completes when ``count`` threads arrived; every thread that
+executes it counts, whatever code it came from. Hence:
+
+* a CTA barrier (``SyncThreads`` whose range exceeds the role) inside a ``RoleSplit`` role deadlocks or
+  pairs with an unrelated barrier of the other role;
+* a barrier inside divergent code (``Elect``, a ``ThreadLoop`` body whose threads may have no iteration,
+  an ``SIf`` whose condition is not uniform) is not reached by all the threads it counts;
+* the threads that reach it must be exactly its range; ``count`` must be a multiple of the warp size
+  (32) and the range warp aligned; ids are 0..15, and id 0 is ``__syncthreads`` (whole block only).
+
+An ``SIf`` is uniform when its condition uses only block indices and serial-loop variables (no loads,
+no ``ThreadLoop`` variables). mbarrier operations under a non-uniform condition make the arrivals per
+phase depend on data: L3.
+
+Roles of one ``RoleSplit`` must be disjoint and inside the block.
+"""
+
+from __future__ import annotations
+
+from egtile.ir.kernel import BinOp, Cast, Expr, Load, Select, UnOp, Var
+from egtile.ir.scheduled import (
+    Arrive, ArriveExpectTx, CpAsyncArrive, Elect, Leaf, Role, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, SyncThreads,
+    ThreadLoop, TileOp, TmaLoad, Wait,
+)
+from egtile.verify.violation import Violation
+
+WARP = 32
+NAMED_BARRIERS = 16  # bar.sync ids 0..15 (PTX ISA 9.7.13.4)
+
+
+def _uniform(e: Expr, serial: set[str]) -> bool:
+    match e:
+        case Load():
+            return False
+        case Var(name=n):
+            return n in serial
+        case BinOp(a=a, b=b):
+            return _uniform(a, serial) and _uniform(b, serial)
+        case UnOp(a=a) | Cast(value=a):
+            return _uniform(a, serial)
+        case Select(cond=c, a=a, b=b):
+            return _uniform(c, serial) and _uniform(a, serial) and _uniform(b, serial)
+        case _:
+            return True
+
+
+def check_structure(sched: Scheduled) -> list[Violation]:
+    out: list[Violation] = []
+    serial = {v.name for v in sched.kernel.block_vars}
+    _walk(sched.body, sched, out, 0, sched.threads, None, None, serial, None)
+    return out
+
+
+def _walk(stmts: tuple[SStmt, ...], sched: Scheduled, out: list[Violation], lo: int, hi: int, role: Role | None,
+          divergent: str | None, serial: set[str], data_if: int | None) -> None:
+    for s in stmts:
+        match s:
+            case SyncThreads(threads=tr, barrier_id=bid):
+                _sync(tr, bid, sched, out, lo, hi, role, divergent)
+            case Wait() | Arrive() | ArriveExpectTx() | CpAsyncArrive() | TmaLoad():
+                if data_if is not None:
+                    name = type(s).__name__
+                    out.append(Violation("L3", f"{name} on {s.barrier} is under a data-dependent condition "
+                                               f"(SIf sid {data_if}): the arrivals and waits of a phase differ "
+                                               "between paths", (data_if,), barrier=s.barrier))
+            case SeqLoop(var=v, body=b):
+                _walk(b, sched, out, lo, hi, role, divergent, serial | {v.name}, data_if)
+            case SIf(cond=c, then_body=t, else_body=e, sid=sid):
+                uniform = _uniform(c, serial)
+                div = divergent if uniform else (divergent or f"an SIf on a non-uniform condition (sid {sid})")
+                dif = data_if if uniform else (data_if if data_if is not None else (sid if sid is not None else -1))
+                _walk(t, sched, out, lo, hi, role, div, serial, dif)
+                _walk(e, sched, out, lo, hi, role, div, serial, dif)
+            case Elect(threads=tr, body=b):
+                _walk(b, sched, out, tr.begin, tr.begin + 1, role, divergent or "an Elect (one thread)", serial,
+                      data_if)
+            case ThreadLoop(threads=tr, body=b, sid=sid):
+                _walk(b, sched, out, tr.begin, tr.end, role,
+                      divergent or f"a ThreadLoop body (sid {sid}), which threads without an iteration skip",
+                      serial, data_if)
+            case RoleSplit(roles=roles, sid=sid):
+                _roles(roles, sid, sched, out)
+                for r in roles:
+                    _walk(r.body, sched, out, r.threads.begin, r.threads.end, r, divergent, serial, data_if)
+            case Leaf() | TileOp():
+                pass
+            case _:
+                pass
+
+
+def _sync(tr, bid, sched, out, lo, hi, role, divergent) -> None:
+    name = f"bar.sync {bid}"
+    if tr.count % WARP or tr.begin % WARP:
+        out.append(Violation("L7", f"{name} counts threads [{tr.begin}, {tr.end}); named barriers count whole warps: "
+                                   f"the count must be a multiple of {WARP} and the range warp aligned",
+                             barrier=name))
+    if not 0 <= bid < NAMED_BARRIERS:
+        out.append(Violation("L7", f"barrier id {bid} is outside 0..{NAMED_BARRIERS - 1}", barrier=name))
+    if bid == 0 and (tr.begin != 0 or tr.count != sched.threads):
+        out.append(Violation("L7", f"barrier id 0 is __syncthreads (all {sched.threads} threads) but is used for "
+                                   f"threads [{tr.begin}, {tr.end})", barrier=name))
+    if role is not None and not (role.threads.begin <= tr.begin and tr.end <= role.threads.end):
+        out.append(Violation("L7", f"{name} for threads [{tr.begin}, {tr.end}) is inside role {role.name!r} "
+                                   f"(threads [{role.threads.begin}, {role.threads.end})): the other role's threads "
+                                   "never reach it, so it deadlocks or pairs with an unrelated barrier",
+                             barrier=name))
+    elif divergent is not None:
+        out.append(Violation("L7", f"{name} is inside {divergent}: not every thread it counts reaches it",
+                             barrier=name))
+    elif (lo, hi) != (tr.begin, tr.end):
+        out.append(Violation("L7", f"{name} counts threads [{tr.begin}, {tr.end}) but is reached by threads "
+                                   f"[{lo}, {hi})", barrier=name))
+
+
+def _roles(roles: tuple[Role, ...], sid, sched: Scheduled, out: list[Violation]) -> None:
+    spans = sorted((r.threads.begin, r.threads.end, r.name) for r in roles)
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            out.append(Violation("L7", f"roles {n0!r} [{b0}, {e0}) and {n1!r} [{b1}, {e1}) overlap",
+                                 (sid,) if sid is not None else ()))
+    for b, e, n in spans:
+        if b < 0 or e > sched.threads:
+            out.append(Violation("L7", f"role {n!r} [{b}, {e}) is outside the block's {sched.threads} threads",
+                                 (sid,) if sid is not None else ()))
