@@ -52,7 +52,7 @@ def load(key: str) -> tuple[bytes, str] | None:
     return cubin, log
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -70,7 +70,7 @@ def store(key: str, cubin: bytes, log: str) -> None:
         return
     try:
         d.mkdir(parents=True, exist_ok=True)
-        _atomic_write(d / f"{key}.log", log.encode())
-        _atomic_write(d / f"{key}.cubin", cubin)
+        atomic_write(d / f"{key}.log", log.encode())
+        atomic_write(d / f"{key}.cubin", cubin)
     except OSError:
         pass

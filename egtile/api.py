@@ -41,6 +41,10 @@ TARGETS = ("auto", "interp", "sim", "cuda")
 _IGNORED_OPTIONS = {"pass_configs", "execution_backend", "verbose", "compile_flags", "debug_root_path"}
 
 
+ARCH = "sm_90a"
+"""The architecture ``"cuda"`` kernels are compiled for (NVRTC ``--gpu-architecture``)."""
+
+
 def hopper_available() -> bool:
     """Whether torch sees a CUDA GPU of compute capability 9.0 (H100/H200)."""
     try:
@@ -106,11 +110,24 @@ class JITKernel:
         self._built: Any = None
         self._runtime: Any = None
         if self.target in ("sim", "cuda"):
+            self._schedule_and_build()
+
+    def _schedule_and_build(self) -> None:
+        """Schedule (e-graph) and, for ``"cuda"``, build the cubin, or take both from the on-disk cache."""
+        from egtile import schedule_cache
+
+        key = schedule_cache.key(self.kernel, ARCH)
+        hit = schedule_cache.load(key)
+        if hit is not None and (self.target != "cuda" or hit[1] is not None):
+            self.schedule_result, self._built = hit
+        else:
             optimize = importlib.import_module("egtile.optimize").optimize
-            self.schedule_result = optimize(kernel)
-            self.scheduled = self.schedule_result.scheduled
+            self.schedule_result = optimize(self.kernel)
+            if self.target == "cuda":
+                self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled)
+            schedule_cache.store(key, self.schedule_result, self._built)
+        self.scheduled = self.schedule_result.scheduled
         if self.target == "cuda":
-            self._built = importlib.import_module("egtile.codegen").build(self.scheduled)
             self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled)
 
     # -- calling -----------------------------------------------------------------------------------
