@@ -169,6 +169,8 @@ def _emit_binop(e: BinOp, ctx: Ctx) -> str:
             code = f"eg_floordiv({a}, {b})" if is_float else f"eg_floordiv<{ctype(t)}>({a}, {b})"
         case "%" if is_float:
             code = f"eg_rem({a}, {b})"
+        case "floormod":
+            code = f"eg_floormod({a}, {b})" if is_float else f"eg_floormod<{ctype(t)}>({a}, {b})"
         case "/" | "%":
             code = f"({a} {e.op} {b})"
         case op if op in _PLAIN:

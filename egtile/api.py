@@ -30,7 +30,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from egtile.errors import ArgumentError, DSLError, SimulationError
+from egtile.errors import ArgumentError, DSLError, LaunchError, ResourceError, ScheduleError, SimulationError
 from egtile.ir.kernel import Kernel
 from egtile.language.kernel import PrimFunc
 from egtile.validate import check_args
@@ -85,6 +85,23 @@ def _normalize_out_idx(out_idx: Any, kernel: Kernel) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
+    """Run the independent verifier on a fresh schedule, so that every target (the simulator too) refuses
+    what the hardware would: L8 (shared memory, threads, registers) raises ResourceError; any other
+    property means the scheduler produced an illegal schedule, which is egtile's bug, never the user's,
+    and raises ScheduleError rather than running it."""
+    from egtile.verify import verify
+
+    violations = verify(scheduled)
+    if not violations:
+        return
+    listing = "\n  ".join(str(v) for v in violations)
+    if all(v.property == "L8" for v in violations):
+        raise ResourceError(f"kernel {kernel.name!r} exceeds a per-block limit of sm_90:\n  {listing}", kernel.loc)
+    raise ScheduleError(f"egtile scheduled kernel {kernel.name!r} illegally (a bug in egtile's rules; please "
+                        f"report it with this kernel):\n  {listing}", kernel.loc)
+
+
 class JITKernel:
     """A compiled kernel, called with torch tensors.
 
@@ -123,6 +140,7 @@ class JITKernel:
         else:
             optimize = importlib.import_module("egtile.optimize").optimize
             self.schedule_result = optimize(self.kernel)
+            _check_schedule(self.kernel, self.schedule_result.scheduled)
             if self.target == "cuda":
                 self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled)
             schedule_cache.store(key, self.schedule_result, self._built)
@@ -137,7 +155,7 @@ class JITKernel:
         """Device type the tensors must live on."""
         return "cuda" if self.target == "cuda" else "cpu"
 
-    def __call__(self, *tensors: Any) -> Any:
+    def __call__(self, *tensors: Any, **kwargs: Any) -> Any:
         """Run the kernel.
 
         Args:
@@ -153,6 +171,14 @@ class JITKernel:
         """
         import torch
 
+        if kwargs:
+            raise ArgumentError(f"kernel {self.kernel.name!r} takes its tensors positionally, in parameter order "
+                                f"({', '.join(p.name for p in self.kernel.params)}); got keyword argument(s) "
+                                f"{', '.join(sorted(kwargs))}")
+        if self.target == "cuda" and not hopper_available():
+            raise LaunchError(f"kernel {self.kernel.name!r} was compiled for target 'cuda' (sm_90a), but no CUDA "
+                              "GPU of compute capability 9.0 is available to launch it; its source and cubin are "
+                              "still available (get_kernel_source()); use target='sim' to run it on the CPU")
         check_args(self.kernel, tensors, device=self.device, out_idx=self.out_idx)
         args: list[Any] = []
         outputs = []

@@ -206,6 +206,8 @@ def _binop(op: str, a: Scalar, b: Scalar, kind: str) -> Scalar:
                 return float(math.floor(q)) if math.isfinite(q) else q
             case "%":
                 return math.fmod(a, b) if b != 0.0 else math.nan
+            case "floormod":
+                return a % b if b != 0.0 else math.nan
             case "min": return min(a, b) if not (math.isnan(a) or math.isnan(b)) else (b if math.isnan(a) else a)
             case "max": return max(a, b) if not (math.isnan(a) or math.isnan(b)) else (b if math.isnan(a) else a)
         raise UnsupportedError(f"operator {op!r} on floating-point operands")
@@ -223,6 +225,10 @@ def _binop(op: str, a: Scalar, b: Scalar, kind: str) -> Scalar:
             if b == 0:
                 raise EgtileError("integer modulo by zero")
             return a - _int_div(a, b) * b
+        case "floormod":
+            if b == 0:
+                raise EgtileError("integer modulo by zero")
+            return a % b
         case "min": return min(a, b)
         case "max": return max(a, b)
         case "&": return a & b

@@ -50,6 +50,9 @@ def check_tensor(kernel: Kernel, index: int, param: Buffer, t: Any, *, device: s
                          "arguments")
     if tuple(t.shape) != param.shape:
         raise ShapeError(f"{what}: expected shape {param.shape}, got {tuple(t.shape)}")
+    if t.requires_grad:
+        raise ArgumentError(f"{what}: the tensor requires grad; egtile kernels are not differentiable and write "
+                            "their parameters in place: pass .detach()")
     if device is not None and t.device.type != device:
         raise DeviceError(f"{what}: expected a tensor on device {device!r}, got one on {str(t.device)!r}")
     expected = _contiguous_strides(param.shape)

@@ -4,12 +4,18 @@
 * The CPU model of the seeds' extern ``atomic_inc`` (``atomicAdd(ptr, 1)``) is registered for the whole
   session, as ``examples/run_seeds.py`` registers it; tests about unmodeled externs use other names.
 * ``@pytest.mark.gpu`` tests are skipped without a compute-capability-9.0 GPU.
+* The on-disk caches (cubins, schedules) live in a fresh directory per session, so no test result
+  depends on what an earlier run or the user left in ``~/.cache/egtile``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
+
+os.environ["EGTILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="egtile-test-cache-")
 
 import pytest
 

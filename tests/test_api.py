@@ -144,6 +144,9 @@ def _fake_optimize(monkeypatch, seen):
         return _Result(("scheduled", kernel.name))
 
     monkeypatch.setitem(sys.modules, "egtile.optimize", types.SimpleNamespace(optimize=optimize))
+    # The stand-in schedule is not an ir.Scheduled: keep it away from the verifier and the on-disk cache.
+    monkeypatch.setattr(api, "_check_schedule", lambda kernel, scheduled: None)
+    monkeypatch.setenv("EGTILE_DISABLE_CACHE", "1")
 
 
 def test_sim_dispatch_copies_outputs_back_and_raises_on_reports(monkeypatch):
@@ -191,8 +194,12 @@ def test_cuda_dispatch_is_thin(monkeypatch):
     k = egtile.compile(axpy(), target="cuda")
     assert k.get_kernel_source() == Built.source and k.device == "cuda"
     assert seen["sched"] == ("scheduled", "main")
-    with pytest.raises(egtile.errors.DeviceError, match="expected a tensor on device 'cuda', got one on 'cpu'"):
-        k(torch.zeros(8), torch.zeros(8), torch.zeros(8))
+    if api.hopper_available():
+        with pytest.raises(egtile.errors.DeviceError, match="expected a tensor on device 'cuda', got one on 'cpu'"):
+            k(torch.zeros(8), torch.zeros(8), torch.zeros(8))
+    else:
+        with pytest.raises(egtile.errors.LaunchError, match="no CUDA GPU"):
+            k(torch.zeros(8), torch.zeros(8), torch.zeros(8))
 
 
 def test_run_seeds_example_passes():
@@ -207,3 +214,44 @@ def test_run_seeds_example_passes():
     assert lines[0].startswith("seed_bug1  target=") and lines[0].endswith("  PASS")
     assert lines[1].startswith("seed_bug2  target=") and lines[1].endswith("  PASS")
     assert "for ko in T.Pipelined(2, num_stages=2):" in proc.stdout  # the IR listing is printed
+
+
+def _tiny(shared_elems: int = 16):
+    from egtile import language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((16,), "float32"), Y: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            S = T.alloc_shared((shared_elems,), "float32")
+            for i in T.Parallel(16):
+                S[i] = X[i]
+            for i in T.Parallel(16):
+                Y[i] = S[i]
+
+    return main
+
+
+def test_keyword_tensors_are_rejected_with_the_parameter_order():
+    kernel = egtile.compile(_tiny(), target="interp")
+    with pytest.raises(egtile.errors.ArgumentError, match=r"positionally, in parameter order \(X, Y\)"):
+        kernel(X=torch.randn(16), Y=torch.randn(16))
+
+
+def test_tensor_requiring_grad_is_rejected():
+    kernel = egtile.compile(_tiny(), target="interp")
+    with pytest.raises(egtile.errors.ArgumentError, match=r"argument 'X'.*requires grad.*\.detach\(\)"):
+        kernel(torch.randn(16, requires_grad=True), torch.randn(16))
+
+
+def test_sim_target_refuses_shared_memory_over_the_sm90_limit():
+    # 300 KB of shared memory: the GPU cannot launch it, so the simulator must not run it either.
+    with pytest.raises(egtile.errors.ResourceError, match=r"232448"):
+        egtile.compile(_tiny(shared_elems=75 * 1024), target="sim")
+
+
+@pytest.mark.skipif(egtile.api.hopper_available(), reason="checks the no-GPU path")
+def test_cuda_target_without_gpu_compiles_then_fails_clearly_at_launch():
+    kernel = egtile.compile(_tiny(), target="cuda")
+    assert "__global__" in kernel.get_kernel_source()
+    with pytest.raises(egtile.errors.LaunchError, match=r"no CUDA GPU of compute capability 9.0"):
+        kernel(torch.randn(16), torch.randn(16))

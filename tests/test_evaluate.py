@@ -150,3 +150,59 @@ def test_poison():
     assert p.dtype == np.int32 and (p == np.int32(-1515870811)).all()
     assert poison("bfloat16", (2,)).dtype == np.float32
     assert poison("bool", (2,)).all()
+
+
+# ---- Python `%` on traced values is floor modulo (TileLang/TVM floormod), partner of `//` -------------
+
+def _mod_kernel(dtype: str):
+    from egtile import language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((32,), dtype), Y: T.Tensor((32,), dtype), Z: T.Tensor((32,), dtype)):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(32):
+                Y[i] = X[i] % 3
+                Z[i] = X[i] // 3
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("dtype", ["int32", "float32"])
+def test_python_mod_is_floor_mod_like_torch(target, dtype):
+    import torch
+
+    import egtile
+
+    if dtype == "int32":
+        x = torch.randint(-50, 50, (32,), dtype=torch.int32)
+        x[:4] = torch.tensor([-7, -5, -1, -3], dtype=torch.int32)  # the reported inputs
+    else:
+        x = torch.randn(32) * 10
+    kernel = egtile.compile(_mod_kernel(dtype), target=target)
+    x = x.to(kernel.device)
+    y = torch.full_like(x, -99)
+    z = torch.full_like(x, -99)
+    kernel(x, y, z)
+    torch.testing.assert_close(y, torch.remainder(x, 3), rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(z, torch.div(x, 3, rounding_mode="floor"), rtol=0, atol=0)
+    if dtype == "int32":
+        assert torch.equal(z * 3 + y, x)
+
+
+def test_truncmod_keeps_c_remainder():
+    from egtile import language as T
+    from egtile.ir import BinOp
+
+    @T.prim_func
+    def main(X: T.Tensor((8,), "int32")):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(8):
+                X[i] = T.truncmod(X[i], 3) + T.floormod(X[i], 3)
+
+    (loop,) = main.kernel.body
+    value = loop.body[0].value
+    assert isinstance(value, BinOp) and value.a.op == "%" and value.b.op == "floormod"
+    assert evaluate(BinOp("%", Const(-7), Const(3)), {}, None) == -1
+    assert evaluate(BinOp("floormod", Const(-7), Const(3)), {}, None) == 2
+    assert evaluate(BinOp("floormod", Const(7), Const(-3)), {}, None) == -2

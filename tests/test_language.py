@@ -439,7 +439,7 @@ def test_expressions_literals_take_the_other_operands_dtype():
     i = lambda n: Load(I, (c(n),))  # noqa: E731
     assert [s.value for s in body(k)] == [
         BinOp("+", BinOp("*", h(1), c(2.0, "float16")), c(0.5, "float16")),
-        BinOp("-", BinOp("%", BinOp("//", i(2), c(3)), c(2)), BinOp("/", BinOp("-", c(1), bx), c(2))),
+        BinOp("-", BinOp("floormod", BinOp("//", i(2), c(3)), c(2)), BinOp("/", BinOp("-", c(1), bx), c(2))),
         Select(BinOp(">", bx, c(0)), h(3), UnOp("-", h(3))),
         BinOp("+", Cast("float16", BinOp("max", i(0), c(5))), UnOp("exp", h(0))),
         BinOp("|", BinOp("<<", BinOp("min", bx, c(7)), c(1)), UnOp("abs", i(0))),
@@ -608,3 +608,23 @@ def test_kernel_frame_errors():
             with T.Kernel(1) as bx:
                 with T.Kernel(bx):
                     pass
+
+
+def test_float_index_is_rejected_at_the_users_line():
+    with pytest.raises(DSLError, match=r"index of X has dtype float32; indices must be integers") as e:
+        @T.prim_func
+        def main(X: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=128) as _bx:
+                for i in T.Parallel(8):
+                    X[i * 0.5] = 1.0  # the offending line
+
+    assert e.value.loc is not None and "X[i * 0.5] = 1.0" in e.value.loc.text
+
+
+@pytest.mark.parametrize("threads", [100, 2048])
+def test_threads_must_be_whole_warps(threads):
+    with pytest.raises(DSLError, match=rf"threads={threads}: expected a multiple of 32"):
+        @T.prim_func
+        def main(X: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=threads) as _bx:
+                X[0] = 1.0

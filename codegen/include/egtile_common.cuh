@@ -46,7 +46,8 @@ __device__ __forceinline__ To eg_cast(From x) {
 }
 
 // ---- integer and float helpers -------------------------------------------------------------------
-// Python-style floor division and C-style remainder, for the tile IR's `//` and `%`.
+// Floor division and floor modulo (the tile IR's `//` and `floormod`, TVM's floordiv/floormod); the
+// IR's `%` and `/` on integers are C's truncating ones and are emitted as plain operators.
 template <typename T>
 __device__ __forceinline__ T eg_floordiv(T a, T b) {
   T q = a / b;
@@ -54,6 +55,13 @@ __device__ __forceinline__ T eg_floordiv(T a, T b) {
 }
 __device__ __forceinline__ float eg_floordiv(float a, float b) { return floorf(a / b); }
 __device__ __forceinline__ double eg_floordiv(double a, double b) { return floor(a / b); }
+template <typename T>
+__device__ __forceinline__ T eg_floormod(T a, T b) {
+  T r = a % b;
+  return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
+}
+__device__ __forceinline__ float eg_floormod(float a, float b) { return a - floorf(a / b) * b; }
+__device__ __forceinline__ double eg_floormod(double a, double b) { return a - floor(a / b) * b; }
 
 template <typename T> __device__ __forceinline__ T eg_min(T a, T b) { return b < a ? b : a; }
 template <typename T> __device__ __forceinline__ T eg_max(T a, T b) { return a < b ? b : a; }

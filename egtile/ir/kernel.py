@@ -83,14 +83,17 @@ class Var:
 
 
 BinOpName: TypeAlias = Literal[
-    "+", "-", "*", "/", "//", "%", "min", "max", "==", "!=", "<", "<=", ">", ">=", "and", "or", "&", "|", "^",
+    "+", "-", "*", "/", "//", "%", "floormod", "min", "max", "==", "!=", "<", "<=", ">", ">=", "and", "or", "&", "|", "^",
     "<<", ">>",
 ]
 
 
 @dataclass(frozen=True)
 class BinOp:
-    """``a op b``. ``/`` on integers truncates toward zero as in C; ``//`` floors; ``%`` follows C."""
+    """``a op b``. On integers ``/`` truncates toward zero and ``%`` is C's remainder (sign of ``a``);
+    ``//`` floors and ``floormod`` is the matching floor modulo (sign of ``b``), so that
+    ``(a // b) * b + floormod(a, b) == a``. Python's ``//`` and ``%`` on a traced value give ``//`` and
+    ``floormod``, as TileLang's (TVM's ``floordiv``/``floormod``) do."""
 
     op: BinOpName
     a: Expr

@@ -59,7 +59,7 @@ def _expr(e: Expr) -> tuple[str, int]:
             return f"T.cast({format_expr(v)}, {d!r})", _ATOM
         case Select(cond=c, a=a, b=b):
             return f"T.if_then_else({format_expr(c)}, {format_expr(a)}, {format_expr(b)})", _ATOM
-        case BinOp(op="min" | "max" as op, a=a, b=b):
+        case BinOp(op="min" | "max" | "floormod" as op, a=a, b=b):
             return f"T.{op}({format_expr(a)}, {format_expr(b)})", _ATOM
         case BinOp(op=op, a=a, b=b):
             p = _PREC[op]

@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from egtile.errors import ShapeError, SourceLoc, UnsupportedError
+from egtile.errors import DSLError, ShapeError, SourceLoc, UnsupportedError
+from egtile.evaluate import dtype_of
+from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import BinOp, Buffer, Const, Expr, Load, Region, Store, UnOp, Var
 from egtile.language import tracer
 from egtile.language.expr import IntImm, Value, as_expr
@@ -122,10 +124,16 @@ class RegionRef:
         return self.region.buffer
 
 
-def _index_expr(i: Any) -> Expr:
+def _index_expr(i: Any, buffer: Buffer | None = None, loc: SourceLoc | None = None) -> Expr:
     if isinstance(i, IntImm):
         return Const(int(i), "int32")
-    return as_expr(i, "int32") if not isinstance(i, Value) else i.expr
+    e = as_expr(i, "int32") if not isinstance(i, Value) else i.expr
+    kind = lookup_dtype(dtype_of(e)).kind
+    if kind not in ("int", "uint"):
+        what = f"index of {buffer.name}" if buffer is not None else "buffer index"
+        raise DSLError(f"{what} has dtype {dtype_of(e)}; indices must be integers (use T.cast(x, 'int32') to "
+                       "convert explicitly)", loc)
+    return e
 
 
 class TileBuffer:
@@ -174,7 +182,7 @@ class TileBuffer:
         key = self._key(key, loc)
         if any(isinstance(k, slice) for k in key):
             return RegionRef(self._region(key, loc))
-        indices = tuple(_index_expr(k) for k in key)
+        indices = tuple(_index_expr(k, self.buffer, loc) for k in key)
         # Loads may sit under T.if_then_else guards we cannot see here: only constant indices are checked.
         for dim, (e, size) in enumerate(zip(indices, self.buffer.shape)):
             v = static_value(e)
@@ -190,7 +198,7 @@ class TileBuffer:
         if any(isinstance(k, slice) for k in key):
             raise UnsupportedError(f"slice assignment to {self.buffer.name}; use T.fill(region, value) or "
                                    "T.copy(src, region)", loc)
-        indices = tuple(_index_expr(k) for k in key)
+        indices = tuple(_index_expr(k, self.buffer, loc) for k in key)
         check_region(self.buffer, indices, (1,) * len(indices), f"store to {self.buffer.name}", loc)
         trace.require_kernel(f"storing to {self.buffer.name}")
         stmt = Store(trace.sid(), self.buffer, indices, as_expr(value, self.buffer.dtype), loc)
@@ -203,8 +211,8 @@ class TileBuffer:
             if isinstance(k, slice):
                 if k.step not in (None, 1):
                     raise UnsupportedError(f"strided slice of {self.buffer.name} (step {k.step!r})", loc)
-                start = _index_expr(0 if k.start is None else k.start)
-                stop = _index_expr(size if k.stop is None else k.stop)
+                start = _index_expr(0 if k.start is None else k.start, self.buffer, loc)
+                stop = _index_expr(size if k.stop is None else k.stop, self.buffer, loc)
                 ext = static_value(BinOp("-", stop, start))
                 if ext is None:
                     from egtile.ir.printer import format_expr
@@ -215,7 +223,7 @@ class TileBuffer:
                 offsets.append(start)
                 extents.append(ext)
             else:
-                offsets.append(_index_expr(k))
+                offsets.append(_index_expr(k, self.buffer, loc))
                 extents.append(1)
         return Region(self.buffer, tuple(offsets), tuple(extents))
 

@@ -159,8 +159,8 @@ class Value:
     def __rtruediv__(self, o): return _binary("/", o, self)
     def __floordiv__(self, o): return _binary("//", self, o)
     def __rfloordiv__(self, o): return _binary("//", o, self)
-    def __mod__(self, o): return _binary("%", self, o)
-    def __rmod__(self, o): return _binary("%", o, self)
+    def __mod__(self, o): return _binary("floormod", self, o)
+    def __rmod__(self, o): return _binary("floormod", o, self)
     def __and__(self, o): return _binary("&", self, o)
     def __rand__(self, o): return _binary("&", o, self)
     def __or__(self, o): return _binary("|", self, o)
@@ -238,6 +238,17 @@ def min(a: Any, b: Any) -> Any:  # noqa: A001 - TileLang's name
     if not isinstance(a, Value) and not isinstance(b, Value):
         return a if a <= b else b
     return _binary("min", a, b)
+
+
+def floormod(a: Any, b: Any) -> Value:
+    """Floor modulo (result has the sign of ``b``): what Python's ``%`` on a traced value means, as in
+    TileLang (TVM ``floormod``). ``(a // b) * b + floormod(a, b) == a``."""
+    return _binary("floormod", a, b)
+
+
+def truncmod(a: Any, b: Any) -> Value:
+    """C's remainder (result has the sign of ``a``), the partner of integer ``/`` (TVM ``truncmod``)."""
+    return _binary("%", a, b)
 
 
 def ceildiv(a: Any, b: Any) -> Any:

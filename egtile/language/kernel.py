@@ -195,6 +195,11 @@ class Kernel:
                 raise UnsupportedError(f"multi-dimensional threads={list(threads)} in T.Kernel", self._loc)
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise DSLError(f"T.Kernel threads must be a positive int, got {threads!r}", self._loc)
+        # Roles, named barriers (bar.sync counts, PTX ISA 9.7.13.4) and warpgroup partitioning all work
+        # in whole warps; a partial warp would also run differently on the GPU and in the simulator.
+        if threads % 32 or threads > 1024:
+            raise DSLError(f"T.Kernel threads={threads}: expected a multiple of 32 (whole warps) in [32, 1024]",
+                           self._loc)
         if prelude is not None:
             raise UnsupportedError("T.Kernel(prelude=...); use T.import_source(src)", self._loc)
         self._grid = tuple(extents)
