@@ -79,7 +79,8 @@ def dtype(name: str) -> DType:
         return DTYPES[canonical]
     except KeyError:
         known = ", ".join(sorted(DTYPES))
-        raise DTypeError(f"unknown dtype {name!r}; expected one of: {known}") from None
+        aliases = ", ".join(f"{a} ({c})" for a, c in sorted(_ALIASES.items()))
+        raise DTypeError(f"unknown dtype {name!r}; expected one of: {known}; or an alias: {aliases}") from None
 
 
 def canonical(name: str) -> str:
