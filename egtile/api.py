@@ -216,14 +216,11 @@ class JITKernel:
 
         simulate = importlib.import_module("egtile.sim").simulate
         result = simulate(self.scheduled, *args)
-        problems = []
-        for name in ("races", "deadlock", "repeated_iterations"):
-            found = getattr(result, name, None)
-            if found:
-                shown = found[:3] if isinstance(found, (list, tuple)) else found
-                problems.append(f"{name}: {shown}")
-        if problems:
-            raise SimulationError(f"kernel {self.kernel.name!r} on the simulator: " + "; ".join(problems))
+        if not result.ok:  # races, deadlock, repeated nonlocal iterations, barrier count errors
+            errors = result.errors()
+            shown = errors[:10] + ([f"... and {len(errors) - 10} more"] if len(errors) > 10 else [])
+            raise SimulationError(f"kernel {self.kernel.name!r} on the simulator: " + "\n  ".join(shown),
+                                  self.kernel.loc)
         outs = result.outputs
         if isinstance(outs, dict):
             outs = [outs[p.name] for p in self.kernel.params]

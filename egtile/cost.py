@@ -18,7 +18,11 @@ What it models, per decision:
   ahead hides only partly);
 * loop schedules: a serial pipelined loop pays two ``__syncthreads`` per iteration (its copy must be
   complete before the compute reads it, and the compute must finish before the next copy overwrites
-  it); a warp-specialized one pays one mbarrier wait and one arrive per role;
+  it); a warp-specialized one pays one mbarrier wait and one arrive per role; a software-pipelined one
+  (same threads issue the async copies ``S - 1`` iterations ahead) hides the latency like the
+  warp-specialized one but pays, on the consumer threads' own path, the ahead-issue guard, the issue's
+  mbarrier arrival and a CTA barrier before a stage is reused (:func:`swp_pipeline_cost`), so it sits
+  between the two;
 * barrier positions: each statement between the consumer's ``full`` wait and the end of the iteration
   could have overlapped the load in flight, so the wait costs less the later it sits; each statement
   before the ``empty`` release keeps the producer blocked, so the release costs less the earlier it sits.
@@ -227,3 +231,21 @@ def ws_pipeline_cost() -> int:
     """Per-iteration overhead of a warp-specialized loop: the producer's ``empty`` wait and the
     bookkeeping of two concurrent loops (waits and arrives inside the roles are costed where they sit)."""
     return 2 * LOOP_OVERHEAD + MBARRIER_OP
+
+
+def swp_pipeline_cost() -> int:
+    """Per-iteration overhead of a software-pipelined loop (no warp specialization), in cycles.
+
+    Terms (constants above): ``LOOP_OVERHEAD`` (the loop), ``BRANCH`` (the 0-or-1-trip guard of the
+    issue ``S - 1`` iterations ahead), ``MBARRIER_OP`` (the ``arrive.expect_tx`` / ``cp.async.mbarrier``
+    arrival the issuing threads make themselves; in a warp-specialized loop the producer warpgroup makes
+    it off the consumers' path) and ``SYNCTHREADS - RELEASE_BASE`` (the release marker lowers to a CTA
+    barrier, a ``bar.sync`` over the block, instead of the ``mbarrier.arrive`` that the shared consumer
+    list already charges as ``RELEASE_BASE``). The copies' issue costs are charged on the items
+    (``copy_cost(copy, "tma" | "cp_async", threads)``). Load latency is taken as hidden, as for warp
+    specialization: the static model does not know how long an iteration's compute takes, and both keep
+    at least one load in flight ahead of the stage being read. With the constants above this is 46 cycles
+    against 28 for :func:`ws_pipeline_cost` and 84 (plus the exposed SIMT copy latency) for
+    :func:`serial_pipeline_cost`.
+    """
+    return LOOP_OVERHEAD + BRANCH + MBARRIER_OP + (SYNCTHREADS - RELEASE_BASE)

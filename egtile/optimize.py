@@ -251,11 +251,12 @@ class Saturation:
             return False
 
     def alternatives(self, sid: int) -> frozenset[str]:
-        """Constructor names of the e-nodes in statement ``sid``'s e-class, and in the e-class of
-        ``produce(stmt)`` when the statement is a producer of a warp-specialized loop."""
+        """Constructor names of the e-nodes in statement ``sid``'s e-class, and in the e-classes of
+        ``produce(stmt)`` / ``prefetch(stmt)`` when the statement is a producer of a warp-specialized /
+        software-pipelined loop."""
         term = self.encoding.terms[sid]
         out: set[str] = set()
-        for t in (term, schema.Stmt.produce(term)):
+        for t in (term, schema.Stmt.produce(term), schema.Stmt.prefetch(term)):
             if self.holds(t):
                 out |= {constructor_name(alt) or "?" for alt in self.egraph.extract_multiple(t, 64)}
         return frozenset(out)
@@ -276,7 +277,7 @@ def saturate(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
 
 
 _PRODUCER_SIDE = frozenset({"produce", "tma_load", "cp_async_load", "simt_load", "simt_produce", "wait_full",
-                            "release_empty"})
+                            "release_empty", "prefetch", "tma_prefetch", "cp_async_prefetch"})
 
 
 def _alt_cost(egraph: EGraph, enc: Encoding, body: tuple[Node, ...], fired: set[tuple[str, int]]):
@@ -316,11 +317,13 @@ def _alt_cost(egraph: EGraph, enc: Encoding, body: tuple[Node, ...], fired: set[
         if op in schema.PER_SID_BODY_COST:
             rest = extract_cost(get_callable_args(term)[1])
             return None if rest is None else own + 1 + rest
-        if op == "ws":
+        if op in ("ws", "swp"):
             lst = get_callable_args(term)[1]
-            p = extract_cost(schema.Block.producers(sid, lst))
+            issue = schema.Block.producers(sid, lst) if op == "ws" else schema.Block.prefetches(sid, lst)
+            p = extract_cost(issue)
             c = extract_cost(schema.Block.cons(schema.Stmt.wait_full(sid), schema.Block.consumers(sid, lst)))
-            return None if p is None or c is None else own + 5 + p + c
+            # The constructor's primitive arguments cost 1 each (sid, dec, inc, adjust, phase / war flag).
+            return None if p is None or c is None else own + (5 if op == "ws" else 2) + p + c
         return None
 
     return cost
@@ -370,7 +373,7 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
         if pending:
             raise no_schedule_error(pending, ctx)
         scheduled = lower(body, enc.ctx)
-        ws_loops = [n.sid for top in body for n in top.walk() if n.op == "ws"]
+        ws_loops = [n.sid for top in body for n in top.walk() if n.op in ("ws", "swp")]
         ctx.loops = {sid: i for i, sid in enumerate(ws_loops)}
         made, rejected = decisions(body, ctx, scheduled, _alt_cost(egraph, enc, body, ctx.fired))
         scheduled = replace(scheduled, decisions=made)

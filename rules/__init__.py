@@ -4,6 +4,8 @@ One module per decision, each reading like the hardware fact it encodes:
 
 * :mod:`.pipeline`: ``T.Pipelined`` -> serial (and the stage/parity convention);
 * :mod:`.warp_specialize`: ``T.Pipelined`` -> producer/consumer warpgroups with full/empty mbarriers;
+* :mod:`.software_pipeline`: ``T.Pipelined`` -> the block's threads issue TMA / cp.async copies S-1
+  iterations ahead on full mbarriers, with a CTA barrier before a stage is reused;
 * :mod:`.copy`: copy instruction per context (TMA | cp.async | SIMT);
 * :mod:`.barrier`: consumer wait / release positions;
 * :mod:`.partition`: thread mapping of ``T.Parallel`` and scalar statements.
@@ -16,7 +18,14 @@ See ``docs/rules.md`` for every rule and a worked example of registering one.
 
 from __future__ import annotations
 
-from egtile.rules import barrier, copy, partition, pipeline, warp_specialize
+from egtile.rules import (
+    barrier,
+    copy,
+    partition,
+    pipeline,
+    software_pipeline,
+    warp_specialize,
+)
 from egtile.rules.api import (
     STAGES,
     Condition,
@@ -28,7 +37,8 @@ from egtile.rules.api import (
     holds,
 )
 
-BUILTIN: tuple[Rule, ...] = pipeline.RULES + warp_specialize.RULES + copy.RULES + barrier.RULES + partition.RULES
+BUILTIN: tuple[Rule, ...] = (pipeline.RULES + warp_specialize.RULES + software_pipeline.RULES + copy.RULES
+                             + barrier.RULES + partition.RULES)
 """egtile's own rules, in stage order."""
 
 _REGISTERED: dict[str, Rule] = {}
@@ -107,6 +117,10 @@ MUTANTS: dict[str, str] = {
     "arrive-count-off-by-one": "full[s]'s arrive count is one less than the arrivals the producer makes",
     "release-before-last-read": "hoist-release checks only writes of guarded buffers: the consumer releases a stage "
                                 "before its last read of it",
+    "swp-no-barrier-before-stage-reuse": "warp specialization removed (so extraction picks the software pipeline) and "
+                                         "the software-pipelined loop drops its CTA barrier before a stage is reused: "
+                                         "the copy issued S-1 iterations ahead overwrites a stage other threads may "
+                                         "still read",
 }
 
 
@@ -135,6 +149,11 @@ def mutant(name: str) -> RuleSet:
             adjust, phase = (0, "absolute") if name == "absolute-stage-parity" else (-1, "normalized")
             ws = _replace(rs.rule("pipeline-warp-specialize"), rhs=warp_specialize.ws_rhs(adjust, phase))
             return rs.replace(ws, name=f"mutant:{name}")
+        case "swp-no-barrier-before-stage-reuse":
+            from dataclasses import replace as _replace
+
+            swp = _replace(rs.rule("pipeline-software-pipeline"), rhs=software_pipeline.swp_rhs(war_barrier=False))
+            return RuleSet(f"mutant:{name}", rs.replace(swp).without("pipeline-warp-specialize").rules)
         case "release-before-last-read":
             hoist = rs.rule("hoist-release").replace_condition("no-access-of-guarded", barrier.NO_WRITE_OF_GUARDED)
             return rs.replace(hoist, name=f"mutant:{name}")
@@ -143,6 +162,6 @@ def mutant(name: str) -> RuleSet:
 
 __all__ = [
     "BUILTIN", "MUTANTS", "STAGES", "Condition", "FactSpec", "NumSpec", "Rule", "RuleSet", "Verdict", "barrier",
-    "builtin", "catalog", "copy", "default", "holds", "mutant", "partition", "pipeline", "register", "unregister",
-    "warp_specialize",
+    "builtin", "catalog", "copy", "default", "holds", "mutant", "partition", "pipeline", "register",
+    "software_pipeline", "unregister", "warp_specialize",
 ]

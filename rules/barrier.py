@@ -1,4 +1,6 @@
-"""Barrier placement in a warp-specialized consumer: where it waits on ``full[s]`` and releases ``empty[s]``.
+"""Barrier placement in a pipelined loop's consumer list: where it waits on ``full[s]`` and releases the stage
+(warp-specialized: arrive on ``empty[s]``; software-pipelined, :mod:`egtile.rules.software_pipeline`: the CTA
+barrier after which the block's threads reload stage ``s``; both alternatives share the list's e-class).
 
 Hardware fact (PTX ISA §9.7.13.15.16 ``mbarrier.try_wait``; §9.7.13.15.13 ``mbarrier.arrive``): a
 consumer thread may read stage ``s`` of a guarded buffer only after its wait on ``full[s]`` has seen the

@@ -14,7 +14,9 @@ Hardware facts:
 * SIMT: ordinary loads and stores; complete in program order for the issuing thread.
 
 So TMA and cp.async exist only where an mbarrier protocol completes them: the producer side of a
-warp-specialized pipeline (``produce(copy)``, created by the ``pipeline-warp-specialize`` rule). There
+warp-specialized pipeline (``produce(copy)``, created by the ``pipeline-warp-specialize`` rule) and the
+issue list of a software-pipelined loop (``prefetch(copy)``, created by ``pipeline-software-pipeline``;
+only the asynchronous instructions exist there, with the block's threads as issuers). There
 each choice carries its arrive signature, which the lowering emits and counts into ``full[s]``'s
 arrive count: TMA: one ``arrive.expect_tx`` (1 arrival, dst bytes), cp.async: one noinc arrival per
 producer thread, SIMT: one ``mbarrier.arrive`` per producer thread after its stores. Outside a pipeline
@@ -143,4 +145,31 @@ produce_simt = Rule(
     produces=("simt_produce",),
 )
 
-RULES = (copy_to_simt, copy_to_tma, copy_to_cp_async, copy_to_simt_producer, produce_simt)
+copy_to_tma_prefetch = Rule(
+    name="copy-to-tma-prefetch", stage="copy",
+    doc="A prefetched T.copy of a software-pipelined loop -> one elected thread of the block issues "
+        "arrive.expect_tx(full[s], dst bytes) and the TMA load completing those bytes on full[s] (PTX ISA 9.7.9.27, "
+        "9.7.13.15). Legal when a tensor map can describe the copy.",
+    variables=COPY_VARS,
+    lhs=lambda v: Stmt.prefetch(Stmt.copy(v.sid)),
+    rhs=lambda v: Stmt.tma_prefetch(v.sid),
+    conditions=(holds(TMA_ELIGIBLE), holds(PREFER_ALLOWS_TMA)),
+    cost="copy_cost(copy, 'tma', T)",
+    produces=("tma_prefetch",),
+)
+
+copy_to_cp_async_prefetch = Rule(
+    name="copy-to-cp-async-prefetch", stage="copy",
+    doc="A prefetched T.copy of a software-pipelined loop -> cp.async by every thread of the block, then "
+        "cp.async.mbarrier.arrive.noinc on full[s] (one arrival per thread once its copies land; PTX ISA "
+        "9.7.9.25.3.3). Legal when the copy moves in 4/8/16-byte chunks and the user asked for cp.async.",
+    variables=COPY_VARS,
+    lhs=lambda v: Stmt.prefetch(Stmt.copy(v.sid)),
+    rhs=lambda v: Stmt.cp_async_prefetch(v.sid),
+    conditions=(holds(CP_ASYNC_ELIGIBLE), holds(PREFER_CP_ASYNC)),
+    cost="copy_cost(copy, 'cp_async', T)",
+    produces=("cp_async_prefetch",),
+)
+
+RULES = (copy_to_simt, copy_to_tma, copy_to_cp_async, copy_to_simt_producer, produce_simt, copy_to_tma_prefetch,
+         copy_to_cp_async_prefetch)

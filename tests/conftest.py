@@ -38,6 +38,13 @@ def _atomic_inc_model():
     yield
 
 
+def pytest_addoption(parser):
+    # Registered here, in the start-up conftest, so that `pytest --soundness-long` works from the root
+    # (tests/soundness/conftest.py reads it; see docs/soundness.md).
+    parser.addoption("--soundness-long", action="store_true", default=False,
+                     help="run the soundness suite (tests/soundness) with large example budgets")
+
+
 def pytest_collection_modifyitems(config, items):
     gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]
     if not gpu_items:

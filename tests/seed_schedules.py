@@ -99,10 +99,11 @@ def bug1_schedule(*, replicate_extern: bool = False) -> Scheduled:
                     Arrive("empty_0", stage),
                 ), sid=2),
             )),
+            # Only the elected producer thread has work (one TMA), so only it waits on empty[s].
             Role("producer", producer, ("dec", 40), (
                 SeqLoop(ko, _c(0), _c(2), (
-                    Wait("empty_0", stage, BinOp("^", parity, _c(1))),
                     Elect(producer, (
+                        Wait("empty_0", stage, BinOp("^", parity, _c(1))),
                         ArriveExpectTx("full_0", stage, 16 * 16 * 2),
                         TmaLoad(Region(A, (_mul(by, _c(16)), _mul(ko, _c(16))), (16, 16)),
                                 Region(A_st, (stage, _c(0), _c(0)), (1, 16, 16)), "full_0", stage, sid=3),

@@ -152,8 +152,11 @@ def test_tma_coordinates_are_innermost_first_and_issue_is_elected():
     load = re.search(r"eg_tma_load_2d\((.*)\);", src).group(1)
     assert load.endswith("(ko * 16), (by * 16)")  # src offsets (by*16, ko*16), reversed
     assert "&A_shared[(((ko - 0) % 2)) * 256]" in load
-    before = src[:src.index("eg_tma_load_2d")]
-    assert before.rstrip().splitlines()[-2].strip() == "if (eg_tid == 128) {"
+    before = src[:src.index("eg_tma_load_2d")].rstrip().splitlines()
+    # the elected producer thread alone waits on empty[s], arms full[s] and issues the load
+    assert [line.strip().split("(")[0].strip() for line in before[-3:]] == [
+        "if", "eg_mbarrier_wait_parity", "eg_mbarrier_arrive_expect_tx"]
+    assert before[-3].strip() == "if (eg_tid == 128) {"
 
 
 def test_extern_and_import_source_emitted_verbatim_before_the_kernel():

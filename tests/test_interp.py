@@ -227,7 +227,7 @@ def test_parallel_serial_if_else_and_c_integer_semantics():
                 with T.If(i % 2 == 0):
                     X[i] = (i - 7) / 2          # C: truncation toward zero
                 with T.Else():
-                    X[i] = (i - 7) % 3          # C: sign of the dividend
+                    X[i] = T.truncmod(i - 7, 3)   # C: sign of the dividend
             for j in T.serial(2, 8):
                 Y[j] = (j - 7) // 2             # floor
             for j in T.unroll(2):

@@ -1,4 +1,5 @@
-"""Pipelined loops: serial vs warp-specialized, and the stage/parity convention, checked by enumerating
+"""Pipelined loops: serial vs warp-specialized (software pipelining: test_rules_software_pipeline.py), and the
+stage/parity convention, checked by enumerating
 iterations for trip counts 0, 1, 2, 5, 7 with S = 2, 3 and for start = 3, stop = 10."""
 
 from __future__ import annotations
@@ -138,13 +139,14 @@ def test_serial_alternative_is_always_in_the_egraph():
     s = saturate(K.copy_consume(0, 5, 2))
     loop = next(sid for sid, t in s.encoding.terms.items() if s.encoding.ctx.stmts[sid].__class__.__name__ == "For"
                 and s.encoding.ctx.stmts[sid].kind == "pipelined")
-    assert s.alternatives(loop) == {"pipelined", "serial", "ws"}
+    assert s.alternatives(loop) == {"pipelined", "serial", "ws", "swp"}
     assert saturate(K.copy_consume(0, 5, 2), R.builtin().without("pipeline-serial")).alternatives(loop) == \
-        {"pipelined", "ws"}
+        {"pipelined", "ws", "swp"}
 
 
-def test_without_warp_specialization_the_loop_is_serial_with_barriers():
-    r = optimize(K.copy_consume(0, 5, 2), rules=R.builtin().without("pipeline-warp-specialize"))
+def test_without_warp_specialization_or_software_pipelining_the_loop_is_serial_with_barriers():
+    rules = R.builtin().without("pipeline-warp-specialize").without("pipeline-software-pipeline")
+    r = optimize(K.copy_consume(0, 5, 2), rules=rules)
     assert r.scheduled.threads == 128 and not r.scheduled.barriers and not r.scheduled.staged
     (loop,) = [x for x in r.scheduled.body if isinstance(x, SeqLoop)]
     kinds = [type(x).__name__ for x in loop.body]

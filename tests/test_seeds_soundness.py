@@ -68,7 +68,7 @@ def test_seed2_correct_rules(seed2):
         args = seed2_args()
         result = simulate(sched, *args, policy=policy, seed=2)
         assert result.ok, result.errors()
-        A_in, B_in, B_out, A_out = result.outputs
+        _, _, B_out, A_out = result.outputs
         assert torch.equal(B_out[:, 0], args[1][:, 0])
         assert torch.equal(B_out[:, 1:], args[2][:, 1:])
         assert torch.equal(A_out, args[0])

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+from seed_schedules import bug1_schedule, bug2_schedule
+from soundness import handbuilt as hb
 
 import egtile
-from egtile.errors import ArgumentError, DTypeError, ExternModelError, ShapeError, SimulationError
+from egtile.errors import (
+    ArgumentError, DTypeError, ExternModelError, ShapeError, SimulationError,
+)
 from egtile.ir import (
     AtomicAdd, BinOp, Buffer, Const, Extern, Kernel, Leaf, Load, Scheduled, Store, ThreadLoop, ThreadRange, Var,
 )
 from egtile.sim import POLICIES, Race, SimResult, simulate
-from seed_schedules import bug1_schedule, bug2_schedule
-from soundness import handbuilt as hb
 
 POISON = -3.0
 
@@ -182,6 +184,29 @@ def test_syncthreads_inside_a_role_deadlocks():
     result = simulate(hb.ws_schedule(syncthreads_in_role=True), *ws_args(4))
     assert result.deadlock is not None
     assert any("bar.sync 0" in b.point and b.role == "consumer" for b in result.deadlock.blocked)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_arrive_count_too_low_completes_phases_early(policy):
+    # 129 arrivals per phase on a count of 128: each phase completes one arrival early; the extra
+    # arrivals pile up into later phases and one is left over at exit (or data is read too early)
+    args = ws_args(4)
+    result = simulate(hb.ws_schedule(full_count_delta=-1), *args, policy=policy, seed=4)
+    assert not result.ok
+    found = [e for e in result.barrier_errors if e.barrier == "full_0"] + \
+        [r for r in result.races if r.buffer in ("A_shared", "B_shared")]
+    assert found or result.deadlock is not None, result.errors()
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_parity_from_absolute_index_with_nonzero_start_fails(policy):
+    args = ws_args(5, 1)
+    ref = reference(hb.ws_schedule(start=1, n=5).kernel, args)
+    result = simulate(hb.ws_schedule(start=1, n=5, absolute_parity=True), *args, policy=policy, seed=4)
+    assert not result.ok
+    assert any(r.buffer in ("A_shared", "B_shared") and r.later.sid in (5, 7, 3, 4) for r in result.races) or \
+        result.deadlock is not None, result.errors()
+    assert any(not torch.equal(g, w) for g, w in zip(result.outputs, ref)) or result.races
 
 
 def test_wrong_tx_bytes_deadlock():

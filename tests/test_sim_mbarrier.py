@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from soundness import handbuilt as hb
 
 from egtile.ir import MBarrier
 from egtile.sim import simulate
 from egtile.sim.clocks import SlotLayout
 from egtile.sim.mbarrier import MBarrierState
-from soundness import handbuilt as hb
 
 
 def state(count: int = 2, stages: int = 2) -> tuple[MBarrierState, SlotLayout]:

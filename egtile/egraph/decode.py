@@ -22,7 +22,7 @@ from egtile.ir import For, If, Kernel, Stmt
 ENCODED = frozenset({"scalar", "copy", "tile", "par", "loop", "pipelined", "branch", "leaf", "inner_loop",
                      "inner_branch"})
 #: Constructors that mean "a decision is still pending".
-UNDECIDED = frozenset({"scalar", "copy", "par", "pipelined", "produce"})
+UNDECIDED = frozenset({"scalar", "copy", "par", "pipelined", "produce", "prefetch"})
 
 _STMT_FNS: dict[Any, str] = {}
 _BLOCK_FNS: dict[Any, str] = {}

@@ -156,6 +156,8 @@ def _cost_table(ctx: FactContext) -> dict[tuple[str, int], int]:
                     out["cost.tma_load", sid] = C.copy_cost(s, "tma", PRODUCER_THREADS)
                     out["cost.cp_async_load", sid] = C.copy_cost(s, "cp_async", PRODUCER_THREADS)
                     out["cost.simt_load", sid] = C.copy_cost(s, "simt_producer", PRODUCER_THREADS)
+                    out["cost.tma_prefetch", sid] = C.copy_cost(s, "tma", T)
+                    out["cost.cp_async_prefetch", sid] = C.copy_cost(s, "cp_async", T)
             case For(kind="parallel", body=body):
                 ext = _parallel_extent(s)
                 per_iter = sum(C.leaf_cost(b) for b in body)
@@ -164,6 +166,7 @@ def _cost_table(ctx: FactContext) -> dict[tuple[str, int], int]:
             case For(kind="pipelined"):
                 out["cost.serial", sid] = C.serial_pipeline_cost()
                 out["cost.ws", sid] = C.ws_pipeline_cost()
+                out["cost.swp", sid] = C.swp_pipeline_cost()
             case For() | If():
                 pass
             case _:

@@ -150,7 +150,7 @@ class ExplainContext:
 
 
 def _own_cost(n: Node, enc: Encoding) -> int:
-    if n.op in schema.PER_SID_COST or n.op in schema.PER_SID_BODY_COST or n.op == "ws":
+    if n.op in schema.PER_SID_COST or n.op in schema.PER_SID_BODY_COST or n.op in ("ws", "swp"):
         c = enc.nums.get((f"cost.{n.op}", n.sid))
         if c is not None:
             return c
@@ -241,7 +241,8 @@ def no_schedule_error(nodes: list[Node], ctx: ExplainContext) -> ScheduleError:
 
 
 _POINT = {"scalar": "which threads run it", "copy": "copy instruction", "par": "thread mapping",
-          "pipelined": "loop schedule", "produce": "producer instruction"}
+          "pipelined": "loop schedule", "produce": "producer instruction",
+          "prefetch": "asynchronous instruction of a software-pipelined copy"}
 
 # ----------------------------------------------------------------------------------------------------
 # Decisions
@@ -251,7 +252,8 @@ _CHOICE = {
     "elect": "one elected thread", "replicate": "every thread", "copy_simt": "SIMT copy",
     "partitioned": "partitioned", "replicated": "replicated", "serial": "serial loop",
     "ws": "warp-specialized", "tma_load": "TMA", "cp_async_load": "cp.async", "simt_load": "SIMT (producer)",
-    "simt_produce": "SIMT producer statement",
+    "simt_produce": "SIMT producer statement", "swp": "software-pipelined", "tma_prefetch": "TMA (issued ahead)",
+    "cp_async_prefetch": "cp.async (issued ahead)",
 }
 
 
@@ -274,7 +276,7 @@ def _detail(n: Node, sched: dict[int, list[SStmt]], s: Scheduled) -> str:
             case ThreadLoop(threads=t, extents=ext, mapping=m):
                 return f"{m} over threads [{t.begin}, {t.end}), {'x'.join(map(str, ext))} iterations"
             case TmaLoad(dst=d, barrier=b):
-                return f"elected producer thread; arrive.expect_tx({b}, {d.numel} elements) then the tile load"
+                return f"one elected thread; arrive.expect_tx({b}, {d.numel} elements) then the tile load"
             case TileOp(inst=inst, threads=t):
                 return f"{inst} on threads [{t.begin}, {t.end})"
     return ""
@@ -310,7 +312,7 @@ def decisions(body: tuple[Node, ...], ctx: ExplainContext, scheduled: Scheduled,
 
     def visit(n: Node) -> None:
         decide(n)
-        if n.op == "ws":
+        if n.op in ("ws", "swp"):
             out.extend(_barrier_decisions(n, ctx, rejected))
         for k in n.kids:
             visit(k)
@@ -330,11 +332,19 @@ def _barrier_decisions(n: Node, ctx: ExplainContext, rejected: list[Rejected]) -
     producers, consumers = n.lists
     out: list[Decision] = []
     kinds = ", ".join(f"{_CHOICE.get(p.op, p.op)} {fc.describe(p.subject)}" for p in producers)
-    out.append(Decision("pipeline-warp-specialize", loop, "producer/consumer split",
-                        f"producer warpgroup runs: {kinds or 'nothing'}; consumer warpgroup(s) run: "
-                        + (", ".join(fc.describe(c.subject) for c in consumers if c.sid is not None
-                                     and c.op not in ("wait_full", "release_empty")) or "nothing")
-                        + f"; full_{idx} and empty_{idx} guard {', '.join(sorted(fc.guarded(loop))) or 'nothing'}"))
+    rest = ", ".join(fc.describe(c.subject) for c in consumers if c.sid is not None
+                     and c.op not in ("wait_full", "release_empty")) or "nothing"
+    guards = ', '.join(sorted(fc.guarded(loop))) or 'nothing'
+    swp = n.op == "swp"
+    if swp:
+        out.append(Decision("pipeline-software-pipeline", loop, "issue ahead / consume",
+                            f"the block's threads issue S-1 iterations ahead: {kinds or 'nothing'}; then they run: "
+                            f"{rest}; full_{idx} guards {guards}; a CTA barrier before each stage is reused"))
+    else:
+        out.append(Decision("pipeline-warp-specialize", loop, "producer/consumer split",
+                            f"producer warpgroup runs: {kinds or 'nothing'}; consumer warpgroup(s) run: {rest}"
+                            f"; full_{idx} and empty_{idx} guard {guards}"))
+    release = "CTA barrier before stage reuse" if swp else f"release empty_{idx}"
     ops = [c.op for c in consumers]
     w = ops.index("wait_full") if "wait_full" in ops else None
     r = ops.index("release_empty") if "release_empty" in ops else None
@@ -363,9 +373,9 @@ def _barrier_decisions(n: Node, ctx: ExplainContext, rejected: list[Rejected]) -
                                                                 else "costs more"))
             if rej and rej.failed:
                 rejected.append(rej)
-            out.append(Decision("hoist-release", loop, f"release empty_{idx} after {fc.describe(sid)}", why))
+            out.append(Decision("hoist-release", loop, f"{release} after {fc.describe(sid)}", why))
         else:
-            out.append(Decision("hoist-release", loop, f"release empty_{idx} right after the wait",
+            out.append(Decision("hoist-release", loop, f"{release} right after the wait",
                                 "no consumer statement touches a guarded buffer"))
     return out
 

@@ -20,13 +20,28 @@ Every decision constructor has exactly one lowering (the execution model is the 
 ``simt_load``       ``TileOp(copy, "simt", producer)``, ``Arrive(full, stage)``: 128 arrivals
 ``simt_produce``    the statement on the producer threads, then ``Arrive(full, stage)``: 128 arrivals
 ``wait_full``       ``Wait(full, stage, parity)``; ``release_empty``: ``Arrive(empty, stage)``
+``swp``             software pipeline on the running threads (:mod:`egtile.rules.software_pipeline`):
+                    ``SeqLoop(k, start, min(stop, start+S-1), issue)`` (prologue), then
+                    ``SeqLoop(kk, start, stop, [SeqLoop(k, kk+S-1, min(stop, kk+S), issue),
+                    SeqLoop(k, kk, kk+1, consumers)])`` with ``kk`` a fresh variable; produced buffers get
+                    ``S`` versions and one ``full_i`` array; inside it ``wait_full`` is
+                    ``Wait(full, stage, parity)`` and ``release_empty`` is ``SyncThreads(running threads)``
+                    (nothing when the rule's ``war_barrier`` is 0: the mutant)
+``tma_prefetch``    ``Elect(running, ArriveExpectTx(full, stage, dst bytes), TmaLoad(...))``: 1 arrival
+``cp_async_prefetch`` ``TileOp(copy, "cp_async", running)``, ``CpAsyncArrive(full, stage)``: one arrival
+                    per running thread
 ==================  =====================================================================================
 
 ``full``'s arrive count is the sum of the arrivals its producer items make (plus the rule's
 ``full_adjust``, 0 for the real rule); ``empty``'s is the consumer thread count. Stage and parity come
 from :func:`egtile.rules.pipeline.phase_exprs` with the phase convention the rule chose. The launch has
 ``kernel.threads + 128`` threads when any loop is warp-specialized. CTA barriers are then placed by
-:func:`egtile.egraph.sync.place_syncs`.
+:func:`egtile.egraph.sync.place_syncs`, which leaves the stages of software-pipelined loops to the
+mbarriers and CTA barriers their lowering put there (``ordered``).
+
+Every statement that implements a source statement runs with the source loop variable bound to the
+iteration it implements (the contract of :class:`egtile.verify.trace.SourceOrder`): that is why the
+software pipeline rebinds ``k`` in one-or-zero-trip inner loops instead of substituting ``k + S - 1``.
 """
 
 from __future__ import annotations
@@ -59,6 +74,7 @@ from egtile.ir import (
     SeqLoop,
     SIf,
     SStmt,
+    SyncThreads,
     ThreadLoop,
     ThreadRange,
     TileOp,
@@ -84,6 +100,7 @@ class _Lowerer:
         self.barriers: list[MBarrier] = []
         self.staged: dict[str, Buffer] = {}
         self.stages: dict[str, int] = {}
+        self.ordered: set[str] = set()
 
     # -- helpers
 
@@ -121,6 +138,8 @@ class _Lowerer:
                             sid=n.sid)]
             case "ws":
                 return [self.warp_specialize(n, ctx)]
+            case "swp":
+                return self.software_pipeline(n, ctx)
         raise ScheduleError(f"cannot lower {n.op!r} (statement sid {n.subject}) at block level: it is "
                             + ("still undecided" if n.op in ("scalar", "copy", "par", "pipelined", "produce")
                                else "not a block-level schedule constructor"))
@@ -180,6 +199,83 @@ class _Lowerer:
                     raise ScheduleError(f"cannot lower {n.op!r} (sid {n.subject}) inside a T.Parallel body")
         return tuple(out)
 
+    # -- multi-versioning
+
+    def _stage_buffers(self, loop_sid: int, stages: int, stage: Expr, ctx: _Ctx) -> tuple[tuple[str, ...], _Ctx]:
+        """Give every buffer the loop's producers write ``stages`` versions; the context that indexes them."""
+        guarded = tuple(sorted(self.facts.guarded(loop_sid)))
+        staged = dict(ctx.staged)
+        for name in guarded:
+            b = self.kernel.buffer(name)
+            sb = Buffer(b.name, (stages, *b.shape), b.dtype, b.scope, b.layout)
+            self.staged[name] = sb
+            self.stages[name] = stages
+            staged[name] = (sb, stage)
+        return guarded, _Ctx(ctx.threads, staged)
+
+    def _fresh_var(self, base: Var) -> Var:
+        taken = {v.name for v in self.kernel.block_vars}
+        for s in self.facts.stmts.values():
+            if isinstance(s, For):
+                taken.add(s.var.name)
+        name = f"{base.name}_sw"
+        while name in taken:
+            name += "_"
+        return Var(name, base.dtype)
+
+    # -- software pipelining
+
+    def software_pipeline(self, n: Node, ctx: _Ctx) -> list[SStmt]:
+        loop = self.facts.stmts[n.sid]
+        assert isinstance(loop, For)
+        (war_barrier,) = n.params
+        prefetches, consumers = n.lists
+        S = loop.num_stages
+        k = loop.var
+        full = f"full_{sum(1 for b in self.barriers if b.kind == 'full')}"
+        stage, parity = phase_exprs(k, loop.start, S)
+        guarded, sctx = self._stage_buffers(n.sid, S, stage, ctx)
+        self.ordered |= set(guarded)
+        threads = ctx.threads
+
+        arrivals = 0
+        issue: list[SStmt] = []
+        for item in prefetches:
+            match item.op:
+                case "tma_prefetch":
+                    c = self.stmt(item.sid, sctx)
+                    assert isinstance(c, Copy)
+                    nbytes = c.dst.numel * dtype(c.dst.buffer.dtype).bytes
+                    issue.append(Elect(threads, (ArriveExpectTx(full, stage, nbytes),
+                                                 TmaLoad(c.src, c.dst, full, stage, sid=item.sid))))
+                    arrivals += 1
+                case "cp_async_prefetch":
+                    issue += [TileOp(self.stmt(item.sid, sctx), "cp_async", threads), CpAsyncArrive(full, stage)]
+                    arrivals += threads.count
+                case _:
+                    raise ScheduleError(f"cannot lower prefetch item {item.op!r} (sid {item.subject}) of pipelined "
+                                        f"loop sid {n.sid}: its asynchronous instruction is undecided")
+        body: list[SStmt] = []
+        for item in consumers:
+            match item.op:
+                case "wait_full":
+                    body.append(Wait(full, stage, parity))
+                case "release_empty":
+                    if int(war_barrier):
+                        body.append(SyncThreads(threads))
+                case _:
+                    body += self.node(item, sctx)
+        self.barriers.append(MBarrier(full, S, arrivals, "full", guarded))
+
+        one, ahead = Const(1), Const(S - 1)
+        kk = self._fresh_var(k)
+        prologue = SeqLoop(k, loop.start, BinOp("min", loop.stop, BinOp("+", loop.start, ahead)), tuple(issue))
+        main = SeqLoop(kk, loop.start, loop.stop, (
+            SeqLoop(k, BinOp("+", kk, ahead), BinOp("min", loop.stop, BinOp("+", kk, Const(S))), tuple(issue)),
+            SeqLoop(k, kk, BinOp("+", kk, one), tuple(body)),
+        ), sid=n.sid)
+        return [prologue, main]
+
     # -- warp specialization
 
     def warp_specialize(self, n: Node, ctx: _Ctx) -> RoleSplit:
@@ -191,17 +287,10 @@ class _Lowerer:
         idx = sum(1 for b in self.barriers if b.kind == "full")
         full, empty = f"full_{idx}", f"empty_{idx}"
         stage, parity = phase_exprs(loop.var, loop.start, S, str(phase))
-        guarded = tuple(sorted(self.facts.guarded(n.sid)))
-        staged = dict(ctx.staged)
-        for name in guarded:
-            b = self.kernel.buffer(name)
-            sb = Buffer(b.name, (S, *b.shape), b.dtype, b.scope, b.layout)
-            self.staged[name] = sb
-            self.stages[name] = S
-            staged[name] = (sb, stage)
+        guarded, sctx = self._stage_buffers(n.sid, S, stage, ctx)
         consumer_t = ThreadRange(0, self.kernel.threads)
         producer_t = ThreadRange(self.kernel.threads, PRODUCER_THREADS)
-        pctx, cctx = _Ctx(producer_t, staged), _Ctx(consumer_t, staged)
+        pctx, cctx = _Ctx(producer_t, sctx.staged), _Ctx(consumer_t, sctx.staged)
 
         arrivals = 0
         pbody: list[SStmt] = [Wait(empty, stage, BinOp("^", parity, Const(1)))]
@@ -227,6 +316,11 @@ class _Lowerer:
                 case _:
                     raise ScheduleError(f"cannot lower producer item {item.op!r} (sid {item.subject}) of pipelined "
                                         f"loop sid {n.sid}: its instruction is undecided")
+        if all(item.op == "tma_load" for item in producers):
+            # Only the elected thread has work, so it alone waits on empty[s]: idle producer threads that
+            # waited without ever arriving could fall two phases behind and then wait on an aliased parity
+            # (try_wait.parity sees only the phase parity, PTX ISA 9.7.13.15.16) and hang.
+            pbody = [Elect(producer_t, (pbody[0], *(s for e in pbody[1:] for s in e.body)))]
         cbody: list[SStmt] = []
         for item in consumers:
             match item.op:
@@ -259,6 +353,6 @@ def lower(body: tuple[Node, ...], facts: FactContext) -> Scheduled:
     everyone = ThreadRange(0, lw.total)
     stmts = lw.block(body, _Ctx(everyone))
     buffers = tuple(lw.staged.get(b.name, b) for b in facts.kernel.allocs)
-    stmts = place_syncs(stmts, everyone, barriers=tuple(lw.barriers))
+    stmts = place_syncs(stmts, everyone, barriers=tuple(lw.barriers), ordered=frozenset(lw.ordered))
     return Scheduled(facts.kernel, lw.total, buffers, tuple(lw.barriers), stmts,
                      staged=tuple(lw.stages.items()))

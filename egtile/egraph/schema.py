@@ -7,15 +7,18 @@ one e-class; the rules add its schedules to that e-class as further e-nodes.
 
 Constructors come in four groups:
 
-* *as encoded, undecided* (``scalar``, ``copy``, ``par``, ``pipelined``, ``produce``): a decision is
+* *as encoded, undecided* (``scalar``, ``copy``, ``par``, ``pipelined``, ``produce``, ``prefetch``): a decision is
   still pending. They cost :data:`egtile.cost.UNDECIDED`, so extraction only returns one when no rule
   added a legal alternative; decoding then raises :class:`~egtile.errors.ScheduleError`.
 * *as encoded, decided* (``tile``, ``loop``, ``branch`` and the per-thread ``leaf``, ``inner_loop``,
   ``inner_branch`` of a ``T.Parallel`` body): nothing to choose.
 * *decisions*, each added by one rule of :mod:`egtile.rules` (``elect``, ``partitioned``, ``ws``,
-  ``tma_load``, ...); :mod:`egtile.egraph.lower` turns each into scheduled IR mechanically.
-* *markers* inside a warp-specialized consumer list: ``wait_full(L)`` (wait on ``full[s]`` of loop
-  ``L``) and ``release_empty(L)`` (arrive on ``empty[s]``), moved by the barrier rules.
+  ``swp``, ``tma_load``, ``tma_prefetch``, ...); :mod:`egtile.egraph.lower` turns each into scheduled IR
+  mechanically.
+* *markers* inside a pipelined loop's consumer list (one e-class shared by the warp-specialized and the
+  software-pipelined alternatives): ``wait_full(L)`` (wait on ``full[s]`` of loop ``L``) and
+  ``release_empty(L)`` (warp-specialized: arrive on ``empty[s]``; software-pipelined: the CTA barrier
+  after which stage ``s`` may be reloaded), moved by the barrier rules.
 
 Fact tables (filled by the encoder from :mod:`egtile.analysis`, or derived here):
 
@@ -95,6 +98,12 @@ class Stmt(Expr):
     def produce(cls, st: Stmt) -> Stmt:
         """``st`` run by the producer warpgroup: its instruction / completion protocol is undecided."""
 
+    @method(cost=C.UNDECIDED)
+    @classmethod
+    def prefetch(cls, st: Stmt) -> Stmt:
+        """``st`` issued ``S - 1`` iterations ahead by the block's own threads in a software-pipelined loop,
+        completing on ``full[s]``: its asynchronous instruction is undecided."""
+
     # -- as encoded, decided
     @classmethod
     def tile(cls, sid: i64Like) -> Stmt:
@@ -158,6 +167,22 @@ class Stmt(Expr):
         (``"normalized"``: from ``k - start``)."""
 
     @classmethod
+    def swp(cls, sid: i64Like, prefetches: Block, consumers: Block, war_barrier: i64Like) -> Stmt:
+        """A software-pipelined loop (no warp specialization): the block's threads issue the ``prefetches``
+        of iteration ``k + S - 1`` and run ``consumers`` for iteration ``k`` (with the ``wait_full`` and
+        ``release_empty`` markers); ``war_barrier`` 1: the release marker is a CTA barrier before the stage
+        is reused (0 only in the ``swp-no-barrier-before-stage-reuse`` mutant)."""
+
+    @classmethod
+    def tma_prefetch(cls, sid: i64Like) -> Stmt:
+        """Prefetched copy as a TMA tile load by an elected thread of the block with ``arrive.expect_tx``."""
+
+    @classmethod
+    def cp_async_prefetch(cls, sid: i64Like) -> Stmt:
+        """Prefetched copy as ``cp.async`` by every thread of the block, completing with
+        ``cp.async.mbarrier.arrive.noinc``."""
+
+    @classmethod
     def tma_load(cls, sid: i64Like) -> Stmt:
         """Producer copy as a TMA tile load by an elected thread with ``arrive.expect_tx``."""
 
@@ -201,6 +226,11 @@ class Block(Expr):
     @classmethod
     def producers(cls, loop: i64Like, body: Block) -> Block:
         """The producer statements of ``body`` (pipelined loop ``loop``), each wrapped in ``produce``."""
+
+    @method(unextractable=True)
+    @classmethod
+    def prefetches(cls, loop: i64Like, body: Block) -> Block:
+        """The producer statements of ``body`` (pipelined loop ``loop``), each wrapped in ``prefetch``."""
 
     @method(unextractable=True)
     @classmethod
@@ -297,6 +327,11 @@ def _support_rules():
         Block.cons(Stmt.produce(st), Block.producers(L, rest)), eq(s).to(sid_of(st)), fact("producer", s))
     yield rewrite(Block.producers(L, Block.cons(st, rest))).to(
         Block.producers(L, rest), eq(s).to(sid_of(st)), fact("consumer", s))
+    yield rewrite(Block.prefetches(L, Block.nil())).to(Block.nil())
+    yield rewrite(Block.prefetches(L, Block.cons(st, rest))).to(
+        Block.cons(Stmt.prefetch(st), Block.prefetches(L, rest)), eq(s).to(sid_of(st)), fact("producer", s))
+    yield rewrite(Block.prefetches(L, Block.cons(st, rest))).to(
+        Block.prefetches(L, rest), eq(s).to(sid_of(st)), fact("consumer", s))
     yield rewrite(Block.consumers(L, Block.nil())).to(Block.cons(Stmt.release_empty(L), Block.nil()))
     yield rewrite(Block.consumers(L, Block.cons(st, rest))).to(
         Block.cons(st, Block.consumers(L, rest)), eq(s).to(sid_of(st)), fact("consumer", s))
@@ -312,13 +347,14 @@ support = ruleset(*_support_rules(), name="egtile-support")
 # Costs: every per-statement cost is set once, after saturation, from the encoder's `num` table.
 
 #: Decision constructors whose cost is ``num("cost.<name>", sid)`` (see :mod:`egtile.cost`).
-PER_SID_COST = ("tile", "elect", "replicate", "copy_simt", "tma_load", "cp_async_load", "simt_load")
+PER_SID_COST = ("tile", "elect", "replicate", "copy_simt", "tma_load", "cp_async_load", "simt_load", "tma_prefetch",
+                "cp_async_prefetch")
 PER_SID_BODY_COST = ("partitioned", "replicated", "serial")
 #: Static ``@method(cost=...)`` of the other statement constructors (default 1); the cost breakdown
 #: reads this, and a test checks that it adds up to what egglog's extractor reports.
 STATIC_COST = {
     "scalar": C.UNDECIDED, "copy": C.UNDECIDED, "par": C.UNDECIDED, "pipelined": C.UNDECIDED,
-    "produce": C.UNDECIDED, "loop": C.LOOP_OVERHEAD, "branch": C.BRANCH, "leaf": 0, "inner_loop": 0,
+    "produce": C.UNDECIDED, "prefetch": C.UNDECIDED, "loop": C.LOOP_OVERHEAD, "branch": C.BRANCH, "leaf": 0, "inner_loop": 0,
     "inner_branch": 0, "simt_produce": C.MBARRIER_OP, "wait_full": 0, "release_empty": 0,
 }
 
@@ -336,6 +372,8 @@ def _cost_rules():
         yield rule(ctor(sid, body), eq(c).to(num(f"cost.{name}", sid))).then(set_cost(ctor(sid, body), c))
     ws = Stmt.ws(sid, p, q, dec, inc, adj, ph)
     yield rule(ws, eq(c).to(num("cost.ws", sid))).then(set_cost(ws, c))
+    sw = Stmt.swp(sid, p, q, adj)
+    yield rule(sw, eq(c).to(num("cost.swp", sid))).then(set_cost(sw, c))
     # Position costs (see egtile.cost): a later wait and an earlier release are cheaper.
     w = Block.cons(Stmt.wait_full(sid), rest)
     yield rule(w, eq(n).to(length(rest))).then(set_cost(w, C.WAIT_BASE + C.WAIT_PER_LATER_ITEM * n))

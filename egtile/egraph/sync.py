@@ -197,7 +197,7 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
 
 
 def place_syncs(stmts: tuple[SStmt, ...], everyone: ThreadRange, *, barriers: tuple[MBarrier, ...] = (),
-                staged: frozenset[str] = frozenset()) -> tuple[SStmt, ...]:
+                staged: frozenset[str] = frozenset(), ordered: frozenset[str] = frozenset()) -> tuple[SStmt, ...]:
     """``stmts`` (a block's body, run by ``everyone``) with ``SyncThreads`` added where needed.
 
     Args:
@@ -205,8 +205,11 @@ def place_syncs(stmts: tuple[SStmt, ...], everyone: ThreadRange, *, barriers: tu
         everyone: all threads of the block.
         barriers: the schedule's mbarriers (their guarded buffers are ordered by them inside roles).
         staged: names of multi-versioned buffers (their leading stage index is ignored for ownership).
+        ordered: buffers whose every access the lowering has already ordered itself, everywhere (the
+            stages of a software-pipelined loop: private to the loop, read-after-write through ``full``
+            mbarriers, write-after-read through the CTA barrier it placed); they are not tracked.
     """
     staged = staged | frozenset(g for b in barriers for g in b.guards)
-    acc = _Accesses(staged, frozenset())
+    acc = _Accesses(staged, ordered)
     out, _ = _place(stmts, frozenset(), everyone, 0, acc, {b.name: b for b in barriers})
     return out

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from egtile.errors import UnsupportedError
-from egtile.evaluate import _binop, _compare, _math, dtype_of, promote, round_to  # noqa: PLC2701 - same semantics
+# the evaluator's private operator functions, on purpose: the very same semantics
+from egtile.evaluate import _binop, _compare, _math, dtype_of, promote, round_to
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Expr, Load, Select, UnOp, Var
 

@@ -24,7 +24,9 @@ def _schedule_of(obj: Any) -> Scheduled:
         return obj
     kernel = getattr(obj, "kernel", obj)  # a PrimFunc carries its kernel
     if isinstance(kernel, Kernel):
-        from egtile.optimize import optimize  # lazily: the scheduler is heavy and optional here
+        from egtile.optimize import (
+            optimize,  # lazily: the scheduler is heavy and optional here
+        )
 
         return optimize(kernel).scheduled
     raise ArgumentError(f"simulate expects an ir.Scheduled, an ir.Kernel or a PrimFunc, got {type(obj).__name__}")

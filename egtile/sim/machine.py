@@ -30,7 +30,9 @@ from egtile import externs
 from egtile.errors import EgtileError, ShapeError, SimulationError
 from egtile.evaluate import poison, round_to
 from egtile.ir.dtypes import dtype as lookup_dtype
-from egtile.ir.kernel import AddressOf, AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Load, Reduce, Store
+from egtile.ir.kernel import (
+    AddressOf, AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Load, Reduce, Store,
+)
 from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, Scheduled, SeqLoop, SIf, SStmt,
     SyncThreads, ThreadLoop, TileOp, TmaLoad, TmaStore, Wait, swalk,
@@ -241,7 +243,7 @@ class Block:
         self.threads = [ThreadState(t, prog.slots, env) for t in range(prog.threads)]
         for th in self.threads:
             th.home = prog.home_role[th.tid]
-            th.load = (lambda t: lambda buf, idx: self._load(buf, idx, t))(th)
+            th.load = self._loader(th)
         self.fences = [0] * prog.threads
         self.runnable = IndexedSet(range(prog.threads))
         self.asyncs: list[AsyncOp] = []
@@ -270,6 +272,9 @@ class Block:
 
     def ev(self, e: Expr, th: ThreadState) -> Any:
         return self.prog.compiled(e)(th.env, th.load)
+
+    def _loader(self, th: ThreadState):
+        return lambda buf, idx: self._load(buf, idx, th)
 
     def _load(self, buf: Buffer, idx: tuple[int, ...], th: ThreadState) -> Any:
         m = self.mem(buf.name, th)

@@ -61,8 +61,9 @@ class MBarrierState:
         self.pending[s] -= n
         self.arrived_in_phase[s] += n
         if self.pending[s] < 0:
-            self.errors.append((s, self.phase[s], f"{self.arrived_in_phase[s]} arrivals in one phase, but "
-                                                  f"arrive_count is {self.count} (arrival count underflow)"))
+            msg = (f"{self.arrived_in_phase[s]} arrivals in one phase, but arrive_count is {self.count} "
+                   "(arrival count underflow)")
+            self.errors.append((s, self.phase[s], msg))
             self.pending[s] = 0
         return self._maybe_complete(s)
 
@@ -107,9 +108,9 @@ class MBarrierState:
         out = []
         for s in range(len(self.phase)):
             if self.arrived_in_phase[s] or self.tx[s]:
-                out.append((s, self.phase[s], f"incomplete at block exit: {self.arrived_in_phase[s]}/{self.count}"
-                                              f" arrivals, {self.tx[s]} tx bytes pending (counts do not match "
-                                              f"arrive_count / expect_tx)"))
+                msg = (f"incomplete at block exit: {self.arrived_in_phase[s]}/{self.count} arrivals, "
+                       f"{self.tx[s]} tx bytes pending (counts do not match arrive_count / expect_tx)")
+                out.append((s, self.phase[s], msg))
         return out
 
 

@@ -42,8 +42,23 @@ from egtile.sim.report import Access, Race
 class Mem:
     """One buffer's storage (flat) and, if shadowed, its race-detection state."""
 
-    __slots__ = ("buffer", "name", "scope", "dtype", "shape", "strides", "data", "numel", "rnd",
-                 "shadowed", "writes", "reads", "atomics", "block_reads", "block_writes")
+    __slots__ = (
+        "atomics",
+        "block_reads",
+        "block_writes",
+        "buffer",
+        "data",
+        "dtype",
+        "name",
+        "numel",
+        "reads",
+        "rnd",
+        "scope",
+        "shadowed",
+        "shape",
+        "strides",
+        "writes",
+    )
 
     def __init__(self, buffer: Buffer, data: np.ndarray, shadowed: bool) -> None:
         self.buffer = buffer
@@ -151,9 +166,8 @@ class Shadow:
     def read(self, mem: Mem, f: int, a: Agent, sid, op: str = "read") -> None:
         vc = a.vc
         w = mem.writes.get(f)
-        if w is not None:
-            if w[0] != a.slot and vc[w[0]] < w[1]:
-                self.log.add("read-after-write", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
+        if w is not None and w[0] != a.slot and vc[w[0]] < w[1]:
+            self.log.add("read-after-write", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
         ats = mem.atomics.get(f)
         if ats:
             for s, c, t, asid in ats:

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from egtile.evaluate import round_to
 from egtile.errors import ShapeError
+from egtile.evaluate import round_to
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Copy, Expr, Fill, Gemm, Reduce, Region
 from egtile.sim.memory import Mem

@@ -104,7 +104,7 @@ def _walk(stmts: tuple[SStmt, ...], lo: int, hi: int, sched: Scheduled, out: lis
                     out.append(Violation("L5", f"the {kind} (sid {sid}) is issued by {n} threads [{lo}, {hi}); "
                                                "it must be issued by one (Elect)",
                                          (sid,) if sid is not None else (),
-                                         (s.dst.buffer.name if isinstance(s, TmaLoad) else s.dst.buffer.name)))
+                                         s.dst.buffer.name))
             case TileOp():
                 pass  # split by element: every element once
             case _:

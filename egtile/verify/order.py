@@ -25,6 +25,13 @@ release waits); a different offset is a parity computed from the wrong iteration
 absolute loop index with a non-zero start); on a ``full`` barrier (producers -> consumers) ``d`` must be 0:
 the ``n``-th round of a consumer reads the data of the ``n``-th phase.
 
+**Threads within an agent.** Program order orders the accesses of one thread only. Two accesses of one
+agent by different threads (per element, from the accesses' owners), or an access and a copy another
+thread of the agent issued, are ordered only by a barrier of all the agent's threads in between: a
+``bar.sync`` they all reach, or a wait of all of them on a phase that includes an arrival of all of them
+after the access (the ``_all`` clock component). Across agents, an access is released by an arrival of
+all its agent's threads, or of the one thread that made it (``_thread``).
+
 **Data order (L1, L2).** Two conflicting accesses (one writes, they share an element) must be ordered by
 happens-before in the order of the sequential program (their logical timestamps): a read after the
 write it must see (L1), a write after the reads of the value it overwrites and after earlier writes
@@ -62,9 +69,25 @@ def _overlap(x: Event, y: Event) -> bool:
     return not x.elements.isdisjoint(y.elements)
 
 
-def hb(x: Event, y: Event) -> bool:
-    """Does ``x`` happen before ``y``?"""
-    return x.vc.get(x.comp, 0) <= y.vc.get(x.comp, 0)
+def _all(a: int):
+    """Clock component: the latest event of agent ``a`` released by all its threads."""
+    return -(a + 1)
+
+
+def _thread(a: int, tid: int):
+    """Clock component: the latest event of thread ``tid`` of agent ``a`` released by that thread."""
+    return (a, tid)
+
+
+def _same_thread(x: Event, y: Event) -> bool:
+    """Is every element both touch touched by one and the same thread in both?"""
+    if x.elements is None or y.elements is None or x.owners is None or y.owners is None:
+        return False
+    for f in x.elements & y.elements:
+        t = x.owners.get(f)
+        if t is None or t != y.owners.get(f):
+            return False
+    return True
 
 
 @dataclass
@@ -191,6 +214,40 @@ class OrderAnalysis:
             _join(clock, p.acc)
             p.clock = clock
 
+    @staticmethod
+    def _stamp(ev: Event, vc: VC, a: int) -> None:
+        """Tick agent ``a`` for event ``ev`` and record its clock."""
+        vc[a] += 1
+        ev.tick, ev.covered = vc[a], vc.get(_all(a), 0)
+        ev.vc, ev.comp = dict(vc), a
+
+    @staticmethod
+    def _release(ev: Event, vc: VC, a: int, whole: bool) -> VC:
+        """The clock an arrival publishes: with every thread of the agent arriving, all the agent's earlier
+        events are released (``_all``); with one thread, that thread's (``_thread``)."""
+        if whole:
+            vc[_all(a)] = ev.tick
+        elif ev.tid is not None:
+            vc[_thread(a, ev.tid)] = ev.tick
+        return vc
+
+    def hb(self, x: Event, y: Event) -> bool:
+        """Does ``x`` happen before ``y``, for every pair of threads that performed them?
+
+        Within an agent, program order orders the accesses of one thread; different threads need a
+        barrier of all the agent's threads in between. Across agents, an access is released by an
+        arrival of all its agent's threads after it, or of the one thread that made it."""
+        a, n = x.comp, len(self.agents)
+        if a >= n:  # an async copy's write: acquired through the phase it completed
+            return y.vc.get(a, 0) >= x.tick
+        if y.vc.get(a, 0) < x.tick:
+            return False
+        if y.comp == a or (y.comp >= n and y.issuer == a):
+            return x.tick < y.covered or _same_thread(x, y)
+        if y.vc.get(_all(a), 0) > x.tick:
+            return True
+        return x.tid is not None and y.vc.get(_thread(a, x.tid), 0) > x.tick
+
     def _lo(self, vc: VC, bname: str, s: int) -> int:
         lo = 0
         for p in self.phases.get((bname, s), []):
@@ -214,6 +271,7 @@ class OrderAnalysis:
                 while pos[a] < len(trace) and not blocked_sync[a]:
                     ev = trace[pos[a]]
                     vc = vcs[a]
+                    whole = ev.count == self.agents[a].count  # every thread of the agent takes part
                     if ev.kind == "wait":
                         lo = self._lo(vc, ev.barrier, ev.bstage)
                         f = lo if (lo & 1) == ev.parity else lo - 1
@@ -221,13 +279,14 @@ class OrderAnalysis:
                             phases = self.phases.get((ev.barrier, ev.bstage), [])
                             if f >= len(phases) or phases[f].clock is None:
                                 break  # blocked until phase f completes
+                            own = vc.get(_all(a), 0)
                             _join(vc, phases[f].clock)
-                        vc[a] += 1
-                        ev.vc, ev.comp = dict(vc), a
+                            if not whole:  # what some threads acquired does not order the others
+                                vc[_all(a)] = own
+                        self._stamp(ev, vc, a)
                         self.waits.append((ev, lo, f))
                     elif ev.kind == "sync":
-                        vc[a] += 1
-                        ev.vc, ev.comp = dict(vc), a
+                        self._stamp(ev, vc, a)
                         lst = sync_wait.setdefault(ev.sync_id, [])
                         lst.append((a, ev))
                         blocked_sync[a] = True
@@ -239,10 +298,15 @@ class OrderAnalysis:
                                              f"{sorted({e.tx for _, e in lst})} threads",
                                        [e.sid for _, e in lst], barrier=f"bar.sync {ev.sync_id}")
                             joined: VC = {}
-                            for _, e in lst:
-                                _join(joined, e.vc)
                             for x, e in lst:
+                                _join(joined, e.vc)
+                                if e.count == self.agents[x].count:
+                                    joined[_all(x)] = max(joined.get(_all(x), 0), e.tick)
+                            for x, e in lst:
+                                own = vcs[x].get(_all(x), 0)
                                 _join(vcs[x], joined)
+                                if e.count != self.agents[x].count:
+                                    vcs[x][_all(x)] = own
                                 vcs[x][x] += 1
                                 blocked_sync[x] = False
                                 pos[x] += 1
@@ -250,17 +314,16 @@ class OrderAnalysis:
                         progress = True
                         break
                     else:
-                        vc[a] += 1
-                        ev.vc, ev.comp = dict(vc), a
+                        self._stamp(ev, vc, a)
                         match ev.kind:
                             case "access":
                                 self.accesses.append(ev)
                             case "fence":
-                                self.fences.setdefault(a, []).append(vc[a])
+                                self.fences.setdefault(a, []).append(ev)
                             case "arrive":
-                                self._contribute(ev, ev.vc)
+                                self._contribute(ev, self._release(ev, dict(vc), a, whole))
                             case "cp_arrive":
-                                contrib = dict(vc)
+                                contrib = self._release(ev, dict(vc), a, whole)
                                 for c in pending_cp[a]:
                                     _join(contrib, c)
                                 pending_cp[a] = []
@@ -269,7 +332,8 @@ class OrderAnalysis:
                                 node = dict(vc)
                                 node[self.next_comp] = 1
                                 for w in ev.accesses:
-                                    w.vc, w.comp = node, self.next_comp
+                                    w.vc, w.comp, w.tick = node, self.next_comp, 1
+                                    w.covered, w.issuer = ev.covered, a
                                     self.accesses.append(w)
                                 self.next_comp += 1
                                 if ev.kind == "tma":
@@ -377,7 +441,7 @@ class OrderAnalysis:
             if x.ts == y.ts:
                 return
             first, second = (x, y) if x.ts < y.ts else (y, x)
-            if hb(first, second):
+            if self.hb(first, second):
                 return
             w1 = first.mode in ("w", "a", "x")
             r2 = second.mode in ("r", "x", "a")
@@ -392,7 +456,7 @@ class OrderAnalysis:
                          f"program), but no barrier wait orders them{self._guards(buf)}",
                    (first.sid, second.sid), buffer=buf, stage=stage)
             return
-        if hb(x, y) or hb(y, x):
+        if self.hb(x, y) or self.hb(y, x):
             return
         key = ("L1", buf, x.sid, y.sid)
         if key in reported:
@@ -423,13 +487,31 @@ class OrderAnalysis:
             for w in self.accesses:
                 if w.buffer != r.buffer or w.proxy != "generic" or w.mode == "r" or not _overlap(w, r):
                     continue
-                if not hb(w, r):
+                if not self.hb(w, r):
                     continue
-                tick = w.vc[w.comp]
-                fences = self.fences.get(w.comp, [])
-                ok = any(tick < f <= r.vc.get(w.comp, 0) for f in fences)
-                if not ok and (w.sid, r.sid) not in reported:
+                fenced = any(w.tick < f.tick and self._fences_writer(f, w) and self._before(f, r)
+                             for f in self.fences.get(w.comp, []))
+                if not fenced and (w.sid, r.sid) not in reported:
                     reported.add((w.sid, r.sid))
                     self.v("L6", f"{self._desc(w)} is read by the TMA store (sid {r.sid}) through the async proxy "
                                  f"without a fence.proxy.async by its writers between them", (w.sid, r.sid),
                            buffer=w.buffer, stage=w.stage)
+
+    @staticmethod
+    def _fences_writer(f: Event, w: Event) -> bool:
+        """Is fence ``f`` executed by every thread that made write ``w``?"""
+        if f.tid is None:
+            return True
+        owners = set(w.owners.values()) if w.owners else ({w.tid} if w.tid is not None else {None})
+        return owners == {f.tid}
+
+    def _before(self, f: Event, r: Event) -> bool:
+        """Does the (non-access) event ``f`` happen before ``r`` for the threads that ran them?"""
+        a = f.comp
+        if r.vc.get(a, 0) < f.tick:
+            return False
+        if r.comp == a:
+            return f.tick < r.covered or (f.tid is not None and f.tid == r.tid)
+        if r.vc.get(_all(a), 0) > f.tick:
+            return True
+        return f.tid is not None and r.vc.get(_thread(a, f.tid), 0) > f.tick

@@ -19,6 +19,8 @@ Roles of one ``RoleSplit`` must be disjoint and inside the block.
 
 from __future__ import annotations
 
+import itertools
+
 from egtile.ir.kernel import BinOp, Cast, Expr, Load, Select, UnOp, Var
 from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, Leaf, Role, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, SyncThreads,
@@ -116,7 +118,7 @@ def _sync(tr, bid, sched, out, lo, hi, role, divergent) -> None:
 
 def _roles(roles: tuple[Role, ...], sid, sched: Scheduled, out: list[Violation]) -> None:
     spans = sorted((r.threads.begin, r.threads.end, r.name) for r in roles)
-    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+    for (b0, e0, n0), (b1, e1, n1) in itertools.pairwise(spans):
         if b1 < e0:
             out.append(Violation("L7", f"roles {n0!r} [{b0}, {e0}) and {n1!r} [{b1}, {e1}) overlap",
                                  (sid,) if sid is not None else ()))

@@ -18,9 +18,11 @@ a schedule have static bounds) into a trace of events:
   load: an async write of its destination that completes transaction bytes), ``cp_write`` (a cp.async
   copy's async write), ``cp_arrive``, ``sync`` (a named barrier), ``fence`` (``fence.proxy.async``).
 
-Accesses inside one execution of a ``ThreadLoop`` or ``TileOp`` are merged per buffer and statement (the
-threads of one agent share the agent's ordering: the verifier does not order threads *within* an agent;
-the simulator checks that per element). An agent that owns no element of a ``TileOp`` or no iteration
+Accesses inside one execution of a ``ThreadLoop`` or ``TileOp`` are merged per buffer and statement; each
+keeps, per element, the one thread that touches it (``owners``: the rank owning a tile-op element, the
+thread of a partitioned iteration, the elected thread), or none when several threads do (replicated
+code), so that the order analysis can tell program order within one thread from ordering across the
+agent's threads. An agent that owns no element of a ``TileOp`` or no iteration
 of a partitioned ``ThreadLoop`` does not access anything there.
 
 Statements whose control flow the verifier cannot evaluate (an ``SIf`` on loaded data) contribute the
@@ -29,6 +31,7 @@ accesses of both branches; their synchronization is rejected by L3/L7 (:mod:`egt
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,6 +160,8 @@ class Event:
     proxy: str = "generic"  # "generic" or "async" (TMA store source read / TMA, cp.async writes)
     ts: tuple[int, ...] | None = None
     elements: frozenset[int] | None = None  # flat indices touched; None: possibly any
+    owners: dict[int, int] | None = None  # element -> the one thread of the agent touching it; None: any
+    tid: int | None = None  # the thread that runs the event, when one does (Elect, a TMA issue)
     # barriers
     barrier: str | None = None
     bstage: int = 0
@@ -167,6 +172,9 @@ class Event:
     # filled by the order analysis
     vc: dict[int, int] = field(default_factory=dict)
     comp: int = -1
+    tick: int = 0  # the agent's (or async copy's) clock at the event
+    covered: int = 0  # the agent's events with a smaller tick are ordered before this one across its threads
+    issuer: int = -1  # async writes: the agent that issued the copy
     accesses: list[Event] = field(default_factory=list)  # tma / cp_write: the async write(s)
 
     def where(self) -> str:
@@ -190,7 +198,6 @@ class Agent:
 def agents_of(sched: Scheduled) -> list[Agent]:
     """Split ``[0, threads)`` at every role boundary."""
     cuts = {0, sched.threads}
-    names: dict[tuple[int, int], str] = {}
     roles = []
     for s in swalk(sched.body):
         if isinstance(s, RoleSplit):
@@ -199,7 +206,7 @@ def agents_of(sched: Scheduled) -> list[Agent]:
                 roles.append(r)
     edges = sorted(cuts)
     out = []
-    for b, e in zip(edges, edges[1:]):
+    for b, e in itertools.pairwise(edges):
         covering = [r.name for r in roles if r.threads.begin <= b and e <= r.threads.end]
         name = "/".join(dict.fromkeys(covering)) or f"threads {b}-{e - 1}"
         out.append(Agent(len(out), b, e, name))
@@ -252,6 +259,7 @@ class Tracer:
         self.traces: list[list[Event]] = [[] for _ in agents]
         self.n = 0
         self.merge: dict | None = None  # accesses of the current ThreadLoop / TileOp execution, by key
+        self.cur_tid: int | None = None  # the one thread running the current statement instance, if one
         self.geometry: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
 
     def run(self) -> list[list[Event]]:
@@ -288,12 +296,18 @@ class Tracer:
             return None
 
     def access(self, a: Agent, buf: str, mode: str, sid, path, env, *, elements: frozenset[int] | None,
-               stage: int | None, proxy: str = "generic", kind: str = "access") -> Event | None:
-        """Record an access (merged with an equal one of the same ThreadLoop / TileOp execution)."""
+               stage: int | None, proxy: str = "generic", kind: str = "access",
+               owners: dict[int, int] | None = None) -> Event | None:
+        """Record an access (merged with an equal one of the same ThreadLoop / TileOp execution).
+
+        ``owners`` maps each element to the thread touching it; by default every element belongs to the
+        one thread running the current statement instance, or to no single thread."""
         if buf not in self.tracked:
             return None
+        if owners is None and elements is not None and self.cur_tid is not None:
+            owners = dict.fromkeys(elements, self.cur_tid)
         ev = Event(kind, a.index, sid, path, buffer=buf, stage=stage, mode=mode, proxy=proxy,
-                   ts=self.order.stamp(sid, env), elements=elements)
+                   ts=self.order.stamp(sid, env), elements=elements, owners=owners, tid=self.cur_tid)
         if kind == "async_write":
             return ev  # performed by the copy, not by the agent: attached to its tma / cp_write event
         if self.merge is not None:
@@ -301,6 +315,9 @@ class Tracer:
             old = self.merge.get(key)
             if old is not None:
                 old.elements = None if old.elements is None or elements is None else old.elements | elements
+                old.owners = _merge_owners(old.owners, owners)
+                if old.tid != self.cur_tid:
+                    old.tid = None
                 if old.stage != stage:
                     old.stage = None
                 return None
@@ -329,24 +346,28 @@ class Tracer:
             offs = [int(const(o, env)) for o in r.offsets]
         except NotConstant:
             return None
-        shape, st = self.strides(r.buffer.name)
+        _, st = self.strides(r.buffer.name)
         flats = np.zeros(1, dtype=np.int64)
         for o, e, s_ in zip(offs, r.extents, st):
             flats = (flats[:, None] + (o + np.arange(e, dtype=np.int64))[None, :] * s_).reshape(-1)
         return flats
 
     def region(self, a, r: Region, mode, sid, path, env, proxy="generic", kind="access",
-               owned: np.ndarray | None = None) -> Event | None:
-        """An access of region ``r`` (only the elements at positions ``owned``, if given)."""
+               owned: np.ndarray | None = None, owner_of=None) -> Event | None:
+        """An access of region ``r`` (only the elements at positions ``owned``, if given; ``owner_of``
+        maps a position to the thread that touches it)."""
         if r.buffer.name not in self.tracked:
             return None
         flats = self.region_flats(r, env)
-        elements = None
+        elements, owners = None, None
         if flats is not None:
-            elements = frozenset(int(f) for f in (flats if owned is None else flats[owned]))
+            pos = np.arange(len(flats)) if owned is None else owned
+            elements = frozenset(int(flats[p]) for p in pos)
+            if owner_of is not None:
+                owners = {int(flats[p]): owner_of(int(p)) for p in pos}
         return self.access(a, r.buffer.name, mode, sid, path, env, elements=elements,
                            stage=self.stage_of(r.buffer.name, r.offsets[0] if r.offsets else None, env),
-                           proxy=proxy, kind=kind)
+                           proxy=proxy, kind=kind, owners=owners)
 
     def whole(self, a, b, mode, sid, path, env) -> None:
         self.access(a, b.name, mode, sid, path, env,
@@ -358,11 +379,22 @@ class Tracer:
 
     # -- statements ---------------------------------------------------------------------------------
 
-    def walk(self, stmts: tuple[SStmt, ...], a: Agent, lo: int, hi: int, env: dict, path: tuple, loop_sid) -> None:
-        """Enumerate ``stmts`` for agent ``a`` whose threads ``[lo, hi)`` run them."""
+    def walk(self, stmts: tuple[SStmt, ...], a: Agent, lo: int, hi: int, env: dict, path: tuple, loop_sid,
+             tid: int | None = None) -> None:
+        """Enumerate ``stmts`` for agent ``a`` whose threads ``[lo, hi)`` run them (each instance on the
+        one thread ``tid`` inside a partitioned ThreadLoop)."""
         if lo >= hi:
             return
-        n = hi - lo
+        saved_tid = self.cur_tid
+        self.cur_tid = lo if hi - lo == 1 else tid
+        try:
+            self._walk(stmts, a, lo, hi, env, path, loop_sid)
+        finally:
+            self.cur_tid = saved_tid
+
+    def _walk(self, stmts: tuple[SStmt, ...], a: Agent, lo: int, hi: int, env: dict, path: tuple, loop_sid) -> None:
+        n = 1 if self.cur_tid is not None else hi - lo
+        tid = self.cur_tid
         for s in stmts:
             match s:
                 case Leaf(stmt=st):
@@ -376,7 +408,7 @@ class Tracer:
                     saved = env.get(var.name)
                     for k in range(b, e):
                         env[var.name] = k
-                        self.walk(body, a, lo, hi, env, path + ((sid, var.name, k),), sid)
+                        self.walk(body, a, lo, hi, env, path + ((sid, var.name, k),), sid, tid)
                     _restore(env, var.name, saved)
                 case ThreadLoop():
                     self.thread_loop(s, a, lo, hi, env, path, loop_sid)
@@ -388,45 +420,49 @@ class Tracer:
                 case Wait(barrier=b, stage=st, parity=par, sid=sid):
                     self.emit(a, Event("wait", a.index, sid if sid is not None else loop_sid, path, barrier=b,
                                        bstage=self.const_int(st, env, f"stage of the wait on {b}", sid),
-                                       parity=self.const_int(par, env, f"parity of the wait on {b}", sid) & 1))
+                                       parity=self.const_int(par, env, f"parity of the wait on {b}", sid) & 1,
+                                       count=n, tid=tid))
                 case Arrive(barrier=b, stage=st):
                     self.emit(a, Event("arrive", a.index, loop_sid, path, barrier=b,
-                                       bstage=self.const_int(st, env, f"stage of an arrive on {b}", loop_sid), count=n))
+                                       bstage=self.const_int(st, env, f"stage of an arrive on {b}", loop_sid), count=n,
+                                       tid=tid))
                 case ArriveExpectTx(barrier=b, stage=st, tx_bytes=tx):
                     self.emit(a, Event("arrive", a.index, loop_sid, path, barrier=b,
                                        bstage=self.const_int(st, env, f"stage of an arrive on {b}", loop_sid),
-                                       count=n, tx=tx * n))
+                                       count=n, tx=tx * n, tid=tid))
                 case CpAsyncArrive(barrier=b, stage=st):
                     self.emit(a, Event("cp_arrive", a.index, loop_sid, path, barrier=b,
                                        bstage=self.const_int(st, env, f"stage of a cp.async arrive on {b}", loop_sid),
-                                       count=n))
+                                       count=n, tid=tid))
                 case TmaLoad(src=src, dst=dst, barrier=b, stage=st, sid=sid):
                     nbytes = dst.numel * lookup_dtype(dst.buffer.dtype).bytes
                     for _ in range(n):  # every thread that reaches it issues one copy (L5 flags n > 1)
                         ev = Event("tma", a.index, sid, path, barrier=b,
-                                   bstage=self.const_int(st, env, f"stage of the TMA load on {b}", sid), tx=nbytes)
+                                   bstage=self.const_int(st, env, f"stage of the TMA load on {b}", sid), tx=nbytes,
+                                   tid=tid if tid is not None else lo)
                         self.emit(a, ev)
                         self.region(a, src, "r", sid, path, env)
-                        w = self.region(a, dst, "w", sid, path, env, proxy="async", kind="async_write")
+                        w = self.region(a, dst, "w", sid, path, env, proxy="async", kind="async_write",
+                                        owner_of=lambda p, t=ev.tid: t)
                         if w is not None:
                             ev.accesses.append(w)
                 case TmaStore(src=src, dst=dst, sid=sid):
                     self.region(a, src, "r", sid, path, env, proxy="async")
                     self.region(a, dst, "w", sid, path, env, proxy="async")
                 case SyncThreads(threads=tr, barrier_id=bid):
-                    self.emit(a, Event("sync", a.index, loop_sid, path, count=n, tx=tr.count, sync_id=bid))
+                    self.emit(a, Event("sync", a.index, loop_sid, path, count=n, tx=tr.count, sync_id=bid, tid=tid))
                 case FenceProxyAsync():
-                    self.emit(a, Event("fence", a.index, loop_sid, path))
+                    self.emit(a, Event("fence", a.index, loop_sid, path, tid=tid))
                 case SIf(cond=c, then_body=t, else_body=e, sid=sid):
                     try:
                         taken = const(c, env)
                     except NotConstant:
                         self.expr_reads(a, c, sid, path, env)
                         # data-dependent branch: accesses of both sides, no synchronization (L3/L7 reject it)
-                        self.walk(_accesses_only(t), a, lo, hi, env, path, loop_sid)
-                        self.walk(_accesses_only(e), a, lo, hi, env, path, loop_sid)
+                        self.walk(_accesses_only(t), a, lo, hi, env, path, loop_sid, tid)
+                        self.walk(_accesses_only(e), a, lo, hi, env, path, loop_sid, tid)
                         continue
-                    self.walk(t if taken else e, a, lo, hi, env, path, loop_sid)
+                    self.walk(t if taken else e, a, lo, hi, env, path, loop_sid, tid)
                 case RoleSplit(roles=roles):
                     for r in roles:
                         b, e = max(lo, r.threads.begin), min(hi, r.threads.end)
@@ -492,7 +528,8 @@ class Tracer:
                 rem //= x
             for n_, v in zip(names, reversed(vals)):
                 env[n_] = v
-            self.walk(s.body, a, b, e, env, path, s.sid if s.sid is not None else loop_sid)
+            tid = tr.begin + i % tr.count if s.mapping == "partitioned" else None
+            self.walk(s.body, a, b, e, env, path, s.sid if s.sid is not None else loop_sid, tid)
         self.merge = outer_merge
         for n_, v in zip(names, saved):
             _restore(env, n_, v)
@@ -509,32 +546,50 @@ class Tracer:
         sid = op.sid
         outer_merge = self.merge
         self.merge = {}
+        saved_tid, self.cur_tid = self.cur_tid, None  # each element on its own thread (owner_of)
+
+        def owner_of(p: int) -> int:
+            return tr.begin + p % tr.count
+
         match op:
             case Copy(src=src, dst=dst):
-                self.region(a, src, "r", sid, path, env, owned=owned)
+                self.region(a, src, "r", sid, path, env, owned=owned, owner_of=owner_of)
                 if s.inst == "cp_async":
-                    w = self.region(a, dst, "w", sid, path, env, proxy="async", kind="async_write", owned=owned)
+                    w = self.region(a, dst, "w", sid, path, env, proxy="async", kind="async_write", owned=owned,
+                                    owner_of=owner_of)
                     if w is not None:
                         self.emit(a, Event("cp_write", a.index, sid, path, accesses=[w]))
                 else:
-                    self.region(a, dst, "w", sid, path, env, owned=owned)
+                    self.region(a, dst, "w", sid, path, env, owned=owned, owner_of=owner_of)
             case Fill(dst=dst, value=v):
                 self.expr_reads(a, v, sid, path, env)
-                self.region(a, dst, "w", sid, path, env, owned=owned)
+                self.region(a, dst, "w", sid, path, env, owned=owned, owner_of=owner_of)
             case Gemm(a=ra, b=rb, c=rc, clear_accum=clear):
-                # operands: whole regions (a thread's outputs need whole rows and columns)
+                # operands: whole regions, on every thread (a thread's outputs need whole rows and columns)
                 self.region(a, ra, "r", sid, path, env)
                 self.region(a, rb, "r", sid, path, env)
                 if not clear:
-                    self.region(a, rc, "r", sid, path, env, owned=owned)
-                self.region(a, rc, "w", sid, path, env, owned=owned)
+                    self.region(a, rc, "r", sid, path, env, owned=owned, owner_of=owner_of)
+                self.region(a, rc, "w", sid, path, env, owned=owned, owner_of=owner_of)
             case Reduce(src=src, dst=dst, clear=clear):
                 self.whole(a, src, "r", sid, path, env)
-                mine = frozenset(int(x) for x in owned)  # dst is a whole buffer: element e is flat e
+                mine = {int(x): owner_of(int(x)) for x in owned}  # dst is a whole buffer: element e is flat e
                 if not clear:
-                    self.access(a, dst.name, "r", sid, path, env, elements=mine, stage=None)
-                self.access(a, dst.name, "w", sid, path, env, elements=mine, stage=None)
+                    self.access(a, dst.name, "r", sid, path, env, elements=frozenset(mine), stage=None, owners=mine)
+                self.access(a, dst.name, "w", sid, path, env, elements=frozenset(mine), stage=None, owners=mine)
+        self.cur_tid = saved_tid
         self.merge = outer_merge
+
+
+def _merge_owners(a: dict[int, int] | None, b: dict[int, int] | None) -> dict[int, int] | None:
+    """Owners of a merged access: ``None`` (no single thread) as soon as an element has two."""
+    if a is None or b is None:
+        return None
+    out = dict(a)
+    for f, t in b.items():
+        if out.setdefault(f, t) != t:
+            return None
+    return out
 
 
 def _elements(op) -> int:
