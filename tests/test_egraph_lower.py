@@ -95,3 +95,48 @@ def test_block_level_tile_ops_run_on_all_threads_of_a_warp_specialized_kernel():
     s = optimize(bug1_kernel()).scheduled
     fill = s.body[0]
     assert isinstance(fill, TileOp) and fill.threads.count == 256
+
+
+def _if_reads_produced(n: int = 256, bn: int = 64):
+    """A block-level T.If whose condition reads a multi-buffered (produced) shared buffer: the lowering
+    must index the condition's load with the stage like every other access (reported by a user: the
+    condition kept its unstaged index and the simulator and codegen rejected the schedule)."""
+    from egtile import language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((1, n), "float32"), Y: T.Tensor((n // bn,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            S = T.alloc_shared((1, bn), "float32")
+            for ko in T.Pipelined(n // bn, num_stages=2):
+                T.copy(X[0, ko * bn], S)
+                with T.If(S[0, 0] > 0):
+                    Y[ko] = S[0, 1]
+                with T.Else():
+                    for j in T.serial(2):
+                        with T.If(S[0, j + 2] > 0):
+                            Y[ko] = -S[0, 3]
+
+    return main
+
+
+def test_block_level_if_condition_reads_the_staged_buffer():
+    import torch
+
+    import egtile
+    from egtile.codegen import build
+    from egtile.interp import interpret
+    from egtile.ir import SIf, swalk
+
+    pf = _if_reads_produced()
+    sched = egtile.optimize(pf).scheduled
+    assert egtile.verify(sched) == []
+    conds = [s.cond for s in swalk(sched.body) if isinstance(s, SIf)]
+    assert conds and all(len(c.a.indices) == 3 for c in conds), conds  # (stage, 0, j) on the (2, 1, 64) buffer
+    X = torch.randn(1, 256)
+    want = torch.full((4,), float("nan"))
+    interpret(pf.kernel, X, want)
+    for policy in ("round_robin", "random", "adversarial"):
+        res = egtile.simulate(sched, X, torch.full((4,), float("nan")), policy=policy, seed=3)
+        assert res.ok, res.errors()
+        torch.testing.assert_close(res.outputs[1], want, rtol=0, atol=0, equal_nan=True)
+    assert build(sched).cubin

@@ -85,7 +85,7 @@ def check_protocol(sched, start: int, stop: int) -> None:
     empty = next(b for b in sched.barriers if b.kind == "empty")
     S = full.stages
     cwait = next(x for x in cloop.body if isinstance(x, Wait) and x.barrier == full.name)
-    pwait = next(x for x in ploop.body if isinstance(x, Wait) and x.barrier == empty.name)
+    pwait = next(x for x in swalk(ploop.body) if isinstance(x, Wait) and x.barrier == empty.name)
     crelease = next(x for x in cloop.body if isinstance(x, Arrive) and x.barrier == empty.name)
     assert _arrivals(ploop.body, full.name, producer.threads.count) == full.arrive_count
     assert _arrivals(cloop.body, empty.name, consumer.threads.count) == empty.arrive_count

@@ -128,13 +128,19 @@ class _Lowerer:
             case "loop" | "serial":
                 loop = self.facts.stmts[n.sid]
                 assert isinstance(loop, For)
+                # The bounds, like every expression a lowered statement keeps, see staged buffers with
+                # their stage index (restage), so the head is restaged like the leaves.
+                head = restage(For(loop.sid, loop.var, loop.start, loop.stop, loop.kind, ()), ctx.staged)
+                assert isinstance(head, For)
                 body = self.block(n.lists[0], ctx)
-                return [SeqLoop(loop.var, loop.start, loop.stop, body,
+                return [SeqLoop(loop.var, head.start, head.stop, body,
                                 unroll=loop.kind == "unroll", sid=n.sid)]
             case "branch":
                 s = self.facts.stmts[n.sid]
                 assert isinstance(s, If)
-                return [SIf(s.cond, self.block(n.lists[0], ctx), self.block(n.lists[1], ctx),
+                head = restage(If(s.sid, s.cond, (), ()), ctx.staged)
+                assert isinstance(head, If)
+                return [SIf(head.cond, self.block(n.lists[0], ctx), self.block(n.lists[1], ctx),
                             sid=n.sid)]
             case "ws":
                 return [self.warp_specialize(n, ctx)]
