@@ -38,6 +38,12 @@ def _atomic_inc_model():
     yield
 
 
+def pytest_configure(config):
+    # Also declared in pyproject.toml; repeated here so that a copy of tests/ run elsewhere (the GPU
+    # batch, .ci/gpu) knows the marker too.
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU of compute capability 9.0 (skipped without one)")
+
+
 def pytest_addoption(parser):
     # Registered here, in the start-up conftest, so that `pytest --soundness-long` works from the root
     # (tests/soundness/conftest.py reads it; see docs/soundness.md).

@@ -342,6 +342,12 @@ def test_software_pipeline_matches_the_interpreter_on_gpu(make):
     s = make()
     k = CudaKernel(build(s), s)
     outputs = tuple(p.name for p in s.kernel.params if p.name in ("Out", "C", "B_out", "A_out"))
+    # Copies are exact. A T.gemm accumulates in float32 in another order on the GPU (the interpreter
+    # sums each dot product left to right): allow a few ulps of the float32 result, nothing more
+    # (measured on the H200: at most 1.5e-4 absolute, 4e-7 relative, on values up to ~400).
+    from egtile.ir import Gemm, walk
+
+    tol = dict(rtol=4e-6, atol=2e-4) if any(isinstance(x, Gemm) for x in walk(s.kernel.body)) else dict(rtol=0, atol=0)
     for seed in range(5):
         args = K.random_inputs(s.kernel, outputs, seed)
         dev = [a.cuda() for a in args]
@@ -349,7 +355,7 @@ def test_software_pipeline_matches_the_interpreter_on_gpu(make):
         k(*dev)
         torch.cuda.synchronize()
         for p, want, got in zip(s.kernel.params, args, dev):
-            torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True,
+            torch.testing.assert_close(got.cpu(), want, **tol, equal_nan=True,
                                        msg=lambda m, p=p: f"{p.name}: {m}")
 
 
