@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import types
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ from egtile.egraph.saturate import (
     finish,
     run_stage,
 )
+from egtile._entrypoint import make_callable
 from egtile.errors import ArgumentError, RuleError, ScheduleError
 from egtile.ir import Kernel, Scheduled, walk
 from egtile.rules.api import Rule, RuleSet
@@ -388,15 +388,6 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
     return result
 
 
-class _CallableModule(types.ModuleType):
-    """``egtile.optimize`` names both this module and its entry point. Once ``egtile.optimize`` (the module)
-    is imported, Python binds the package attribute to the module, shadowing the lazily exported function;
-    calling the module therefore calls :func:`optimize`, so ``egtile.optimize(kernel)`` always works."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> ScheduleResult:
-        return optimize(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
+make_callable(__name__, optimize)  # egtile.optimize(kernel) works whichever way it was imported
 
 __all__ = ["Limits", "Saturation", "ScheduleError", "ScheduleResult", "Timings", "optimize", "saturate"]

@@ -14,6 +14,7 @@ neither :mod:`egtile.rules` nor :mod:`egtile.analysis`.
 
 from __future__ import annotations
 
+from egtile._entrypoint import make_callable
 from egtile.ir.scheduled import Scheduled
 from egtile.verify.effects import check_effects
 from egtile.verify.order import OrderAnalysis
@@ -67,5 +68,7 @@ def verify(scheduled: Scheduled) -> list[Violation]:
             out.append(v)
     return out
 
+
+make_callable(__name__, verify)  # egtile.verify(scheduled) works whichever way it was imported
 
 __all__ = ["PROPERTIES", "Violation", "verify"]
