@@ -32,19 +32,11 @@ from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import (
     AddressOf, AtomicAdd, Buffer, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Stmt, Store,
 )
-
-
-def _acc_dtype(dtype: str) -> np.dtype:
-    d = lookup_dtype(dtype)
-    if d.kind in ("int", "uint", "bool"):
-        return np.dtype(np.int64)
-    return np.dtype(np.float64 if d.name == "float64" else np.float32)
+from egtile.tilemath import accumulator, fold, matmul, matrix_shape, reduce_accumulator, reduce_along
 
 
 def _matrix(arr: np.ndarray, r: Region) -> np.ndarray:
-    if len(r.extents) == 2:
-        return arr.reshape(r.extents)
-    return arr.reshape(r.squeezed)
+    return arr.reshape(matrix_shape(r))
 
 
 class _Block:
@@ -148,7 +140,7 @@ class _Block:
 
     def gemm(self, g: Gemm) -> None:
         c_buf = g.c.buffer
-        acc = _acc_dtype(c_buf.dtype)
+        acc = accumulator(c_buf.dtype)
         a = _matrix(self.memory[g.a.buffer.name][self.region(g.a)], g.a).astype(acc)
         b = _matrix(self.memory[g.b.buffer.name][self.region(g.b)], g.b).astype(acc)
         if g.trans_a:
@@ -157,38 +149,15 @@ class _Block:
             b = b.T
         view = self.region(g.c)
         c = self.memory[c_buf.name][view]
-        with np.errstate(invalid="ignore", over="ignore"):
-            prod = a @ b
-            new = prod if g.clear_accum else _matrix(c, g.c).astype(acc) + prod
+        prod = matmul(a, b)
+        new = prod if g.clear_accum else fold("sum", _matrix(c, g.c), prod, acc)
         self.memory[c_buf.name][view] = cast_array(c_buf.dtype, new).reshape(g.c.extents)
 
     def reduce(self, r: Reduce) -> None:
-        src = self.memory[r.src.name]
-        acc = _acc_dtype(r.dst.dtype) if lookup_dtype(r.src.dtype).kind == "float" else np.dtype(np.int64)
-        x = src.astype(acc)
-        with np.errstate(invalid="ignore", over="ignore"):
-            match r.kind:
-                case "sum":
-                    out = np.sum(x, axis=r.dim)
-                case "abssum":
-                    out = np.sum(np.abs(x), axis=r.dim)
-                case "max":
-                    out = np.max(x, axis=r.dim)
-                case "absmax":
-                    out = np.max(np.abs(x), axis=r.dim)
-                case "min":
-                    out = np.min(x, axis=r.dim)
-                case _:
-                    raise TypeError(r.kind)
-            if not r.clear:
-                old = self.memory[r.dst.name].reshape(out.shape).astype(acc)
-                match r.kind:
-                    case "sum" | "abssum":
-                        out = old + out
-                    case "max" | "absmax":
-                        out = np.maximum(old, out)
-                    case "min":
-                        out = np.minimum(old, out)
+        acc = reduce_accumulator(r.src.dtype, r.dst.dtype)
+        out = reduce_along(r.kind, self.memory[r.src.name].astype(acc), r.dim)
+        if not r.clear:
+            out = fold(r.kind, self.memory[r.dst.name].reshape(out.shape), out, acc)
         self.memory[r.dst.name][...] = cast_array(r.dst.dtype, out).reshape(r.dst.shape)
 
 

@@ -79,8 +79,9 @@ def run_bug2() -> tuple[str, bool]:
 def report_schedule(kernel) -> bool:
     """Print the schedule, its verifier result and its cubin; False if the verifier objects."""
     from egtile.codegen import build, sass
+    from egtile.ir.printer import format_scheduled
 
-    print(kernel.scheduled)
+    print(format_scheduled(kernel.scheduled, decisions=False))  # kernel.explain() has the decisions
     violations = egtile.verify(kernel.scheduled)
     print(f"  verify: {len(violations)} violation(s)" + "".join(f"\n    {v}" for v in violations))
     built = build(kernel.scheduled)

@@ -136,3 +136,50 @@ def test_scheduled_listing_order_reflects_wait_position():
         return wait < read
 
     assert order(good) and not order(bad)
+
+
+def test_multi_dimensional_parallel_shows_every_dimension():
+    import egtile
+    from egtile import language as T
+    from egtile.egraph.describe import describe
+    from egtile.ir.printer import format_loop_head, parallel_nest
+
+    @T.prim_func
+    def two_d(X: T.Tensor((16, 64), "float32"), Y: T.Tensor((16, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            for i, j in T.Parallel(16, 64):
+                Y[i, j] = X[i, j] * 2.0
+            for r in T.Parallel(16):  # written as two loops: two nests
+                for q in T.Parallel(4):
+                    Y[r, q] = 1.0
+
+    kern = two_d.kernel
+    nest, split = kern.body
+    loops, body = parallel_nest(nest)
+    assert [f.var.name for f in loops] == ["i", "j"] and body == loops[1].body
+    assert format_loop_head(nest) == "for i, j in T.Parallel(16, 64):"
+    assert describe(nest).startswith("`for i, j in T.Parallel(16, 64): Y[i, j] = X[i, j] * 2.0` (sid ")
+    assert len(parallel_nest(split)[0]) == 1 and format_loop_head(split) == "for r in T.Parallel(16):"
+    assert describe(split).startswith("`for r in T.Parallel(16)` (sid ")
+
+    result = egtile.optimize(kern)
+    listing = str(result.scheduled)
+    assert "for i, j in T.Parallel(16, 64):  # partitioned over threads [0, 128)" in listing
+    explained = result.explain()
+    assert "for i, j in T.Parallel(16, 64)" in explained
+    assert "for i in T.Parallel(16)`" not in explained and "for i in T.Parallel(16)`" not in listing
+
+
+def test_scheduled_listing_can_omit_decisions():
+    from egtile.ir.printer import format_scheduled
+    from egtile.optimize import optimize
+
+    sched = optimize(bug1_kernel()).scheduled
+    assert sched.decisions
+    full, short = format_scheduled(sched), format_scheduled(sched, decisions=False)
+    assert full == str(sched) and "decisions:\n" in full
+    assert all(d.reason in full for d in sched.decisions)
+    summary = f"decisions: {len(sched.decisions)} (omitted here; explain() lists them with their reasons)"
+    assert short.splitlines()[-1] == summary
+    assert not any(d.reason in short for d in sched.decisions if d.reason)
+    assert full.split("\ndecisions:")[0] == short.split("\ndecisions:")[0]  # everything else is the same

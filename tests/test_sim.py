@@ -302,3 +302,94 @@ def test_kernel_input_is_scheduled_first():
     result = simulate(bug2_kernel(), *args, policy="adversarial")
     assert result.ok, result.errors()
     assert_matches(result, reference(bug2_kernel(), args))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Runtime errors point at the user's line (the statement's SourceLoc) and name the statement
+
+
+def _error_kernels():
+    from egtile import language as T
+
+    @T.prim_func
+    def leaf(I: T.Tensor((2,), "int32"), X: T.Tensor((4,), "float32")):
+        with T.Kernel(1):
+            X[I[0]] = 1.0  # mark-sim-leaf-oob
+
+    @T.prim_func
+    def tile(I: T.Tensor((2,), "int32"), X: T.Tensor((8, 16), "float32"), Y: T.Tensor((16,), "float32")):  # mark-sim-def
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((16,), "float32")
+            T.copy(X[I[0], 0:16], s)  # mark-sim-tile
+            T.copy(s, Y)  # mark-sim-store
+
+    @T.prim_func
+    def ws(A: T.Tensor((64, 16), "float16"), B: T.Tensor((64, 16), "float16")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((16, 16), "float16")
+            for k in T.Pipelined(4, num_stages=2):  # mark-sim-pipelined
+                T.copy(A[k * 16, 0], s)
+                T.copy(s, B[k * 16, 0])
+
+    @T.prim_func
+    def ext(X: T.Tensor((4,), "int32")):
+        with T.Kernel(1):
+            T.call_extern("void", "no_such_model_sim", T.address_of(X[0]))  # mark-sim-extern
+
+    return leaf.kernel, tile.kernel, ws.kernel, ext.kernel
+
+
+def _error_case(kind: str):
+    """(schedule or kernel, its arguments, expected error type, marker of the expected user line, sid)."""
+    import dataclasses
+
+    from egtile.ir import TileOp
+    from egtile.optimize import optimize
+
+    leaf, tile, ws, ext = _error_kernels()
+    tile_args = [torch.tensor([3, 0], dtype=torch.int32), torch.randn(8, 16), torch.full((16,), POISON)]
+    match kind:
+        case "leaf-out-of-range":
+            return leaf, [torch.tensor([4, 0], dtype=torch.int32), torch.randn(4)], ShapeError, "# mark-sim-leaf-oob", 1
+        case "tile-op-out-of-range":
+            args = [torch.tensor([8, 0], dtype=torch.int32), torch.randn(8, 16), torch.full((16,), POISON)]
+            return tile, args, ShapeError, "# mark-sim-tile", 1
+        case "thread-limit":
+            sched = optimize(tile).scheduled
+            return dataclasses.replace(sched, threads=2048), tile_args, SimulationError, "# mark-sim-def", None
+        case "unknown-buffer":
+            sched = optimize(tile).scheduled
+            return dataclasses.replace(sched, buffers=()), tile_args, SimulationError, "# mark-sim-tile", 1
+        case "cp-async-to-global":
+            sched = optimize(tile).scheduled
+            body = tuple(dataclasses.replace(s, inst="cp_async") if isinstance(s, TileOp) and s.op.sid == 2 else s
+                         for s in sched.body)
+            return dataclasses.replace(sched, body=body), tile_args, SimulationError, "# mark-sim-store", 2
+        case "barrier-stage-out-of-range":
+            # one-stage barrier arrays indexed with k % 2: the waits inside the pipelined loop (which have
+            # no sid of their own) report the loop's line
+            sched = optimize(ws).scheduled
+            bars = tuple(dataclasses.replace(b, stages=1) for b in sched.barriers)
+            args = [torch.randn(64, 16).half(), torch.full((64, 16), POISON).half()]
+            return dataclasses.replace(sched, barriers=bars), args, SimulationError, "# mark-sim-pipelined", 1
+        case "extern-without-model":
+            return ext, [torch.randint(0, 9, (4,), dtype=torch.int32)], ExternModelError, "# mark-sim-extern", 1
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["leaf-out-of-range", "tile-op-out-of-range", "thread-limit", "unknown-buffer",
+                                  "cp-async-to-global", "barrier-stage-out-of-range", "extern-without-model"])
+def test_runtime_errors_name_the_statement_and_the_user_line(kind):
+    from pathlib import Path
+
+    from test_language import line_of
+
+    target, args, error, marker, sid = _error_case(kind)
+    with pytest.raises(error) as e:
+        simulate(target, *args)
+    line = line_of(marker, __file__)
+    text = Path(__file__).read_text().splitlines()[line - 1].strip()
+    assert e.value.loc is not None and e.value.loc.line == line, str(e.value)
+    assert text in str(e.value) and f"test_sim.py:{line}" in str(e.value)
+    if sid is not None:
+        assert f"(statement {sid}, thread " in str(e.value)

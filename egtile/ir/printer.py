@@ -159,6 +159,30 @@ def format_stmt(s: Stmt) -> str:
     raise TypeError(f"not a statement: {s!r}")
 
 
+def parallel_nest(s: For) -> tuple[tuple[For, ...], tuple[Stmt, ...]]:
+    """The loops of the ``T.Parallel(M, N, ...)`` call that ``s`` heads, outermost first, and the innermost
+    body. Tracing turns a d-dimensional ``T.Parallel`` into d nested ``parallel`` loops at the call's
+    line, each the only statement of the one above; a nest the user wrote on separate lines stays apart.
+    A loop that is not ``parallel`` is a nest of one."""
+    loops = [s]
+    while s.kind == "parallel" and len(loops[-1].body) == 1:
+        inner = loops[-1].body[0]
+        if not (isinstance(inner, For) and inner.kind == "parallel" and inner.loc == s.loc):
+            break
+        loops.append(inner)
+    return tuple(loops), loops[-1].body
+
+
+def format_loop_head(s: For) -> str:
+    """The head line of the loop nest ``s`` opens, every dimension of a multi-dimensional
+    ``T.Parallel`` included (``for i, j in T.Parallel(16, 64):``); :func:`format_stmt` otherwise."""
+    loops, _ = parallel_nest(s)
+    if len(loops) == 1:
+        return format_stmt(s)
+    names = ", ".join(f.var.name for f in loops)
+    return f"for {names} in T.Parallel({', '.join(_range_args(f.start, f.stop) for f in loops)}):"
+
+
 def _stmts(stmts: tuple[Stmt, ...], depth: int, out: list[str]) -> None:
     pad = _INDENT * depth
     for s in stmts:
@@ -256,8 +280,14 @@ def _sstmts(stmts: tuple[SStmt, ...], depth: int, out: list[str]) -> None:
                 raise TypeError(f"not a scheduled statement: {s!r}")
 
 
-def format_scheduled(s: Scheduled) -> str:
-    """The scheduled kernel: launch shape, buffers, mbarriers, body, decisions."""
+def format_scheduled(s: Scheduled, *, decisions: bool = True) -> str:
+    """The scheduled kernel: launch shape, buffers, mbarriers, body, decisions.
+
+    Args:
+        s: the schedule.
+        decisions: list every decision with its reason (default); ``False`` gives one line with their
+            count instead (the full list stays in ``explain()``), for logs that print many schedules.
+    """
     k = s.kernel
     staged = dict(s.staged)
     out = [f"scheduled {k.name}: grid {k.grid}, {s.threads} threads per block "
@@ -274,7 +304,9 @@ def format_scheduled(s: Scheduled) -> str:
             out.append(f"{_INDENT}{m.name}[{m.stages}]: {m.kind}, arrive_count={m.arrive_count}{guards}")
     out.append("body:")
     _sstmts(s.body, 1, out)
-    if s.decisions:
+    if s.decisions and not decisions:
+        out.append(f"decisions: {len(s.decisions)} (omitted here; explain() lists them with their reasons)")
+    elif s.decisions:
         out.append("decisions:")
         for d in s.decisions:
             where = f" [{d.sid}]" if d.sid is not None else ""

@@ -83,7 +83,10 @@ def simulate(kernel_or_schedule: Any, *tensors: Any, policy: str = "round_robin"
         ArgumentError, DTypeError, ShapeError, DeviceError: arguments that do not match the parameters.
         ShapeError: an access outside a buffer while running.
         ExternModelError: an extern without a registered model.
-        SimulationError: a malformed schedule (unknown buffer, barrier stage out of range, ...).
+        SimulationError: a malformed schedule (unknown buffer, barrier stage out of range, more than 1024
+            threads per block, ...).
+        Errors raised while running a statement name its sid, thread and block and carry the user's line
+        (``err.loc``) of the innermost enclosing tile-IR statement; the thread limit carries the kernel's.
     """
     sched = _schedule_of(kernel_or_schedule)
     kernel = sched.kernel

@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from egtile import externs
-from egtile.errors import EgtileError, ShapeError, SimulationError
+from egtile.errors import EgtileError, ShapeError, SimulationError, SourceLoc
 from egtile.evaluate import poison, round_to
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import (
-    AddressOf, AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Load, Reduce, Store,
+    AddressOf, AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Load, Reduce, Store, walk,
 )
 from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, Scheduled, SeqLoop, SIf, SStmt,
@@ -45,6 +45,8 @@ from egtile.sim.report import BarrierError, BlockedThread, Deadlock, RepeatedIte
 from egtile.sim.tileops import copy_elements, region_flats, run_simt
 
 _MISSING = object()
+# set on an error once a statement has added its sid and user line, so enclosing statements leave it alone
+_LOCATED = "_sim_located"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -71,8 +73,13 @@ class Program:
         return hit[1]
 
     def __init__(self, sched: Scheduled) -> None:
+        if sched.threads > 1024 or sched.threads < 1:
+            raise SimulationError(f"schedule of {sched.kernel.name!r} launches {sched.threads} threads per block; "
+                                  "expected 1..1024 (CUDA limit)", sched.kernel.loc)
         self.sched = sched
         self.threads = sched.threads
+        # the user's line of each tile-IR statement, for runtime errors (scheduled statements carry only sids)
+        self.locs: dict[int, SourceLoc] = {st.sid: st.loc for st in walk(sched.kernel.body) if st.loc is not None}
         self.buffers: dict[str, Buffer] = {b.name: b for b in sched.kernel.params}
         for b in sched.buffers:
             self.buffers[b.name] = b
@@ -88,9 +95,6 @@ class Program:
                         self.home_role[t] = r.name
                 break
         self._compiled: dict[int, tuple[Expr, Any]] = {}
-        if sched.threads > 1024 or sched.threads < 1:
-            raise SimulationError(f"schedule of {sched.kernel.name!r} launches {sched.threads} threads per block; "
-                                  "expected 1..1024 (CUDA limit)")
 
 
 def _written_globals(sched: Scheduled) -> set[str]:
@@ -316,38 +320,33 @@ class Block:
                 th.effect = True
             m.data[f] = m.rnd(val)
             return
-        try:
-            match s:
-                case Store(buffer=b, indices=idx, value=v):
-                    val = self.ev(v, th)
-                    m = self.mem(b.name, th)
-                    self.write(m, m.flat(tuple(int(self.ev(i, th)) for i in idx), f"statement {s.sid}"), val, th, s.sid)
-                case AtomicAdd(buffer=b, indices=idx, value=v):
-                    val = self.ev(v, th)
-                    m = self.mem(b.name, th)
-                    f = m.flat(tuple(int(self.ev(i, th)) for i in idx), f"statement {s.sid}")
-                    self.atomic_add(m, f, val, th, s.sid)
-                case Extern(name=name, args=args, pure=pure):
-                    model = externs.lookup(name, s.loc)
-                    values = []
-                    pointers = 0
-                    for a in args:
-                        if isinstance(a, AddressOf):
-                            values.append(self._pointer(a.load, th, s.sid))
-                            pointers += 1
-                            if self.mem(a.load.buffer.name, th).scope != "local":
-                                th.effect = True
-                        else:
-                            values.append(self.ev(a, th))
-                    if pointers == 0 and not (pure or model.pure):
-                        th.effect = True  # an opaque call whose count matters (see module docstring)
-                    model.fn(*values)
-                case _:
-                    raise TypeError(f"not a leaf statement: {s!r}")
-        except EgtileError as err:
-            if err.loc is not None or getattr(s, "loc", None) is None:
-                raise
-            raise type(err)(f"{err.message} (statement {s.sid}, thread {th.tid}, block {self.coords})", s.loc) from None
+        match s:
+            case Store(buffer=b, indices=idx, value=v):
+                val = self.ev(v, th)
+                m = self.mem(b.name, th)
+                self.write(m, m.flat(tuple(int(self.ev(i, th)) for i in idx), f"statement {s.sid}"), val, th, s.sid)
+            case AtomicAdd(buffer=b, indices=idx, value=v):
+                val = self.ev(v, th)
+                m = self.mem(b.name, th)
+                f = m.flat(tuple(int(self.ev(i, th)) for i in idx), f"statement {s.sid}")
+                self.atomic_add(m, f, val, th, s.sid)
+            case Extern(name=name, args=args, pure=pure):
+                model = externs.lookup(name, s.loc)
+                values = []
+                pointers = 0
+                for a in args:
+                    if isinstance(a, AddressOf):
+                        values.append(self._pointer(a.load, th, s.sid))
+                        pointers += 1
+                        if self.mem(a.load.buffer.name, th).scope != "local":
+                            th.effect = True
+                    else:
+                        values.append(self.ev(a, th))
+                if pointers == 0 and not (pure or model.pure):
+                    th.effect = True  # an opaque call whose count matters (see module docstring)
+                model.fn(*values)
+            case _:
+                raise TypeError(f"not a leaf statement: {s!r}")
 
     def _pointer(self, ld: Load, th: ThreadState, sid: int | None) -> externs.Pointer:
         m = self.mem(ld.buffer.name, th)
@@ -362,73 +361,104 @@ class Block:
     # -- statements ---------------------------------------------------------------------------------
 
     def run(self, stmts: tuple[SStmt, ...], th: ThreadState) -> Generator:
-        """Run ``stmts`` as thread ``th``; yields requests (see module docstring)."""
+        """Run ``stmts`` as thread ``th``; yields requests (see module docstring).
+
+        Raises:
+            EgtileError: an error while running a statement, re-raised with the innermost enclosing
+                statement's sid, thread and block in the message and its user line (``SourceLoc``).
+        """
         for s in stmts:
-            match s:
-                case Leaf(stmt=st):
-                    if th.loop_depth == 0:
-                        th.effect = False
-                        self.leaf(st, th)
-                        if th.effect:
-                            key = (("leaf", st.sid), tuple(th.env.items()), ())
-                            self.iters.setdefault(key, []).append(th.tid)
-                    else:
-                        self.leaf(st, th)
-                case SeqLoop(var=var, start=start, stop=stop, body=body):
-                    lo, hi = int(self.ev(start, th)), int(self.ev(stop, th))
-                    saved = th.env.get(var.name, _MISSING)
-                    for k in range(lo, hi):
-                        th.env[var.name] = k
-                        yield from self.run(body, th)
-                    self._restore(th, var.name, saved)
-                case ThreadLoop():
-                    yield from self.thread_loop(s, th)
-                case TileOp():
-                    if th.tid in s.threads:
-                        yield from self.tile_op(s, th)
-                case Elect(threads=tr, body=body):
-                    if th.tid == tr.begin:
-                        yield from self.run(body, th)
-                case Wait(barrier=name, stage=st, parity=par, sid=sid):
-                    bar = self.bars[name]
-                    stage = self._stage(bar, st, th, "Wait")
-                    yield WaitReq(bar, stage, int(self.ev(par, th)), sid)
-                case Arrive(barrier=name, stage=st):
-                    bar = self.bars[name]
-                    self._arrive(bar, self._stage(bar, st, th, "Arrive"), th.vc, th)
-                    yield None
-                case ArriveExpectTx(barrier=name, stage=st, tx_bytes=n):
-                    bar = self.bars[name]
-                    stage = self._stage(bar, st, th, "ArriveExpectTx")
-                    bar.expect_tx(stage, n)
-                    self._arrive(bar, stage, th.vc, th)
-                    yield None
-                case TmaLoad():
-                    self.tma_load(s, th)
-                    yield None
-                case TmaStore():
-                    self.tma_store(s, th)
-                    yield None
-                case CpAsyncArrive(barrier=name, stage=st):
-                    bar = self.bars[name]
-                    self.cp_async_arrive(bar, self._stage(bar, st, th, "CpAsyncArrive"), th)
-                    yield None
-                case SyncThreads(threads=tr, barrier_id=bid):
-                    yield SyncReq(bid, tr.count, th.sid)
-                case FenceProxyAsync():
-                    th.agent.fences += 1
-                    self.fences[th.tid] += 1
-                case SIf(cond=c, then_body=t, else_body=e):
-                    yield from self.run(t if self.ev(c, th) else e, th)
-                case RoleSplit(roles=roles):
-                    for r in roles:
-                        if th.tid in r.threads:
-                            prev, th.role = th.role, r.name
-                            yield from self.run(r.body, th)
-                            th.role = prev
-                            break
-                case _:
-                    raise TypeError(f"not a scheduled statement: {s!r}")
+            try:
+                match s:
+                    case Leaf(stmt=st):
+                        if th.loop_depth == 0:
+                            th.effect = False
+                            self.leaf(st, th)
+                            if th.effect:
+                                key = (("leaf", st.sid), tuple(th.env.items()), ())
+                                self.iters.setdefault(key, []).append(th.tid)
+                        else:
+                            self.leaf(st, th)
+                    case SeqLoop(var=var, start=start, stop=stop, body=body):
+                        lo, hi = int(self.ev(start, th)), int(self.ev(stop, th))
+                        saved = th.env.get(var.name, _MISSING)
+                        for k in range(lo, hi):
+                            th.env[var.name] = k
+                            yield from self.run(body, th)
+                        self._restore(th, var.name, saved)
+                    case ThreadLoop():
+                        yield from self.thread_loop(s, th)
+                    case TileOp():
+                        if th.tid in s.threads:
+                            yield from self.tile_op(s, th)
+                    case Elect(threads=tr, body=body):
+                        if th.tid == tr.begin:
+                            yield from self.run(body, th)
+                    case Wait(barrier=name, stage=st, parity=par, sid=sid):
+                        bar = self.bars[name]
+                        stage = self._stage(bar, st, th, "Wait")
+                        yield WaitReq(bar, stage, int(self.ev(par, th)), sid)
+                    case Arrive(barrier=name, stage=st):
+                        bar = self.bars[name]
+                        self._arrive(bar, self._stage(bar, st, th, "Arrive"), th.vc, th)
+                        yield None
+                    case ArriveExpectTx(barrier=name, stage=st, tx_bytes=n):
+                        bar = self.bars[name]
+                        stage = self._stage(bar, st, th, "ArriveExpectTx")
+                        bar.expect_tx(stage, n)
+                        self._arrive(bar, stage, th.vc, th)
+                        yield None
+                    case TmaLoad():
+                        self.tma_load(s, th)
+                        yield None
+                    case TmaStore():
+                        self.tma_store(s, th)
+                        yield None
+                    case CpAsyncArrive(barrier=name, stage=st):
+                        bar = self.bars[name]
+                        self.cp_async_arrive(bar, self._stage(bar, st, th, "CpAsyncArrive"), th)
+                        yield None
+                    case SyncThreads(threads=tr, barrier_id=bid):
+                        yield SyncReq(bid, tr.count, th.sid)
+                    case FenceProxyAsync():
+                        th.agent.fences += 1
+                        self.fences[th.tid] += 1
+                    case SIf(cond=c, then_body=t, else_body=e):
+                        yield from self.run(t if self.ev(c, th) else e, th)
+                    case RoleSplit(roles=roles):
+                        for r in roles:
+                            if th.tid in r.threads:
+                                prev, th.role = th.role, r.name
+                                yield from self.run(r.body, th)
+                                th.role = prev
+                                break
+                    case _:
+                        raise TypeError(f"not a scheduled statement: {s!r}")
+            except EgtileError as err:
+                located = self._locate(err, s, th)
+                if located is err:
+                    raise
+                raise located from None
+
+    def _locate(self, err: EgtileError, s: SStmt, th: ThreadState) -> EgtileError:
+        """``err`` naming statement ``s`` (sid, thread, block) and carrying its user line; ``err`` itself
+        when ``s`` has no sid (barrier operations the schedule added: the enclosing statement names it)
+        or when a statement nested in ``s`` already named itself."""
+        if getattr(err, _LOCATED, False):
+            return err
+        match s:
+            case Leaf(stmt=st):
+                sid, own = st.sid, st.loc
+            case TileOp(op=op):
+                sid, own = op.sid, op.loc
+            case _:
+                sid, own = getattr(s, "sid", None), None
+        if sid is None:
+            return err
+        loc = err.loc or self.prog.locs.get(sid) or own
+        located = type(err)(f"{err.message} (statement {sid}, thread {th.tid}, block {self.coords})", loc)
+        setattr(located, _LOCATED, True)
+        return located
 
     @staticmethod
     def _restore(th: ThreadState, name: str, saved: Any) -> None:

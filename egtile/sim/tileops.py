@@ -2,9 +2,10 @@
 
 Work split (``ir.scheduled.TileOp``): element ``e`` of the destination, row-major over the destination
 region, belongs to rank ``e % threads.count``. Each thread reads what its elements need (recorded for
-race detection element by element) and writes its elements. Numerics follow :mod:`egtile.interp`
-exactly: ``Gemm`` multiplies the float32 (float64, int64) matrices with numpy's ``@`` and ``Reduce``
-reduces with numpy along the axis, so a schedule that is race free gives the interpreter's bits. Each
+race detection element by element) and writes its elements. Numerics are the interpreter's
+(:mod:`egtile.tilemath`, shared with :mod:`egtile.interp`): ``Gemm`` multiplies the float32 (float64,
+int64) matrices with numpy's ``@`` and ``Reduce`` reduces with numpy along the axis, so a schedule that
+is race free gives the interpreter's bits. Each
 thread computes the whole product from the operand values it sees and keeps its elements; without a
 race every thread sees the same operands.
 """
@@ -17,9 +18,16 @@ import numpy as np
 
 from egtile.errors import ShapeError
 from egtile.evaluate import round_to
-from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Copy, Expr, Fill, Gemm, Reduce, Region
 from egtile.sim.memory import Mem
+from egtile.tilemath import (
+    accumulator,
+    fold,
+    matmul,
+    matrix_shape,
+    reduce_accumulator,
+    reduce_along,
+)
 
 _REL_CACHE: dict[tuple, np.ndarray] = {}
 
@@ -107,30 +115,18 @@ def run_simt(ctx: Ctx, op: Copy | Fill | Gemm | Reduce, th: Any, rank: int, coun
             raise TypeError(f"not a tile op: {op!r}")
 
 
-def _acc_dtype(dt: str) -> np.dtype:
-    # Same accumulator as egtile.interp: float32 (float64 for float64), int64 for integers.
-    d = lookup_dtype(dt)
-    if d.kind in ("int", "uint", "bool"):
-        return np.dtype(np.int64)
-    return np.dtype(np.float64 if d.name == "float64" else np.float32)
-
-
-def _matrix_shape(r: Region) -> tuple[int, ...]:
-    return r.extents if len(r.extents) == 2 else r.squeezed
-
-
 def _gemm(ctx: Ctx, g: Gemm, th: Any, rank: int, count: int, what: str) -> None:
-    acc = _acc_dtype(g.c.buffer.dtype)
+    acc = accumulator(g.c.buffer.dtype)
     am, af = region_flats(ctx, g.a, th, what)
     bm, bf = region_flats(ctx, g.b, th, what)
     cm, cf = region_flats(ctx, g.c, th, what)
-    af2 = af.reshape(_matrix_shape(g.a))
-    bf2 = bf.reshape(_matrix_shape(g.b))
+    af2 = af.reshape(matrix_shape(g.a))
+    bf2 = bf.reshape(matrix_shape(g.b))
     if g.trans_a:
         af2 = af2.T
     if g.trans_b:
         bf2 = bf2.T
-    cf2 = cf.reshape(_matrix_shape(g.c))
+    cf2 = cf.reshape(matrix_shape(g.c))
     M, N = cf2.shape
     mine = range(rank, M * N, count)
     rows = sorted({e // N for e in mine})
@@ -144,61 +140,33 @@ def _gemm(ctx: Ctx, g: Gemm, th: Any, rank: int, count: int, what: str) -> None:
             ctx.read(bm, int(f), th, g.sid)
     a = am.data[af2].astype(acc)
     b = bm.data[bf2].astype(acc)
-    with np.errstate(invalid="ignore", over="ignore"):
-        prod = a @ b
+    prod = matmul(a, b)
     for e in mine:
         m_, n_ = divmod(e, N)
         f = int(cf2[m_, n_])
         if g.clear_accum:
             new = prod[m_, n_]
         else:
-            old = ctx.read(cm, f, th, g.sid)
-            with np.errstate(invalid="ignore", over="ignore"):
-                new = np.asarray(old).astype(acc) + prod[m_, n_]
+            new = fold("sum", ctx.read(cm, f, th, g.sid), prod[m_, n_], acc)
         ctx.write(cm, f, round_to(g.c.buffer.dtype, new.item()), th, g.sid)
 
 
 def _reduce(ctx: Ctx, r: Reduce, th: Any, rank: int, count: int, what: str) -> None:
     sm = ctx.mem(r.src.name, th)
     dm = ctx.mem(r.dst.name, th)
-    if lookup_dtype(r.src.dtype).kind == "float":
-        acc = _acc_dtype(r.dst.dtype)
-    else:
-        acc = np.dtype(np.int64)
+    acc = reduce_accumulator(r.src.dtype, r.dst.dtype)
     src_idx = np.arange(sm.numel, dtype=np.int64).reshape(sm.shape)
     moved = np.moveaxis(src_idx, r.dim, -1).reshape(-1, sm.shape[r.dim])  # one row per dst element
     if moved.shape[0] != dm.numel:
         raise ShapeError(f"{what}: reduce of {sm.name} {sm.shape} along dim {r.dim} gives {moved.shape[0]} "
                          f"elements, {dm.name} has {dm.numel}")
     # Reduce the whole array along r.dim exactly as the interpreter does (same summation order).
-    x = sm.data.reshape(sm.shape).astype(acc)
-    with np.errstate(invalid="ignore", over="ignore"):
-        match r.kind:
-            case "sum":
-                out = np.sum(x, axis=r.dim)
-            case "abssum":
-                out = np.sum(np.abs(x), axis=r.dim)
-            case "max":
-                out = np.max(x, axis=r.dim)
-            case "absmax":
-                out = np.max(np.abs(x), axis=r.dim)
-            case "min":
-                out = np.min(x, axis=r.dim)
-            case _:
-                raise TypeError(r.kind)
+    out = reduce_along(r.kind, sm.data.reshape(sm.shape).astype(acc), r.dim)
     out = out.reshape(-1)
     for e in range(rank, dm.numel, count):
         for f in moved[e]:
             ctx.read(sm, int(f), th, r.sid)
         v = out[e]
         if not r.clear:
-            old = np.asarray(ctx.read(dm, e, th, r.sid)).astype(acc)
-            with np.errstate(invalid="ignore", over="ignore"):
-                match r.kind:
-                    case "sum" | "abssum":
-                        v = old + v
-                    case "max" | "absmax":
-                        v = np.maximum(old, v)
-                    case "min":
-                        v = np.minimum(old, v)
+            v = fold(r.kind, ctx.read(dm, e, th, r.sid), v, acc)
         ctx.write(dm, e, round_to(r.dst.dtype, np.asarray(v).item()), th, r.sid)
