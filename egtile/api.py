@@ -244,10 +244,15 @@ class JITKernel:
         return str(self.kernel)
 
     def explain(self) -> str:
-        """Why the kernel is scheduled the way it is (the optimizer's explanation), or, for ``"interp"``,
-        the listing of the unscheduled kernel."""
+        """The schedule and why it is the way it is: the optimizer's explanation (decisions with the side
+        conditions that held or failed, rejected alternatives, costs, stage reports) followed by the
+        scheduled listing (roles, waits and arrives with their stage/parity, thread mappings). For
+        ``"interp"``, the listing of the unscheduled kernel."""
         if self.schedule_result is not None and hasattr(self.schedule_result, "explain"):
-            return self.schedule_result.explain()
+            from egtile.ir.printer import format_scheduled
+
+            listing = format_scheduled(self.scheduled, decisions=False)
+            return f"{self.schedule_result.explain()}\n\nSchedule:\n{listing}"
         return (f"target 'interp': the unscheduled kernel runs on the reference interpreter, one block after "
                 f"another, statements in program order.\n{self.kernel}")
 

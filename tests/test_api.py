@@ -168,7 +168,7 @@ def test_sim_dispatch_copies_outputs_back_and_raises_on_reports(monkeypatch):
     X, Y, Z = torch.randn(8), torch.randn(8), torch.full((8,), float("nan"))
     k(X, Y, Z)
     torch.testing.assert_close(Z, 2.0 * X + Y, rtol=0, atol=0)
-    assert k.explain() == "explained"
+    assert k.schedule_result.explain() == "explained"
     report["races"] = ["race on B_shared[0]"]
     with pytest.raises(SimulationError, match=r"kernel 'main' on the simulator: race on B_shared\[0\]"):
         k(X, Y, Z)
@@ -260,3 +260,15 @@ def test_cuda_target_without_gpu_compiles_then_fails_clearly_at_launch():
     assert "__global__" in kernel.get_kernel_source()
     with pytest.raises(egtile.errors.LaunchError, match=r"no CUDA GPU of compute capability 9.0"):
         kernel(torch.randn(16), torch.randn(16))
+
+
+def test_explain_has_the_decisions_and_the_schedule():
+    from seed_schedules import bug2_kernel
+
+    text = egtile.compile(bug2_kernel(), target="sim").explain()
+    # why: the decisions with their side conditions ...
+    assert "sink-wait" in text and "no-read-of-guarded" in text and "copy-to-tma" in text
+    # ... and what: the listing, with the wait before the first read of the SIMT-produced buffer
+    listing = text[text.index("Schedule:"):]
+    assert listing.index("mbarrier_wait full_0") < listing.index("B_out[ko, 0] = B_shared[(ko - 0) % 2, 0]")
+    assert "role producer (threads [128, 256), setmaxnreg.dec 40)" in listing
