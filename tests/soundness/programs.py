@@ -31,6 +31,8 @@ from egtile.ir import (
 POISON = -5.0
 THREADS = 128
 
+ATOMIC_INC_SOURCE = 'extern "C" __device__ void atomic_inc(int* ptr) { atomicAdd(ptr, 1); }\n'
+
 
 @dataclass(frozen=True)
 class Program:
@@ -184,8 +186,11 @@ def programs(draw) -> Program:
         post.append(For(f, i, _c(0), _c(n_ctr), "parallel", (Store(sid(), counts, (i,), Load(counters, (i,))),)))
     params += [outs[k] for k in sorted(outs)]
     allocs += locals_
+    # The extern's device definition, as a user's T.import_source gives it (the CPU model is registered
+    # by the suite's conftest), so that the same programs also go through NVRTC.
+    sources = (ATOMIC_INC_SOURCE,) if counters is not None else ()
     kernel = Kernel("gen", tuple(params), (1,), (Var("bx"),), THREADS, tuple(allocs),
-                    tuple(pre) + (loop,) + tuple(post))
+                    tuple(pre) + (loop,) + tuple(post), sources)
     desc = (f"start={start} trips={trips} stages={stages} order="
             + " ".join(f"{'P' if w == 'p' else 'C'}{x}:{kinds[x] if w == 'p' else consumers[x][1]}"
                        f"{'' if w == 'p' or consumers[x][0] < 0 else '(S' + str(consumers[x][0]) + ')'}"
