@@ -133,8 +133,8 @@ class JITKernel:
         """Schedule (e-graph) and, for ``"cuda"``, build the cubin, or take both from the on-disk cache."""
         from egtile import schedule_cache
 
-        key = schedule_cache.key(self.kernel, ARCH)
-        hit = schedule_cache.load(key)
+        key = schedule_cache.key(self.kernel, ARCH) if schedule_cache.enabled() else None
+        hit = schedule_cache.load(key) if key is not None else None
         if hit is not None and (self.target != "cuda" or hit[1] is not None):
             self.schedule_result, self._built = hit
         else:
@@ -143,7 +143,8 @@ class JITKernel:
             _check_schedule(self.kernel, self.schedule_result.scheduled)
             if self.target == "cuda":
                 self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled)
-            schedule_cache.store(key, self.schedule_result, self._built)
+            if key is not None:
+                schedule_cache.store(key, self.schedule_result, self._built)
         self.scheduled = self.schedule_result.scheduled
         if self.target == "cuda":
             self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled)

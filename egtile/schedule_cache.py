@@ -6,8 +6,10 @@ it costs the trace, one SHA-256 over the pickled IR and one file read.
 Key: SHA-256 over the pickled ``ir.Kernel`` (statement locations included, so error messages never
 point at stale lines), the target architecture, egtile's version, the names of the registered rules,
 and the text of every source file of the scheduler and the backend (``egtile/``, ``rules/``,
-``codegen/``), so that any change to what would decide or emit the schedule misses. Only the default
-ruleset is cached; ``optimize(..., rules=...)`` always runs the e-graph.
+``codegen/``), so that any change to what would decide or emit the schedule misses. Only egtile's own
+rules are cached: while a user rule is registered (``egtile.rules.register``), whose code lives outside
+egtile and cannot be fingerprinted, :func:`enabled` is false and every compile runs the e-graph;
+``optimize(..., rules=...)`` always runs it.
 
 Location and switches are the cubin cache's (:mod:`egtile.codegen.cache`): ``$EGTILE_CACHE_DIR``
 (default ``~/.cache/egtile``), ``EGTILE_DISABLE_CACHE=1``. Entries are pickles written atomically; an
@@ -59,6 +61,13 @@ def _compiler_fingerprint() -> str:
     return h.hexdigest()
 
 
+def enabled() -> bool:
+    """Whether compiles may use the cache: only with egtile's builtin rules (no user rule registered)."""
+    from egtile import rules
+
+    return len(rules.catalog()) == len(rules.BUILTIN)
+
+
 def key(kernel: Kernel, arch: str) -> str:
     """Cache key of ``kernel`` compiled for ``arch`` with the registered default rules."""
     from egtile import rules
@@ -66,7 +75,7 @@ def key(kernel: Kernel, arch: str) -> str:
     h = hashlib.sha256()
     h.update(pickle.dumps(kernel, protocol=5))
     h.update(arch.encode())
-    h.update("\0".join(r.name for r in rules.catalog()).encode())
+    h.update("\0".join(r.name for r in rules.BUILTIN).encode())
     h.update(_compiler_fingerprint().encode())
     return h.hexdigest()
 

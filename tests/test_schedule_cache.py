@@ -91,3 +91,23 @@ def test_corrupt_entry_is_rebuilt(cache_dir):
     entry.write_bytes(b"not a pickle")
     kernel = egtile.compile(make(), target="sim")
     assert kernel.scheduled is not None
+
+
+def test_registered_user_rule_disables_the_cache(cache_dir, monkeypatch):
+    """A user rule's code lives outside egtile and cannot be fingerprinted: while one is registered,
+    every compile runs the e-graph (a stale schedule from before the rule, or from an edited rule of the
+    same name, must never be served)."""
+    from egtile import rules
+
+    egtile.compile(make(), target="sim")  # cached with the builtin rules
+    import dataclasses
+
+    rule = dataclasses.replace(rules.builtin().rule("replicate-parallel"), name="user-copy-of-replicate")
+    monkeypatch.setitem(rules._REGISTERED, rule.name, rule)
+    assert not schedule_cache.enabled()
+    calls = []
+    real = egtile.optimize.optimize
+    monkeypatch.setattr(egtile.optimize, "optimize", lambda k: calls.append(k) or real(k))
+    egtile.compile(make(), target="sim")
+    egtile.compile(make(), target="sim")
+    assert len(calls) == 2
