@@ -112,7 +112,7 @@ class JITKernel:
         scheduled: the ``ir.Scheduled`` (``None`` for ``"interp"``).
     """
 
-    def __init__(self, func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto") -> None:
+    def __init__(self, func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", rules: Any = None) -> None:
         if isinstance(func, PrimFunc):
             kernel = func.kernel
         elif isinstance(func, Kernel):
@@ -126,6 +126,7 @@ class JITKernel:
         self.scheduled: Any = None
         self._built: Any = None
         self._runtime: Any = None
+        self.rules = rules
         if self.target in ("sim", "cuda"):
             self._schedule_and_build()
 
@@ -133,13 +134,14 @@ class JITKernel:
         """Schedule (e-graph) and, for ``"cuda"``, build the cubin, or take both from the on-disk cache."""
         from egtile import schedule_cache
 
-        key = schedule_cache.key(self.kernel, ARCH) if schedule_cache.enabled() else None
+        cacheable = self.rules is None and schedule_cache.enabled()
+        key = schedule_cache.key(self.kernel, ARCH) if cacheable else None
         hit = schedule_cache.load(key) if key is not None else None
         if hit is not None and (self.target != "cuda" or hit[1] is not None):
             self.schedule_result, self._built = hit
         else:
             optimize = importlib.import_module("egtile.optimize").optimize
-            self.schedule_result = optimize(self.kernel)
+            self.schedule_result = optimize(self.kernel) if self.rules is None else optimize(self.kernel, rules=self.rules)
             _check_schedule(self.kernel, self.schedule_result.scheduled)
             if self.target == "cuda":
                 self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled)
@@ -261,14 +263,20 @@ class JITKernel:
         return f"JITKernel({self.kernel.name!r}, target={self.target!r}, out_idx={list(self.out_idx)})"
 
 
-def compile(func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", **options: Any) -> JITKernel:  # noqa: A001
+def compile(func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", rules: Any = None,  # noqa: A001
+            **options: Any) -> JITKernel:
     """Compile a traced prim_func for ``target`` (see module docstring).
+
+    Args:
+        rules: an ``egtile.rules.RuleSet`` to schedule with instead of the registered catalog (e.g.
+            ``egtile.rules.default().without("pipeline-warp-specialize")``); such compiles bypass the
+            schedule cache. The schedule is verified like any other before it runs.
 
     Raises:
         ArgumentError: unknown target, bad ``out_idx``, unknown option.
     """
     _check_options(options)
-    return JITKernel(func, out_idx=out_idx, target=target)
+    return JITKernel(func, out_idx=out_idx, target=target, rules=rules)
 
 
 def _check_options(options: dict[str, Any]) -> None:

@@ -91,6 +91,8 @@ def report_schedule(kernel) -> bool:
         found = [name for name, prefix in (("TMA load", "UTMALDG"), ("mbarrier", "SYNCS"),
                                             ("setmaxnreg", "USETMAXREG")) if any(o.startswith(prefix) for o in ops)]
         line += f"; SASS has {', '.join(found) or 'none of TMA/mbarrier/setmaxnreg'}"
+    else:
+        line += "; SASS not inspected (cuobjdump/nvdisasm missing: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"
     print(line)
     return not violations
 

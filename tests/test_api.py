@@ -272,3 +272,20 @@ def test_explain_has_the_decisions_and_the_schedule():
     listing = text[text.index("Schedule:"):]
     assert listing.index("mbarrier_wait full_0") < listing.index("B_out[ko, 0] = B_shared[(ko - 0) % 2, 0]")
     assert "role producer (threads [128, 256), setmaxnreg.dec 40)" in listing
+
+
+def test_compile_with_a_ruleset_schedules_with_it():
+    from seed_schedules import bug2_kernel
+
+    from egtile import rules
+    from egtile.ir import RoleSplit, swalk
+
+    default = egtile.compile(bug2_kernel(), target="sim")
+    serial = egtile.compile(bug2_kernel(), target="sim", rules=rules.default().without("pipeline-warp-specialize"))
+    assert any(isinstance(s, RoleSplit) for s in swalk(default.scheduled.body))
+    assert not any(isinstance(s, RoleSplit) for s in swalk(serial.scheduled.body))
+    n = 4
+    A_in, B_in = torch.randn(n, 64).half(), torch.randn(n, 64).half()
+    B_out, A_out = torch.full((n, 64), float("nan")).half(), torch.full((n, 64), float("nan")).half()
+    serial(A_in, B_in, B_out, A_out)
+    assert torch.equal(A_out, A_in) and torch.equal(B_out[:, 0], B_in[:, 0])

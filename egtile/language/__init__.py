@@ -12,8 +12,8 @@ from egtile.language.dtypes import (
     bfloat16, bool, float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
 )
 from egtile.language.expr import (
-    And, IntImm, Not, Or, Value, abs, cast, ceildiv, exp, floormod, truncmod, exp2, if_then_else, infinity, log, log2, max, min,
-    rsqrt, sqrt,
+    And, IntImm, Not, Or, Value, abs, cast, ceildiv, exp, exp2, floormod, if_then_else, infinity, log, log2, max,
+    min, rsqrt, sqrt, truncmod,
 )
 from egtile.language.extern import address_of, atomic_add, call_extern, import_source
 from egtile.language.fill_op import clear, fill
@@ -28,8 +28,8 @@ __all__ = [
     "And", "Buffer", "Else", "GemmWarpPolicy", "If", "IntImm", "Kernel", "Not", "Or", "Parallel", "Pipelined",
     "PrimFunc", "RegionRef", "Serial", "Tensor", "Then", "TileBuffer", "Unroll", "Value", "abs", "address_of",
     "alloc_fragment", "alloc_local", "alloc_shared", "async_copy", "atomic_add", "bfloat16", "bool", "call_extern",
-    "cast", "ceildiv", "floormod", "truncmod", "clear", "copy", "exp", "exp2", "fill", "float16", "float32", "float64", "gemm",
+    "cast", "ceildiv", "clear", "copy", "exp", "exp2", "fill", "float16", "float32", "float64", "floormod", "gemm",
     "if_then_else", "import_source", "infinity", "int8", "int16", "int32", "int64", "log", "log2", "max", "min",
     "prim_func", "reduce_abssum", "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum", "rsqrt", "serial",
-    "sqrt", "uint8", "uint16", "uint32", "uint64", "unroll",
+    "sqrt", "truncmod", "uint8", "uint16", "uint32", "uint64", "unroll",
 ]
