@@ -248,16 +248,10 @@ class _Lowerer:
         issue: list[SStmt] = []
         for item in prefetches:
             match item.op:
-                case "tma_prefetch":
-                    c = self.stmt(item.sid, sctx)
-                    assert isinstance(c, Copy)
-                    nbytes = c.dst.numel * dtype(c.dst.buffer.dtype).bytes
-                    issue.append(Elect(threads, (ArriveExpectTx(full, stage, nbytes),
-                                                 TmaLoad(c.src, c.dst, full, stage, sid=item.sid))))
-                    arrivals += 1
-                case "cp_async_prefetch":
-                    issue += [TileOp(self.stmt(item.sid, sctx), "cp_async", threads), CpAsyncArrive(full, stage)]
-                    arrivals += threads.count
+                case "tma_prefetch" | "cp_async_prefetch":
+                    stmts, n_arrive = self._async_copy(item, sctx, threads, full, stage)
+                    issue += stmts
+                    arrivals += n_arrive
                 case _:
                     raise ScheduleError(f"cannot lower prefetch item {item.op!r} (sid {item.subject}) of pipelined "
                                         f"loop sid {n.sid}: its asynchronous instruction is undecided")
@@ -282,6 +276,19 @@ class _Lowerer:
         ), sid=n.sid)
         return [prologue, main]
 
+    def _async_copy(self, item: Node, ctx: _Ctx, threads: ThreadRange, full: str,
+                    stage: Expr) -> tuple[list[SStmt], int]:
+        """An asynchronous copy completing on ``full[stage]``, and the arrivals it makes there: TMA is one
+        elected thread's arrive.expect_tx (1 arrival + the destination's bytes) then the tile load; cp.async is
+        every thread's copies then its cp.async.mbarrier.arrive.noinc (one arrival per thread)."""
+        c = self.stmt(item.sid, ctx)
+        assert isinstance(c, Copy)
+        if item.op in ("tma_load", "tma_prefetch"):
+            nbytes = c.dst.numel * dtype(c.dst.buffer.dtype).bytes
+            return [Elect(threads, (ArriveExpectTx(full, stage, nbytes),
+                                    TmaLoad(c.src, c.dst, full, stage, sid=item.sid)))], 1
+        return [TileOp(c, "cp_async", threads), CpAsyncArrive(full, stage)], threads.count
+
     # -- warp specialization
 
     def warp_specialize(self, n: Node, ctx: _Ctx) -> RoleSplit:
@@ -302,16 +309,10 @@ class _Lowerer:
         pbody: list[SStmt] = [Wait(empty, stage, BinOp("^", parity, Const(1)))]
         for item in producers:
             match item.op:
-                case "tma_load":
-                    c = self.stmt(item.sid, pctx)
-                    assert isinstance(c, Copy)
-                    nbytes = c.dst.numel * dtype(c.dst.buffer.dtype).bytes
-                    pbody.append(Elect(producer_t, (ArriveExpectTx(full, stage, nbytes),
-                                                    TmaLoad(c.src, c.dst, full, stage, sid=item.sid))))
-                    arrivals += 1
-                case "cp_async_load":
-                    pbody += [TileOp(self.stmt(item.sid, pctx), "cp_async", producer_t), CpAsyncArrive(full, stage)]
-                    arrivals += producer_t.count
+                case "tma_load" | "cp_async_load":
+                    stmts, n_arrive = self._async_copy(item, pctx, producer_t, full, stage)
+                    pbody += stmts
+                    arrivals += n_arrive
                 case "simt_load":
                     pbody += [TileOp(self.stmt(item.sid, pctx), "simt", producer_t), Arrive(full, stage)]
                     arrivals += producer_t.count
