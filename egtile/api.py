@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from egtile.errors import ArgumentError, DSLError, LaunchError, ResourceError, ScheduleError, SimulationError
+from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Kernel
 from egtile.language.kernel import PrimFunc
 from egtile.validate import check_args
@@ -141,7 +142,7 @@ class JITKernel:
             self.schedule_result, self._built = hit
         else:
             optimize = importlib.import_module("egtile.optimize").optimize
-            self.schedule_result = optimize(self.kernel) if self.rules is None else optimize(self.kernel, rules=self.rules)
+            self.schedule_result = optimize(self.kernel, rules=self.rules)
             _check_schedule(self.kernel, self.schedule_result.scheduled)
             if self.target == "cuda":
                 self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled)
@@ -150,6 +151,8 @@ class JITKernel:
         self.scheduled = self.schedule_result.scheduled
         if self.target == "cuda":
             self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled)
+            # Whether a GPU is present does not change while the process runs: ask once, not per launch.
+            self._launchable = hopper_available()
 
     # -- calling -----------------------------------------------------------------------------------
 
@@ -178,7 +181,7 @@ class JITKernel:
             raise ArgumentError(f"kernel {self.kernel.name!r} takes its tensors positionally, in parameter order "
                                 f"({', '.join(p.name for p in self.kernel.params)}); got keyword argument(s) "
                                 f"{', '.join(sorted(kwargs))}")
-        if self.target == "cuda" and not hopper_available():
+        if self.target == "cuda" and not self._launchable:
             raise LaunchError(f"kernel {self.kernel.name!r} was compiled for target 'cuda' (sm_90a), but no CUDA "
                               "GPU of compute capability 9.0 is available to launch it; its source and cubin are "
                               "still available (get_kernel_source()); use target='sim' to run it on the CPU")
@@ -189,8 +192,6 @@ class JITKernel:
         device = next((t.device for t in tensors), torch.device(self.device))
         for i, p in enumerate(self.kernel.params):
             if i in self.out_idx:
-                from egtile.ir.dtypes import dtype as lookup_dtype
-
                 t = torch.empty(p.shape, dtype=getattr(torch, lookup_dtype(p.dtype).torch), device=device)
                 outputs.append(t)
                 args.append(t)
@@ -224,10 +225,7 @@ class JITKernel:
             shown = errors[:10] + ([f"... and {len(errors) - 10} more"] if len(errors) > 10 else [])
             raise SimulationError(f"kernel {self.kernel.name!r} on the simulator: " + "\n  ".join(shown),
                                   self.kernel.loc)
-        outs = result.outputs
-        if isinstance(outs, dict):
-            outs = [outs[p.name] for p in self.kernel.params]
-        for t, o in zip(args, outs):
+        for t, o in zip(args, result.outputs):
             if o is t:
                 continue
             t.copy_(torch.as_tensor(o).reshape(t.shape).to(t.dtype))

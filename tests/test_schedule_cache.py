@@ -79,7 +79,7 @@ def test_disabled_cache_always_schedules(cache_dir, monkeypatch):
     egtile.compile(make(), target="sim")
     calls = []
     real = egtile.optimize.optimize
-    monkeypatch.setattr(egtile.optimize, "optimize", lambda k: calls.append(k) or real(k))
+    monkeypatch.setattr(egtile.optimize, "optimize", lambda k, rules=None: calls.append(k) or real(k, rules=rules))
     egtile.compile(make(), target="sim")
     assert len(calls) == 1
     assert not list(cache_dir.rglob("*.pkl"))
@@ -107,7 +107,7 @@ def test_registered_user_rule_disables_the_cache(cache_dir, monkeypatch):
     assert not schedule_cache.enabled()
     calls = []
     real = egtile.optimize.optimize
-    monkeypatch.setattr(egtile.optimize, "optimize", lambda k: calls.append(k) or real(k))
+    monkeypatch.setattr(egtile.optimize, "optimize", lambda k, rules=None: calls.append(k) or real(k, rules=rules))
     egtile.compile(make(), target="sim")
     egtile.compile(make(), target="sim")
     assert len(calls) == 2
