@@ -141,7 +141,7 @@ class JITKernel:
         if hit is not None and (self.target != "cuda" or hit[1] is not None):
             self.schedule_result, self._built = hit
         else:
-            optimize = importlib.import_module("egtile.optimize").optimize
+            optimize = importlib.import_module("egtile.schedule.driver").optimize
             self.schedule_result = optimize(self.kernel, rules=self.rules)
             _check_schedule(self.kernel, self.schedule_result.scheduled)
             if self.target == "cuda":

@@ -1,7 +1,7 @@
 """The rule-authoring API: rules, named side conditions, the facts they read, and rulesets as values.
 
 A :class:`Rule` is one scheduling decision written as an egglog rewrite: a pattern (``lhs``) over the
-sorts of :mod:`egtile.egraph.schema`, the alternative it adds (``rhs``, unioned into the pattern's
+sorts of :mod:`egtile.schedule.schema`, the alternative it adds (``rhs``, unioned into the pattern's
 e-class, so the original stays), and named side conditions. Each :class:`Condition` is a list of egglog
 facts over the rule's pattern variables, read from the fact tables the encoder fills. Python-computed
 facts are declared with :class:`FactSpec` (a boolean per statement, with a reason when it fails) or
@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from egglog import Expr, String, i64, rule, union, var
 
-from egtile.egraph import schema
+from egtile.schedule import schema
 
 STAGES: tuple[str, ...] = ("pipeline", "copy", "barrier", "partition")
 """Builtin stage order. The loop schedule runs first because the copy instruction is chosen per role:
@@ -54,7 +54,7 @@ class FactSpec:
     Attributes:
         name: the fact's name in the ``fact(name, sid)`` relation.
         doc: what it states.
-        compute: ``(ctx, stmt) -> Verdict | bool`` with ``ctx`` a :class:`egtile.egraph.facts.FactContext`.
+        compute: ``(ctx, stmt) -> Verdict | bool`` with ``ctx`` a :class:`egtile.schedule.facts.FactContext`.
         scope: which statements it is computed for: ``block`` (block-level statements), ``thread``
             (inside a ``T.Parallel``), ``pipelined`` (``T.Pipelined`` loops), ``member`` (top-level
             statements of a pipelined loop) or ``any``.
@@ -86,7 +86,7 @@ class Condition:
         query: ``v -> facts``: egglog facts over the rule's variables ``v`` that must all hold.
         facts: the Python facts the query reads (the encoder computes them).
         explain: ``(ctx, sid) -> str``: why it fails for the statement ``sid`` (``ctx``: an
-            :class:`egtile.egraph.explain.ExplainContext`); ``None``: the failing fact's own reason.
+            :class:`egtile.schedule.explain.ExplainContext`); ``None``: the failing fact's own reason.
     """
 
     name: str
@@ -117,14 +117,14 @@ class Rule:
         stage: one of :data:`STAGES` or a user stage name.
         doc: the legality argument (why the alternative computes the same result), with its hardware
             source (PTX ISA section).
-        variables: pattern variables as ``(name, sort)`` pairs (sorts from :mod:`egtile.egraph.schema`
+        variables: pattern variables as ``(name, sort)`` pairs (sorts from :mod:`egtile.schedule.schema`
             or egglog primitives ``i64``, ``String``).
         lhs: ``v -> term``: the pattern.
         rhs: ``v -> term``: the alternative unioned with the match.
         conditions: the named side conditions (all must hold).
         bindings: ``v -> facts`` that only bind variables (not removable, not side conditions).
         subject: the ``i64`` variable naming the statement the decision is about (reports, mutants).
-        cost: the cost terms of :mod:`egtile.cost` the alternative pays, in words.
+        cost: the cost terms of :mod:`egtile.schedule.cost` the alternative pays, in words.
         produces: names of the constructors ``rhs`` introduces (so ``explain`` can say which rule made
             an extracted node).
         facts: Python facts the bindings read (besides those of the conditions).

@@ -25,7 +25,7 @@ release at its end (always legal). Two local moves generate every legal position
 Neither move passes the other marker, so the wait always precedes the release. The e-graph therefore
 holds every position from the head up to the first statement touching a guarded buffer (wait) and from
 the end back to just after the last one (release). Costs prefer the latest wait and the earliest
-release (``WAIT_PER_LATER_ITEM``, ``RELEASE_PER_EARLIER_ITEM`` in :mod:`egtile.cost`), so extraction
+release (``WAIT_PER_LATER_ITEM``, ``RELEASE_PER_EARLIER_ITEM`` in :mod:`egtile.schedule.cost`), so extraction
 puts the wait right before the first read of any guarded buffer and the release right after the last
 access.
 """
@@ -35,7 +35,7 @@ from __future__ import annotations
 from egglog import Bool, eq, i64
 from egtile.rules.api import Condition, Rule
 
-from egtile.egraph.schema import (
+from egtile.schedule.schema import (
     Block,
     Stmt,
     reads_guarded,

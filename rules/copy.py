@@ -33,7 +33,7 @@ from egglog import eq, i64
 from egtile.rules.api import FactSpec, Rule, Verdict, holds
 
 from egtile import analysis
-from egtile.egraph.schema import Stmt, sid_of
+from egtile.schedule.schema import Stmt, sid_of
 from egtile.ir import Copy
 
 

@@ -15,7 +15,7 @@ block runs the statements it reaches. So:
   thread. Both are legal unless the statement writes a ``local`` buffer that something outside it reads
   later: then only some threads would hold the values the others read.
 
-Cost terms (:mod:`egtile.cost`): ``parallel_cost`` (``ceil(extent / threads)`` vs ``extent`` iterations
+Cost terms (:mod:`egtile.schedule.cost`): ``parallel_cost`` (``ceil(extent / threads)`` vs ``extent`` iterations
 per thread), ``elect_cost`` (a branch) vs ``replicate_cost``.
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from egglog import i64
 from egtile.rules.api import FactSpec, Rule, Verdict, holds
 
-from egtile.egraph.schema import Block, Stmt
+from egtile.schedule.schema import Block, Stmt
 from egtile.ir import AtomicAdd, walk
 
 

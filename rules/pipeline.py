@@ -28,35 +28,8 @@ from __future__ import annotations
 from egglog import i64
 from egtile.rules.api import Rule
 
-from egtile.egraph.schema import Block, Stmt
-from egtile.ir import BinOp, Const, Expr, Var
-
-
-def phase_exprs(k: Var, start: Expr, stages: int, mode: str = "normalized") -> tuple[Expr, Expr]:
-    """``(stage, parity)`` expressions of iteration ``k`` (see the module docstring).
-
-    Args:
-        k: the loop variable.
-        start: the loop's start expression.
-        stages: ``S >= 1``.
-        mode: ``"normalized"`` (``k - start``; correct) or ``"absolute"`` (``k``; the mutant's bug).
-
-    Raises:
-        ValueError: ``stages < 1`` or an unknown mode.
-    """
-    if stages < 1:
-        raise ValueError(f"phase_exprs: a pipeline needs at least 1 stage, got {stages}")
-    if mode == "normalized":
-        rel: Expr = BinOp("-", k, start)
-    elif mode == "absolute":
-        rel = k
-    else:
-        raise ValueError(f"phase_exprs: unknown phase mode {mode!r} (expected 'normalized' or 'absolute')")
-    one = Const(1)
-    if stages == 1:
-        return Const(0), BinOp("&", rel, one)
-    s = Const(stages)
-    return BinOp("%", rel, s), BinOp("&", BinOp("/", rel, s), one)
+from egtile.schedule.schema import Block, Stmt
+from egtile.lower.phase import phase_exprs  # noqa: F401 - re-exported for rule authors
 
 
 pipeline_serial = Rule(

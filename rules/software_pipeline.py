@@ -19,8 +19,8 @@ Hardware facts:
   ``try_wait.parity P`` is only unambiguous while the barrier is at most one phase ahead of the waiter.
 
 The rewrite: with ``S`` stages, ``r = k - start``, stage ``r % S`` and parity ``(r / S) & 1``
-(:func:`egtile.rules.pipeline.phase_exprs`), every buffer a producer copy writes gets ``S`` versions and
-one ``full[S]`` mbarrier array; the lowering (:mod:`egtile.egraph.lower`, ``swp``) emits::
+(:func:`egtile.lower.phase.phase_exprs`), every buffer a producer copy writes gets ``S`` versions and
+one ``full[S]`` mbarrier array; the lowering (:mod:`egtile.lower.driver`, ``swp``) emits::
 
     for k in [start, min(stop, start + S - 1)):            # prologue: the first min(S-1, trip) loads
         issue(k)
@@ -80,7 +80,7 @@ Side conditions (named):
 * ``swp-producer-independent``: the producer copies mention only the loop variable, block indices and
   constants, load nothing to compute an address, and no statement of the kernel writes their source.
 
-Cost terms: ``swp_pipeline_cost()`` (:mod:`egtile.cost`) plus the issue items' ``copy_cost`` and the
+Cost terms: ``swp_pipeline_cost()`` (:mod:`egtile.schedule.cost`) plus the issue items' ``copy_cost`` and the
 wait/release positions; by default it lies between the serial and the warp-specialized schedules, so
 extraction picks it where warp specialization is illegal (e.g. a block that is not whole warpgroups).
 """
@@ -93,7 +93,7 @@ from egtile.rules.warp_specialize import FACTS as WS_FACTS
 
 from egtile.analysis import ANY_BUFFER, cp_async_eligibility, free_vars, tma_eligibility
 from egtile.analysis.access import walk_expr
-from egtile.egraph.schema import Block, Stmt
+from egtile.schedule.schema import Block, Stmt
 from egtile.ir import Copy, Load
 
 

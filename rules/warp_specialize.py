@@ -53,7 +53,7 @@ from __future__ import annotations
 from egglog import String, eq, i64
 from egtile.rules.api import Condition, FactSpec, NumSpec, Rule, Verdict, holds
 
-from egtile.egraph.schema import PRODUCER_THREADS, Block, Stmt, num
+from egtile.schedule.schema import PRODUCER_THREADS, Block, Stmt, num
 from egtile.ir import For, Reduce, walk
 
 REGISTER_FILE = 65536

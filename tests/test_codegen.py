@@ -67,7 +67,7 @@ def test_the_fixtures_cover_every_scheduled_construct_and_tile_instruction():
 @pytest.mark.parametrize("name", sorted(acceptance_kernels()))
 def test_scheduler_output_compiles(name):
     # the e-graph's schedules of the scheduling-rules acceptance kernels, end to end to a cubin
-    from egtile.optimize import optimize
+    from egtile.schedule.driver import optimize
 
     built = build(optimize(acceptance_kernels()[name]()).scheduled)
     assert built.cubin[:4] == b"\x7fELF" and "warning" not in built.log.lower(), built.log

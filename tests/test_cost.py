@@ -7,9 +7,9 @@ import pytest
 import schedule_kernels as K
 from seed_schedules import bug1_kernel, bug2_kernel
 
-from egtile import cost as C
+from egtile.schedule import cost as C
 from egtile.ir import Buffer, Const, Copy, Region, Var
-from egtile.optimize import optimize
+from egtile.schedule.driver import optimize
 
 G = Buffer("G", (64, 256), "float16", "global")
 
@@ -85,7 +85,7 @@ def test_position_costs_prefer_a_late_wait_and_an_early_release():
 def test_reported_serial_cost_equals_its_own_cost_plus_the_extracted_body():
     from egglog import get_callable_args
 
-    from egtile.optimize import saturate
+    from egtile.schedule.driver import saturate
 
     r = optimize(bug2_kernel())
     serial = next(x for x in r.rejected if x.rule == "pipeline-serial")

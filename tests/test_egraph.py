@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from seed_schedules import bug1_kernel, bug2_kernel
 
-from egtile.egraph import schema
-from egtile.egraph.decode import decode_kernel, to_list, to_node
-from egtile.egraph.encode import build_terms, encode
-from egtile.egraph.saturate import Limits, run_stage
+from egtile.schedule import schema
+from egtile.schedule.decode import decode_kernel, to_list, to_node
+from egtile.schedule.encode import build_terms, encode
+from egtile.schedule.saturate import Limits, run_stage
 from egtile.errors import RuleError, ScheduleError
 from egtile.ir import (
     AddressOf,
@@ -34,7 +34,7 @@ from egtile.ir import (
     Store,
     Var,
 )
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 
 NO_RULES = RuleSet("none", ())
 
@@ -233,7 +233,7 @@ def test_bool_analysis_defaults_exist_for_every_member():
 
 
 def test_the_fast_table_reader_agrees_with_function_values():
-    from egtile.egraph.tables import _rows_slow, rows
+    from egtile.schedule.tables import _rows_slow, rows
 
     s = saturate(bug2_kernel())
     fast = rows(s.egraph, schema.diag, 3)

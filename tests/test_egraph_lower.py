@@ -1,4 +1,4 @@
-"""Lowering of extracted terms to ir.Scheduled (egtile.egraph.lower, irmap)."""
+"""Lowering of extracted terms to ir.Scheduled (egtile.lower.driver, irmap)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 import schedule_kernels as K
 from seed_schedules import bug1_kernel, bug2_kernel
 
-from egtile.egraph.decode import Node
-from egtile.egraph.facts import FactContext
-from egtile.egraph.irmap import restage, substitute
-from egtile.egraph.lower import lower
+from egtile.schedule.decode import Node
+from egtile.schedule.facts import FactContext
+from egtile.lower.irmap import restage, substitute
+from egtile.lower.driver import lower
 from egtile.errors import ScheduleError
 from egtile.ir import (
     BinOp,
@@ -27,7 +27,7 @@ from egtile.ir import (
     Var,
     swalk,
 )
-from egtile.optimize import optimize
+from egtile.schedule.driver import optimize
 
 
 def test_nested_parallel_loops_fold_into_one_thread_loop_and_offsets_are_substituted():

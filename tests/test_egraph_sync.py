@@ -1,4 +1,4 @@
-"""CTA barrier placement between dependent cross-thread accesses (egtile.egraph.sync)."""
+"""CTA barrier placement between dependent cross-thread accesses (egtile.lower.sync)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import schedule_kernels as K
 
 from egtile import language as T
 from egtile.ir import RoleSplit, SeqLoop, SyncThreads, swalk
-from egtile.optimize import optimize
+from egtile.schedule.driver import optimize
 
 
 def _kinds(stmts):

@@ -13,7 +13,7 @@ from egtile.rules import Rule, RuleSet
 from seed_schedules import bug2_kernel
 
 import egtile
-from egtile.egraph.schema import Stmt
+from egtile.schedule.schema import Stmt
 from egtile.ir import Copy, TileOp, TmaLoad, swalk
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "rules.md"

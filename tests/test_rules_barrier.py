@@ -7,7 +7,7 @@ import schedule_kernels as K
 from seed_schedules import bug1_kernel, bug2_kernel, bug2_schedule
 
 from egtile import language as T
-from egtile.egraph.schema import Block, Stmt
+from egtile.schedule.schema import Block, Stmt
 from egtile.ir import (
     Arrive,
     Elect,
@@ -18,7 +18,7 @@ from egtile.ir import (
     Wait,
     swalk,
 )
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 
 
 def _consumer_body(result):

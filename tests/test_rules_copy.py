@@ -9,7 +9,7 @@ from seed_schedules import bug2_kernel
 
 from egtile.errors import ScheduleError
 from egtile.ir import ArriveExpectTx, CpAsyncArrive, TileOp, TmaLoad, swalk
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 
 
 def _kinds(result):

@@ -11,7 +11,7 @@ import pytest
 import schedule_kernels as K
 import torch
 
-from egtile import cost as C
+from egtile.schedule import cost as C
 from egtile import language as T
 from egtile.ir import (
     ArriveExpectTx,
@@ -26,7 +26,7 @@ from egtile.ir import (
     Wait,
     swalk,
 )
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 from egtile.verify import verify
 
 SWP = "pipeline-software-pipeline"
@@ -146,7 +146,7 @@ def test_the_alternative_exists_for_an_eligible_loop_and_removing_the_rule_remov
     s = saturate(prim)
     loop = next(x for x in _walk(prim.kernel.body) if isinstance(x, For) and x.kind == "pipelined")
     copy_sid = loop.body[0].sid
-    from egtile.egraph import schema
+    from egtile.schedule import schema
     term = s.encoding.terms[copy_sid]
     assert s.holds(schema.Stmt.prefetch(term), schema.Stmt.tma_prefetch(copy_sid))
     assert not s.holds(schema.Stmt.prefetch(term), schema.Stmt.simt_load(copy_sid))

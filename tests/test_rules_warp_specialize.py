@@ -12,7 +12,7 @@ from seed_schedules import bug1_kernel, bug2_kernel
 
 from egtile import language as T
 from egtile.ir import For, RoleSplit, SeqLoop, SyncThreads, swalk
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 
 
 def _ws_rejection(f, rules=None):

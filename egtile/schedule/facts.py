@@ -141,6 +141,6 @@ class FactContext:
 
     def describe(self, sid: int) -> str:
         """``"T.copy A -> A_shared (sid 3, file:line)"``: a statement as a kernel author recognizes it."""
-        from egtile.egraph.describe import describe
+        from egtile.schedule.describe import describe
 
         return describe(self.stmts[sid])

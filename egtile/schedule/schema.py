@@ -1,6 +1,6 @@
 """The egglog sorts, fact tables and support rules that every egtile ruleset is written against.
 
-Encoding (see :mod:`egtile.egraph.encode`): a statement list is a cons list (:class:`Block`) of
+Encoding (see :mod:`egtile.schedule.encode`): a statement list is a cons list (:class:`Block`) of
 :class:`Stmt` e-classes; a statement's payload (its expressions, buffers, source line) stays in a Python
 side table keyed by its ``sid``, so terms carry only structure and ids. Each tile-IR statement becomes
 one e-class; the rules add its schedules to that e-class as further e-nodes.
@@ -8,12 +8,12 @@ one e-class; the rules add its schedules to that e-class as further e-nodes.
 Constructors come in four groups:
 
 * *as encoded, undecided* (``scalar``, ``copy``, ``par``, ``pipelined``, ``produce``, ``prefetch``): a decision is
-  still pending. They cost :data:`egtile.cost.UNDECIDED`, so extraction only returns one when no rule
+  still pending. They cost :data:`egtile.schedule.cost.UNDECIDED`, so extraction only returns one when no rule
   added a legal alternative; decoding then raises :class:`~egtile.errors.ScheduleError`.
 * *as encoded, decided* (``tile``, ``loop``, ``branch`` and the per-thread ``leaf``, ``inner_loop``,
   ``inner_branch`` of a ``T.Parallel`` body): nothing to choose.
 * *decisions*, each added by one rule of :mod:`egtile.rules` (``elect``, ``partitioned``, ``ws``,
-  ``swp``, ``tma_load``, ``tma_prefetch``, ...); :mod:`egtile.egraph.lower` turns each into scheduled IR
+  ``swp``, ``tma_load``, ``tma_prefetch``, ...); :mod:`egtile.lower.driver` turns each into scheduled IR
   mechanically.
 * *markers* inside a pipelined loop's consumer list (one e-class shared by the warp-specialized and the
   software-pipelined alternatives): ``wait_full(L)`` (wait on ``full[s]`` of loop ``L``) and
@@ -63,7 +63,7 @@ from egglog import (
     var,
 )
 
-from egtile import cost as C
+from egtile.schedule import cost as C
 
 # ----------------------------------------------------------------------------------------------------
 # Sorts
@@ -346,7 +346,7 @@ support = ruleset(*_support_rules(), name="egtile-support")
 # ----------------------------------------------------------------------------------------------------
 # Costs: every per-statement cost is set once, after saturation, from the encoder's `num` table.
 
-#: Decision constructors whose cost is ``num("cost.<name>", sid)`` (see :mod:`egtile.cost`).
+#: Decision constructors whose cost is ``num("cost.<name>", sid)`` (see :mod:`egtile.schedule.cost`).
 PER_SID_COST = ("tile", "elect", "replicate", "copy_simt", "tma_load", "cp_async_load", "simt_load", "tma_prefetch",
                 "cp_async_prefetch")
 PER_SID_BODY_COST = ("partitioned", "replicated", "serial")
@@ -374,7 +374,7 @@ def _cost_rules():
     yield rule(ws, eq(c).to(num("cost.ws", sid))).then(set_cost(ws, c))
     sw = Stmt.swp(sid, p, q, adj)
     yield rule(sw, eq(c).to(num("cost.swp", sid))).then(set_cost(sw, c))
-    # Position costs (see egtile.cost): a later wait and an earlier release are cheaper.
+    # Position costs (see egtile.schedule.cost): a later wait and an earlier release are cheaper.
     w = Block.cons(Stmt.wait_full(sid), rest)
     yield rule(w, eq(n).to(length(rest))).then(set_cost(w, C.WAIT_BASE + C.WAIT_PER_LATER_ITEM * n))
     r = Block.cons(Stmt.release_empty(sid), rest)

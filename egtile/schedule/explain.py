@@ -15,12 +15,12 @@ from functools import lru_cache
 
 from egglog import EGraph, get_callable_fn
 
-from egtile import cost as C
-from egtile.egraph import schema
-from egtile.egraph.decode import UNDECIDED, Node, constructor_name
-from egtile.egraph.encode import Encoding
-from egtile.egraph.facts import FactContext
-from egtile.egraph.tables import rows
+from egtile.schedule import cost as C
+from egtile.schedule import schema
+from egtile.schedule.decode import UNDECIDED, Node, constructor_name
+from egtile.schedule.encode import Encoding
+from egtile.schedule.facts import FactContext
+from egtile.schedule.tables import rows
 from egtile.errors import ScheduleError
 from egtile.ir import Decision, Scheduled, SStmt, ThreadLoop, TileOp, TmaLoad, swalk
 from egtile.rules.api import Condition, Rule, RuleSet

@@ -34,9 +34,9 @@ Every decision constructor has exactly one lowering (the execution model is the 
 
 ``full``'s arrive count is the sum of the arrivals its producer items make (plus the rule's
 ``full_adjust``, 0 for the real rule); ``empty``'s is the consumer thread count. Stage and parity come
-from :func:`egtile.rules.pipeline.phase_exprs` with the phase convention the rule chose. The launch has
+from :func:`egtile.lower.phase.phase_exprs` with the phase convention the rule chose. The launch has
 ``kernel.threads + 128`` threads when any loop is warp-specialized. CTA barriers are then placed by
-:func:`egtile.egraph.sync.place_syncs`, which leaves the stages of software-pipelined loops to the
+:func:`egtile.lower.sync.place_syncs`, which leaves the stages of software-pipelined loops to the
 mbarriers and CTA barriers their lowering put there (``ordered``).
 
 Every statement that implements a source statement runs with the source loop variable bound to the
@@ -48,11 +48,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from egtile.egraph.decode import Node
-from egtile.egraph.facts import FactContext
-from egtile.egraph.irmap import restage, substitute
-from egtile.egraph.schema import PRODUCER_THREADS
-from egtile.egraph.sync import place_syncs
+from egtile.schedule.decode import Node
+from egtile.schedule.facts import FactContext
+from egtile.lower.irmap import restage, substitute
+from egtile.schedule.schema import PRODUCER_THREADS
+from egtile.lower.sync import place_syncs
 from egtile.errors import ScheduleError
 from egtile.ir import (
     Arrive,
@@ -83,7 +83,7 @@ from egtile.ir import (
     Wait,
     dtype,
 )
-from egtile.rules.pipeline import phase_exprs
+from egtile.lower.phase import phase_exprs
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Staged saturation with node, time and iteration limits that are reported, never silent.
 
 Each stage of a :class:`~egtile.rules.RuleSet` runs as a loop of steps. One step saturates the support
-analyses (:data:`~egtile.egraph.schema.support`) and then applies the stage's rules once, so every side
+analyses (:data:`~egtile.schedule.schema.support`) and then applies the stage's rules once, so every side
 condition that reads an analysis sees its fixpoint (egglog notes §3.3: interleaving lets rules fire on
 stale defaults). The loop stops when a step changes nothing (``saturated``) or at the first limit hit.
 egglog 13.2 has no node or time limit of its own and a running step cannot be interrupted, so limits
@@ -28,7 +28,7 @@ from typing import Literal
 
 from egglog import EGraph, ruleset
 
-from egtile.egraph import schema
+from egtile.schedule import schema
 from egtile.errors import RuleError
 from egtile.rules.api import Rule, RuleSet
 

@@ -4,7 +4,7 @@
 other primitive arguments, the statement children and the list children (cons lists flattened).
 :func:`decode_kernel` turns a tree of *as encoded* constructors back into the ``ir.Kernel`` it came from
 (the round trip: encode, extract with no rules, decode is the identity). Scheduled trees go to
-:mod:`egtile.egraph.lower` instead.
+:mod:`egtile.lower.driver` instead.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from egglog import get_callable_args, get_callable_fn, get_literal_value
 
-from egtile.egraph import schema
+from egtile.schedule import schema
 from egtile.errors import ScheduleError
 from egtile.ir import For, If, Kernel, Stmt
 
@@ -99,7 +99,7 @@ def to_node(term: Any) -> Node:
     name = stmt_fns.get(fn)
     if name is None:
         raise ScheduleError(f"extraction returned {fn!r}, which is not a statement constructor of "
-                            "egtile.egraph.schema (a user rule may only rewrite into the schema's constructors)")
+                            "egtile.schedule.schema (a user rule may only rewrite into the schema's constructors)")
     sid: int | None = None
     params: list[int | str] = []
     kids: list[Node] = []
@@ -126,7 +126,7 @@ def decode_stmts(nodes: tuple[Node, ...], stmts: dict[int, Stmt]) -> tuple[Stmt,
 def _decode(n: Node, stmts: dict[int, Stmt]) -> Stmt:
     if n.op not in ENCODED:
         raise ScheduleError(f"decode_kernel: {n.op!r} (sid {n.subject}) is a scheduling decision; an unscheduled "
-                            "kernel decodes only from encoded constructors (use egtile.egraph.lower for schedules)")
+                            "kernel decodes only from encoded constructors (use egtile.lower.driver for schedules)")
     s = stmts[n.sid]
     match s:
         case For():

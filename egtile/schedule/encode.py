@@ -1,13 +1,13 @@
 """Encode an ``ir.Kernel`` into egglog terms plus the fact tables its rules read.
 
-``build_terms`` is pure: it maps each statement to a :class:`~egtile.egraph.schema.Stmt` term (payload
+``build_terms`` is pure: it maps each statement to a :class:`~egtile.schedule.schema.Stmt` term (payload
 stays in the kernel, found again by ``sid``). ``encode`` inserts the terms into an e-graph together with
 
 * the placement facts every ruleset relies on (``sid_of``, ``member``, ``reads``/``writes`` of pipelined
   loop members, their producer/consumer role, the consumer list length),
 * the Python facts (:class:`~egtile.rules.FactSpec`, :class:`~egtile.rules.NumSpec`) the active rules
   declare, each computed once for the statements in its scope,
-* the cost table of :mod:`egtile.cost` (``num("cost.<constructor>", sid)``).
+* the cost table of :mod:`egtile.schedule.cost` (``num("cost.<constructor>", sid)``).
 
 The terms go in as one ``let``; fact rows through egglog's ``input`` command.
 """
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 from egglog import EGraph
 
-from egtile import cost as C
-from egtile.egraph import schema
-from egtile.egraph.facts import TILE_OPS, FactContext
-from egtile.egraph.schema import PRODUCER_THREADS
+from egtile.schedule import cost as C
+from egtile.schedule import schema
+from egtile.schedule.facts import TILE_OPS, FactContext
+from egtile.schedule.schema import PRODUCER_THREADS
 from egtile.errors import ScheduleError
 from egtile.ir import AtomicAdd, Const, Copy, Extern, For, If, Kernel, Stmt, Store
 from egtile.rules.api import FactSpec, NumSpec, RuleSet, Verdict

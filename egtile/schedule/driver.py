@@ -1,9 +1,9 @@
-"""``egtile.optimize``: schedule a kernel by equality saturation and cost-based extraction.
+"""``egtile.optimize`` (this module is ``egtile.schedule.driver``): schedule a kernel by equality saturation and cost-based extraction.
 
-Pipeline: encode the kernel and the facts the rules need (:mod:`egtile.egraph.encode`), run the
-ruleset stage by stage with limits (:mod:`egtile.egraph.saturate`), extract the cheapest term under
-:mod:`egtile.cost`, decode it, and lower it mechanically to ``ir.Scheduled``
-(:mod:`egtile.egraph.lower`). No scheduling choice is taken outside the rules and extraction.
+Pipeline: encode the kernel and the facts the rules need (:mod:`egtile.schedule.encode`), run the
+ruleset stage by stage with limits (:mod:`egtile.schedule.saturate`), extract the cheapest term under
+:mod:`egtile.schedule.cost`, decode it, and lower it mechanically to ``ir.Scheduled``
+(:mod:`egtile.lower.driver`). No scheduling choice is taken outside the rules and extraction.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 
 from egglog import EGraph, eq, get_callable_args
 
-from egtile.egraph import schema
-from egtile.egraph.decode import Node, constructor_name, to_list
-from egtile.egraph.encode import Encoding, encode
-from egtile.egraph.explain import (
+from egtile.schedule import schema
+from egtile.schedule.decode import Node, constructor_name, to_list
+from egtile.schedule.encode import Encoding, encode
+from egtile.schedule.explain import (
     ExplainContext,
     NodeCost,
     Rejected,
@@ -33,8 +33,8 @@ from egtile.egraph.explain import (
     subtree_cost,
     undecided,
 )
-from egtile.egraph.lower import lower
-from egtile.egraph.saturate import (
+from egtile.lower.driver import lower
+from egtile.schedule.saturate import (
     Limits,
     StageReport,
     compiled,
@@ -42,7 +42,6 @@ from egtile.egraph.saturate import (
     finish,
     run_stage,
 )
-from egtile._entrypoint import make_callable
 from egtile.errors import ArgumentError, RuleError, ScheduleError
 from egtile.ir import Kernel, Scheduled, walk
 from egtile.rules.api import Rule, RuleSet
@@ -71,7 +70,7 @@ class ScheduleResult:
     Attributes:
         kernel: the input kernel.
         scheduled: the schedule (``scheduled.decisions`` holds the decisions with their reasons).
-        cost: total extraction cost, in estimated cycles per block iteration (:mod:`egtile.cost`).
+        cost: total extraction cost, in estimated cycles per block iteration (:mod:`egtile.schedule.cost`).
         breakdown: every extracted e-node with its own cost (they add up to ``cost``).
         fired: ``(rule, sid)`` for every rewrite that fired.
         rejected: alternatives the e-graph did not hold (with the failing side conditions) or that
@@ -109,7 +108,7 @@ class ScheduleResult:
     def explain(self) -> str:
         """A report a kernel author can read: stages, every decision with its reason and the rejected
         alternatives, barrier positions, and the cost breakdown."""
-        from egtile.egraph.report import render
+        from egtile.schedule.report import render
 
         return render(self)
 
@@ -387,7 +386,5 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
                       "missing", RuntimeWarning, stacklevel=2)
     return result
 
-
-make_callable(__name__, optimize)  # egtile.optimize(kernel) works whichever way it was imported
 
 __all__ = ["Limits", "Saturation", "ScheduleError", "ScheduleResult", "Timings", "optimize", "saturate"]

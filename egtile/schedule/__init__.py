@@ -1,7 +1,8 @@
-"""The e-graph core: egglog sorts and fact tables (:mod:`.schema`), encoding of ``ir.Kernel``
-(:mod:`.encode`), staged saturation with limits (:mod:`.saturate`), decoding of extracted terms
-(:mod:`.decode`), their mechanical lowering to ``ir.Scheduled`` (:mod:`.lower`) and the explanation of
-what was chosen and rejected (:mod:`.explain`).
+"""Scheduling by equality saturation: egglog sorts and fact tables (:mod:`.schema`), encoding of
+``ir.Kernel`` (:mod:`.encode`), staged saturation with limits (:mod:`.saturate`), decoding of extracted
+terms (:mod:`.decode`), the cost model (:mod:`.cost`), the explanation of what was chosen and rejected
+(:mod:`.explain`) and the driver that runs them (:mod:`.driver`, ``egtile.optimize``). The extracted tree
+is lowered to ``ir.Scheduled`` by :mod:`egtile.lower`.
 
 Names are re-exported lazily: the rule modules import :mod:`.schema` while :mod:`.encode` imports the
 rule API, and a lazy package keeps that cycle-free.
@@ -22,8 +23,8 @@ _EXPORTS = {
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
-        return getattr(importlib.import_module(f"egtile.egraph.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module 'egtile.egraph' has no attribute {name!r}")
+        return getattr(importlib.import_module(f"egtile.schedule.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'egtile.schedule' has no attribute {name!r}")
 
 
 __all__ = [
