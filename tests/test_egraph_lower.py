@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import egtile.rules as R
 import pytest
 import schedule_kernels as K
 from seed_schedules import bug1_kernel, bug2_kernel
 
 from egtile.schedule.decode import Node
+from egtile.schedule.decision import decision_table
 from egtile.schedule.facts import FactContext
 from egtile.lower.irmap import restage, substitute
 from egtile.lower.driver import lower
@@ -88,7 +90,7 @@ def test_restage_and_substitute():
 def test_an_undecided_node_cannot_be_lowered():
     k = bug2_kernel()
     with pytest.raises(ScheduleError, match="still undecided"):
-        lower((Node("pipelined", 1, (), (), ((),)),), FactContext.of(k))
+        lower((Node("pipelined", 1, (), (), ((),)),), FactContext.of(k), decision_table(R.builtin().decisions))
 
 
 def test_block_level_tile_ops_run_on_all_threads_of_a_warp_specialized_kernel():

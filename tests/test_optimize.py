@@ -58,7 +58,7 @@ def test_bug2_explain_names_each_copy_instruction_barrier_position_and_mapping()
     text = optimize(bug2_kernel()).explain()
     assert "256 launched" in text and "consumer warpgroup(s) first" in text
     assert "[sid 4] copy-to-tma: TMA" in text and "tma-eligible" in text
-    assert "[sid 2] produce-simt: SIMT producer statement" in text
+    assert "[sid 2] produce-simt-loop: SIMT producer loop" in text
     assert "producer warpgroup runs" in text and "consumer warpgroup(s) run" in text
     assert "wait on full_0 before `B_out[ko, 0] = B_shared[0]`" in text and "reads B_shared" in text
     assert "release empty_0 after" in text and "A_shared" in text

@@ -8,7 +8,9 @@
 * :mod:`.pipeline`: ``body_facts`` (per-statement facts and warp-specialization conditions).
 """
 
-from egtile.analysis.access import ANY_BUFFER, Access, free_vars, mentions, names, overlaps, reads, writes
+from egtile.analysis.access import (
+    ANY_BUFFER, Access, free_vars, mentions, names, overlaps, own_reads, own_writes, reads, writes,
+)
 from egtile.analysis.effect import Effect, effect, nonlocal_reason
 from egtile.analysis.order import buffer_names, earliest_read, last_access
 from egtile.analysis.pipeline import Condition, PipelineFacts, StmtFacts, body_facts
@@ -17,7 +19,7 @@ from egtile.analysis.producer import (
 )
 
 __all__ = [
-    "ANY_BUFFER", "Access", "free_vars", "mentions", "names", "overlaps", "reads", "writes",
+    "ANY_BUFFER", "Access", "free_vars", "mentions", "names", "overlaps", "own_reads", "own_writes", "reads", "writes",
     "Effect", "effect", "nonlocal_reason",
     "buffer_names", "earliest_read", "last_access",
     "Condition", "PipelineFacts", "StmtFacts", "body_facts",

@@ -303,6 +303,29 @@ def writes(stmt: Stmt) -> frozenset[Access]:
     return frozenset(_writes(stmt))
 
 
+def own_reads(stmt: Stmt) -> frozenset[Access]:
+    """What ``stmt`` itself reads: every access of a leaf statement; for a ``For`` or ``If`` only its head
+    (loop bounds, condition), its body excluded. ``reads(s)`` is ``own_reads(s)`` plus the body's reads."""
+    match stmt:
+        case For(start=lo, stop=hi):
+            return frozenset(_exprs_reads((lo, hi)))
+        case If(cond=c):
+            return frozenset(_exprs_reads((c,)))
+        case _:
+            return reads(stmt)
+
+
+def own_writes(stmt: Stmt) -> frozenset[Access]:
+    """What ``stmt`` itself writes (see :func:`own_reads`)."""
+    match stmt:
+        case For(start=lo, stop=hi):
+            return frozenset(_exprs_pointer_writes((lo, hi)))
+        case If(cond=c):
+            return frozenset(_exprs_pointer_writes((c,)))
+        case _:
+            return writes(stmt)
+
+
 def names(accesses: Iterable[Access]) -> frozenset[str]:
     """The buffer names of ``accesses``."""
     return frozenset(a.buffer for a in accesses)

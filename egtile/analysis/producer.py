@@ -37,12 +37,12 @@ statements have equal kinds).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import gcd
 from typing import Literal, assert_never
 
 from egtile.analysis.access import mentions, reads, writes
 from egtile.errors import ShapeError
+from egtile.verdict import Verdict
 from egtile.ir import (
     AtomicAdd, BinOp, Buffer, Const, Copy, Expr, Extern, Fill, For, Gemm, If, Reduce, Region, Stmt, Store, Var,
     dtype,
@@ -61,24 +61,9 @@ SWIZZLE_SPAN = {"swizzle32": 32, "swizzle64": 64, "swizzle128": 128}  # CUtensor
 CP_ASYNC_SIZES = (16, 8, 4)   # PTX ISA cp.async: cp-size in {4, 8, 16}
 
 
-@dataclass(frozen=True)
-class Eligibility:
-    """Whether an instruction can implement a copy.
-
-    Attributes:
-        ok: every rule holds.
-        reasons: one readable sentence per rule that fails (empty when ``ok``).
-    """
-
-    ok: bool
-    reasons: tuple[str, ...] = ()
-
-    @staticmethod
-    def of(reasons: list[str]) -> Eligibility:
-        return Eligibility(not reasons, tuple(reasons))
-
-    def __str__(self) -> str:
-        return "eligible" if self.ok else "; ".join(self.reasons)
+Eligibility = Verdict
+"""Whether an instruction can implement a copy: :class:`egtile.verdict.Verdict` with one sentence per rule
+that fails."""
 
 
 def _divisor(e: Expr) -> int:

@@ -29,7 +29,7 @@ Execution model (what every executor implements):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from egtile.ir.kernel import AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Kernel, Reduce, Region, Store, Var
@@ -62,6 +62,7 @@ class MBarrier:
         kind: ``full`` (producers -> consumers: "stage s holds data") or ``empty`` (consumers ->
             producers: "stage s may be overwritten"), or ``other``.
         guards: names of the buffers whose stage-s accesses this barrier orders.
+        loop: the statement id of the pipelined loop it belongs to (``None``: none).
     """
 
     name: str
@@ -69,6 +70,7 @@ class MBarrier:
     arrive_count: int
     kind: Literal["full", "empty", "other"]
     guards: tuple[str, ...] = ()
+    loop: int | None = field(default=None, compare=False)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -134,6 +136,9 @@ class TileOp:
     op: Copy | Fill | Gemm | Reduce
     inst: CopyInst
     threads: ThreadRange
+    width: int = 0
+    """``cp_async``: bytes per ``cp.async`` chunk (16, 8 or 4), chosen with the instruction by the copy rules;
+    the backend emits exactly these chunks. ``0`` for ``simt``."""
 
 
 @dataclass(frozen=True)

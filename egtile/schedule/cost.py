@@ -204,6 +204,15 @@ def copy_cost(copy: Copy, inst: str, threads: int) -> int:
     raise ValueError(f"copy_cost: unknown instruction {inst!r} (expected simt, tma, cp_async, simt_producer)")
 
 
+def producer_loop_cost(extent: int, threads: int, work: int) -> int:
+    """A ``T.Parallel`` store loop run by the producer warpgroup of a warp-specialized loop (``threads``
+    threads, ``work`` cycles per iteration). The producer runs up to ``S`` stages ahead of the consumers, so
+    the global latency of its loads overlaps their work; it is counted at half, as for a SIMT producer copy
+    (``copy_cost(..., "simt_producer", ...)``), plus the loop and the ``mbarrier.arrive`` that completes it."""
+    per_iter = max(1, work - GLOBAL_LATENCY // 2)
+    return LOOP_OVERHEAD + ceil(extent / threads) * per_iter + MBARRIER_OP
+
+
 def tile_cost(stmt: Stmt, threads: int) -> int:
     """A cooperative tile statement (``Fill``, ``Gemm``, ``Reduce``, or a ``Copy`` as SIMT)."""
     match stmt:
@@ -227,10 +236,15 @@ def serial_pipeline_cost() -> int:
     return LOOP_OVERHEAD + 2 * SYNCTHREADS
 
 
-def ws_pipeline_cost() -> int:
-    """Per-iteration overhead of a warp-specialized loop: the producer's ``empty`` wait and the
+POLL_PER_WARP = 2
+"""Issue slots a further warp spends polling an mbarrier wait (estimate; one warp's wait is MBARRIER_OP)."""
+
+
+def ws_pipeline_cost(polling_warps: int = 1) -> int:
+    """Per-iteration overhead of a warp-specialized loop: the producer's ``empty`` wait (polled by
+    ``polling_warps`` warps: 1 when only the elected thread waits, 4 for the whole warpgroup) and the
     bookkeeping of two concurrent loops (waits and arrives inside the roles are costed where they sit)."""
-    return 2 * LOOP_OVERHEAD + MBARRIER_OP
+    return 2 * LOOP_OVERHEAD + MBARRIER_OP + POLL_PER_WARP * max(0, polling_warps - 1)
 
 
 def swp_pipeline_cost() -> int:

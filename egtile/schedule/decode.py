@@ -10,6 +10,7 @@ other primitive arguments, the statement children and the list children (cons li
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from typing import Any
 
 from egglog import get_callable_args, get_callable_fn, get_literal_value
@@ -21,27 +22,34 @@ from egtile.ir import For, If, Kernel, Stmt
 #: Constructors of an unscheduled program (what ``build_terms`` emits).
 ENCODED = frozenset({"scalar", "copy", "tile", "par", "loop", "pipelined", "branch", "leaf", "inner_loop",
                      "inner_branch"})
-#: Constructors that mean "a decision is still pending".
-UNDECIDED = frozenset({"scalar", "copy", "par", "pipelined", "produce", "prefetch"})
 
-_STMT_FNS: dict[Any, str] = {}
-_BLOCK_FNS: dict[Any, str] = {}
+_SCHEMA: dict[Any, str] = {}
 
 
-def _tables() -> tuple[dict[Any, str], dict[Any, str]]:
-    if not _STMT_FNS:
-        for cls, table in ((schema.Stmt, _STMT_FNS), (schema.Block, _BLOCK_FNS)):
+def _schema_names() -> dict[Any, str]:
+    if not _SCHEMA:
+        for cls in (schema.Stmt, schema.Block):
             for name in vars(cls):
                 if not name.startswith("_"):
-                    table[getattr(cls, name)] = name
-    return _STMT_FNS, _BLOCK_FNS
+                    _SCHEMA[getattr(cls, name)] = name
+    return _SCHEMA
 
 
-def constructor_name(term: Any) -> str | None:
-    """The schema constructor name at the root of an egglog term (``None`` if not a schema constructor)."""
-    stmt_fns, block_fns = _tables()
+def constructor_name(term: Any, names: Mapping[Any, str] | None = None) -> str | None:
+    """The constructor name at the root of an egglog term: from ``names`` (callable -> declared name, see
+    :func:`names_of`), else a schema constructor's own name; ``None`` if neither knows it."""
     fn = get_callable_fn(term)
-    return stmt_fns.get(fn) or block_fns.get(fn)
+    if names is not None and fn in names:
+        return names[fn]
+    return _schema_names().get(fn)
+
+
+def names_of(decisions) -> dict[Any, str]:
+    """``egglog callable -> name`` for every declaration (and every schema constructor)."""
+    out = dict(_schema_names())
+    for d in decisions:
+        out[d.constructor] = d.name
+    return out
 
 
 @dataclass(frozen=True)
@@ -78,28 +86,27 @@ class Node:
                 yield from n.walk()
 
 
-def to_list(block: Any) -> tuple[Node, ...]:
+def to_list(block: Any, names: Mapping[Any, str] | None = None) -> tuple[Node, ...]:
     """Flatten an extracted cons list (iteratively: lists can be long)."""
-    _, block_fns = _tables()
     out: list[Node] = []
+    nil, cons = schema.Block.nil, schema.Block.cons
     while True:
-        name = block_fns.get(get_callable_fn(block))
-        if name == "nil":
+        fn = get_callable_fn(block)
+        if fn == nil:
             return tuple(out)
-        if name != "cons":
-            raise ScheduleError(f"extraction returned list constructor {name!r}; expected nil or cons")
+        if fn != cons:
+            raise ScheduleError(f"extraction returned list constructor {constructor_name(block, names)!r}; "
+                                "expected nil or cons")
         head, block = get_callable_args(block)
-        out.append(to_node(head))
+        out.append(to_node(head, names))
 
 
-def to_node(term: Any) -> Node:
-    """Decode one extracted statement term."""
-    stmt_fns, block_fns = _tables()
-    fn = get_callable_fn(term)
-    name = stmt_fns.get(fn)
-    if name is None:
-        raise ScheduleError(f"extraction returned {fn!r}, which is not a statement constructor of "
-                            "egtile.schedule.schema (a user rule may only rewrite into the schema's constructors)")
+def to_node(term: Any, names: Mapping[Any, str] | None = None) -> Node:
+    """Decode one extracted statement term. ``names``: the ruleset's declared constructors (:func:`names_of`)."""
+    name = constructor_name(term, names)
+    if name is None or get_callable_fn(term) in (schema.Block.nil, schema.Block.cons):
+        raise ScheduleError(f"extraction returned {get_callable_fn(term)!r}, which no declaration of the ruleset "
+                            "names (declare a rule's constructor with egtile.rules.Decision)")
     sid: int | None = None
     params: list[int | str] = []
     kids: list[Node] = []
@@ -111,10 +118,10 @@ def to_node(term: Any) -> Node:
                 sid = lit
             else:
                 params.append(lit)
-        elif get_callable_fn(arg) in block_fns:
-            lists.append(to_list(arg))
+        elif get_callable_fn(arg) in (schema.Block.nil, schema.Block.cons):
+            lists.append(to_list(arg, names))
         else:
-            kids.append(to_node(arg))
+            kids.append(to_node(arg, names))
     return Node(name, sid, tuple(params), tuple(kids), tuple(lists))
 
 

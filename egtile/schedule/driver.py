@@ -18,10 +18,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from egglog import EGraph, eq, get_callable_args
+from egglog import EGraph, eq
 
-from egtile.schedule import schema
-from egtile.schedule.decode import Node, constructor_name, to_list
+from egtile.errors import ArgumentError, RuleError, ScheduleError
+from egtile.ir import Kernel, Scheduled, walk
+from egtile.lower.driver import lower
+from egtile.schedule import costs, schema
+from egtile.schedule.decision import decision_table
+from egtile.schedule.decode import Node, constructor_name, names_of, to_list
 from egtile.schedule.encode import Encoding, encode
 from egtile.schedule.explain import (
     ExplainContext,
@@ -30,21 +34,18 @@ from egtile.schedule.explain import (
     breakdown,
     decisions,
     no_schedule_error,
-    subtree_cost,
     undecided,
 )
-from egtile.lower.driver import lower
+from egtile.schedule.rule import Rule, RuleSet
 from egtile.schedule.saturate import (
     Limits,
+    Program,
     StageReport,
-    compiled,
     find_culprit,
     finish,
+    program,
     run_stage,
 )
-from egtile.errors import ArgumentError, RuleError, ScheduleError
-from egtile.ir import Kernel, Scheduled, walk
-from egtile.rules.api import Rule, RuleSet
 
 SUPPORTED_ARCHS = ("sm_90a", "sm_90")
 
@@ -122,18 +123,19 @@ def _kernel_of(obj: Any) -> Kernel:
 
 
 def _ruleset(rules: RuleSet | Sequence[Rule] | None) -> RuleSet:
-    if rules is None:
-        from egtile import rules as R
+    from egtile import rules as R
 
+    if rules is None:
         return R.default()
     if isinstance(rules, RuleSet):
-        return rules
+        # A ruleset built without declarations (RuleSet(name, rules)) uses the catalog's.
+        return rules if rules.decisions else rules.with_decisions(*R.declarations())
     if isinstance(rules, Rule):
-        return RuleSet("custom", (rules,))
+        return RuleSet("custom", (rules,), R.declarations())
     items = tuple(rules)
     if not all(isinstance(r, Rule) for r in items):
         raise ArgumentError("optimize(rules=...) expects a RuleSet or a sequence of Rule values")
-    return RuleSet("custom", items)
+    return RuleSet("custom", items, R.declarations())
 
 
 @contextmanager
@@ -151,29 +153,29 @@ def _recursion_for(kernel: Kernel):
             sys.setrecursionlimit(old)
 
 
-def _saturate(kernel: Kernel, rules: RuleSet, limits: Limits,
+def _saturate(kernel: Kernel, rules: RuleSet, prog: Program, limits: Limits,
               egraph: EGraph | None = None) -> tuple[EGraph, Encoding, tuple[StageReport, ...]]:
     egraph = egraph if egraph is not None else EGraph()
     enc = encode(kernel, rules, egraph)
     reports: list[StageReport] = []
-    done: list[tuple[str, tuple[Rule, ...]]] = []
-    for stage, rs in rules.stages():
+    done: list[tuple[str, tuple[Rule, ...], object]] = []
+    for stage, rs, rewrites in prog.stages:
         try:
-            reports.append(run_stage(egraph, stage, rs, limits))
+            reports.append(run_stage(egraph, stage, rs, limits, prog.support, rewrites))
         except RuleError as err:
             def fresh() -> EGraph:
                 g = EGraph()
                 encode(kernel, rules, g)
-                for s2, r2 in done:
-                    run_stage(g, s2, r2, limits)
+                for s2, r2, w2 in done:
+                    run_stage(g, s2, r2, limits, prog.support, w2)
                 return g
 
-            culprit = find_culprit(fresh, stage, rs, limits)
+            culprit = find_culprit(fresh, stage, rs, limits, prog.support)
             if culprit is not None:
                 raise RuleError(f"rule {culprit.name!r} (stage {stage!r}) failed inside egglog: {err.message}") from err
             raise
-        done.append((stage, rs))
-    finish(egraph, rules)
+        done.append((stage, rs, rewrites))
+    finish(egraph, prog, rules)
     return egraph, enc, tuple(reports)
 
 
@@ -186,30 +188,28 @@ _POOLS = threading.local()
 _MAX_TEMPLATES = 8
 
 
-def _pool() -> OrderedDict[tuple, EGraph]:
+def _pool() -> OrderedDict[RuleSet, EGraph]:
     pool = getattr(_POOLS, "pool", None)
     if pool is None:
         pool = _POOLS.pool = OrderedDict()
     return pool
 
 
-def _declare(rules: RuleSet) -> EGraph:
+def _declare(prog: Program) -> EGraph:
     g = EGraph()
-    for _, rs in rules.stages():
-        g.run(compiled(rs, "rewrite"))
-    g.run(compiled(rules.rules, "diagnose"))
-    g.run(schema.support)
-    g.run(schema.costs)
+    for _, _, rewrites in prog.stages:
+        g.run(rewrites)
+    for rs in (prog.diagnose, prog.support, prog.cost_need, prog.cost_set):
+        g.run(rs)
     return g
 
 
 @contextmanager
-def _scratch(rules: RuleSet):
-    key = rules.rules
+def _scratch(rules: RuleSet, prog: Program):
     pool = _pool()
-    g = pool.pop(key, None)
+    g = pool.pop(rules, None)
     if g is None:
-        g = _declare(rules)
+        g = _declare(prog)
     g.push()
     ok = False
     try:
@@ -221,7 +221,7 @@ def _scratch(rules: RuleSet):
         except BaseException:  # noqa: BLE001 - a broken template is simply dropped
             ok = False
         if ok:
-            pool[key] = g
+            pool[rules] = g
             while len(pool) > _MAX_TEMPLATES:
                 pool.popitem(last=False)
 
@@ -231,7 +231,7 @@ class Saturation:
     """A saturated e-graph of a kernel, for inspection (tests, tools): what alternatives the rules added.
 
     Attributes:
-        egraph: the e-graph (after every stage, the diagnostics and the costs).
+        egraph: the e-graph (after every stage, the diagnostics and the cost pass).
         encoding: the encoding (``encoding.terms[sid]`` is a statement's encoded term).
         stages: the stage reports.
         rules: the ruleset that ran.
@@ -251,13 +251,13 @@ class Saturation:
 
     def alternatives(self, sid: int) -> frozenset[str]:
         """Constructor names of the e-nodes in statement ``sid``'s e-class, and in the e-classes of
-        ``produce(stmt)`` / ``prefetch(stmt)`` when the statement is a producer of a warp-specialized /
-        software-pipelined loop."""
+        ``issue(stmt, ctx)`` for every issuing context (when the statement is issued for a pipeline)."""
         term = self.encoding.terms[sid]
+        names = names_of(self.rules.decisions)
         out: set[str] = set()
-        for t in (term, schema.Stmt.produce(term), schema.Stmt.prefetch(term)):
+        for t in (term, *(schema.Stmt.issue(term, c) for c in schema.ISSUERS)):
             if self.holds(t):
-                out |= {constructor_name(alt) or "?" for alt in self.egraph.extract_multiple(t, 64)}
+                out |= {constructor_name(alt, names) or "?" for alt in self.egraph.extract_multiple(t, 64)}
         return frozenset(out)
 
 
@@ -270,62 +270,11 @@ def saturate(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
     """
     kernel = _kernel_of(prim_func_or_kernel)
     rs = _ruleset(rules)
+    prog = program(rs)
     with _recursion_for(kernel):
-        egraph, enc, reports = _saturate(kernel, rs, limits or Limits())
+        egraph, enc, reports = _saturate(kernel, rs, prog, limits or Limits())
+        costs.run(egraph, decision_table(rs.decisions), kernel, enc.ctx.stmts, prog.cost_need, prog.cost_set)
     return Saturation(egraph, enc, reports, rs)
-
-
-_PRODUCER_SIDE = frozenset({"produce", "tma_load", "cp_async_load", "simt_load", "simt_produce", "wait_full",
-                            "release_empty", "prefetch", "tma_prefetch", "cp_async_prefetch"})
-
-
-def _alt_cost(egraph: EGraph, enc: Encoding, body: tuple[Node, ...], fired: set[tuple[str, int]]):
-    """``(op, sid) -> cost`` of the alternative ``op`` for statement ``sid``: its own cost plus the best
-    cost of its children. Children that are statements of the extracted tree cost what they cost there
-    (extraction is per e-class, so the chosen subtree is the e-class's best); others are extracted."""
-    chosen: dict[int, int] = {}
-    for top in body:
-        for n in top.walk():
-            if n.sid is not None and n.op not in _PRODUCER_SIDE:
-                chosen.setdefault(n.sid, subtree_cost(n, enc))
-
-    def extract_cost(term) -> int | None:
-        try:
-            return int(egraph.extract(term, include_cost=True)[1])
-        except BaseException:  # noqa: BLE001 - an unextractable alternative has no cost to report
-            return None
-
-    def block_cost(sid: int) -> int | None:
-        if sid in chosen:
-            return chosen[sid]
-        if ("copy-to-simt", sid) in fired and (c := enc.nums.get(("cost.copy_simt", sid))) is not None:
-            return c + 1
-        return extract_cost(enc.terms[sid])
-
-    def cost(op: str, sid: int) -> int | None:
-        own = enc.nums.get((f"cost.{op}", sid))
-        term = enc.terms.get(sid)
-        if own is None or term is None:
-            return None
-        if op in schema.PER_SID_COST:
-            return own + 1
-        if op == "serial":
-            loop = enc.ctx.stmts[sid]
-            parts = [block_cost(b.sid) for b in loop.body]
-            return None if None in parts else own + 1 + sum(parts)
-        if op in schema.PER_SID_BODY_COST:
-            rest = extract_cost(get_callable_args(term)[1])
-            return None if rest is None else own + 1 + rest
-        if op in ("ws", "swp"):
-            lst = get_callable_args(term)[1]
-            issue = schema.Block.producers(sid, lst) if op == "ws" else schema.Block.prefetches(sid, lst)
-            p = extract_cost(issue)
-            c = extract_cost(schema.Block.cons(schema.Stmt.wait_full(sid), schema.Block.consumers(sid, lst)))
-            # The constructor's primitive arguments cost 1 each (sid, dec, inc, adjust, phase / war flag).
-            return None if p is None or c is None else own + (5 if op == "ws" else 2) + p + c
-        return None
-
-    return cost
 
 
 def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = None, arch: str = "sm_90a", *,
@@ -355,9 +304,17 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
                             f"{', '.join(SUPPORTED_ARCHS)}")
     rs = _ruleset(rules)
     limits = limits or Limits()
-    with _recursion_for(kernel), _scratch(rs) as scratch:
+    prog = program(rs)
+    table = decision_table(rs.decisions)
+    with _recursion_for(kernel), _scratch(rs, prog) as scratch:
         t0 = time.perf_counter()
-        egraph, enc, reports = _saturate(kernel, rs, limits, scratch)
+        egraph, enc, reports = _saturate(kernel, rs, prog, limits, scratch)
+        try:
+            cost_table = costs.run(egraph, table, kernel, enc.ctx.stmts, prog.cost_need, prog.cost_set)
+        except BaseException as err:
+            if isinstance(err, (KeyboardInterrupt, SystemExit, RuleError)):
+                raise
+            raise RuleError(f"the cost pass failed for kernel {kernel.name!r}: {err}") from err
         t1 = time.perf_counter()
         try:
             term, total = egraph.extract(enc.root, include_cost=True)
@@ -365,22 +322,22 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
             if isinstance(err, (KeyboardInterrupt, SystemExit)):
                 raise
             raise RuleError(f"extraction failed for kernel {kernel.name!r}: {err}") from err
-        body = to_list(term)
+        body = to_list(term, names_of(rs.decisions))
         t2 = time.perf_counter()
-        ctx = ExplainContext.read(egraph, enc, rs)
-        pending = undecided(body)
+        ctx = ExplainContext.read(egraph, enc, rs, cost_table)
+        pending = undecided(body, ctx.decisions)
         if pending:
             raise no_schedule_error(pending, ctx)
-        scheduled = lower(body, enc.ctx)
-        ws_loops = [n.sid for top in body for n in top.walk() if n.op in ("ws", "swp")]
-        ctx.loops = {sid: i for i, sid in enumerate(ws_loops)}
-        made, rejected = decisions(body, ctx, scheduled, _alt_cost(egraph, enc, body, ctx.fired))
+        scheduled = lower(body, enc.ctx, ctx.decisions)
+        made, rejected = decisions(body, ctx, scheduled)
         scheduled = replace(scheduled, decisions=made)
+        parts = breakdown(body, ctx)
+        ctx.egraph = None
         t3 = time.perf_counter()
     # The saturate phase above includes encoding; split it out for the report.
     timings = Timings(encode=enc.seconds, saturate=t1 - t0 - enc.seconds, extract=t2 - t1, decode=t3 - t2)
-    result = ScheduleResult(kernel, scheduled, int(total), breakdown(body, enc), tuple(sorted(ctx.fired)),
-                            rejected, reports, timings, rs, body)
+    result = ScheduleResult(kernel, scheduled, int(total), parts, tuple(sorted(ctx.fired)), rejected, reports,
+                            timings, rs, body)
     for rep in result.limits_hit:
         warnings.warn(f"egtile.optimize({kernel.name}): {rep}; the schedule is legal but alternatives may be "
                       "missing", RuntimeWarning, stacklevel=2)

@@ -1,33 +1,34 @@
-"""Encode an ``ir.Kernel`` into egglog terms plus the fact tables its rules read.
+"""Encode an ``ir.Kernel`` into egglog terms plus the base relations and hardware oracles its rules read.
 
-``build_terms`` is pure: it maps each statement to a :class:`~egtile.schedule.schema.Stmt` term (payload
-stays in the kernel, found again by ``sid``). ``encode`` inserts the terms into an e-graph together with
+``build_terms`` is pure: it maps each statement to a :class:`~egtile.schedule.schema.Stmt` term. ``encode``
+inserts the terms into an e-graph together with
 
-* the placement facts every ruleset relies on (``sid_of``, ``member``, ``reads``/``writes`` of pipelined
-  loop members, their producer/consumer role, the consumer list length),
-* the Python facts (:class:`~egtile.rules.FactSpec`, :class:`~egtile.rules.NumSpec`) the active rules
-  declare, each computed once for the statements in its scope,
-* the cost table of :mod:`egtile.schedule.cost` (``num("cost.<constructor>", sid)``).
+* the base relations of :mod:`egtile.schedule.dataflow`, one set of rows per statement, from its own syntax
+  (:func:`egtile.schedule.facts.base_rows`); every legality fact is derived from them by rule;
+* the hardware oracles the active rules declare (:class:`~egtile.schedule.rule.FactSpec`,
+  :class:`~egtile.schedule.rule.NumSpec`), each computed once for the statements in its scope.
 
-The terms go in as one ``let``; fact rows through egglog's ``input`` command.
+The terms go in as one ``let``; rows through egglog's ``input`` command (a tab-separated file per table),
+two orders of magnitude faster than a Python egglog expression per row.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
 from egglog import EGraph
 
-from egtile.schedule import cost as C
-from egtile.schedule import schema
-from egtile.schedule.facts import TILE_OPS, FactContext
-from egtile.schedule.schema import PRODUCER_THREADS
 from egtile.errors import ScheduleError
 from egtile.ir import AtomicAdd, Const, Copy, Extern, For, If, Kernel, Stmt, Store
-from egtile.rules.api import FactSpec, NumSpec, RuleSet, Verdict
+from egtile.schedule import dataflow as D
+from egtile.schedule import schema
+from egtile.schedule.facts import TILE_OPS, FactContext, _check_name, base_rows
+from egtile.schedule.rule import FactSpec, NumSpec, RuleSet
+from egtile.verdict import Verdict
 
 
 @dataclass
@@ -39,9 +40,10 @@ class Encoding:
         ctx: placement and memoized analysis facts.
         root: the root list term (the kernel body), bound with ``let`` in the e-graph.
         terms: ``sid -> encoded term`` of every statement.
-        verdicts: ``(fact name, sid) -> Verdict`` for every Python fact computed (held or not).
-        nums: ``(name, sid) -> value`` for every number inserted (costs included).
-        rows: number of fact rows inserted.
+        verdicts: ``(oracle name, sid) -> Verdict`` for every boolean oracle computed (held or not).
+        nums: ``(name, sid) -> value`` for every oracle number inserted.
+        leaf_work: ``sid -> cycles`` of every leaf statement (the ``leaf_work`` base relation).
+        rows: number of rows inserted.
     """
 
     kernel: Kernel
@@ -50,11 +52,17 @@ class Encoding:
     terms: dict[int, schema.Stmt]
     verdicts: dict[tuple[str, int], Verdict] = field(default_factory=dict)
     nums: dict[tuple[str, int], int] = field(default_factory=dict)
+    leaf_work: dict[int, int] = field(default_factory=dict)
     rows: int = 0
     seconds: float = 0.0
 
 
-def _parallel_extent(loop: For) -> int:
+def parallel_extent(loop: For) -> int:
+    """The static trip count of a ``T.Parallel`` loop.
+
+    Raises:
+        ScheduleError: a symbolic range (a parallel loop is mapped onto threads and needs a static extent).
+    """
     if not (isinstance(loop.start, Const) and isinstance(loop.stop, Const)):
         raise ScheduleError(
             f"T.Parallel over {loop.var.name} (sid {loop.sid}) has a symbolic range; a parallel loop is mapped onto "
@@ -93,7 +101,7 @@ def _stmt(s: Stmt, terms: dict[int, schema.Stmt], where: str) -> schema.Stmt:
             case Copy():
                 t = S.copy(s.sid)
             case For(kind="parallel", body=body):
-                _parallel_extent(s)
+                parallel_extent(s)
                 t = S.par(s.sid, _block_list(body, terms, "thread"))
             case For(kind="pipelined", body=body):
                 t = S.pipelined(s.sid, _block_list(body, terms, "block"))
@@ -118,7 +126,8 @@ def build_terms(kernel: Kernel) -> tuple[schema.Block, dict[int, schema.Stmt]]:
     return _block_list(kernel.body, terms, "block"), terms
 
 
-def _in_scope(ctx: FactContext, sid: int, scope: str) -> bool:
+def in_scope(ctx: FactContext, sid: int, scope: str) -> bool:
+    """Whether statement ``sid`` is in an oracle's scope (see :class:`~egtile.schedule.rule.FactSpec`)."""
     s = ctx.stmts[sid]
     match scope:
         case "any":
@@ -131,72 +140,53 @@ def _in_scope(ctx: FactContext, sid: int, scope: str) -> bool:
             return isinstance(s, For) and s.kind == "pipelined" and ctx.context[sid] == "block"
         case "member":
             return sid in ctx.pipeline_of
-    raise ValueError(f"unknown fact scope {scope!r} (expected block, thread, pipelined, member, any)")
+        case "copy":
+            return isinstance(s, Copy)
+    raise ValueError(f"unknown oracle scope {scope!r} (expected block, thread, pipelined, member, copy, any)")
 
 
 def _verdict(value) -> Verdict:
     return value if isinstance(value, Verdict) else Verdict(bool(value))
 
 
-def _cost_table(ctx: FactContext) -> dict[tuple[str, int], int]:
-    """``cost.<constructor>`` for every statement and each decision that can apply to it."""
-    k = ctx.kernel
-    T = k.threads
-    out: dict[tuple[str, int], int] = {}
-    for sid, s in ctx.stmts.items():
-        if ctx.context[sid] != "block":
-            continue
-        match s:
-            case Store() | Extern() | AtomicAdd():
-                out["cost.elect", sid] = C.elect_cost(s)
-                out["cost.replicate", sid] = C.replicate_cost(s)
-            case Copy():
-                out["cost.copy_simt", sid] = C.copy_cost(s, "simt", T)
-                if sid in ctx.pipeline_of:
-                    out["cost.tma_load", sid] = C.copy_cost(s, "tma", PRODUCER_THREADS)
-                    out["cost.cp_async_load", sid] = C.copy_cost(s, "cp_async", PRODUCER_THREADS)
-                    out["cost.simt_load", sid] = C.copy_cost(s, "simt_producer", PRODUCER_THREADS)
-                    out["cost.tma_prefetch", sid] = C.copy_cost(s, "tma", T)
-                    out["cost.cp_async_prefetch", sid] = C.copy_cost(s, "cp_async", T)
-            case For(kind="parallel", body=body):
-                ext = _parallel_extent(s)
-                per_iter = sum(C.leaf_cost(b) for b in body)
-                out["cost.partitioned", sid] = C.parallel_cost(ext, T, "partitioned", per_iter)
-                out["cost.replicated", sid] = C.parallel_cost(ext, T, "replicated", per_iter)
-            case For(kind="pipelined"):
-                out["cost.serial", sid] = C.serial_pipeline_cost()
-                out["cost.ws", sid] = C.ws_pipeline_cost()
-                out["cost.swp", sid] = C.swp_pipeline_cost()
-            case For() | If():
-                pass
-            case _:
-                out["cost.tile", sid] = C.tile_cost(s, T)
-    return out
+_SCRATCH = threading.local()
 
 
-def _check_name(name: str) -> str:
-    if not name or any(c in name for c in "\t\n\r\"") or name != name.strip():
-        raise ValueError(f"fact and buffer names must be non-empty, without tabs, newlines, quotes or outer "
-                         f"spaces; got {name!r}")
-    return name
+def scratch_dir() -> str:
+    """A directory private to this thread of this process for the ``input`` command's files (kept for the
+    process's life: creating and removing a directory per call costs more than the rows)."""
+    d = getattr(_SCRATCH, "dir", None)
+    if d is None or not os.path.isdir(d):
+        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        d = _SCRATCH.dir = tempfile.mkdtemp(prefix="egtile-rows-", dir=base)
+        import atexit
+        import shutil
+
+        atexit.register(shutil.rmtree, d, True)
+    return d
 
 
-def _load(egraph: EGraph, table, rows: list[tuple], tmp: str, name: str) -> None:
+def load_rows(egraph: EGraph, table, rows: list[tuple], tmp: str | None, name: str) -> None:
     """Bulk-insert ``rows`` into ``table`` with egglog's ``input`` command (a tab-separated file)."""
     if not rows:
         return
-    path = os.path.join(tmp, f"{name}.tsv")
+    path = os.path.join(tmp or scratch_dir(), f"{name}.tsv")
     with open(path, "w", encoding="utf-8") as f:
         f.writelines("\t".join(str(c) for c in row) + "\n" for row in rows)
-    egraph.input(table, path)
+    try:
+        egraph.input(table, path)
+    finally:
+        os.unlink(path)
+
+
+_TABLES = {"own_read": D.own_read, "own_write": D.own_write, "own_ptr": D.own_ptr, "scope": D.scope,
+           "kind": D.kind, "prefer": D.prefer, "index_var": D.index_var, "addr_var": D.addr_var,
+           "addr_load": D.addr_load, "loop_var": D.loop_var, "var_kind": D.var_kind,
+           "kernel_threads": D.kernel_threads, "num_stages": D.num_stages, "leaf_work": D.leaf_work}
 
 
 def encode(kernel: Kernel, rules: RuleSet, egraph: EGraph) -> Encoding:
-    """Insert ``kernel`` and the facts ``rules`` need into ``egraph``.
-
-    The statement terms go in as one ``let``; every fact row goes in through egglog's ``input`` command
-    (one tab-separated file per table), which is two orders of magnitude faster than building a Python
-    egglog expression per row. ``sid_of`` is derived inside the e-graph by the support rules.
+    """Insert ``kernel``, its base relations and the oracles ``rules`` need into ``egraph``.
 
     Raises:
         ScheduleError: see :func:`build_terms`.
@@ -206,31 +196,15 @@ def encode(kernel: Kernel, rules: RuleSet, egraph: EGraph) -> Encoding:
     ctx = FactContext.of(kernel)
     root_term, terms = build_terms(kernel)
     root = egraph.let("root", root_term)
+    egraph.register(D.root(root))
     enc = Encoding(kernel, ctx, root, terms)
+    tables = base_rows(ctx)
+    enc.leaf_work = {sid: w for sid, w in tables["leaf_work"]}
     facts: list[tuple[str, int]] = []
-    member: list[tuple[int, int]] = []
-    reads: list[tuple[int, str]] = []
-    writes: list[tuple[int, str]] = []
-    # Placement facts of pipelined loops (what the support rules and the barrier rules read).
-    for sid, loop in ctx.pipeline_of.items():
-        member.append((sid, loop))
-        role = "producer" if ctx.is_producer(sid) else "consumer"
-        facts.append((role, sid))
-        enc.verdicts[role, sid] = Verdict(True)
-        reads += [(sid, _check_name(b)) for b in sorted(ctx.reads(sid))]
-        writes += [(sid, _check_name(b)) for b in sorted(ctx.writes(sid))]
-        if ctx.producer_kind(sid) == "tma":
-            facts.append(("tma-producer", sid))
-    for sid, s in ctx.stmts.items():
-        if isinstance(s, For) and s.kind == "pipelined" and ctx.context[sid] == "block":
-            consumers = sum(1 for b in s.body if not ctx.is_producer(b.sid))
-            enc.nums["consumer-items", sid] = consumers + 2
-    enc.nums.update(_cost_table(ctx))
-    # The active rules' own facts.
-    for spec in rules.facts:
+    for spec in rules.oracles:
         _check_name(spec.name)
         for sid in ctx.stmts:
-            if not _in_scope(ctx, sid, spec.scope):
+            if not in_scope(ctx, sid, spec.scope):
                 continue
             if isinstance(spec, FactSpec):
                 v = _verdict(spec.compute(ctx, ctx.stmts[sid]))
@@ -242,15 +216,13 @@ def encode(kernel: Kernel, rules: RuleSet, egraph: EGraph) -> Encoding:
                 if n is not None:
                     enc.nums[spec.name, sid] = int(n)
     nums = [(name, sid, n) for (name, sid), n in enc.nums.items()]
-    enc.rows = len(facts) + len(member) + len(reads) + len(writes) + len(nums)
-    with tempfile.TemporaryDirectory(prefix="egtile-encode-") as tmp:
-        _load(egraph, schema.fact, facts, tmp, "fact")
-        _load(egraph, schema.member, member, tmp, "member")
-        _load(egraph, schema.reads, reads, tmp, "reads")
-        _load(egraph, schema.writes, writes, tmp, "writes")
-        _load(egraph, schema.num, nums, tmp, "num")
+    enc.rows = len(facts) + len(nums) + sum(len(r) for r in tables.values())
+    for name, rows in tables.items():
+        load_rows(egraph, _TABLES[name], rows, None, name)
+    load_rows(egraph, schema.fact, facts, None, "fact")
+    load_rows(egraph, schema.num, nums, None, "num")
     enc.seconds = time.perf_counter() - t0
     return enc
 
 
-__all__ = ["PRODUCER_THREADS", "Encoding", "build_terms", "encode"]
+__all__ = ["Encoding", "build_terms", "encode", "in_scope", "load_rows", "parallel_extent"]

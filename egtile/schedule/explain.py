@@ -1,29 +1,35 @@
 """Why extraction chose what it chose: decisions, rejected alternatives, cost breakdown, no-schedule errors.
 
-Everything here reads what the e-graph recorded in its ``diag`` table: which rewrites fired, where each
-rule's pattern matched and which side conditions held there, all filled by rules compiled from the
-same :class:`~egtile.rules.Rule` values that ran. So "rejected by side
-condition X" means the e-graph really lacked X's facts at the fixpoint, not a re-derivation in Python.
-The words of a reason come from the condition's ``explain`` or from the failing fact's own reason
-(computed by :mod:`egtile.analysis`).
+Everything here reads what the e-graph recorded: the ``diag`` table (which rewrites fired, where each rule's
+pattern matched and which side conditions held there, filled by rules compiled from the same
+:class:`~egtile.schedule.rule.Rule` values that ran) and the ``witness`` table (which statements and
+buffers made a condition fail, filled by the conditions' own violation rules). So "rejected by side
+condition X" means the e-graph really lacked X at the fixpoint, and the statement it names is the one the
+e-graph found. Costs come from the declarations' cost functions (:mod:`egtile.schedule.costs`), the same
+numbers extraction minimized. Nothing here knows a constructor or rule by name: each
+:class:`~egtile.schedule.decision.Decision` words itself (``label``, ``details``, ``notes``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from typing import Any
 
 from egglog import EGraph, get_callable_fn
 
-from egtile.schedule import cost as C
+from egtile.errors import ScheduleError
+from egtile.ir import Decision as Made
+from egtile.ir import Scheduled, SStmt, TileOp, swalk
+from egtile.schedule import costs as cost_pass
+from egtile.schedule import dataflow as D
 from egtile.schedule import schema
-from egtile.schedule.decode import UNDECIDED, Node, constructor_name
+from egtile.schedule.cost import UNDECIDED
+from egtile.schedule.decision import Decision
+from egtile.schedule.decode import Node, names_of, to_node
 from egtile.schedule.encode import Encoding
 from egtile.schedule.facts import FactContext
+from egtile.schedule.rule import Condition, Rule, RuleSet
 from egtile.schedule.tables import rows
-from egtile.errors import ScheduleError
-from egtile.ir import Decision, Scheduled, SStmt, ThreadLoop, TileOp, TmaLoad, swalk
-from egtile.rules.api import Condition, Rule, RuleSet
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,7 @@ class Rejected:
     def __str__(self) -> str:
         if self.failed:
             return f"{self.rule} rejected by side condition {', '.join(self.failed)}: {self.reason}"
-        if self.cost is not None and self.cost >= C.UNDECIDED:
+        if self.cost is not None and self.cost >= UNDECIDED:
             return (f"{self.rule} legal, but some statement inside it has no legal schedule in that context "
                     "(e.g. a copy whose requested instruction needs a warp-specialized producer)")
         if self.cost is None:
@@ -67,35 +73,40 @@ class NodeCost:
     label: str
 
 
-@lru_cache(maxsize=512)
-def rule_head(r: Rule) -> str:
-    """Name of the constructor at the root of ``r``'s pattern (its decision point)."""
-    pattern = r.lhs(r.pattern_vars())
-    return constructor_name(pattern) or str(get_callable_fn(pattern))
-
-
 @dataclass
 class ExplainContext:
-    """What condition explanations and reports read.
+    """What decision and condition explanations read.
 
     Attributes:
-        facts: the kernel's placement and analysis facts.
-        encoding: the encoding (verdicts, numbers).
+        facts: the kernel's placement facts.
+        encoding: the encoding (oracle verdicts and numbers).
         rules: the ruleset that ran.
-        cand, held, fired: the e-graph's bookkeeping tables.
-        loops: ``loop sid -> barrier index`` of the warp-specialized loops in the schedule.
+        decisions: ``name -> Decision`` of the ruleset.
+        cand, held, fired: the e-graph's ``diag`` bookkeeping.
+        witness_rows: ``(condition, subject sid) -> [(a, b, buf)]`` from the e-graph's ``witness`` table.
+        barriers: ``loop sid -> (full barrier name, empty barrier name or None)`` of the schedule.
+        barrier_guards: ``loop sid -> buffers`` its barriers guard.
+        cost_table: the cost pass's values.
+        egraph: the saturated e-graph (only while ``optimize`` runs).
     """
 
     facts: FactContext
     encoding: Encoding
     rules: RuleSet
+    decisions: dict[str, Decision]
     cand: set[tuple] = field(default_factory=set)
     held: set[tuple] = field(default_factory=set)
     fired: set[tuple] = field(default_factory=set)
-    loops: dict[int, int] = field(default_factory=dict)
+    witness_rows: dict[tuple[str, int], list[tuple[int, int, str]]] = field(default_factory=dict)
+    barriers: dict[int, tuple[str, str | None]] = field(default_factory=dict)
+    barrier_guards: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    cost_table: dict[tuple, int] = field(default_factory=dict)
+    egraph: EGraph | None = None
 
     @staticmethod
-    def read(egraph: EGraph, encoding: Encoding, rules: RuleSet) -> ExplainContext:
+    def read(egraph: EGraph, encoding: Encoding, rules: RuleSet, cost_table: dict[tuple, int]) -> ExplainContext:
+        from egtile.schedule.decision import decision_table
+
         cand, held, fired = set(), set(), set()
         for rule_name, what, sid in rows(egraph, schema.diag, 3):
             if what == schema.MATCHED:
@@ -104,10 +115,32 @@ class ExplainContext:
                 fired.add((rule_name, sid))
             else:
                 held.add((rule_name, what, sid))
-        return ExplainContext(encoding.ctx, encoding, rules, cand, held, fired)
+        wit: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
+        for name, sid, a, b, buf in rows(egraph, D.witness, 5):
+            wit.setdefault((name, sid), []).append((a, b, buf))
+        for v in wit.values():
+            v.sort()
+        return ExplainContext(encoding.ctx, encoding, rules, decision_table(rules.decisions), cand, held, fired, wit,
+                              cost_table=cost_table, egraph=egraph)
 
-    def barrier_index(self, loop: int | None) -> int | str:
-        return self.loops.get(loop, "?") if loop is not None else "?"
+    # -- conditions
+
+    def witnesses(self, condition: str, sid: int) -> list[tuple[int, int, str]]:
+        """The e-graph's witness rows of ``condition`` failing for subject ``sid``: ``(a, b, buf)``."""
+        return self.witness_rows.get((condition, sid), [])
+
+    def describe(self, sid: int) -> str:
+        return self.facts.describe(sid) if sid in self.facts.stmts else f"sid {sid}"
+
+    def guards(self, loop: int | None) -> tuple[str, ...]:
+        """The buffers loop ``loop``'s barriers guard in the schedule."""
+        return self.barrier_guards.get(loop, ()) if loop is not None else ()
+
+    def barrier(self, loop: int | None, kind: str = "full") -> str:
+        names = self.barriers.get(loop) if loop is not None else None
+        if names is None:
+            return f"the loop's {kind} barrier"
+        return (names[0] if kind == "full" else names[1]) or f"the loop's {kind} barrier"
 
     def failed(self, r: Rule, sid: int) -> list[Condition]:
         return [c for c in r.conditions if (r.name, c.name, sid) not in self.held]
@@ -118,10 +151,10 @@ class ExplainContext:
                 return c.explain(self, sid)
             except Exception as err:  # noqa: BLE001 - an explanation must never hide the schedule
                 return f"(explanation failed: {err})"
-        for spec in c.facts:
+        for spec in c.oracles:
             v = self.encoding.verdicts.get((spec.name, sid))
             if v is not None and not v.ok:
-                return v.reason or f"fact {spec.name} does not hold"
+                return v.reason or f"{spec.name} does not hold"
         return f"{c.doc} does not hold"
 
     def rejection(self, r: Rule, sid: int) -> Rejected | None:
@@ -134,27 +167,34 @@ class ExplainContext:
             return Rejected(r.name, sid, tuple(c.name for c in bad), text)
         return Rejected(r.name, sid, (), "legal")
 
-    def alternatives(self, head: str, sid: int, chosen: Rule | None) -> list[Rejected]:
+    def alternatives(self, head: Any, sid: int, chosen: Rule | None) -> list[Rejected]:
+        """The other rules deciding the same point (same pattern head) for ``sid``. A rule that builds another
+        form of the statement itself (a restructuring rule) is not an alternative decision."""
+        decided = {d.constructor for d in self.decisions.values() if d.group == "decision"}
         out = []
         for r in self.rules:
-            if r is chosen or rule_head(r) != head:
+            if r is chosen or r.head != head or (r.produces not in decided and chosen is not None):
                 continue
             rej = self.rejection(r, sid)
             if rej is not None:
                 out.append(rej)
         return out
 
+    def rule_named(self, name: str) -> Rule | None:
+        return self.rules.rule(name) if name in self.rules else None
+
+    # -- costs
+
+    def own(self, n: Node, *, after: tuple[Node, ...] = (), whole: tuple[Node, ...] = ()) -> int:
+        d = self.decisions.get(n.op)
+        if d is None:
+            return 1
+        return cost_pass.own_cost(d, n, self.facts.kernel, self.facts.stmts, self.encoding.leaf_work,
+                                  self.cost_table, after=after, whole=whole)
+
 
 # ----------------------------------------------------------------------------------------------------
 # Cost breakdown
-
-
-def _own_cost(n: Node, enc: Encoding) -> int:
-    if n.op in schema.PER_SID_COST or n.op in schema.PER_SID_BODY_COST or n.op in ("ws", "swp"):
-        c = enc.nums.get((f"cost.{n.op}", n.sid))
-        if c is not None:
-            return c
-    return schema.STATIC_COST.get(n.op, 1)
 
 
 def _label(n: Node, facts: FactContext) -> str:
@@ -164,27 +204,24 @@ def _label(n: Node, facts: FactContext) -> str:
     return f"{n.op} {facts.describe(sid)}"
 
 
-def breakdown(body: tuple[Node, ...], enc: Encoding) -> tuple[NodeCost, ...]:
-    """Every extracted e-node with its own cost; the costs add up to egglog's extraction cost."""
+def breakdown(body: tuple[Node, ...], ctx: ExplainContext) -> tuple[NodeCost, ...]:
+    """Every extracted e-node with its own cost (a marker's includes its list cell's); they add up to
+    egglog's extraction cost."""
     out: list[NodeCost] = []
 
     def lst(items: tuple[Node, ...]) -> None:
         for i, n in enumerate(items):
-            after = len(items) - 1 - i
-            if n.op == "wait_full":
-                out.append(NodeCost("wait_full", n.sid, C.WAIT_BASE + C.WAIT_PER_LATER_ITEM * after + 1,
-                                    f"consumer wait on full (loop sid {n.sid}), {after} statements after it"))
-            elif n.op == "release_empty":
-                total = enc.nums.get(("consumer-items", n.sid), len(items))
-                out.append(NodeCost("release_empty", n.sid,
-                                    C.RELEASE_BASE + C.RELEASE_PER_EARLIER_ITEM * (total - 1 - after) + 1,
-                                    f"consumer release of empty (loop sid {n.sid}), {i} statements before it"))
+            d = ctx.decisions.get(n.op)
+            if d is not None and d.cost.at == "cell":
+                c = ctx.own(n, after=items[i + 1:], whole=items) + 1  # + the loop-id primitive
+                out.append(NodeCost(n.op, n.sid, c, f"{n.op} (loop sid {n.sid}), {len(items) - 1 - i} list items "
+                                                    "after it"))
             else:
                 node(n)
 
     def node(n: Node) -> None:
         prims = (n.sid is not None) + len(n.params)
-        out.append(NodeCost(n.op, n.subject, _own_cost(n, enc) + prims, _label(n, enc.ctx)))
+        out.append(NodeCost(n.op, n.subject, ctx.own(n) + prims, _label(n, ctx.facts)))
         for k in n.kids:
             node(k)
         for items in n.lists:
@@ -194,20 +231,21 @@ def breakdown(body: tuple[Node, ...], enc: Encoding) -> tuple[NodeCost, ...]:
     return tuple(out)
 
 
-def subtree_cost(n: Node, enc: Encoding) -> int:
-    return sum(c.cost for c in breakdown((n,), enc))
+def subtree_cost(n: Node, ctx: ExplainContext) -> int:
+    return sum(c.cost for c in breakdown((n,), ctx))
 
 
 # ----------------------------------------------------------------------------------------------------
 # No schedule
 
 
-def undecided(body: tuple[Node, ...]) -> list[Node]:
+def undecided(body: tuple[Node, ...], decisions: dict[str, Decision]) -> list[Node]:
     """Extracted nodes whose decision is still pending (outermost first)."""
     out: list[Node] = []
 
     def visit(n: Node) -> None:
-        if n.op in UNDECIDED:
+        d = decisions.get(n.op)
+        if d is None or d.group == "undecided":
             out.append(n)
             return
         for k in n.kids:
@@ -227,93 +265,123 @@ def no_schedule_error(nodes: list[Node], ctx: ExplainContext) -> ScheduleError:
     loc = None
     for n in nodes:
         sid = n.subject
-        what = ctx.facts.describe(sid) if sid in ctx.facts.stmts else f"sid {sid}"
+        what = ctx.describe(sid) if sid is not None else n.op
         loc = loc or (ctx.facts.stmts[sid].loc if sid in ctx.facts.stmts else None)
-        alts = ctx.alternatives(n.op, sid, None)
+        d = ctx.decisions.get(n.op)
+        if d is None:
+            parts.append(f"{what}: extraction returned {n.op!r}, which the ruleset does not declare")
+            continue
+        alts = ctx.alternatives(d.constructor, sid, None)
         if not alts:
-            rules = [r.name for r in ctx.rules if rule_head(r) == n.op]
+            rules = [r.name for r in ctx.rules if r.head == d.constructor]
             why = (f"no rule of ruleset {ctx.rules.name!r} rewrites {n.op!r}" if not rules
                    else f"rules {rules} never matched it")
         else:
             why = "; ".join(f"{a.rule}: {a.reason}" for a in alts if a.failed) or "no alternative survived"
-        parts.append(f"{what} ({_POINT.get(n.op, n.op)}): {why}")
+        parts.append(f"{what} ({d.label or n.op}): {why}")
     return ScheduleError("no legal schedule: " + " | ".join(parts), loc)
 
-
-_POINT = {"scalar": "which threads run it", "copy": "copy instruction", "par": "thread mapping",
-          "pipelined": "loop schedule", "produce": "producer instruction",
-          "prefetch": "asynchronous instruction of a software-pipelined copy"}
 
 # ----------------------------------------------------------------------------------------------------
 # Decisions
 
 
-_CHOICE = {
-    "elect": "one elected thread", "replicate": "every thread", "copy_simt": "SIMT copy",
-    "partitioned": "partitioned", "replicated": "replicated", "serial": "serial loop",
-    "ws": "warp-specialized", "tma_load": "TMA", "cp_async_load": "cp.async", "simt_load": "SIMT (producer)",
-    "simt_produce": "SIMT producer statement", "swp": "software-pipelined", "tma_prefetch": "TMA (issued ahead)",
-    "cp_async_prefetch": "cp.async (issued ahead)",
-}
-
-
-def _sched_index(s: Scheduled) -> dict[int, list[SStmt]]:
+def lowered_index(s: Scheduled) -> dict[int, list[SStmt]]:
+    """``sid -> scheduled statements`` carrying that statement id (what ``Decision.details`` reads)."""
     out: dict[int, list[SStmt]] = {}
     for x in swalk(s.body):
         sid = getattr(x, "sid", None)
         if sid is None and isinstance(x, TileOp):
             sid = x.op.sid
+        if sid is None and hasattr(x, "stmt"):
+            sid = getattr(x.stmt, "sid", None)
         if sid is not None:
             out.setdefault(sid, []).append(x)
     return out
 
 
-def _detail(n: Node, sched: dict[int, list[SStmt]], s: Scheduled) -> str:
-    sid = n.subject
-    found = sched.get(sid, [])
-    for x in found:
-        match x:
-            case ThreadLoop(threads=t, extents=ext, mapping=m):
-                return f"{m} over threads [{t.begin}, {t.end}), {'x'.join(map(str, ext))} iterations"
-            case TmaLoad(dst=d, barrier=b):
-                return f"one elected thread; arrive.expect_tx({b}, {d.numel} elements) then the tile load"
-            case TileOp(inst=inst, threads=t):
-                return f"{inst} on threads [{t.begin}, {t.end})"
-    return ""
+def _class_term(n: Node, r: Rule, ctx: ExplainContext):
+    """The e-class term of the statement ``n`` decides (``None`` when it is not an encoded statement's): the
+    statement's own, or for an instruction chosen for an issued statement (a rule on ``issue(st, ctx)``)
+    that of ``issue(st, ctx)``, whose context is the instruction's first string parameter."""
+    term = ctx.encoding.terms.get(n.subject) if n.subject is not None else None
+    if term is None:
+        return None
+    if r.head == schema.Stmt.issue:
+        issuer = next((p for p in n.params if isinstance(p, str)), None)
+        return schema.Stmt.issue(term, issuer) if issuer is not None else None
+    return term
 
 
-def decisions(body: tuple[Node, ...], ctx: ExplainContext, scheduled: Scheduled,
-              alt_cost) -> tuple[tuple[Decision, ...], tuple[Rejected, ...]]:
+def _alt_costs(term, ctx: ExplainContext) -> dict[Any, int]:
+    """``constructor -> best cost`` of each e-node in ``term``'s e-class, from the declared cost functions."""
+    if ctx.egraph is None or term is None:
+        return {}
+    names = names_of(ctx.rules.decisions)
+    out: dict[Any, int] = {}
+    try:
+        variants = ctx.egraph.extract_multiple(term, 32)
+    except BaseException:  # noqa: BLE001 - an e-class that cannot be extracted has no alternative to cost
+        return {}
+    for t in variants:
+        try:
+            node = to_node(t, names)
+        except ScheduleError:
+            continue
+        fn = get_callable_fn(t)
+        c = subtree_cost(node, ctx)
+        out[fn] = min(c, out.get(fn, c))
+    return out
+
+
+def decisions(body: tuple[Node, ...], ctx: ExplainContext,
+              scheduled: Scheduled) -> tuple[tuple[Made, ...], tuple[Rejected, ...]]:
     """The decisions the extracted tree encodes, each with its reason, and every rejected alternative."""
-    sched = _sched_index(scheduled)
-    out: list[Decision] = []
+    index = lowered_index(scheduled)
+    for b in scheduled.barriers:
+        if b.loop is not None:
+            full, empty = ctx.barriers.get(b.loop, (None, None))
+            ctx.barriers[b.loop] = (b.name, empty) if b.kind == "full" else (full or "", b.name)
+            ctx.barrier_guards[b.loop] = b.guards
+    out: list[Made] = []
     rejected: list[Rejected] = []
 
     def decide(n: Node) -> None:
         sid = n.subject
-        made = [r for r in ctx.rules if n.op in r.produces]
+        d = ctx.decisions.get(n.op)
+        if d is None or d.group != "decision" or sid is None:
+            return
+        made = [r for r in ctx.rules if r.produces == d.constructor]
         r = next((r for r in made if (r.name, sid) in ctx.fired), made[0] if made else None)
         if r is None:
             return
         held = ", ".join(c.name for c in r.conditions) or "none needed"
-        chosen_cost = subtree_cost(n, ctx.encoding)
+        chosen_cost = subtree_cost(n, ctx)
         alts = []
-        for a in ctx.alternatives(rule_head(r), sid, r):
+        costs: dict[Any, int] | None = None
+        for a in ctx.alternatives(r.head, sid, r):
             if not a.failed:
-                op = next(iter(ctx.rules.rule(a.rule).produces), a.rule)
-                a = Rejected(a.rule, sid, (), "legal, but costlier", alt_cost(op, sid), chosen_cost)
+                if costs is None:
+                    costs = _alt_costs(_class_term(n, r, ctx), ctx)
+                alt = ctx.rules.rule(a.rule)
+                a = Rejected(a.rule, sid, (), "legal, but costlier", costs.get(alt.produces), chosen_cost)
             alts.append(a)
         rejected.extend(alts)
-        detail = _detail(n, sched, scheduled)
+        detail = d.details(n, index.get(sid, [])) if d.details is not None else ""
         reason = f"side conditions held: {held}" + (f"; {detail}" if detail else "")
         if alts:
             reason += "; rejected: " + "; ".join(str(a) for a in alts)
-        out.append(Decision(r.name, sid, _CHOICE.get(n.op, n.op), reason))
+        out.append(Made(r.name, sid, d.label or n.op, reason))
 
     def visit(n: Node) -> None:
         decide(n)
-        if n.op in ("ws", "swp"):
-            out.extend(_barrier_decisions(n, ctx, rejected))
+        d = ctx.decisions.get(n.op)
+        if d is not None and d.notes is not None:
+            for note in d.notes(n, ctx):
+                if isinstance(note, Rejected):
+                    rejected.append(note)
+                else:
+                    out.append(note)
         for k in n.kids:
             visit(k)
         for items in n.lists:
@@ -325,64 +393,5 @@ def decisions(body: tuple[Node, ...], ctx: ExplainContext, scheduled: Scheduled,
     return tuple(out), tuple(rejected)
 
 
-def _barrier_decisions(n: Node, ctx: ExplainContext, rejected: list[Rejected]) -> list[Decision]:
-    fc = ctx.facts
-    loop = n.sid
-    idx = ctx.barrier_index(loop)
-    producers, consumers = n.lists
-    out: list[Decision] = []
-    kinds = ", ".join(f"{_CHOICE.get(p.op, p.op)} {fc.describe(p.subject)}" for p in producers)
-    rest = ", ".join(fc.describe(c.subject) for c in consumers if c.sid is not None
-                     and c.op not in ("wait_full", "release_empty")) or "nothing"
-    guards = ', '.join(sorted(fc.guarded(loop))) or 'nothing'
-    swp = n.op == "swp"
-    if swp:
-        out.append(Decision("pipeline-software-pipeline", loop, "issue ahead / consume",
-                            f"the block's threads issue S-1 iterations ahead: {kinds or 'nothing'}; then they run: "
-                            f"{rest}; full_{idx} guards {guards}; a CTA barrier before each stage is reused"))
-    else:
-        out.append(Decision("pipeline-warp-specialize", loop, "producer/consumer split",
-                            f"producer warpgroup runs: {kinds or 'nothing'}; consumer warpgroup(s) run: {rest}"
-                            f"; full_{idx} and empty_{idx} guard {guards}"))
-    release = "CTA barrier before stage reuse" if swp else f"release empty_{idx}"
-    ops = [c.op for c in consumers]
-    w = ops.index("wait_full") if "wait_full" in ops else None
-    r = ops.index("release_empty") if "release_empty" in ops else None
-    sink = _rule(ctx.rules, "sink-wait")
-    hoist = _rule(ctx.rules, "hoist-release")
-    if w is not None:
-        nxt = consumers[w + 1] if w + 1 < len(consumers) else None
-        if nxt is not None and nxt.op != "release_empty":
-            sid = nxt.subject
-            rej = ctx.rejection(sink, sid) if sink else None
-            why = (f"it cannot sink past {fc.describe(sid)}: {rej.reason}" if rej and rej.failed
-                   else f"sinking past {fc.describe(sid)} " + ("is not in the ruleset" if sink is None else "costs more"))
-            if rej and rej.failed:
-                rejected.append(rej)
-            out.append(Decision("sink-wait", loop, f"wait on full_{idx} before {fc.describe(sid)}", why))
-        else:
-            out.append(Decision("sink-wait", loop, f"wait on full_{idx} at the end of the consumer body",
-                                "no consumer statement reads a guarded buffer after it"))
-    if r is not None:
-        prev = consumers[r - 1] if r > 0 else None
-        if prev is not None and prev.op != "wait_full":
-            sid = prev.subject
-            rej = ctx.rejection(hoist, sid) if hoist else None
-            why = (f"it cannot move above {fc.describe(sid)}: {rej.reason}" if rej and rej.failed
-                   else f"hoisting above {fc.describe(sid)} " + ("is not in the ruleset" if hoist is None
-                                                                else "costs more"))
-            if rej and rej.failed:
-                rejected.append(rej)
-            out.append(Decision("hoist-release", loop, f"{release} after {fc.describe(sid)}", why))
-        else:
-            out.append(Decision("hoist-release", loop, f"{release} right after the wait",
-                                "no consumer statement touches a guarded buffer"))
-    return out
-
-
-def _rule(rules: RuleSet, name: str) -> Rule | None:
-    return rules.rule(name) if name in rules else None
-
-
-__all__ = ["ExplainContext", "NodeCost", "Rejected", "breakdown", "decisions", "no_schedule_error", "rule_head",
+__all__ = ["ExplainContext", "NodeCost", "Rejected", "breakdown", "decisions", "lowered_index", "no_schedule_error",
            "subtree_cost", "undecided"]

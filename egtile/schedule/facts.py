@@ -1,9 +1,10 @@
-"""The Python side of the encoding: where each statement sits, and memoized analysis results.
+"""The Python side of the encoding: where each statement sits, and the base relations it loads.
 
-:class:`FactContext` is built once per ``optimize`` call from an ``ir.Kernel``. It is what a
-:class:`~egtile.rules.FactSpec` / :class:`~egtile.rules.NumSpec` computes from, and what explanations
-read. Analyses come from :mod:`egtile.analysis` (never re-implemented here); results are memoized in
-the context only, never globally.
+:class:`FactContext` is built once per ``optimize`` call from an ``ir.Kernel``: placement (statement by
+sid, parent, block/thread context, pipelined-loop membership) and memoized :mod:`egtile.analysis` results.
+It is what hardware oracles (:class:`~egtile.schedule.rule.FactSpec`) compute from and what explanations
+and the lowering read. :func:`base_rows` turns each statement's own syntax into the base relations of
+:mod:`egtile.schedule.dataflow`; every legality fact is derived from those inside the e-graph.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from egtile import analysis
-from egtile.ir import Copy, Fill, For, Gemm, If, Kernel, Reduce, Stmt
+from egtile.analysis.access import walk_expr
+from egtile.ir import AtomicAdd, Copy, Extern, Fill, For, Gemm, If, Kernel, Load, Reduce, Stmt, Store
+from egtile.schedule import cost as C
 
 TILE_OPS = (Copy, Fill, Gemm, Reduce)
 
@@ -74,20 +77,6 @@ class FactContext:
             yield self.stmts[p]
             p = self.parent.get(p)
 
-    def outside(self, loop_sid: int) -> list[Stmt]:
-        """The leaf-level statements of the kernel that are not inside statement ``loop_sid`` (and are
-        not it or one of its ancestors); compound statements are represented by their leaves."""
-        inside = {loop_sid}
-        out: list[Stmt] = []
-        for sid, s in self.stmts.items():
-            if sid in inside or self._within(sid, loop_sid) or isinstance(s, (For, If)):
-                continue
-            out.append(s)
-        return out
-
-    def _within(self, sid: int, ancestor: int) -> bool:
-        return any(a.sid == ancestor for a in self.ancestors(sid))
-
     # -- memoized analyses
 
     def _get(self, key: tuple, make):
@@ -106,32 +95,8 @@ class FactContext:
     def write_accesses(self, sid: int) -> frozenset:
         return self._get(("waccess", sid), lambda: analysis.writes(self.stmts[sid]))
 
-    def effect(self, sid: int) -> str:
-        return self._get(("effect", sid), lambda: analysis.effect(self.stmts[sid]))
-
     def nonlocal_reason(self, sid: int) -> str | None:
         return self._get(("why", sid), lambda: analysis.nonlocal_reason(self.stmts[sid]))
-
-    def body_facts(self, loop_sid: int) -> analysis.PipelineFacts:
-        return self._get(("body", loop_sid), lambda: analysis.body_facts(self.stmts[loop_sid]))
-
-    def producer_kind(self, sid: int) -> str:
-        """``tma | cp_async | simt | none`` for a top-level statement of a pipelined loop, else ``none``."""
-        loop = self.pipeline_of.get(sid)
-        if loop is None:
-            return "none"
-        for f in self.body_facts(loop).stmts:
-            if f.sid == sid:
-                return f.producer_kind
-        return "none"
-
-    def is_producer(self, sid: int) -> bool:
-        return self.producer_kind(sid) != "none"
-
-    def guarded(self, loop_sid: int) -> frozenset[str]:
-        """Buffers the ``full``/``empty`` barriers of pipelined loop ``loop_sid`` guard: every buffer a
-        producer statement writes, whatever the producer kind."""
-        return self.body_facts(loop_sid).producer_buffers
 
     def scope(self, name: str) -> str:
         try:
@@ -140,7 +105,96 @@ class FactContext:
             return "global"
 
     def describe(self, sid: int) -> str:
-        """``"T.copy A -> A_shared (sid 3, file:line)"``: a statement as a kernel author recognizes it."""
+        """``"`T.copy(A[...], A_shared)` (sid 3, file:line)"``: a statement as a kernel author recognizes it."""
         from egtile.schedule.describe import describe
 
         return describe(self.stmts[sid])
+
+
+# ----------------------------------------------------------------------------------------------------
+# Base relations
+
+
+def _kinds(s: Stmt) -> list[str]:
+    match s:
+        case Store():
+            return ["store"]
+        case Copy():
+            return ["copy"]
+        case Fill():
+            return ["fill"]
+        case Gemm():
+            return ["gemm"]
+        case Reduce():
+            return ["reduce"]
+        case AtomicAdd():
+            return ["atomic"]
+        case Extern():
+            # An extern with no pointer that is not declared pure may have an effect egtile cannot see
+            # (egtile.analysis.effect, rule 4): "opaque" makes it nonlocal in the e-graph too.
+            opaque = not analysis.access.pointer_args(s) and not s.pure
+            return ["extern"] + (["opaque"] if opaque else [])
+        case For(kind="pipelined"):
+            return ["for", "pipelined"]
+        case For():
+            return ["for"]
+        case If():
+            return ["if"]
+    return []
+
+
+def _check_name(name: str) -> str:
+    if not name or any(c in name for c in "\t\n\r\"") or name != name.strip():
+        raise ValueError(f"fact and buffer names must be non-empty, without tabs, newlines, quotes or outer "
+                         f"spaces; got {name!r}")
+    return name
+
+
+def base_rows(ctx: FactContext) -> dict[str, list[tuple]]:
+    """The base relations of :mod:`egtile.schedule.dataflow` for every statement of ``ctx.kernel``: table
+    name -> rows (each a tuple of ints and strings)."""
+    k = ctx.kernel
+    out: dict[str, list[tuple]] = {n: [] for n in (
+        "own_read", "own_write", "own_ptr", "scope", "kind", "prefer", "index_var", "addr_var", "addr_load",
+        "loop_var", "var_kind", "kernel_threads", "num_stages", "leaf_work")}
+    for b in k.params + k.allocs:
+        out["scope"].append((_check_name(b.name), b.scope))
+    out["scope"].append((analysis.ANY_BUFFER, "global"))
+    for v in k.block_vars:
+        out["var_kind"].append((_check_name(v.name), "block"))
+    out["kernel_threads"].append((k.threads,))
+    for sid, s in ctx.stmts.items():
+        for a in analysis.own_reads(s):
+            out["own_read"].append((sid, _check_name(a.buffer)))
+            if a.via_pointer:
+                out["own_ptr"].append((sid, a.buffer))
+        for a in analysis.own_writes(s):
+            out["own_write"].append((sid, _check_name(a.buffer)))
+            if a.via_pointer:
+                out["own_ptr"].append((sid, a.buffer))
+            if a.scope == "shared" and a.region is not None and not isinstance(s, (For, If)):
+                for v in sorted(set().union(*(analysis.free_vars(o) for o in a.region.offsets))):
+                    out["index_var"].append((sid, v))
+        out["kind"] += [(sid, kd) for kd in _kinds(s)]
+        match s:
+            case Copy(prefer=p, src=src, dst=dst):
+                out["prefer"].append((sid, p))
+                offsets = (*src.offsets, *dst.offsets)
+                for v in sorted(set().union(*(analysis.free_vars(o) for o in offsets))):
+                    out["addr_var"].append((sid, v))
+                if any(isinstance(x, Load) for o in offsets for x in walk_expr(o)):
+                    out["addr_load"].append((sid,))
+            case For(var=v, kind=kind):
+                out["loop_var"].append((sid, _check_name(v.name)))
+                out["var_kind"].append((v.name, "loop"))
+                if kind == "pipelined":
+                    out["num_stages"].append((sid, s.num_stages))
+            case _:
+                pass
+        if not isinstance(s, (For, If)):
+            work = C.tile_cost(s, k.threads) if isinstance(s, TILE_OPS) else C.leaf_cost(s)
+            out["leaf_work"].append((sid, int(work)))
+    return out
+
+
+__all__ = ["TILE_OPS", "FactContext", "base_rows"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import os
-import tempfile
 from typing import Any
 
 from egglog import EGraph, bindings, get_callable_args, get_literal_value
@@ -29,13 +28,18 @@ def _cell(text: str) -> int | str:
 def _rows_csv(egraph: EGraph, fn: Any, arity: int) -> list[tuple]:
     _, name = egraph._callable_to_egg(fn)
     span = bindings.PanicSpan()
-    with tempfile.TemporaryDirectory(prefix="egtile-rows-") as tmp:
-        path = os.path.join(tmp, "rows.csv")
+    from egtile.schedule.encode import scratch_dir
+
+    path = os.path.join(scratch_dir(), f"rows-{name}.csv")
+    try:
         egraph._run_program(bindings.PrintFunction(span, name, None, path, bindings.CSVPrintFunctionMode()))
         if not os.path.exists(path):
             return []
         with open(path, newline="", encoding="utf-8") as f:
             return [tuple(_cell(c) for c in row[1:1 + arity]) for row in csv.reader(f) if row]
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
 
 
 def _rows_slow(egraph: EGraph, fn: Any) -> list[tuple]:
