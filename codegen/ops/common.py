@@ -1,13 +1,14 @@
-"""Pieces of C every family of emitters uses: statement markers and mbarrier references."""
+"""Pieces of C every family of emitters uses (and a new instruction's emitter may): statement markers,
+mbarrier references and region addresses."""
 
 from __future__ import annotations
 
-from egtile.ir.kernel import Expr
+from egtile.ir.kernel import Expr, Region
 
 from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
-from egtile.codegen.exprs import emit
-from egtile.codegen.names import barrier_ident
+from egtile.codegen.exprs import emit, flat_index
+from egtile.codegen.names import barrier_ident, ident
 
 
 def sid_comment(sid: int | None) -> str:
@@ -28,3 +29,9 @@ def barrier_ref(name: str, stage: Expr, ctx: Ctx) -> str:
         raise codegen_error(ctx, f"mbarrier {name!r} is used but not declared in Scheduled.barriers") from None
     st = emit(stage, ctx) if m.stages > 1 else "0"
     return f"&{barrier_ident(m.name)}[{st}]"
+
+
+def region_addr(region: Region, ctx: Ctx) -> str:
+    """C pointer to the first element of ``region`` (of any buffer, in the kernel's layout)."""
+    buf = ctx.buffer(region.buffer.name)
+    return f"&{ident(buf.name)}[{flat_index(buf, tuple(emit(o, ctx) for o in region.offsets), ctx)}]"

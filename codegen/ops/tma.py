@@ -22,10 +22,9 @@ from egtile.ir.scheduled import Scheduled, TmaLoad, TmaStore
 
 from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
-from egtile.codegen.exprs import emit, flat_index, known_multiple
+from egtile.codegen.exprs import emit, known_multiple
 from egtile.codegen.layout import row_major
-from egtile.codegen.names import ident
-from egtile.codegen.ops.common import barrier_ref, sid_comment
+from egtile.codegen.ops.common import barrier_ref, region_addr, sid_comment
 from egtile.codegen.registry import Needs, register_emitter
 
 TMA_SMEM_ALIGN = 128
@@ -79,12 +78,6 @@ def check_tma(glob: Region, smem: Region, ctx: Ctx, sid: int | None, what: str) 
                                  f"aligned (PTX ISA 9.7.9.27)", sid)
 
 
-def smem_addr(region: Region, ctx: Ctx) -> str:
-    """C pointer to the first element of ``region`` (of a shared or fragment buffer)."""
-    buf = ctx.buffer(region.buffer.name)
-    return f"&{ident(buf.name)}[{flat_index(buf, tuple(emit(o, ctx) for o in region.offsets), ctx)}]"
-
-
 def _load_needs(s: TmaLoad, sched: Scheduled) -> Needs:
     return Needs(tensor_maps=((s.src.buffer.name, tuple(s.src.extents)),),
                  shared_align=((s.dst.buffer.name, TMA_SMEM_ALIGN),))
@@ -100,7 +93,7 @@ def tma_load(s: TmaLoad, ctx: Ctx) -> list[str]:
     check_tma(s.src, s.dst, ctx, s.sid, f"TMA load (sid {s.sid})")
     t = ctx.tmap_for(s.src.buffer.name, tuple(s.src.extents))
     coords = ", ".join(_coords(s.src, ctx))
-    return [f"eg_tma_load_{len(s.src.extents)}d({smem_addr(s.dst, ctx)}, &{t.param}, "
+    return [f"eg_tma_load_{len(s.src.extents)}d({region_addr(s.dst, ctx)}, &{t.param}, "
             f"{barrier_ref(s.barrier, s.stage, ctx)}, {coords});{sid_comment(s.sid)}"]
 
 
@@ -109,5 +102,5 @@ def tma_store(s: TmaStore, ctx: Ctx) -> list[str]:
     check_tma(s.dst, s.src, ctx, s.sid, f"TMA store (sid {s.sid})")
     t = ctx.tmap_for(s.dst.buffer.name, tuple(s.dst.extents))
     coords = ", ".join(_coords(s.dst, ctx))
-    return [f"eg_tma_store_{len(s.dst.extents)}d(&{t.param}, {smem_addr(s.src, ctx)}, {coords});"
+    return [f"eg_tma_store_{len(s.dst.extents)}d(&{t.param}, {region_addr(s.src, ctx)}, {coords});"
             f"{sid_comment(s.sid)}", "eg_tma_store_wait();"]
