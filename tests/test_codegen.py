@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from egtile.codegen import build, emit, lower
+from egtile.codegen import build, emit, generate
 from egtile.codegen.context import Ctx
 from egtile.codegen.exprs import emit as emit_expr, known_multiple, literal, type_of
 from egtile.codegen.layout import collect_tma, plan_smem
@@ -116,7 +116,7 @@ def test_shared_memory_carving_is_aligned():
     assert "extern __shared__ __align__(1024) unsigned char smem[];" in src
     assert "half* B_shared = reinterpret_cast<half*>(smem + 256);" in src
     assert "eg_u64* eg_bar_empty_0 = reinterpret_cast<eg_u64*>(smem + 528);" in src
-    assert lower(s).smem_bytes == 544
+    assert generate(s).smem_bytes == 544
 
 
 def test_barriers_initialized_by_thread_zero_then_fenced_and_synced():
@@ -183,12 +183,12 @@ def test_cp_async_chunk_widths_and_fallback():
     assert "SIMT fallback" in src and "__threadfence_block();" in src
     assert "eg_cp_async_mbarrier_arrive_noinc(&eg_bar_done[0]);" in src
     assert "eg_cp_async_16(&A_s[" in emit(CASES[0].schedule())
-    params = {p.name: p.align for p in lower(CASES[2].schedule()).params}
+    params = {p.name: p.align for p in generate(CASES[2].schedule()).params}
     assert params == {"P": 4, "Q": 8, "O": 2, "P_out": 2, "Q_out": 4, "O_out": 2}
 
 
 def test_launch_metadata():
-    low = lower(CASES[0].schedule())
+    low = generate(CASES[0].schedule())
     assert low.grid == (2, 2) and low.threads == 128
     assert [(p.name, p.dtype, p.shape, p.align) for p in low.params] == [
         ("A", "float16", (128, 128), 16), ("B", "float16", (128, 128), 16), ("C", "float32", (128, 128), 4)]

@@ -17,17 +17,31 @@ region (``RoleSplit``) is one access to everything its roles touch; inside a rol
 ``bar.sync`` over the role's threads (id 1 for the consumer, 2 for the producer, PTX ISA §9.7.13.4), and
 buffers guarded by the region's mbarriers are left to the mbarrier protocol. ``local`` buffers never
 conflict (PTX ISA §5.1: per thread).
+
+Each scheduled node class has an *access summary* in a registry (:func:`register_accesses`): the set of
+:class:`Acc` it makes, given the owner key of the context it runs in. An asynchronous copy says what its
+agent touches: a TMA load writes its shared destination and reads its global source (both with no owner:
+the async proxy is not the issuing thread), so a ``T.Parallel`` that writes a global tensor before a
+warp-specialized loop whose TMA loads read it gets a barrier between them. Barrier placement descends
+only into the constructs it knows (serial loops, conditionals, warp-specialized regions); any other node
+is one statement whose summary covers its body.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from egtile.analysis import ANY_BUFFER, free_vars, reads, writes
+from egtile.analysis import ANY_BUFFER, Access, free_vars, reads, writes
+from egtile.errors import RuleError
 from egtile.ir import (
+    Arrive,
+    ArriveExpectTx,
     Copy,
+    CpAsyncArrive,
     Elect,
+    FenceProxyAsync,
     Gemm,
     Leaf,
     MBarrier,
@@ -41,18 +55,33 @@ from egtile.ir import (
     ThreadRange,
     TileOp,
     TmaLoad,
+    TmaStore,
     Var,
+    Wait,
 )
+from egtile.ir.registry import Registry
 
 
 @dataclass(frozen=True)
 class Acc:
     """One access for hazard purposes: buffer name, whether it writes, and an owner key (``None``: any
-    thread may touch any element)."""
+    thread may touch any element). Two accesses with the same non-``None`` owner key touch each element
+    from the same thread, so they need no CTA barrier between them."""
 
     buffer: str
     write: bool
     owner: Any = None
+
+
+OwnerFn = Callable[[Any], Any]
+"""Maps an :class:`egtile.analysis.Access` of a tile-IR statement to its owner key (or ``None``)."""
+
+AccessFn = Callable[[Any, "AccessSummary", OwnerFn], "set[Acc]"]
+"""An access summary: ``fn(node, summary, owner_of) -> set[Acc]``."""
+
+
+def _no_owner(a: Any) -> Any:
+    return None
 
 
 def _conflicts(pending: frozenset[Acc], new: frozenset[Acc]) -> bool:
@@ -67,58 +96,83 @@ def _conflicts(pending: frozenset[Acc], new: frozenset[Acc]) -> bool:
     return False
 
 
-class _Accesses:
+ACCESSES: Registry[AccessFn] = Registry("egtile.lower.sync access summaries", "access summary",
+                                        "egtile.lower.sync.register_accesses", RuleError)
+
+
+def register_accesses(cls: type, fn: AccessFn | None = None, *, replace: bool = False):
+    """Register the access summary of scheduled-IR node class ``cls``: ``fn(node, summary, owner_of)``
+    returns the :class:`Acc` set the node makes (helpers on :class:`AccessSummary`: ``region``, ``leaf``,
+    ``body``). Used directly (returns ``fn``) or as a decorator ``@register_accesses(MyNode)``.
+
+    Raises:
+        RuleError: ``cls`` already has a summary and ``replace`` is false.
+    """
+    def add(f: AccessFn):
+        ACCESSES.register(cls, f, replace=replace)
+        return f
+
+    return add if fn is None else add(fn)
+
+
+def unregister_accesses(cls: type) -> AccessFn:
+    """Remove the access summary of ``cls`` registered last (the one it shadowed, if any, is in force again)."""
+    return ACCESSES.unregister(cls)
+
+
+class AccessSummary:
+    """What the summaries share: which buffers are tracked at all, and the owner keys of thread mappings.
+
+    Attributes:
+        staged: multi-versioned buffers (their leading stage index is ignored for ownership).
+        ignore: buffers whose accesses are ordered by other means (mbarrier-guarded stages, buffers the
+            lowering orders itself): not tracked.
+    """
+
     def __init__(self, staged: frozenset[str], ignore: frozenset[str]) -> None:
         self.staged = staged
         self.ignore = ignore
 
-    def _keep(self, scope: str, name: str) -> bool:
+    def keep(self, scope: str, name: str) -> bool:
+        """Whether accesses of buffer ``name`` (of ``scope``) can need a CTA barrier."""
         return scope != "local" and name not in self.ignore
 
-    def leaf(self, stmt, owner_of) -> set[Acc]:
+    def of(self, s: SStmt, owner_of: OwnerFn = _no_owner) -> set[Acc]:
+        """The accesses of scheduled statement ``s`` run in a context whose owner keys ``owner_of`` gives.
+
+        Raises:
+            RuleError: ``s``'s class has no registered access summary.
+        """
+        return ACCESSES.lookup(type(s))(s, self, owner_of)
+
+    def body(self, stmts: Iterable[SStmt], owner_of: OwnerFn = _no_owner) -> set[Acc]:
+        """The union of the accesses of ``stmts``."""
+        out: set[Acc] = set()
+        for b in stmts:
+            out |= self.of(b, owner_of)
+        return out
+
+    def leaf(self, stmt, owner_of: OwnerFn) -> set[Acc]:
+        """The accesses of tile-IR statement ``stmt`` (:func:`egtile.analysis.reads` / ``writes``)."""
         out: set[Acc] = set()
         for group, is_write in ((reads(stmt), False), (writes(stmt), True)):
             for a in group:
-                if self._keep(a.scope, a.buffer):
+                if self.keep(a.scope, a.buffer):
                     out.add(Acc(a.buffer, is_write, owner_of(a)))
         return out
 
-    def of(self, s: SStmt, owner_of=lambda a: None) -> set[Acc]:
-        match s:
-            case Leaf(stmt=stmt):
-                return self.leaf(stmt, owner_of)
-            case TileOp(op=op, threads=t):
-                return self.leaf(op, self._tile_owner(op, t))
-            case TmaLoad(dst=dst):
-                n = dst.buffer.name
-                return {Acc(n, True)} if self._keep(dst.buffer.scope, n) else set()
-            case Elect(threads=t, body=body):
-                key = ("elect", t.begin)
-                return set().union(*(self.of(b, lambda a: key) for b in body)) if body else set()
-            case ThreadLoop(vars=vars_, extents=ext, mapping=m, threads=t, body=body):
-                fn = self._owner_fn(vars_, ext, t) if m == "partitioned" else (lambda a: None)
-                return set().union(*(self.of(b, fn) for b in body)) if body else set()
-            case SeqLoop(body=body):
-                # Inside a per-thread context the loop's accesses keep their owner only if they do not
-                # depend on the inner loop (analysis widening turns them into regions, which lose it).
-                return set().union(*(self.of(b, owner_of) for b in body)) if body else set()
-            case SIf(then_body=t, else_body=e):
-                return set().union(*(self.of(b, owner_of) for b in t + e)) if t + e else set()
-            case RoleSplit(roles=roles):
-                out: set[Acc] = set()
-                for r in roles:
-                    for b in r.body:
-                        out |= {Acc(a.buffer, a.write) for a in self.of(b)}
-                return out
-            case _:
-                return set()
+    def region(self, region: Region, *, write: bool, owner: Any = None) -> set[Acc]:
+        """One access of ``region``'s buffer (nothing when the buffer is not tracked)."""
+        b = region.buffer
+        return {Acc(b.name, write, owner)} if self.keep(b.scope, b.name) else set()
 
-    def _tile_owner(self, op, t: ThreadRange):
+    def tile_owner(self, op, t: ThreadRange) -> OwnerFn:
+        """Owner keys inside a cooperative tile op over threads ``t``."""
         # A cooperative tile op gives element e of its destination region to rank e % count; an access of
         # exactly that region (a Gemm's accumulator, a Copy's equally shaped source) has the same owner.
         dst = op.c if isinstance(op, Gemm) else getattr(op, "dst", None)
         if not isinstance(dst, Region):
-            return lambda a: None
+            return _no_owner
         regions = [dst] + ([op.src] if isinstance(op, Copy) and op.src.extents == dst.extents else [])
 
         def owner(a) -> Any:
@@ -128,7 +182,8 @@ class _Accesses:
             return None
         return owner
 
-    def _owner_fn(self, vars_: tuple[Var, ...], extents: tuple[int, ...], t: ThreadRange):
+    def thread_loop_owner(self, vars_: tuple[Var, ...], extents: tuple[int, ...], t: ThreadRange) -> OwnerFn:
+        """Owner keys inside a partitioned thread loop over ``vars_`` / ``extents`` on threads ``t``."""
         names = tuple(v.name for v in vars_)
 
         def owner(a) -> Any:
@@ -150,8 +205,75 @@ class _Accesses:
         return owner
 
 
+# ----------------------------------------------------------------------------------------------------
+# egtile's own nodes
+
+
+@register_accesses(Leaf)
+def _leaf(s: Leaf, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
+    return acc.leaf(s.stmt, owner_of)
+
+
+@register_accesses(TileOp)
+def _tile_op(s: TileOp, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
+    return acc.leaf(s.op, acc.tile_owner(s.op, s.threads))
+
+
+@register_accesses(TmaLoad)
+def _tma_load(s: TmaLoad, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
+    # The async proxy writes the shared box and reads the global source after the issuing thread moved on
+    # (PTX ISA 9.7.9.27): neither access belongs to a thread.
+    return acc.region(s.dst, write=True) | acc.region(s.src, write=False)
+
+
+@register_accesses(TmaStore)
+def _tma_store(s: TmaStore, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
+    # The issuing thread waits for the read of its shared source (wait_group.read 0, PTX ISA 9.7.9.28), so
+    # that read is the issuer's; the global write completes asynchronously.
+    src = acc.region(s.src, write=False, owner=owner_of(Access(s.src.buffer.name, s.src.buffer.scope, s.src)))
+    return src | acc.region(s.dst, write=True)
+
+
+@register_accesses(Elect)
+def _elect(s: Elect, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
+    key = ("elect", s.threads.begin)
+    return acc.body(s.body, lambda a: key)
+
+
+@register_accesses(ThreadLoop)
+def _thread_loop(s: ThreadLoop, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
+    fn = acc.thread_loop_owner(s.vars, s.extents, s.threads) if s.mapping == "partitioned" else _no_owner
+    return acc.body(s.body, fn)
+
+
+@register_accesses(SeqLoop)
+def _seq_loop(s: SeqLoop, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
+    # Inside a per-thread context the loop's accesses keep their owner only if they do not depend on the
+    # inner loop (analysis widening turns them into regions, which lose it).
+    return acc.body(s.body, owner_of)
+
+
+@register_accesses(SIf)
+def _sif(s: SIf, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
+    return acc.body(s.then_body + s.else_body, owner_of)
+
+
+@register_accesses(RoleSplit)
+def _role_split(s: RoleSplit, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
+    # roles run concurrently: no element belongs to one thread across the region
+    return {Acc(a.buffer, a.write) for r in s.roles for a in acc.body(r.body)}
+
+
+def _none(s: Any, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
+    return set()
+
+
+for _cls in (Wait, Arrive, ArriveExpectTx, CpAsyncArrive, SyncThreads, FenceProxyAsync):
+    register_accesses(_cls, _none)  # synchronization only: no buffer access
+
+
 def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRange, bar_id: int,
-           acc: _Accesses, barriers: dict[str, MBarrier]) -> tuple[tuple[SStmt, ...], frozenset[Acc]]:
+           acc: AccessSummary, barriers: dict[str, MBarrier]) -> tuple[tuple[SStmt, ...], frozenset[Acc]]:
     out: list[SStmt] = []
     for s in stmts:
         match s:
@@ -179,7 +301,7 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
                     out.append(SyncThreads(threads, bar_id))
                     pending = frozenset()
                 guarded = frozenset(g for b in barriers.values() for g in b.guards)
-                inner = _Accesses(acc.staged, acc.ignore | guarded)
+                inner = AccessSummary(acc.staged, acc.ignore | guarded)
                 new_roles = []
                 for i, r in enumerate(roles):
                     body, _ = _place(r.body, frozenset(), r.threads, i + 1, inner, barriers)
@@ -210,6 +332,6 @@ def place_syncs(stmts: tuple[SStmt, ...], everyone: ThreadRange, *, barriers: tu
             mbarriers, write-after-read through the CTA barrier it placed); they are not tracked.
     """
     staged = staged | frozenset(g for b in barriers for g in b.guards)
-    acc = _Accesses(staged, ordered)
+    acc = AccessSummary(staged, ordered)
     out, _ = _place(stmts, frozenset(), everyone, 0, acc, {b.name: b for b in barriers})
     return out

@@ -2,7 +2,8 @@
 
 Both ``ThreadLoop(mapping="partitioned")`` and every ``TileOp`` give iteration (or element) ``i`` of
 ``[0, n)`` to the thread of rank ``i % count`` in its range ``[begin, begin + count)``, i.e. thread
-``begin + r`` runs ``i = r, r + count, ...`` (:mod:`egtile.ir.scheduled`).
+``begin + r`` runs ``i = r, r + count, ...`` (:mod:`egtile.ir.scheduled`). The row-major digits of a flat
+index are :meth:`egtile.ir.scheduled.ThreadLoop.iteration_c` (:func:`egtile.ir.scheduled.unflatten_c`).
 """
 
 from __future__ import annotations
@@ -54,22 +55,6 @@ def partitioned_for(counter: str, n: int, r: ThreadRange) -> str:
     if r.count == 1:
         return f"for (int {counter} = 0; {counter} < {n}; ++{counter}) {{"
     return f"for (int {counter} = {rank(r)}; {counter} < {n}; {counter} += {r.count}) {{"
-
-
-def unflatten(counter: str, extents: tuple[int, ...]) -> tuple[str, ...]:
-    """Row-major digits of flat index ``counter`` over ``extents`` (C expressions)."""
-    inner = 1
-    digits: list[str] = []
-    for d in range(len(extents) - 1, -1, -1):
-        e = extents[d]
-        if e == 1:
-            digits.append("0")
-        else:
-            div = counter if inner == 1 else f"{counter} / {inner}"
-            outer_all_unit = all(x == 1 for x in extents[:d])
-            digits.append(f"({div})" if outer_all_unit else f"({div}) % {e}")
-        inner *= e
-    return tuple(reversed(digits))
 
 
 def indent(lines: list[str], n: int = 1) -> list[str]:
