@@ -247,6 +247,7 @@ class JITKernel:
         return outputs[0] if len(outputs) == 1 else outputs
 
     def _run(self, args: list[Any]) -> None:
+        """Run on the CPU targets (``"cuda"`` calls go through :meth:`_call_cuda`)."""
         match self.target:
             case "interp":
                 from egtile.interp import interpret
@@ -254,8 +255,6 @@ class JITKernel:
                 interpret(self.kernel, *args)
             case "sim":
                 self._run_sim(args)
-            case "cuda":
-                self._runtime(*args)
             case _:
                 raise AssertionError(self.target)
 

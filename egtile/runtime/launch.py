@@ -1,22 +1,29 @@
 """:class:`CudaKernel`: launch a :class:`~egtile.codegen.BuiltKernel` on torch tensors.
 
-What is computed once, per kernel and device (a :class:`_Plan`, made at the first launch on that
-device): the compute-capability check, the device's primary context, the loaded module and its
-``CUfunction`` (with ``cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)`` raised to the block's dynamic
-shared memory), the ``CUlaunchConfig`` (grid, block, shared memory), the argument block
-(:class:`~egtile.runtime.args.ArgBlock`) and the static part of every TMA tensor map. Per kernel: the
-argument rules, compiled (:class:`egtile.validate.Checker`).
+Computed once per kernel: the argument rules (:class:`egtile.validate.Checker`, generated code). Once per
+kernel and device (a :class:`_Plan`, made at the first launch there): the compute-capability check, the
+device's primary context, the loaded module and its ``CUfunction`` (``cuFuncSetAttribute
+(MAX_DYNAMIC_SHARED_SIZE_BYTES)`` raised to the block's dynamic shared memory), each parameter's
+required alignment, the static part of every TMA tensor map (:class:`~egtile.runtime.tensormap.TiledMap`)
+and the tensor-map cache. Once per kernel, device and thread (a :class:`_Lane`, made at that thread's
+first launch): the ``CUlaunchConfig`` (grid, block, shared memory) and the argument block
+(:class:`~egtile.runtime.args.ArgBlock`), and ``cuCtxSetCurrent`` of the primary context.
 
-What a launch does: check the tensors (one pass over precomputed records); under the plan's lock, make
-the primary context current (``cuCtxSetCurrent``: cheap, and right on a thread that has none), write
-each tensor's data pointer into the argument block (checking its alignment), re-point a tensor-map slot
-only when that operand's address changed (maps come from a :class:`~egtile.runtime.tensormap.TensorMapCache`,
-encoded once per distinct address), set the stream in the config only when torch's current stream
-changed, and call ``cuLaunchKernelEx``. The lock makes concurrent launches of one kernel from several
-threads safe: the driver copies the arguments during the call, so the block is free again when it
-returns. The launch goes on torch's current stream of the tensors' device; when that is not torch's
-current device, the launch runs under ``torch.cuda.device(...)`` so the caller's current device is left
-as it was. Every driver call is checked (on failure only, so the success path builds no message).
+A launch: reads torch's current device and stream (plain ints, :mod:`egtile.runtime.stream`); reads each
+tensor's ``data_ptr()``; only if those pointers differ from the lane's previous launch, checks their
+alignment, writes them into the block in one ``struct`` write and re-points the tensor-map slots whose
+operand moved (maps encoded once per distinct address); only if the stream differs, sets it in the
+config; and calls ``cuLaunchKernelEx``. A lane belongs to one thread, so launches from several threads
+never share an argument block and need no lock (the driver copies the arguments during the call). The
+launch goes on torch's current stream of the tensors' device; when that is not torch's current device,
+it runs under ``torch.cuda.device(...)``, so the caller's current device is left as it was.
+
+The context is not set per launch. torch only ever makes primary contexts current (``cudaSetDevice``),
+so when torch's current device is the tensors' device, that device's primary context is current, and the
+lane made it current on this thread at its first launch. Only another library could have changed it
+since (pushed its own context, or none); a launch that then fails, which enqueues nothing, is retried once
+after ``cuCtxSetCurrent`` (:meth:`_Plan._relaunch`). Every driver call is checked, on failure only, so
+the success path builds no message.
 
 Watchdog: with ``watchdog_s`` (or ``$EGTILE_WATCHDOG_S``) set, the call waits for the kernel by polling
 a CUDA event and raises :class:`~egtile.errors.LaunchError` when it has not finished in time, so a
@@ -122,8 +129,10 @@ class CudaKernel:
     def launch(self, tensors: Sequence[Any], device: int) -> None:
         """Launch on ``tensors`` (one per parameter, already checked: dtype, shape, contiguity, all on CUDA
         device ``device``; ``-1``: torch's current device). Alignment is checked here."""
-        if device < 0:
-            device = torch_stream.current_device()
+        if device < 0:  # no tensor to say where: torch's current device (initializing torch's CUDA state)
+            import torch
+
+            device = torch.cuda.current_device()
         p = self._plans.get(device) or self.plan(device)
         if p.current_device() == device:
             p.launch(tensors, p.current_stream(device))
@@ -166,7 +175,7 @@ class _Plan:
     threads; each thread launches through its own :class:`_Lane`."""
 
     __slots__ = ("name", "symbol", "device", "context", "function", "built", "params", "aligns", "map_params",
-                 "map_specs", "map_names", "tensor_maps", "current_stream", "current_device", "_local", "_ok",
+                 "map_specs", "map_names", "map_tables", "tensor_maps", "current_stream", "current_device", "_local", "_ok",
                  "_set_current", "_launch", "_stream_type", "_pointers", "_where")
 
     def __init__(self, k: CudaKernel, device: int) -> None:
@@ -198,6 +207,7 @@ class _Plan:
                      row_major(built.params[index[t.buffer]].shape), t.box) for t in built.tma)
         self.map_names = tuple(t.param for t in built.tma)
         self.tensor_maps = TensorMapCache(sym)
+        self.map_tables = tuple(self.tensor_maps.table(m) for m in self.map_specs)
         self.current_stream, self.current_device = torch_stream.functions()
         self._local = threading.local()
         self._ok = d.CUresult.CUDA_SUCCESS
@@ -234,7 +244,9 @@ class _Plan:
         for k, i in enumerate(self.map_params):
             ptr = pointers[i]
             if ptr != lane.map_addresses[k]:
-                lane.block.set_map(k, self.tensor_maps.get(ptr, self.map_specs[k], self.map_names[k]))
+                tensor_map = self.map_tables[k].get(ptr) or self.tensor_maps.get(ptr, self.map_specs[k],
+                                                                                 self.map_names[k])
+                lane.block.set_map(k, tensor_map)
                 lane.map_addresses[k] = ptr
         lane.pointers = pointers
 

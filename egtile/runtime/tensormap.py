@@ -8,7 +8,7 @@ L2 promotion 128 B; out-of-bounds fill none (zeros).
 
 A ``CUtensorMap`` is a 128-byte value computed from its inputs alone: (global address, dtype, dimensions,
 strides, box) and the fixed flags above. :class:`TensorMapCache` keeps encoded maps by exactly that
-input, so a map is encoded once per distinct input and a cached map is bit-for-bit what a fresh encode
+input (a :class:`TiledMap` and the address), so a map is encoded once per distinct input and a cached map is bit-for-bit what a fresh encode
 would give; nothing about the tensor that owns the address matters. For a compiled operand everything
 but the address is fixed: egtile's shapes are static, validation admits only tensors of the
 parameter's shape whose strides are row-major on every dimension of extent > 1, and the strides encoded
@@ -80,12 +80,14 @@ def encode_tiled(address: int, m: TiledMap, kernel: str, param: str) -> Any:
 
 
 class TensorMapCache:
-    """Encoded ``CUtensorMap`` objects by their complete input ``(address, TiledMap)``.
+    """Encoded ``CUtensorMap`` objects by their complete input ``(TiledMap, address)``: one table of
+    address -> map per :class:`TiledMap`, so a caller that knows its operand's ``TiledMap`` can hold that
+    table and look a map up by address alone (:meth:`table`).
 
     Args:
         kernel: the kernel's name, for driver errors.
-        capacity: entries kept; past it the oldest entry is dropped (a dropped map stays valid for whoever
-            still holds it: a map is a value, not a resource).
+        capacity: entries kept per table; past it the oldest entry is dropped (a dropped map stays valid for
+            whoever still holds it: a map is a value, not a resource).
 
     Attributes:
         encodes: how many times this cache called the driver (misses).
@@ -95,24 +97,32 @@ class TensorMapCache:
         self.kernel = kernel
         self.capacity = capacity
         self.encodes = 0
-        self._maps: dict[tuple[int, TiledMap], Any] = {}
+        self._tables: dict[TiledMap, dict[int, Any]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._maps)
+        return sum(len(t) for t in self._tables.values())
+
+    def table(self, m: TiledMap) -> dict[int, Any]:
+        """The address -> map table of ``m`` (read it freely; :meth:`get` fills it)."""
+        t = self._tables.get(m)
+        if t is None:
+            with self._lock:
+                t = self._tables.setdefault(m, {})
+        return t
 
     def get(self, address: int, m: TiledMap, param: str) -> Any:
         """The map of ``m`` at ``address``, encoded on first use."""
-        key = (address, m)
-        found = self._maps.get(key)
+        t = self._tables.get(m) or self.table(m)
+        found = t.get(address)
         if found is not None:
             return found
         with self._lock:  # threads launching the same kernel share the cache; misses take turns
-            found = self._maps.get(key)
+            found = t.get(address)
             if found is None:
                 found = encode_tiled(address, m, self.kernel, param)
                 self.encodes += 1
-                if len(self._maps) >= self.capacity:
-                    del self._maps[next(iter(self._maps))]
-                self._maps[key] = found
+                if len(t) >= self.capacity:
+                    del t[next(iter(t))]
+                t[address] = found
         return found
