@@ -176,11 +176,23 @@ def test_named_barrier_fence_and_tma_store():
     assert "float w[4];" in src  # local buffer: per-thread array
 
 
-def test_cp_async_chunk_widths_and_fallback():
-    src = emit(CASES[2].schedule())
+def test_cp_async_chunks_are_the_schedules_width_and_an_unprovable_one_is_an_error():
+    from dataclasses import replace
+
+    from egtile.ir import TileOp
+
+    sched = CASES[2].schedule()
+    src = emit(sched)
     assert "eg_cp_async_4(&P_s[" in src
     assert "eg_cp_async_8(&Q_s[" in src
-    assert "SIMT fallback" in src and "__threadfence_block();" in src
+    assert "fallback" not in src and "__threadfence_block();" not in src
+    # Codegen never picks or substitutes a width: 8-byte chunks of 12-byte rows cannot be aligned, and a
+    # cp.async of 6-byte rows has no legal width at all.
+    for op, width in ((sched.body[0], 8), (sched.body[2], 4)):
+        bad = replace(sched, body=tuple(replace(x, inst="cp_async", width=width) if x is op else x
+                                        for x in sched.body))
+        with pytest.raises(CodegenError, match=f"{width}-byte cp.async chunks"):
+            emit(bad)
     assert "eg_cp_async_mbarrier_arrive_noinc(&eg_bar_done[0]);" in src
     assert "eg_cp_async_16(&A_s[" in emit(CASES[0].schedule())
     params = {p.name: p.align for p in generate(CASES[2].schedule()).params}

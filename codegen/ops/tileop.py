@@ -123,7 +123,7 @@ def tile_op(op: TileOp, ctx: Ctx) -> list[str]:
     what = f"T.{type(op.op).__name__.lower()} (sid {op.op.sid}, {op.inst})"
     match op.op, op.inst:
         case Copy() as c, "cp_async":
-            body = cp_async.cp_async_copy(c, op.threads, ctx)
+            body = cp_async.cp_async_copy(c, op.threads, ctx, op.width)
         case Copy() as c, "simt":
             body = simt_copy(c, op.threads, ctx)
         case Fill() as f, "simt":
