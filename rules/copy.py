@@ -62,7 +62,11 @@ ALLOWS = tuple(_allows_rules())
 tma_capable = relation("tma_capable", Stmt)
 """The statement is a copy a TMA load can implement and whose preference allows TMA."""
 async_capable = relation("async_capable", Stmt)
-"""The statement is a copy TMA or cp.async can issue (given the hardware oracles and its preference)."""
+"""The statement is a copy an asynchronous instruction can issue (TMA, cp.async; a user instruction may add
+its own derivation)."""
+single_issue = relation("single_issue", Stmt)
+"""The statement has an instruction one elected thread issues alone (a TMA load; a user instruction may add
+its own derivation): a warp-specialized producer list of such statements needs no other producer thread."""
 
 
 def _capable_rules():
@@ -70,7 +74,7 @@ def _capable_rules():
     yield from ALLOWS
     yield rule(eq(st).to(Stmt.copy(s)), fact(String("tma-eligible"), s), allows(s, String("tma"))).then(
         tma_capable(st))
-    yield rule(tma_capable(st)).then(async_capable(st))
+    yield rule(tma_capable(st)).then(async_capable(st), single_issue(st))
     yield rule(eq(st).to(Stmt.copy(s)), fact(String("cp-async-eligible"), s), allows(s, String("cp_async"))).then(
         async_capable(st))
 
@@ -309,4 +313,4 @@ DECISIONS = (COPY_SIMT, TMA_LOAD, CP_ASYNC_LOAD, SIMT_LOAD, SIMT_LOOP, SIMT_PROD
 
 __all__ = ["ALLOWS", "CAPABLE", "CP_ASYNC_ELIGIBLE", "CP_ASYNC_WIDTH", "DECISIONS", "PREFER_ALLOWS_SIMT", "PREFER_ALLOWS_TMA",
            "PREFER_CP_ASYNC", "RULES", "TMA_ELIGIBLE", "allows", "copy_simt", "cp_async_load", "issuing_threads",
-           "async_capable", "simt_load", "simt_loop", "simt_produce", "tma_capable", "tma_load"]
+           "async_capable", "simt_load", "single_issue", "simt_loop", "simt_produce", "tma_capable", "tma_load"]

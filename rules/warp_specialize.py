@@ -242,32 +242,35 @@ REGISTER_BUDGET = Condition(
     query=lambda v: (v.dec * v.P + v.inc * v.C <= i64(REGISTER_FILE), v.inc >= i64(MIN_REGS)),
     oracles=NUMS,
     explain=_budget_explain,
+    oracle=True,
 )
 
 
 @function(merge=lambda old, new: old | new)
-def tma_ok(st: Stmt) -> Bool:
-    """The statement is TMA-capable (``egtile.rules.copy.tma_capable``), as a value with an explicit default."""
+def single_ok(st: Stmt) -> Bool:
+    """The statement has a single-thread instruction (``egtile.rules.copy.single_issue``), as a value with an
+    explicit default."""
 
 
 def _tma_ok_rules():
     p, B = var("p", Stmt), var("B", Block)
     yield from copy_rules.CAPABLE
-    yield rule(D.producer(p, B)).then(set_(tma_ok(p)).to(Bool(False)))
-    yield rule(copy_rules.tma_capable(p)).then(set_(tma_ok(p)).to(Bool(True)))
+    yield rule(D.producer(p, B)).then(set_(single_ok(p)).to(Bool(False)))
+    yield rule(copy_rules.single_issue(p)).then(set_(single_ok(p)).to(Bool(True)))
 
 
-TMA_OK = tuple(_tma_ok_rules())
+SINGLE_OK = tuple(_tma_ok_rules())
 
 @function(merge=lambda old, new: old | new)
 def some_not_tma(body: Block) -> Bool:
-    """Some producer of the body form is not TMA-capable (so the whole producer warpgroup has work)."""
+    """Some producer of the body form has no single-thread instruction (so the whole producer warpgroup has
+    work)."""
 
 
 def _some_not_tma_checks():
     L, B, p = var("L", i64), var("B", Block), var("p", Stmt)
     yield rule(Stmt.pipelined(L, B)).then(set_(some_not_tma(B)).to(Bool(False)))
-    yield rule(D.producer(p, B), eq(tma_ok(p)).to(Bool(False))).then(set_(some_not_tma(B)).to(Bool(True)))
+    yield rule(D.producer(p, B), eq(single_ok(p)).to(Bool(False))).then(set_(some_not_tma(B)).to(Bool(True)))
 
 
 mode_of = relation("ws_mode_of", Bool, String)
@@ -280,8 +283,9 @@ def _mode_table():
 
 PRODUCER_WAIT_MODE = Condition(
     "ws-producer-wait-mode", "which producer threads wait on empty[s] is derived from the producers: the elected "
-    "thread alone when every producer is TMA-capable, else the whole warpgroup (always holds: it yields the mode)",
-    lambda v: (), derive=TMA_OK + tuple(_mode_table()), checks=tuple(_some_not_tma_checks()),
+    "thread alone when every producer has a single-thread instruction (a TMA load), else the whole warpgroup (always "
+    "holds: it yields the mode)",
+    lambda v: (), derive=SINGLE_OK + tuple(_mode_table()), checks=tuple(_some_not_tma_checks()),
     oracles=(copy_rules.TMA_ELIGIBLE, copy_rules.CP_ASYNC_ELIGIBLE))
 
 COMMON = (NUM_STAGES, HAS_PRODUCER, SHARED_FROM_GLOBAL, NO_PRODUCER_READS_CONSUMER_WRITE,
@@ -417,5 +421,5 @@ RULES = (pipeline_warp_specialize,)
 DECISIONS = (WS,)
 
 __all__ = ["COMMON", "DECISIONS", "MAX_CONSUMER_REGS", "MIN_REGS", "NUMS", "PRODUCER_REGS", "PRODUCER_WAIT_MODE",
-           "REGISTER_BUDGET", "REGISTER_FILE", "RULES", "TMA_OK", "WS", "consumer_regs", "pipeline_warp_specialize",
+           "REGISTER_BUDGET", "REGISTER_FILE", "RULES", "SINGLE_OK", "WS", "consumer_regs", "pipeline_warp_specialize",
            "mode_of", "witness_text", "ws", "ws_lowering", "ws_rhs"]

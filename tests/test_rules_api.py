@@ -144,3 +144,16 @@ def test_optimize_accepts_a_list_of_rules_and_rejects_other_things():
     assert r.rules.name == "custom"
     with pytest.raises(egtile.errors.ArgumentError, match="RuleSet or a sequence"):
         egtile.optimize(bug2_kernel(), rules=["sink-wait"])
+
+
+def test_at_least_thirty_builtin_conditions_are_derived_in_the_egraph():
+    conds = [c for r in R.BUILTIN for c in r.conditions]
+    derived = [c for c in conds if c.in_egraph]
+    assert len(derived) >= 30, [c.name for c in conds if not c.in_egraph]
+    # Only hardware oracles stay in Python: the TMA tensor-map limits, the cp.async widths, the register file.
+    assert {c.name for c in conds if not c.in_egraph} == {"tma-eligible", "cp-async-eligible", "register-budget"}
+    # A derived condition brings the egglog rules that compute it, or reads the core dataflow relations.
+    for c in derived:
+        assert c.checks or c.derive or c.name in {"prefer-allows-simt", "prefer-allows-tma", "prefer-cp-async",
+                                                  "no-read-of-guarded", "no-write-of-guarded",
+                                                  "no-access-of-guarded"}, c.name

@@ -21,8 +21,9 @@ always legal):
 * compute tile ops (``Gemm``, ``Reduce``) are never producers: the producer warpgroup runs with a
   reduced register budget (``setmaxnreg.dec``);
 * with ``loop_var`` given, a statement whose ``shared`` destination offsets mention the pipelined loop
-  variable is not a producer: the pipeline gives each stage its own copy of the destination, which
-  presumes the destination does not already move with the iteration.
+  variable (at any leaf statement, before the regions of enclosing loops are widened) is not a producer:
+  the pipeline gives each stage its own copy of the destination, which presumes the destination does not
+  already move with the iteration.
 
 Hardware sources: CUDA driver API ``cuTensorMapEncodeTiled`` (tensor map requirements); PTX ISA
 "cp.async.bulk.tensor" (TMA loads: ``.global`` to ``.shared::cluster``/``.shared::cta``); CUDA C++
@@ -45,7 +46,7 @@ from egtile.errors import ShapeError
 from egtile.verdict import Verdict
 from egtile.ir import (
     AtomicAdd, BinOp, Buffer, Const, Copy, Expr, Extern, Fill, For, Gemm, If, Reduce, Region, Stmt, Store, Var,
-    dtype,
+    dtype, walk,
 )
 
 ProducerKind = Literal["tma", "cp_async", "simt", "none"]
@@ -261,10 +262,17 @@ def _data_movement_only(s: Stmt) -> bool:
 
 
 def _moves_with(stmt: Stmt, loop_var: Var | None) -> bool:
+    # Judged at each leaf statement, before the regions of enclosing loops are widened: a store loop
+    # ``S[k * 4 + i] = ...`` moves with ``k`` even though its widened region (all of ``S``) does not mention it.
     if loop_var is None:
         return False
-    return any(w.region is not None and mentions(w.region.offsets, loop_var)
-               for w in writes(stmt) if w.scope == "shared")
+    for leaf in walk((stmt,)):
+        if isinstance(leaf, (For, If)):
+            continue
+        if any(w.region is not None and mentions(w.region.offsets, loop_var)
+               for w in writes(leaf) if w.scope == "shared"):
+            return True
+    return False
 
 
 def producer_kind(stmt: Stmt, loop_var: Var | None = None) -> ProducerKind:

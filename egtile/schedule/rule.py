@@ -103,17 +103,20 @@ class Condition:
     oracles: tuple[FactSpec | NumSpec, ...] = ()
     explain: Callable[[Any, int], str] | None = field(default=None, compare=False)
     checks: tuple[Any, ...] = field(default=(), compare=False)
+    oracle: bool = False
+    """The condition only reads a hardware oracle (a ``fact`` row, or arithmetic over ``num`` rows): it is not
+    derived by egglog rules from the program."""
 
     @property
     def in_egraph(self) -> bool:
-        """Whether the condition is derived by egglog rules (not read from a Python oracle)."""
-        return not any(isinstance(o, FactSpec) for o in self.oracles)
+        """Whether the condition's verdict is derived by egglog rules (possibly over oracle facts)."""
+        return not self.oracle
 
 
 def holds(spec: FactSpec, *, subject: str = "sid", name: str | None = None, doc: str | None = None) -> Condition:
     """The condition "hardware oracle ``spec`` holds for the statement bound to variable ``subject``"."""
     return Condition(name=name or spec.name, doc=doc or spec.doc,
-                     query=lambda v: (fact(spec.name, getattr(v, subject)),), oracles=(spec,))
+                     query=lambda v: (fact(spec.name, getattr(v, subject)),), oracles=(spec,), oracle=True)
 
 
 @dataclass(frozen=True)

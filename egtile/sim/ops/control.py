@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from egtile.ir.scheduled import Elect, RoleSplit, SeqLoop, SIf, ThreadLoop
+from egtile.ir.scheduled import Elect, Leaf, RoleSplit, SeqLoop, SIf, ThreadLoop, swalk
 from egtile.sim.machine import MISSING
 from egtile.sim.semantics import register_semantics
 
@@ -16,6 +16,22 @@ def seq_loop(m, s: SeqLoop, th):
         th.env[name] = k
         yield from m.run(s.body, th)
     m.restore(th, name, saved)
+
+
+_LEAVES: dict[int, tuple[ThreadLoop, tuple[int, ...]]] = {}
+
+
+def _leaves(s: ThreadLoop) -> tuple[int, ...]:
+    """The source statements a thread loop runs: a loop that fission split into parts runs each iteration once
+    per part, each part over other statements, so an iteration is identified by the loop and its statements."""
+    hit = _LEAVES.get(id(s))
+    if hit is None or hit[0] is not s:
+        sids = tuple(sorted({x.stmt.sid for x in swalk(s.body) if isinstance(x, Leaf)}))
+        hit = _LEAVES[id(s)] = (s, sids)
+        if len(_LEAVES) > 4096:
+            _LEAVES.clear()
+            _LEAVES[id(s)] = hit
+    return hit[1]
 
 
 @register_semantics(ThreadLoop)
@@ -41,7 +57,7 @@ def thread_loop(m, s: ThreadLoop, th):
         yield from m.run(s.body, th)
         if th.effect:
             outer_effect = True
-            m.iters.setdefault((("loop", s.sid), env_key, tuple(zip(names, vals))), []).append(th.tid)
+            m.iters.setdefault((("loop", s.sid, _leaves(s)), env_key, tuple(zip(names, vals))), []).append(th.tid)
     th.loop_depth -= 1
     th.effect = outer_effect
     for n, v in zip(names, saved):
