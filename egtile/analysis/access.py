@@ -28,7 +28,8 @@ Conservative choices (each may over-approximate, never under-approximate):
 Not handled yet: aliasing between distinct buffer names (egtile has no buffer views), and element-level
 disjointness (two accesses of one buffer always "overlap" for :func:`overlaps`).
 
-Mirrored in the e-graph as sets of buffer names per statement e-class; the merge is set union.
+Derived in the e-graph too (:mod:`egtile.schedule.dataflow`: ``reads`` / ``writes`` relations per statement
+and list e-class, from each statement's own accesses, its ``own_read`` / ``own_write`` base rows).
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ Programming Guide, "Using TMA to transfer multi-dimensional arrays" (alignment t
 16 bytes, both addresses aligned to cp-size). The 16-byte alignment of a global base address is a run
 time fact checked by ``egtile.validate``, not here.
 
-Mirrored in the e-graph as one value per statement e-class; producer kinds never merge (two equal
-statements have equal kinds).
+Derived in the e-graph too (:mod:`egtile.schedule.dataflow`: ``producer`` / ``consumer`` per body form; the
+TMA / cp.async legality stays here as the hardware oracles ``tma-eligible`` / ``cp-async-eligible``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 _EXPORTS = {
     "Block": "schema", "Stmt": "schema",
     "Encoding": "encode", "build_terms": "encode", "encode": "encode",
-    "Limits": "saturate", "StageReport": "saturate", "run_all": "saturate", "run_stage": "saturate",
+    "Limits": "saturate", "StageReport": "saturate", "run_stage": "saturate",
     "Node": "decode", "decode_kernel": "decode", "to_list": "decode", "to_node": "decode",
 }
 
@@ -29,5 +29,5 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Block", "Encoding", "Limits", "Node", "StageReport", "Stmt", "build_terms", "decode_kernel", "encode",
-    "run_all", "run_stage", "to_list", "to_node",
+    "run_stage", "to_list", "to_node",
 ]

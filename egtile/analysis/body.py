@@ -1,11 +1,11 @@
-"""Facts about a pipelined loop body that the warp-specialization and barrier rules read.
+"""Facts about a pipelined loop body: producers, consumers and the warp-specialization conditions.
 
 Definition. ``body_facts(loop)`` gives, for each top-level statement of ``loop.body`` (index ``i``): its
 ``sid``, :func:`~egtile.analysis.producer.producer_kind` (with ``loop.var``), the names of the buffers it
 reads and writes, and its :func:`~egtile.analysis.effect.effect`. A *producer* is a statement whose kind
 is not ``none``; every other statement is a *consumer*. It then states the legality conditions of
 splitting the body into a producer warpgroup and consumer warpgroup(s) that run ahead of each other by
-up to ``num_stages`` iterations, each as a named :class:`Condition`:
+up to ``num_stages`` iterations, each as a named :class:`~egtile.verdict.Verdict`:
 
 1. ``has_producer``: at least one statement is a producer (else there is nothing to specialize).
 2. ``producers_shared_from_global``: every producer writes only ``shared`` memory and reads only
@@ -15,9 +15,9 @@ up to ``num_stages`` iterations, each as a named :class:`Condition`:
 4. ``no_consumer_writes_producer_buffer``: no consumer writes a buffer a producer writes (WAW: the two
    warpgroups would race on it).
 
-It also gives ``earliest_producer_read`` (where the consumer's ``full`` wait must go: the first read of
-ANY producer-written buffer, all producer kinds together) and ``last_consumer_access`` (where the
-consumer's ``empty`` arrive may go: after the last consumer access of a producer-written buffer).
+The e-graph derives the same facts by rule (``egtile.schedule.dataflow``: ``producer``, ``consumer``,
+``guarded``; ``egtile.rules.warp_specialize``: the conditions); this module is their test oracle
+(``tests/test_dataflow_oracle.py``).
 
 Conservative choices are those of the underlying analyses (pointer accesses touch the whole buffer;
 an unknown pointer aliases every buffer).
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 from egtile.analysis.access import names, overlaps, reads, writes
 from egtile.analysis.effect import Effect, effect
-from egtile.analysis.order import earliest_read, last_access
 from egtile.analysis.producer import ProducerKind, producer_kind
 from egtile.ir import For
+from egtile.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -62,24 +62,6 @@ class StmtFacts:
 
 
 @dataclass(frozen=True)
-class Condition:
-    """A named legality fact.
-
-    Attributes:
-        name: the condition's name (what a rule's side condition is called).
-        ok: whether it holds.
-        reason: why it fails, naming statements and buffers ('' when it holds).
-    """
-
-    name: str
-    ok: bool
-    reason: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-
-@dataclass(frozen=True)
 class PipelineFacts:
     """Summary of a pipelined loop body (see the module docstring).
 
@@ -88,18 +70,14 @@ class PipelineFacts:
         stmts: one :class:`StmtFacts` per top-level body statement, in order.
         has_producer, producers_shared_from_global, no_producer_reads_consumer_write,
         no_consumer_writes_producer_buffer: the warp-specialization conditions.
-        earliest_producer_read: index of the first statement that reads a producer-written buffer.
-        last_consumer_access: index of the last consumer statement that touches a producer-written buffer.
     """
 
     loop_sid: int
     stmts: tuple[StmtFacts, ...]
-    has_producer: Condition
-    producers_shared_from_global: Condition
-    no_producer_reads_consumer_write: Condition
-    no_consumer_writes_producer_buffer: Condition
-    earliest_producer_read: int | None
-    last_consumer_access: int | None
+    has_producer: Verdict
+    producers_shared_from_global: Verdict
+    no_producer_reads_consumer_write: Verdict
+    no_consumer_writes_producer_buffer: Verdict
 
     @property
     def producers(self) -> tuple[StmtFacts, ...]:
@@ -115,7 +93,7 @@ class PipelineFacts:
         return frozenset().union(*(s.writes for s in self.producers))
 
     @property
-    def conditions(self) -> tuple[Condition, ...]:
+    def conditions(self) -> tuple[Verdict, ...]:
         return (self.has_producer, self.producers_shared_from_global, self.no_producer_reads_consumer_write,
                 self.no_consumer_writes_producer_buffer)
 
@@ -131,8 +109,8 @@ def _stmt_facts(i: int, s, loop: For) -> StmtFacts:
     return StmtFacts(i, s.sid, producer_kind(s, loop.var), names(r), names(w), scopes, effect(s))
 
 
-def _cond(name: str, failures: list[str]) -> Condition:
-    return Condition(name, not failures, "; ".join(failures))
+def _cond(name: str, failures: list[str]) -> Verdict:
+    return Verdict.of(failures)
 
 
 def _label(f: StmtFacts) -> str:
@@ -170,9 +148,6 @@ def body_facts(loop: For) -> PipelineFacts:
             if hit:
                 waw.append(f"consumer {_label(c)} writes {', '.join(sorted(hit))}, which {_label(p)} writes")
 
-    pbufs = frozenset().union(*(p.writes for p in producers))
-    consumer_idx = [c.index for c in consumers]
-    last = last_access(pbufs, [loop.body[i] for i in consumer_idx]) if pbufs else None
     return PipelineFacts(
         loop_sid=loop.sid,
         stmts=stmts,
@@ -180,6 +155,4 @@ def body_facts(loop: For) -> PipelineFacts:
         producers_shared_from_global=_cond("producers_shared_from_global", shape),
         no_producer_reads_consumer_write=_cond("no_producer_reads_consumer_write", raw),
         no_consumer_writes_producer_buffer=_cond("no_consumer_writes_producer_buffer", waw),
-        earliest_producer_read=earliest_read(pbufs, loop.body) if pbufs else None,
-        last_consumer_access=None if last is None else consumer_idx[last],
     )

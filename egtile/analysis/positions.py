@@ -17,7 +17,8 @@ buffers only, so a SIMT-produced buffer was read before the wait. Likewise the c
 Conservative choice: any may-read counts (reads are over-approximated by ``reads``), which can only
 move the first read earlier and the last access later, i.e. the wait earlier and the arrive later.
 
-Mirrored in the e-graph with merge ``min`` for ``earliest_read`` and ``max`` for ``last_access``.
+In the e-graph the barrier rules do not compute these positions: they move the wait and release markers
+statement by statement past statements that touch no guarded buffer (:mod:`egtile.rules.barrier`).
 """
 
 from __future__ import annotations

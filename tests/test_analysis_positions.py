@@ -1,4 +1,4 @@
-"""Tests of egtile.analysis.order: earliest_read and last_access, with the seed bug 2 case."""
+"""Tests of egtile.analysis.positions: earliest_read and last_access, with the seed bug 2 case."""
 
 from __future__ import annotations
 

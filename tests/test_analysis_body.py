@@ -1,12 +1,12 @@
-"""Tests of egtile.analysis.pipeline: body_facts and the warp-specialization conditions."""
+"""Tests of egtile.analysis.body: body_facts and the warp-specialization conditions (the e-graph's test oracle)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import egtile.analysis.pipeline as pipeline
-from egtile.analysis import body_facts
+import egtile.analysis.body as pipeline
+from egtile.analysis import body_facts, earliest_read, last_access
 from egtile.ir import Buffer, Const, Copy, Fill, For, Load, Region, Store, Var
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -38,13 +38,13 @@ def test_seed_bug2_facts():
     assert f.stmts[2].reads == {"B_shared"} and f.stmts[2].writes == {"B_out"}
     assert all(s.effect == "nonlocal" for s in f.stmts)
     assert f.producer_buffers == {"A_shared", "B_shared"}
-    assert f.earliest_producer_read == 2  # the full wait goes before B_out = B_shared[0]
-    assert f.last_consumer_access == 3
+    body = bug2_kernel().body[0].body
+    assert earliest_read(f.producer_buffers, body) == 2  # the full wait goes before B_out = B_shared[0]
+    assert last_access(f.producer_buffers, body) == 3
     assert f.warp_specializable
     assert all(cond.ok and cond.reason == "" for cond in f.conditions)
-    assert [cond.name for cond in f.conditions] == [
-        "has_producer", "producers_shared_from_global", "no_producer_reads_consumer_write",
-        "no_consumer_writes_producer_buffer"]
+    assert f.conditions == (f.has_producer, f.producers_shared_from_global, f.no_producer_reads_consumer_write,
+                            f.no_consumer_writes_producer_buffer)
 
 
 def test_seed_bug1_facts():
@@ -53,15 +53,14 @@ def test_seed_bug1_facts():
     assert f.stmts[1].effect == "nonlocal"
     assert f.stmts[1].reads == f.stmts[1].writes == {"counters"}
     assert f.warp_specializable
-    assert f.earliest_producer_read is None  # nobody reads A_shared in the loop
-    assert f.last_consumer_access is None
+    assert earliest_read(f.producer_buffers, bug1_kernel().body[1].body) is None  # nobody reads A_shared
 
 
 def test_no_producer():
     f = body_facts(loop(USE_X))
     assert not f.has_producer and "no statement of loop sid 1" in f.has_producer.reason
     assert not f.warp_specializable
-    assert f.producer_buffers == frozenset() and f.earliest_producer_read is None
+    assert f.producer_buffers == frozenset()
 
 
 def test_producer_reading_a_consumer_written_buffer_is_rejected():
@@ -80,13 +79,14 @@ def test_consumer_overwriting_a_producer_buffer_is_rejected():
     assert not cond.ok
     assert cond.reason == "consumer statement 2 (sid 5, none) writes X_shared, which statement 0 (sid 2, tma) writes"
     assert f.no_producer_reads_consumer_write.ok
-    assert f.last_consumer_access == 2
 
 
-def test_last_consumer_access_skips_producers():
-    f = body_facts(loop(USE_X, LOAD_X))  # producer after the consumer (the value from the previous stage)
-    assert f.earliest_producer_read == 0
-    assert f.last_consumer_access == 0
+def test_a_consumer_before_its_producer_reads_the_previous_iteration():
+    body = (USE_X, LOAD_X)  # producer after the consumer (the value from the previous stage)
+    f = body_facts(loop(*body))
+    consumers = [body[c.index] for c in f.consumers]
+    assert earliest_read(f.producer_buffers, body) == 0
+    assert last_access(f.producer_buffers, consumers) == 0
 
 
 def test_producer_shape_condition_reports_a_misclassified_statement(monkeypatch):
