@@ -33,7 +33,7 @@ from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
 from egtile.codegen.exprs import ctype
 from egtile.codegen.layout import SMEM_BASE_ALIGN, TmaOperand, collect_tma, plan_smem
-from egtile.codegen.names import barrier_ident, ident, kernel_symbol
+from egtile.codegen.names import barrier_ident, ident, kernel_symbol, schedule_scope
 from egtile.codegen.partition import TID, indent
 from egtile.codegen.stmts import emit_stmts
 from egtile.codegen.tileops import cp_async_width
@@ -142,6 +142,11 @@ def lower(s: Scheduled) -> Lowered:
         CodegenError: a statement the backend cannot lower (message names it and the user's line).
         ResourceError: shared memory or threads beyond what an sm_90 block may use.
     """
+    with schedule_scope(s):  # user names -> C identifiers, injective for this kernel (codegen/names.py)
+        return _lower(s)
+
+
+def _lower(s: Scheduled) -> Lowered:
     smem = plan_smem(s)
     tma = collect_tma(s)
     ctx = Ctx(s, smem, tma, ThreadRange(0, s.threads))

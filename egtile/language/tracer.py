@@ -140,11 +140,16 @@ class Trace:
         return s
 
     def fresh_var_name(self, wanted: str | None, fallback: str = "i") -> str:
-        """``wanted`` (or ``fallback``) made unique within the kernel: ``i``, ``i_1``, ``i_2``..."""
-        return _unique(wanted or fallback, self.var_names)
+        """``wanted`` (or ``fallback``) made unique within the kernel: ``i``, ``i_1``, ``i_2``... Variables
+        and buffers share one namespace: the backend declares both as C identifiers in one scope."""
+        name = _unique(wanted or fallback, self.var_names | self.buffer_names)
+        self.var_names.add(name)
+        return name
 
     def fresh_buffer_name(self, wanted: str | None, fallback: str) -> str:
-        return _unique(wanted or fallback, self.buffer_names)
+        name = _unique(wanted or fallback, self.var_names | self.buffer_names)
+        self.buffer_names.add(name)
+        return name
 
     # -- statement lists ------------------------------------------------------------------------
 
