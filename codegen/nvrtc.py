@@ -2,6 +2,8 @@
 
 Options: ``--gpu-architecture=sm_90a`` (``setmaxnreg`` and the other arch-specific instructions need the
 ``a`` target), ``-std=c++17``, ``-lineinfo`` (compute-sanitizer and cuobjdump map SASS back to lines),
+``--fmad=false --ftz=false --prec-div=true --prec-sqrt=true`` (one arithmetic with the simulator, see
+:data:`BASE_OPTIONS`),
 and two include directories: egtile's own headers (``codegen/include``) and the CUDA headers of the
 ``nvidia-cuda-runtime`` pip package (``cuda_fp16.h``, ``cuda_bf16.h``), located with ``cuda.pathfinder``
 (the locator that ``cuda-bindings`` itself uses) and, failing that, from the installed distribution's
@@ -24,7 +26,10 @@ from egtile.errors import CompileError, SourceLoc
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 DEFAULT_ARCH = "sm_90a"
-BASE_OPTIONS = ("-std=c++17", "-lineinfo")
+BASE_OPTIONS = ("-std=c++17", "-lineinfo", "--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
+"""``--fmad=false``: no contraction of ``a * b + c`` into one FFMA, which rounds once where the tile IR (and
+the simulator) round the product and the sum separately; the other three are NVRTC's defaults, spelled out
+because the oracle relies on them (subnormals kept, IEEE division and square root)."""
 _LOG_LINE = re.compile(r"^(?P<file>[^\n()]*)\((?P<line>\d+)\): (?P<kind>catastrophic error|error|warning)", re.M)
 
 

@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from egtile.errors import DSLError, DTypeError, UnsupportedError
-from egtile.evaluate import dtype_of
+from egtile.evaluate import dtype_of, node_dtype
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Expr, Load, Select, UnOp, Var
 from egtile.language.tracer import user_loc
@@ -93,10 +93,22 @@ def as_expr(v: Any, like: str | None = None) -> Expr:
     return _literal(v, like)
 
 
+def _dtype(v: Any, e: Expr) -> str:
+    """dtype of the operand ``v`` whose expression is ``e`` (a Value's cached dtype, else computed)."""
+    return v.dtype if isinstance(v, Value) else dtype_of(e)
+
+
 def _binary(op: str, a: Any, b: Any) -> Value:
     like_a = a.dtype if isinstance(a, Value) else None
     like_b = b.dtype if isinstance(b, Value) else None
-    return Value(BinOp(op, as_expr(a, like_b), as_expr(b, like_a)))
+    ea, eb = as_expr(a, like_b), as_expr(b, like_a)
+    e = BinOp(op, ea, eb)
+    return Value(e, node_dtype(e, _dtype(a, ea), _dtype(b, eb)))
+
+
+def _unop(op: str, v: Value) -> Value:
+    e = UnOp(op, v.expr)
+    return Value(e, node_dtype(e, v.dtype))
 
 
 class Value:
@@ -106,15 +118,20 @@ class Value:
         expr: the ``ir.Expr`` it stands for.
     """
 
-    __slots__ = ("expr",)
+    __slots__ = ("expr", "_dtype")
     __hash__ = object.__hash__  # ``==`` builds an expression, so hash by identity
 
-    def __init__(self, expr: Expr) -> None:
+    def __init__(self, expr: Expr, dtype: str | None = None) -> None:
         self.expr = expr
+        self._dtype = dtype
 
     @property
     def dtype(self) -> str:
-        return dtype_of(self.expr)
+        # cached: a loop such as ``acc = acc + X[i]`` asks every step, and re-typing the whole
+        # expression each time would make tracing quadratic in its length
+        if self._dtype is None:
+            self._dtype = dtype_of(self.expr)
+        return self._dtype
 
     def __repr__(self) -> str:
         from egtile.ir.printer import format_expr
@@ -177,10 +194,10 @@ class Value:
     def __le__(self, o): return _binary("<=", self, o)
     def __gt__(self, o): return _binary(">", self, o)
     def __ge__(self, o): return _binary(">=", self, o)
-    def __neg__(self): return Value(UnOp("-", self.expr))
+    def __neg__(self): return _unop("-", self)
     def __pos__(self): return self
-    def __invert__(self): return Value(UnOp("~", self.expr))
-    def __abs__(self): return Value(UnOp("abs", self.expr))
+    def __invert__(self): return _unop("~", self)
+    def __abs__(self): return _unop("abs", self)
 
     def __pow__(self, o):
         raise UnsupportedError("`**` on a symbolic value (write the product, or T.exp/T.log)", user_loc())
@@ -212,8 +229,8 @@ def cast(value: Any, dtype: str) -> Value:
         raise DTypeError(f"T.cast: {err.message}", user_loc()) from None
     e = as_expr(value, d if not isinstance(value, Value) else None)
     if isinstance(e, Const) and e.dtype == d:
-        return Value(e)
-    return Value(Cast(d, e))
+        return Value(e, d)
+    return Value(Cast(d, e), d)
 
 
 def if_then_else(cond: Any, a: Any, b: Any) -> Any:
@@ -264,7 +281,7 @@ def ceildiv(a: Any, b: Any) -> Any:
 
 def _unary(op: str, x: Any) -> Any:
     if isinstance(x, Value):
-        return Value(UnOp(op, x.expr))
+        return _unop(op, x)
     if isinstance(x, (int, float)):
         return Value(UnOp(op, as_expr(float(x))))
     raise DSLError(f"T.{op} expects a number or symbolic value, got {type(x).__name__}", user_loc())
@@ -303,7 +320,7 @@ def rsqrt(x: Any) -> Any:
 def abs(x: Any) -> Any:  # noqa: A001 - TileLang's name
     """``T.abs(x)``; on a Python number, the Python result."""
     if isinstance(x, Value):
-        return Value(UnOp("abs", x.expr))
+        return _unop("abs", x)
     return x if x >= 0 else -x
 
 
