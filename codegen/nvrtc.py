@@ -156,9 +156,11 @@ def compile_cuda(source: str, name: str, arch: str = DEFAULT_ARCH,
         (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         err, size = nvrtc.nvrtcGetProgramLogSize(prog)
         _check(err, "nvrtcGetProgramLogSize", name)
-        buf = b" " * size
+        # NVRTC writes into the buffer it is given: a fresh bytearray, never a bytes object (``b" " * 1`` is
+        # CPython's shared one-byte b" ", which an empty log would overwrite with NUL for the whole process)
+        buf = bytearray(size)
         (err,) = nvrtc.nvrtcGetProgramLog(prog, buf)
-        log = buf.rstrip(b"\x00 ").decode(errors="replace").strip()
+        log = bytes(buf).rstrip(b"\x00 ").decode(errors="replace").strip()
         if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             hint = "" if cuda_inc is not None else (
                 "\n  (no CUDA include directory was found: install nvidia-cuda-runtime or set CUDA_HOME)")
@@ -166,7 +168,7 @@ def compile_cuda(source: str, name: str, arch: str = DEFAULT_ARCH,
                                f"\nNVRTC log:\n{log}{hint}")
         err, size = nvrtc.nvrtcGetCUBINSize(prog)
         _check(err, "nvrtcGetCUBINSize", name)
-        cubin = b" " * size
+        cubin = bytearray(size)
         (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
         _check(err, "nvrtcGetCUBIN", name)
         return NvrtcOutput(bytes(cubin), log)
