@@ -78,15 +78,16 @@ def literal(value: int | float | bool, dt: str) -> str:
             return f"({v + 1}{suffix} - 1{suffix})"
         return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
     x = float(value)
+    # a negative literal, -0.0 included, is parenthesized: `-(-0.0f)` must not become `--0.0f`
     if d.name == "float64":
         if math.isfinite(x):
-            return f"({x!r})" if x < 0 else repr(x)
+            return f"({x!r})" if math.copysign(1.0, x) < 0 else repr(x)
         bits = int(np.array(x, dtype=np.float64).view(np.uint64))
         return f"__longlong_as_double({bits:#x}LL)"
     f32 = float(np.float32(x))
     if math.isfinite(f32):
         text = repr(f32) + "f"
-        text = f"({text})" if f32 < 0 else text
+        text = f"({text})" if math.copysign(1.0, f32) < 0 else text
     else:
         bits = int(np.array(f32, dtype=np.float32).view(np.uint32))
         text = f"__int_as_float({bits:#x})"

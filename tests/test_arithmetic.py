@@ -182,3 +182,18 @@ def test_random_float_expressions_sim_equals_gpu(exprs, seed):
     torch.cuda.synchronize()
     problem = ax.first_mismatch(exprs, xs, [g.cpu() for g in gys], sim, ("gpu", "sim"))
     assert problem is None, problem
+
+
+def test_negated_negative_zero_literal_is_not_a_decrement():
+    """Found by the random expressions: ``-(-0.0)`` was emitted as ``(--0.0f)``, which NVRTC rejects."""
+    from egtile.codegen.exprs import literal
+
+    assert literal(-0.0, "float32") == "(-0.0f)" and literal(-0.0, "float64") == "(-0.0)"
+
+    @T.prim_func
+    def main(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(128):
+                Y[i] = X[i] * -T.float32(-0.0)
+
+    assert egtile.compile(main, target="cuda")._built.cubin[:4] == b"\x7fELF"
