@@ -12,10 +12,11 @@ thread), so Python ``if``/``while``/``and``/``or``/``not`` on it cannot be trace
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any
 
-from egtile.errors import DSLError, DTypeError, UnsupportedError
+from egtile.errors import DSLError, DTypeError, LimitError, UnsupportedError
 from egtile.evaluate import dtype_of, node_dtype
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Expr, Load, Select, UnOp, Var
@@ -83,6 +84,8 @@ def as_expr(v: Any, like: str | None = None) -> Expr:
         return v.expr
     if isinstance(v, (Const, Var, BinOp, UnOp, Load, Select, Cast, AddressOf)):
         return v
+    if getattr(type(v), "_egtile_extern_result", False):
+        v._fail()  # T.call_extern(...) used as a value: the extern module's message
     try:
         import numpy as np
 
@@ -98,17 +101,43 @@ def _dtype(v: Any, e: Expr) -> str:
     return v.dtype if isinstance(v, Value) else dtype_of(e)
 
 
+def _depth(*operands: Any) -> int:
+    """Nesting depth of a new node over ``operands`` (their cached depths; 1 for literals), checked against
+    ``EGTILE_MAX_EXPR_DEPTH`` (:mod:`egtile.limits`).
+
+    Raises:
+        LimitError: the expression would nest deeper than the limit; names the kernel, line and knob.
+    """
+    d = 1 + builtins.max((v._depth if isinstance(v, Value) else 1) for v in operands)
+    if d > _CHEAP_DEPTH:
+        from egtile import limits
+        from egtile.language.tracer import active
+
+        cap = limits.limit("EGTILE_MAX_EXPR_DEPTH")
+        if d > cap:
+            trace = active()
+            where = f"kernel {trace.name!r}: " if trace is not None else ""
+            raise LimitError(f"{where}this expression nests {d} levels deep; egtile's limit is {cap} "
+                             "(EGTILE_MAX_EXPR_DEPTH). An accumulation in a Python loop (acc = acc + X[i]) nests "
+                             "one level per step: accumulate in a T.serial loop into a T.alloc_local buffer, or "
+                             "raise the limit", user_loc())
+    return d
+
+
+_CHEAP_DEPTH = 64  # below this no expression is near any limit: skip reading it
+
+
 def _binary(op: str, a: Any, b: Any) -> Value:
     like_a = a.dtype if isinstance(a, Value) else None
     like_b = b.dtype if isinstance(b, Value) else None
     ea, eb = as_expr(a, like_b), as_expr(b, like_a)
     e = BinOp(op, ea, eb)
-    return Value(e, node_dtype(e, _dtype(a, ea), _dtype(b, eb)))
+    return Value(e, node_dtype(e, _dtype(a, ea), _dtype(b, eb)), _depth(a, b))
 
 
 def _unop(op: str, v: Value) -> Value:
     e = UnOp(op, v.expr)
-    return Value(e, node_dtype(e, v.dtype))
+    return Value(e, node_dtype(e, v.dtype), _depth(v))
 
 
 class Value:
@@ -118,12 +147,13 @@ class Value:
         expr: the ``ir.Expr`` it stands for.
     """
 
-    __slots__ = ("expr", "_dtype")
+    __slots__ = ("expr", "_dtype", "_depth")
     __hash__ = object.__hash__  # ``==`` builds an expression, so hash by identity
 
-    def __init__(self, expr: Expr, dtype: str | None = None) -> None:
+    def __init__(self, expr: Expr, dtype: str | None = None, depth: int = 1) -> None:
         self.expr = expr
         self._dtype = dtype
+        self._depth = depth
 
     @property
     def dtype(self) -> str:
@@ -230,7 +260,7 @@ def cast(value: Any, dtype: str) -> Value:
     e = as_expr(value, d if not isinstance(value, Value) else None)
     if isinstance(e, Const) and e.dtype == d:
         return Value(e, d)
-    return Value(Cast(d, e), d)
+    return Value(Cast(d, e), d, _depth(value))
 
 
 def if_then_else(cond: Any, a: Any, b: Any) -> Any:
@@ -240,7 +270,7 @@ def if_then_else(cond: Any, a: Any, b: Any) -> Any:
         return a if cond else b
     like_a = a.dtype if isinstance(a, Value) else None
     like_b = b.dtype if isinstance(b, Value) else None
-    return Value(Select(as_expr(cond), as_expr(a, like_b), as_expr(b, like_a)))
+    return Value(Select(as_expr(cond), as_expr(a, like_b), as_expr(b, like_a)), None, _depth(cond, a, b))
 
 
 def max(a: Any, b: Any) -> Any:  # noqa: A001 - TileLang's name
@@ -326,17 +356,17 @@ def abs(x: Any) -> Any:  # noqa: A001 - TileLang's name
 
 def And(a: Any, b: Any) -> Value:  # noqa: N802 - TileLang's name
     """Logical and of two conditions (Python's ``and`` cannot be traced)."""
-    return Value(BinOp("and", as_expr(a), as_expr(b)))
+    return Value(BinOp("and", as_expr(a), as_expr(b)), "bool", _depth(a, b))
 
 
 def Or(a: Any, b: Any) -> Value:  # noqa: N802
     """Logical or of two conditions."""
-    return Value(BinOp("or", as_expr(a), as_expr(b)))
+    return Value(BinOp("or", as_expr(a), as_expr(b)), "bool", _depth(a, b))
 
 
 def Not(a: Any) -> Value:  # noqa: N802
     """Logical negation of a condition."""
-    return Value(UnOp("not", as_expr(a)))
+    return Value(UnOp("not", as_expr(a)), "bool", _depth(a))
 
 
 def infinity(dtype: str) -> Value:

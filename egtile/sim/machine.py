@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from egtile import externs
+from egtile import externs, limits
 from egtile.errors import EgtileError, ShapeError, SimulationError, SourceLoc
 from egtile.evaluate import poison, round_to
 from egtile.ir.dtypes import dtype as lookup_dtype
@@ -229,9 +229,15 @@ class BlockOutcome:
 class Block:
     """The dynamic state of one block and the semantics of each scheduled statement."""
 
-    def __init__(self, prog: Program, coords: tuple[int, ...], globals_: dict[str, Mem], log: RaceLog) -> None:
+    def __init__(self, prog: Program, coords: tuple[int, ...], globals_: dict[str, Mem], log: RaceLog,
+                 budget: list[int] | None = None) -> None:
         self.prog = prog
         self.coords = coords
+        # statements every thread may still run in this simulate() call, shared by its blocks
+        # (EGTILE_MAX_CPU_STEPS, egtile.limits): a step never blocks, so a long serial loop is one
+        # scheduling step and only this counter bounds it
+        self.budget = budget if budget is not None else [limits.limit("EGTILE_MAX_CPU_STEPS")]
+        self.max_steps = self.budget[0]
         self.mems: dict[str, Mem] = dict(globals_)
         for m in globals_.values():
             if m.shadowed:
@@ -368,6 +374,9 @@ class Block:
                 statement's sid, thread and block in the message and its user line (``SourceLoc``).
         """
         for s in stmts:
+            self.budget[0] -= 1
+            if self.budget[0] < 0:
+                raise limits.step_error(self.prog.sched.kernel.name, self.max_steps, "simulator")
             try:
                 match s:
                     case Leaf(stmt=st):
