@@ -7,7 +7,7 @@ Each figure is the median of ``--repeat`` runs in this process, after one untime
 one-off imports (egglog, NVRTC's library), reported as "first cold".
 
 * cold, by phase: trace (the seed's ``@egtile.jit`` factory builds the ``@T.prim_func``), e-graph
-  (:func:`egtile.optimize.optimize`: encode, saturate, extract, decode, lower), codegen+NVRTC
+  (:func:`egtile.schedule.driver.optimize`: encode, saturate, extract, decode, lower), codegen+NVRTC
   (:func:`egtile.codegen.build` with the caches disabled); cold = their sum.
 * warm: ``egtile.compile(prim_func, target="cuda")`` end to end with the schedule cache
   (:mod:`egtile.schedule_cache`) and the cubin cache filled: trace + one cache read, no e-graph run and
@@ -48,7 +48,7 @@ def main() -> int:
 
     import egtile
     from egtile.codegen import build
-    from egtile.optimize import optimize
+    from egtile.schedule.driver import optimize
 
     traces = {
         "bug1": lambda: seed_bug1.bug1_kernel.fn(16, 32, 16, 16),

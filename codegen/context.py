@@ -13,7 +13,7 @@ from egtile.ir.kernel import Buffer, walk
 from egtile.ir.scheduled import Scheduled, ThreadRange
 
 from egtile.codegen.errors import codegen_error
-from egtile.codegen.layout import SmemLayout, TmaOperand
+from egtile.codegen.layout import SmemLayout, TmaOperand, scratch_ident
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,21 @@ class Ctx:
         return self.smem.strides_of(buf)
 
     def tmap_for(self, buffer: str, box: tuple[int, ...]) -> TmaOperand:
+        """The tensor-map parameter of ``(buffer, box)`` (a statement declared it in ``Needs.tensor_maps``)."""
         for t in self.tma:
             if t.buffer == buffer and t.box == box:
                 return t
         raise KeyError((buffer, box))
+
+    def scratch(self, name: str) -> str:
+        """C name of the ``unsigned char*`` to the scratch area ``name`` (declared in ``Needs.scratch``).
+
+        Raises:
+            CodegenError: no statement declared it.
+        """
+        if not any(n == name for n, _ in self.smem.scratch):
+            raise codegen_error(self, f"scratch area {name!r} is used but no statement declared it (Needs.scratch)")
+        return scratch_ident(name)
 
     def loc_of(self, sid: int | None) -> SourceLoc | None:
         """The user's source line of tile-IR statement ``sid`` (``None`` if unknown)."""

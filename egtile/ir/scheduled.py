@@ -29,7 +29,7 @@ Execution model (what every executor implements):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from egtile.ir.kernel import AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Kernel, Reduce, Region, Store, Var
@@ -62,6 +62,7 @@ class MBarrier:
         kind: ``full`` (producers -> consumers: "stage s holds data") or ``empty`` (consumers ->
             producers: "stage s may be overwritten"), or ``other``.
         guards: names of the buffers whose stage-s accesses this barrier orders.
+        loop: the statement id of the pipelined loop it belongs to (``None``: none).
     """
 
     name: str
@@ -69,6 +70,7 @@ class MBarrier:
     arrive_count: int
     kind: Literal["full", "empty", "other"]
     guards: tuple[str, ...] = ()
+    loop: int | None = field(default=None, compare=False)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -117,6 +119,50 @@ class ThreadLoop:
     body: tuple[SStmt, ...]
     sid: int | None = None
 
+    @property
+    def trip_count(self) -> int:
+        """``prod(extents)``: the number of iterations of the flattened space."""
+        n = 1
+        for e in self.extents:
+            n *= e
+        return n
+
+    def iteration(self, i: int) -> tuple[int, ...]:
+        """The values of ``vars`` at flat iteration ``i`` (row-major: the last variable varies fastest)."""
+        return unflatten(i, self.extents)
+
+    def iteration_c(self, flat: str) -> tuple[str, ...]:
+        """:meth:`iteration` as C expressions of the C integer expression ``flat``."""
+        return unflatten_c(flat, self.extents)
+
+
+def unflatten(i: int, extents: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major digits of flat index ``i`` over ``extents`` (the digit of the last extent varies fastest)."""
+    digits = []
+    for e in reversed(extents):
+        digits.append(i % e)
+        i //= e
+    digits.reverse()
+    return tuple(digits)
+
+
+def unflatten_c(flat: str, extents: tuple[int, ...]) -> tuple[str, ...]:
+    """:func:`unflatten` as C expressions of the non-negative C integer expression ``flat``: ``(flat / inner)
+    % extent`` per digit, with the division left out for the innermost digit, the modulo left out when
+    every outer extent is 1, and ``0`` for an extent of 1."""
+    inner = 1
+    digits: list[str] = []
+    for d in range(len(extents) - 1, -1, -1):
+        e = extents[d]
+        if e == 1:
+            digits.append("0")
+        else:
+            div = flat if inner == 1 else f"{flat} / {inner}"
+            outer_all_unit = all(x == 1 for x in extents[:d])
+            digits.append(f"({div})" if outer_all_unit else f"({div}) % {e}")
+        inner *= e
+    return tuple(reversed(digits))
+
 
 CopyInst: TypeAlias = Literal["simt", "cp_async"]
 
@@ -134,6 +180,9 @@ class TileOp:
     op: Copy | Fill | Gemm | Reduce
     inst: CopyInst
     threads: ThreadRange
+    width: int = 0
+    """``cp_async``: bytes per ``cp.async`` chunk (16, 8 or 4), chosen with the instruction by the copy rules;
+    the backend emits exactly these chunks. ``0`` for ``simt``."""
 
 
 @dataclass(frozen=True)
