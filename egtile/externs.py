@@ -38,30 +38,22 @@ class ExternModel:
     fn: Callable[..., Any]
     pure: bool = False
 
-
-_REGISTRY: dict[str, ExternModel] = {}
-_GUARDED: dict[str, ExternModel] = {}  # what lookup() hands the executors: fn wrapped by _guard
-
-
-def _guard(model: ExternModel) -> ExternModel:
-    """``model`` whose ``fn`` turns an exception of the user's model into :class:`ExternModelError` naming
-    the extern (the executor adds the statement, thread, block and the ``T.call_extern`` line). egtile's
-    own errors raised through a :class:`Pointer` (an access out of range, a race) pass through."""
-    user_fn, name = model.fn, model.name
-
-    def call(*args: Any) -> Any:
+    def call(self, *args: Any) -> Any:
+        """``fn(*args)`` as an executor runs it: an exception of the user's model becomes
+        :class:`ExternModelError` naming the extern and the arguments (the executor adds the statement,
+        thread, block and the ``T.call_extern`` line); egtile's own errors raised through a
+        :class:`Pointer` (an access out of range, a race) pass through."""
         try:
-            return user_fn(*args)
+            return self.fn(*args)
         except EgtileError:
             raise
         except Exception as err:  # noqa: BLE001 - any failure of user code, reported with its context
             shown = ", ".join(repr(a) for a in args)
-            raise ExternModelError(f"the CPU model of extern {name!r} (registered with egtile.register_extern) "
+            raise ExternModelError(f"the CPU model of extern {self.name!r} (registered with egtile.register_extern) "
                                    f"raised {type(err).__name__}: {err} -- called with ({shown})") from err
 
-    return ExternModel(model.name, call, model.pure)
 
-
+_REGISTRY: dict[str, ExternModel] = {}
 def register_extern(name: str, fn: Callable[..., Any] | None = None, *, pure: bool = False) -> Any:
     """Register ``fn`` as the CPU model of the extern ``name`` (replacing any earlier model).
 
@@ -80,14 +72,12 @@ def register_extern(name: str, fn: Callable[..., Any] | None = None, *, pure: bo
     if not callable(fn):
         raise TypeError(f"model of extern {name!r} must be callable, got {type(fn).__name__}")
     _REGISTRY[name] = ExternModel(name, fn, bool(pure))
-    _GUARDED[name] = _guard(_REGISTRY[name])
     return fn
 
 
 def unregister_extern(name: str) -> None:
     """Remove the model of ``name`` (no error if there is none)."""
     _REGISTRY.pop(name, None)
-    _GUARDED.pop(name, None)
 
 
 def registered(name: str) -> ExternModel | None:
@@ -96,14 +86,13 @@ def registered(name: str) -> ExternModel | None:
 
 
 def lookup(name: str, loc: SourceLoc | None = None) -> ExternModel:
-    """The model of ``name``, for an executor to call: its ``fn`` raises :class:`ExternModelError` naming
-    the extern when the user's model raises (see :func:`_guard`).
+    """The model of ``name`` (executors run it with :meth:`ExternModel.call`).
 
     Raises:
         ExternModelError: no model is registered; the message names the extern and how to register one,
             and ``loc`` (the ``T.call_extern`` line) is attached.
     """
-    model = _GUARDED.get(name)
+    model = _REGISTRY.get(name)
     if model is None:
         known = ", ".join(sorted(_REGISTRY)) or "none"
         raise ExternModelError(

@@ -130,7 +130,7 @@ class _Block:
             case Extern(name=name, args=args):
                 model = externs.lookup(name, s.loc)
                 values = [self.pointer(a.load) if isinstance(a, AddressOf) else self.ev(a) for a in args]
-                model.fn(*values)
+                model.call(*values)
             case For(var=var, start=start, stop=stop, body=body):
                 lo, hi = int(self.ev(start)), int(self.ev(stop))
                 saved = self.env.get(var.name)

@@ -18,7 +18,7 @@ import torch
 
 import egtile
 import egtile.codegen.nvrtc
-import egtile.optimize
+import egtile.schedule.driver
 from egtile import language as T
 from egtile import schedule_cache
 from egtile.codegen import cache as cubin_cache
@@ -67,7 +67,7 @@ class Counter:
     def __init__(self, monkeypatch):
         self.optimize = 0
         self.nvrtc = 0
-        real_opt, real_nvrtc = egtile.optimize.optimize, egtile.codegen.nvrtc.compile_cuda
+        real_opt, real_nvrtc = egtile.schedule.driver.optimize, egtile.codegen.nvrtc.compile_cuda
 
         def opt(*a, **k):
             self.optimize += 1
@@ -77,7 +77,7 @@ class Counter:
             self.nvrtc += 1
             return real_nvrtc(*a, **k)
 
-        monkeypatch.setattr(egtile.optimize, "optimize", opt)
+        monkeypatch.setattr(egtile.schedule.driver, "optimize", opt)
         monkeypatch.setattr(egtile.codegen.nvrtc, "compile_cuda", nv)
 
 
