@@ -27,6 +27,7 @@ class Ctx:
         threads: the threads that may reach the statement being emitted (a contiguous range: the whole
             block, a role's warpgroups or one elected thread).
         depth: nesting depth of generated loops, for unique ``eg_`` loop-variable names.
+        vars, loads: C spellings that replace variables and loads (:meth:`substituted`).
     """
 
     sched: Scheduled
@@ -34,6 +35,13 @@ class Ctx:
     tma: tuple[TmaOperand, ...]
     threads: ThreadRange
     depth: int = 0
+    vars: tuple[tuple[str, str], ...] = ()
+    loads: tuple[tuple[object, str], ...] = ()
+
+    def substituted(self, *, vars: tuple[tuple[str, str], ...] = (), loads: tuple[tuple[object, str], ...] = ()) -> Ctx:
+        """Emission with variable ``name`` spelled as C ``text`` (``vars``) and the load expressions ``loads``
+        read from C lvalues (a vectorized loop's lanes: ``v + l`` and an element of a vector register)."""
+        return replace(self, vars=vars, loads=loads)
 
     def within(self, threads: ThreadRange) -> Ctx:
         return replace(self, threads=threads)

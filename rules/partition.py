@@ -29,15 +29,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from egglog import String, function, i64, i64Like, ne
+from egglog import String, eq, function, i64, i64Like, ne
 
+from egtile import analysis
 from egtile.ir import AtomicAdd, BinOp, Const, Elect, Expr, For, If, Leaf, ThreadLoop, Var, walk
 from egtile.schedule import cost as C
 from egtile.schedule import dataflow as D
 from egtile.schedule.decision import Cost, Decision
 from egtile.schedule.encode import parallel_extent
-from egtile.schedule.rule import FactSpec, Rule, Violation, stmt_condition
-from egtile.schedule.schema import Block, Stmt
+from egtile.schedule.rule import FactSpec, NumSpec, Rule, Violation, stmt_condition
+from egtile.schedule.schema import Block, Stmt, num
 from egtile.verdict import Verdict
 
 # ----------------------------------------------------------------------------------------------------
@@ -89,6 +90,20 @@ NO_ESCAPING_LOCAL_WRITE = stmt_condition(
     _explain_escape)
 
 
+
+def _vector_width(ctx, s) -> int | None:
+    if not (isinstance(s, For) and s.kind == "parallel"):
+        return None
+    w = analysis.vector_width(s)
+    return w if w > 1 else None
+
+
+VECTOR_WIDTH = NumSpec(
+    "vector-width", "elements per vector access of a T.Parallel nest: the widest of 8/4/2 whose groups of "
+    "consecutive iterations each move one aligned 4/8/16-byte vector per buffer (egtile.analysis.vector_width; PTX "
+    "ISA ld/st .v2/.v4: the address is aligned to the access size)", _vector_width, scope="block")
+
+
 # Mutant facts: TileLang's pre-fix has_non_local_store, the Python predicate it was (test-only).
 def _effect_local_ignoring_address_of(ctx, s) -> Verdict:
     direct = [a for a in ctx.write_accesses(s.sid) if a.scope != "local" and not a.via_pointer]
@@ -130,6 +145,12 @@ def partitioned(sid: i64Like, body: Block) -> Stmt:
 
 
 @function
+def vectorized(sid: i64Like, body: Block, width: i64Like) -> Stmt:
+    """``T.Parallel`` with groups of ``width`` consecutive iterations, group ``g`` run once by rank ``g % count``
+    with one ``width``-wide access per buffer."""
+
+
+@function
 def replicated(sid: i64Like, body: Block) -> Stmt:
     """``T.Parallel`` with every iteration run by every thread."""
 
@@ -165,8 +186,9 @@ def thread_loop(n, lw, ctx, *, mapping: str | None = None) -> list[ThreadLoop]:
                 continue
         break
     body = lw.block(nodes, replace(ctx, shifts=shifts, thread=True))
-    mapping = mapping or ("partitioned" if n.op == "partitioned" else "replicated")
-    return [ThreadLoop(tuple(vars_), tuple(extents), mapping, ctx.threads, body, sid=n.sid)]
+    mapping = mapping or ("replicated" if n.op == "replicated" else "partitioned")
+    vector = int(n.params[-1]) if n.op == "vectorized" else 1
+    return [ThreadLoop(tuple(vars_), tuple(extents), mapping, ctx.threads, body, sid=n.sid, vector=vector)]
 
 
 def parallel_extent_of(s) -> int:
@@ -189,11 +211,20 @@ def _parallel_cost(mapping: str):
     return cost
 
 
+def _vector_cost(c) -> int:
+    # A group costs one iteration's work: its accesses are one instruction each, and the accesses dominate
+    # (a global load is GLOBAL_LATENCY, an operator 1); the other lanes' arithmetic overlaps them.
+    w = int(c.params["width"])
+    return C.LOOP_OVERHEAD + C.parallel_cost(parallel_extent_of(c.stmt) // w, c.kernel.threads, "partitioned", c.work)
+
+
 def _detail(n, lowered) -> str:
     for x in lowered:
         if isinstance(x, ThreadLoop):
             t = x.threads
-            return f"{x.mapping} over threads [{t.begin}, {t.end}), {'x'.join(map(str, x.extents))} iterations"
+            vec = f", {x.vector}-wide accesses" if x.vector > 1 else ""
+            return (f"{x.mapping} over threads [{t.begin}, {t.end}), {'x'.join(map(str, x.extents))} iterations"
+                    f"{vec}")
     return ""
 
 
@@ -208,6 +239,11 @@ PARTITIONED = Decision("partitioned", partitioned, BODY, "decision",
                        Cost(_parallel_cost("partitioned"), summary="body",
                             doc="LOOP_OVERHEAD + ceil(extent / threads) x body work (+ BRANCH when not a multiple)"),
                        lower=thread_loop, label="partitioned", details=_detail)
+VECTORIZED = Decision("vectorized", vectorized, BODY + (("width", i64),), "decision",
+                      Cost(_vector_cost, summary="body",
+                           doc="LOOP_OVERHEAD + ceil(extent / (threads x width)) x body work (a group costs one "
+                               "iteration: its accesses are one vector instruction each)"),
+                      lower=thread_loop, label="partitioned, vectorized", details=_detail)
 REPLICATED = Decision("replicated", replicated, BODY, "decision",
                       Cost(_parallel_cost("replicated"), summary="body", doc="LOOP_OVERHEAD + extent x body work"),
                       lower=thread_loop, label="replicated", details=_detail)
@@ -224,6 +260,20 @@ partition_parallel = Rule(
     lhs=lambda v: Stmt.par(v.sid, v.body),
     rhs=lambda v: partitioned(v.sid, v.body),
     conditions=(NO_ESCAPING_LOCAL_WRITE,),
+)
+
+vectorize_parallel = Rule(
+    name="vectorize-parallel", stage="partition",
+    doc="T.Parallel -> groups of w consecutive iterations split over the running threads (group g on rank g % "
+        "count), each group moving one w-wide vector per buffer: one ld/st.v2/.v4 instead of w scalar accesses. Legal "
+        "where partitioning is (a group's iterations run once, by one thread) and where every access of the nest "
+        "is a whole aligned vector or a broadcast (the vector-width oracle).",
+    variables=BODY + (("width", i64),),
+    lhs=lambda v: Stmt.par(v.sid, v.body),
+    bindings=lambda v: (eq(v.width).to(num("vector-width", v.sid)),),
+    rhs=lambda v: vectorized(v.sid, v.body, v.width),
+    conditions=(NO_ESCAPING_LOCAL_WRITE,),
+    oracles=(VECTOR_WIDTH,),
 )
 
 replicate_parallel = Rule(
@@ -255,8 +305,8 @@ replicate_scalar = Rule(
     conditions=(EFFECT_LOCAL,),
 )
 
-RULES = (partition_parallel, replicate_parallel, elect_scalar, replicate_scalar)
-DECISIONS = (ELECT, REPLICATE, PARTITIONED, REPLICATED)
+RULES = (partition_parallel, vectorize_parallel, replicate_parallel, elect_scalar, replicate_scalar)
+DECISIONS = (ELECT, REPLICATE, PARTITIONED, VECTORIZED, REPLICATED)
 
-__all__ = ["DECISIONS", "EFFECT_LOCAL", "NO_ESCAPING_LOCAL_WRITE", "RULES", "elect", "partitioned", "replicate",
-           "parallel_extent_of", "replicated", "thread_loop"]
+__all__ = ["DECISIONS", "EFFECT_LOCAL", "NO_ESCAPING_LOCAL_WRITE", "RULES", "VECTOR_WIDTH", "elect", "partitioned",
+           "replicate", "parallel_extent_of", "replicated", "thread_loop", "vectorized"]

@@ -164,7 +164,7 @@ def test_multi_dimensional_parallel_shows_every_dimension():
 
     result = egtile.optimize(kern)
     listing = str(result.scheduled)
-    assert "for i, j in T.Parallel(16, 64):  # partitioned over threads [0, 128)" in listing
+    assert "for i, j in T.Parallel(16, 64):  # partitioned 4-wide over threads [0, 128)" in listing
     explained = result.explain()
     assert "for i, j in T.Parallel(16, 64)" in explained
     assert "for i in T.Parallel(16)`" not in explained and "for i in T.Parallel(16)`" not in listing

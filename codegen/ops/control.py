@@ -9,7 +9,8 @@ reach it. Thread-set rules:
 * ``Elect``: ``if (eg_tid == first)``; narrows ``threads`` to that thread.
 * ``ThreadLoop``: partitioned (``for (i = rank; i < n; i += count)``) or replicated (every thread of the
   range runs every iteration); guarded when more threads reach it than its range names. The loop
-  variables are the row-major digits of the flat counter (:meth:`ThreadLoop.iteration_c`).
+  variables are the row-major digits of the flat counter (:meth:`ThreadLoop.iteration_c`). A vectorized
+  one (``vector > 1``) runs groups of iterations with vector accesses (:mod:`egtile.codegen.ops.vector`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
 from egtile.codegen.exprs import ctype, emit, emit_as
 from egtile.codegen.names import ident
+from egtile.codegen.ops import vector
 from egtile.codegen.ops.common import sid_comment
 from egtile.codegen.registry import emit_stmts, register_emitter
 from egtile.codegen.threads import TID, covers, guarded, indent, partitioned_for
@@ -35,18 +37,25 @@ def seq_loop(s: SeqLoop, ctx: Ctx) -> list[str]:
     return (["#pragma unroll"] if s.unroll else []) + [head, *indent(emit_stmts(s.body, ctx.deeper())), "}"]
 
 
-@register_emitter(ThreadLoop)
+@register_emitter(ThreadLoop, headers=vector.HEADERS, needs=vector.needs, param_align=vector.param_align)
 def thread_loop(s: ThreadLoop, ctx: Ctx) -> list[str]:
     n = s.trip_count
     k = f"eg_i{ctx.depth}"
     inner = ctx.deeper()
-    binds = [f"const {ctype(v.dtype)} {ident(v.name)} = {d};" for v, d in zip(s.vars, s.iteration_c(k))]
-    body = [*binds, *emit_stmts(s.body, inner)]
-    if s.mapping == "partitioned":
-        loop = [partitioned_for(k, n, s.threads), *indent(body), "}"]
+
+    def binds(flat: str) -> list[str]:
+        return [f"const {ctype(v.dtype)} {ident(v.name)} = {d};" for v, d in zip(s.vars, s.iteration_c(flat))]
+
+    if s.vector > 1:
+        if s.mapping != "partitioned":
+            raise codegen_error(ctx, f"T.Parallel (sid {s.sid}) is {s.mapping} with vector {s.vector}; only a "
+                                     "partitioned loop is vectorized", s.sid)
+        loop = vector.vector_loop(s, ctx, binds, k)
+    elif s.mapping == "partitioned":
+        loop = [partitioned_for(k, n, s.threads), *indent([*binds(k), *emit_stmts(s.body, inner)]), "}"]
     else:
-        loop = [f"for (int {k} = 0; {k} < {n}; ++{k}) {{", *indent(body), "}"]
-    what = f"T.Parallel (sid {s.sid}, {s.mapping})"
+        loop = [f"for (int {k} = 0; {k} < {n}; ++{k}) {{", *indent([*binds(k), *emit_stmts(s.body, inner)]), "}"]
+    what = f"T.Parallel (sid {s.sid}, {s.mapping}{f', {s.vector}-wide' if s.vector > 1 else ''})"
     return [f"// {what} over threads [{s.threads.begin}, {s.threads.end})",
             *guarded(loop, s.threads, ctx, what, s.sid, exact=s.mapping == "partitioned")]
 

@@ -292,7 +292,8 @@ def _seq_loop(s: SeqLoop) -> list[str]:
 def _thread_loop(s: ThreadLoop) -> list[str]:
     names = ", ".join(v.name for v in s.vars)
     return [f"for {names} in T.Parallel({', '.join(map(str, s.extents))}):  "
-            f"# {s.mapping} over {threads_text(s.threads)}{'' if s.sid is None else f' [{s.sid}]'}",
+            f"# {s.mapping}{f' {s.vector}-wide' if s.vector > 1 else ''} over {threads_text(s.threads)}"
+            f"{'' if s.sid is None else f' [{s.sid}]'}",
             *indent(listing_lines(s.body))]
 
 

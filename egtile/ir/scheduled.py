@@ -110,6 +110,10 @@ class ThreadLoop:
       every iteration runs exactly once. Threads with no iteration left skip (guard), so any extent works.
     * ``replicated``: every thread of ``threads`` runs every iteration. Legal only for bodies whose
       effect is thread-local (the ``partition`` rule's side condition; verifier property L5).
+
+    ``vector`` (``partitioned`` only): iterations go to threads in groups of ``vector`` consecutive ones,
+    group ``g = i // vector`` to rank ``g % count``, and each thread moves a group's elements with one
+    ``vector``-wide access per buffer (:func:`egtile.analysis.vector_width` decides it).
     """
 
     vars: tuple[Var, ...]
@@ -118,6 +122,7 @@ class ThreadLoop:
     threads: ThreadRange
     body: tuple[SStmt, ...]
     sid: int | None = None
+    vector: int = 1
 
     @property
     def trip_count(self) -> int:
@@ -130,6 +135,22 @@ class ThreadLoop:
     def iteration(self, i: int) -> tuple[int, ...]:
         """The values of ``vars`` at flat iteration ``i`` (row-major: the last variable varies fastest)."""
         return unflatten(i, self.extents)
+
+    def owned(self, rank: int) -> range | list[int]:
+        """The flat iterations the thread of rank ``rank`` runs (every one, for ``replicated``)."""
+        n = self.trip_count
+        if self.mapping != "partitioned":
+            return range(n)
+        if self.vector <= 1:
+            return range(rank, n, self.threads.count)
+        w = self.vector
+        return [g * w + lane for g in range(rank, n // w, self.threads.count) for lane in range(w)]
+
+    def owner(self, i: int) -> int | None:
+        """The rank that runs flat iteration ``i`` (``None``: every thread, ``replicated``)."""
+        if self.mapping != "partitioned":
+            return None
+        return (i // max(1, self.vector)) % self.threads.count
 
     def iteration_c(self, flat: str) -> tuple[str, ...]:
         """:meth:`iteration` as C expressions of the C integer expression ``flat``."""

@@ -182,8 +182,10 @@ class AccessSummary:
             return None
         return owner
 
-    def thread_loop_owner(self, vars_: tuple[Var, ...], extents: tuple[int, ...], t: ThreadRange) -> OwnerFn:
-        """Owner keys inside a partitioned thread loop over ``vars_`` / ``extents`` on threads ``t``."""
+    def thread_loop_owner(self, vars_: tuple[Var, ...], extents: tuple[int, ...], t: ThreadRange,
+                          vector: int = 1) -> OwnerFn:
+        """Owner keys inside a partitioned thread loop over ``vars_`` / ``extents`` on threads ``t`` (groups of
+        ``vector`` consecutive iterations per thread: a different element -> thread map for each width)."""
         names = tuple(v.name for v in vars_)
 
         def owner(a) -> Any:
@@ -201,7 +203,7 @@ class AccessSummary:
             others = [o for d, o in enumerate(r.offsets) if d not in positions]
             if any(set(names) & free_vars(o) for o in others):
                 return None
-            return ("thread-loop", t.begin, t.count, extents, tuple(positions))
+            return ("thread-loop", t.begin, t.count, extents, tuple(positions), vector)
         return owner
 
 
@@ -242,7 +244,7 @@ def _elect(s: Elect, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
 
 @register_accesses(ThreadLoop)
 def _thread_loop(s: ThreadLoop, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
-    fn = acc.thread_loop_owner(s.vars, s.extents, s.threads) if s.mapping == "partitioned" else _no_owner
+    fn = acc.thread_loop_owner(s.vars, s.extents, s.threads, s.vector) if s.mapping == "partitioned" else _no_owner
     return acc.body(s.body, fn)
 
 

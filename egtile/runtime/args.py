@@ -30,7 +30,7 @@ from egtile.codegen import BuiltKernel
 def misaligned(kernel: str, param: str, address: int, align: int) -> DeviceError:
     """The error for a data pointer that is not a multiple of ``align`` bytes."""
     return DeviceError(f"kernel {kernel!r}, parameter {param!r}: data pointer {address:#x} is not {align}-byte "
-                       f"aligned (TMA / cp.async operands need it); pass a freshly allocated or .clone()d tensor")
+                       f"aligned (TMA, cp.async and vector accesses need it); pass a freshly allocated or .clone()d tensor")
 
 
 def validate(built: BuiltKernel, kernel: str, args: Sequence[Any], written: Collection[str] = ()) -> int:

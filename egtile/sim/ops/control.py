@@ -36,14 +36,13 @@ def _leaves(s: ThreadLoop) -> tuple[int, ...]:
 
 @register_semantics(ThreadLoop)
 def thread_loop(m, s: ThreadLoop, th):
-    """``partitioned``: rank ``r`` runs flat iterations ``r, r + count, ...``; ``replicated``: every thread of
+    """``partitioned``: rank ``r`` runs the flat iterations ``ThreadLoop.owned(r)``; ``replicated``: every thread of
     the range runs all of them. Each iteration that had a nonlocal effect is recorded (repeated-iteration
     check) with the loop's environment and the iteration's variable values."""
     tr = s.threads
     if th.tid not in tr:
         return
-    total = s.trip_count
-    its = range(th.tid - tr.begin, total, tr.count) if s.mapping == "partitioned" else range(total)
+    its = s.owned(th.tid - tr.begin)
     names = [v.name for v in s.vars]
     saved = [th.env.get(n, MISSING) for n in names]
     env_key = tuple(th.env.items())
