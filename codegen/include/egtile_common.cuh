@@ -95,6 +95,12 @@ template <> __device__ __forceinline__ double eg_max<double>(double a, double b)
   return a > b ? a : b;
 }
 
+// Fused multiply-add for tile-op accumulations (SIMT gemm): `acc + a * b` rounded once. Written out because
+// egtile compiles with --fmad=false, which keeps scalar expressions unfused, as the oracle evaluates them.
+__device__ __forceinline__ float eg_fma(float acc, float a, float b) { return fmaf(a, b, acc); }
+__device__ __forceinline__ double eg_fma(double acc, double a, double b) { return fma(a, b, acc); }
+template <typename T> __device__ __forceinline__ T eg_fma(T acc, T a, T b) { return acc + a * b; }
+
 // Shifts with a non-constant count, as PTX shl/shr define them (PTX ISA, "Logic and Shift Instructions"):
 // the count is unsigned and clamped to the operand width, so a count < 0 or >= the width gives 0 for
 // `<<` and the sign fill (0 or -1) for `>>`; C leaves both undefined. The left shift goes through the
