@@ -13,8 +13,8 @@ ignored, ``-0 < +0``); shifts by a count outside ``[0, width)`` clamp as PTX ``s
 (``eg_shl``/``eg_shr``). ``float16``/``bfloat16`` arithmetic is done in float32 and rounded once to the
 result type, which equals correctly rounded binary16/bfloat16 arithmetic for ``+ - * /`` and ``sqrt``
 (binary32 has more than 2p+2 significand bits). NVRTC runs with ``--fmad=false`` so ``a * b + c`` rounds
-twice, as the oracle does. Math intrinsics below float64 are evaluated in float64 and rounded to float32
-(``eg_exp`` ...), which is what the oracle computes on the CPU.
+twice, as the oracle does. Math intrinsics below float64 are CUDA's float32 functions
+(``eg_exp`` ...: within their documented 1-2 ulp of the correctly rounded value the oracle computes).
 """
 
 from __future__ import annotations

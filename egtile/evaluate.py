@@ -24,7 +24,9 @@ Semantics (chosen to match what the CUDA backend's C++ computes):
   rounded to that dtype: the float32 sequence the GPU runs. ``%`` is C ``fmod`` (exact). ``min``/``max``
   are IEEE 754-2019 minimumNumber/maximumNumber (a NaN operand is ignored; ``-0.0 < +0.0``).
 * Math intrinsics (``exp``, ``log`` ...) are evaluated in float64 and, below float64, rounded to float32
-  before the result dtype (:func:`math_value`), as the backend does.
+  before the result dtype (:func:`math_value`): the correctly rounded float32 value (but in the rare
+  double-rounding case). The GPU's float32 functions are within 1-2 ulp of it (docs/language.md), the only
+  place where the oracle and the GPU are not bit for bit the same.
 * Float to integer conversion truncates toward zero, saturates at the integer range and maps NaN to 0,
   as PTX ``cvt.rzi`` does (PTX ISA 9.7.9.21 "cvt"). Integer to float rounds to nearest even, once.
   ``float16`` and ``bfloat16`` are always reached through float32 (two roundings from float64 or a wide
@@ -376,9 +378,9 @@ def _math(op: str, x: float) -> float:
 
 def math_value(op: str, x: Scalar, dtype: str) -> float:
     """Math intrinsic ``op`` of ``x`` for a result of dtype ``dtype``, before the final rounding to
-    ``dtype``. Below float64 the function is evaluated in float64 and rounded to float32 first, as the
-    backend's ``eg_<op>`` helpers compute ``(float)op((double)x)``, so that a float16 result rounds twice
-    (float64 -> float32 -> float16) on every target."""
+    ``dtype``. Below float64 the function is evaluated in float64 and rounded to float32 first (the
+    backend's float32 function is within its ulp bound of that value), so that a float16 result rounds twice
+    (float32 -> float16) as on the GPU."""
     v = _math(op, float(x))
     return v if compute_dtype(dtype) == "float64" else _to_float32(v)
 

@@ -121,19 +121,19 @@ __device__ __forceinline__ T eg_shr(T a, long long s) {
   return (s < 0 || s >= bits) ? T((a >> (bits - 1)) >> 1) : T(a >> s);
 }
 
-// Math intrinsics below float64 are evaluated in float64 and rounded once to float32 (then to the result
-// type): CUDA's float64 functions are within 1-2 ulp of float64 (CUDA C++ Programming Guide,
-// "Mathematical Functions"), so the float32 result is the correctly rounded one except when the exact
-// value lies within about 2^-52 (relative) of a float32 rounding boundary -- the value egtile.evaluate
-// computes on the CPU. CUDA's float32 functions (expf: 2 ulp) would differ from it in the last place.
-__device__ __forceinline__ float eg_exp(float x) { return (float)exp((double)x); }
-__device__ __forceinline__ float eg_exp2(float x) { return (float)exp2((double)x); }
-__device__ __forceinline__ float eg_log(float x) { return (float)log((double)x); }
-__device__ __forceinline__ float eg_log2(float x) { return (float)log2((double)x); }
-__device__ __forceinline__ float eg_sin(float x) { return (float)sin((double)x); }
-__device__ __forceinline__ float eg_cos(float x) { return (float)cos((double)x); }
-__device__ __forceinline__ float eg_tanh(float x) { return (float)tanh((double)x); }
-__device__ __forceinline__ float eg_rsqrt(float x) { return (float)(1.0 / sqrt((double)x)); }
+// Math intrinsics below float64 are CUDA's float32 functions (CUDA C++ Programming Guide, "Mathematical
+// Functions", maximum ulp error without -use_fast_math: expf 2, exp2f 2, logf 1, log2f 1, sinf 2, cosf 2,
+// tanhf 2, rsqrtf 2): the speed a softmax or an activation needs. The CPU oracle (egtile.evaluate) returns
+// the correctly rounded float32 value, so the two differ by at most those bounds (docs/language.md). The
+// float64 overloads are CUDA's float64 functions.
+__device__ __forceinline__ float eg_exp(float x) { return expf(x); }
+__device__ __forceinline__ float eg_exp2(float x) { return exp2f(x); }
+__device__ __forceinline__ float eg_log(float x) { return logf(x); }
+__device__ __forceinline__ float eg_log2(float x) { return log2f(x); }
+__device__ __forceinline__ float eg_sin(float x) { return sinf(x); }
+__device__ __forceinline__ float eg_cos(float x) { return cosf(x); }
+__device__ __forceinline__ float eg_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ float eg_rsqrt(float x) { return rsqrtf(x); }
 // sqrt is correctly rounded in both precisions (IEEE 754; NVRTC --prec-sqrt=true).
 __device__ __forceinline__ float eg_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double eg_exp(double x) { return exp(x); }
