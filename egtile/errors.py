@@ -98,3 +98,9 @@ class LaunchError(EgtileError, RuntimeError):
 
 class SimulationError(EgtileError, RuntimeError):
     """The simulator found a race, a deadlock or a repeated nonlocal iteration (target="sim" raises this)."""
+
+
+class VerifyLimitError(EgtileError):
+    """The static verifier's budget (events, listed elements, enumerated loop iterations per block) ran out
+    before the schedule was checked; the message names the kernel, what was too large and the knob
+    (``egtile.verify.VerifyLimits``, environment variable ``EGTILE_VERIFY_BUDGET``)."""

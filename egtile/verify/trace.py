@@ -1,32 +1,45 @@
-"""Concrete enumeration of a schedule into per-agent event traces.
+"""A schedule, one block, as per-agent event traces whose accesses are symbolic footprints.
 
 The verifier does not reason per thread. It splits the block's threads into *agents*: maximal thread
 ranges that no ``Role`` boundary cuts (a warp-specialized schedule has a consumer agent and a producer
 agent; a schedule without roles has one agent). Statements at top level are run by every agent with
 its own threads; a role's statements by the agents inside it. For every block examined, each agent's
-statements are enumerated concretely (loop bounds, stage and parity expressions are evaluated; loops in
-a schedule have static bounds) into a trace of events:
+statements become a trace of events (loop bounds, stage and parity expressions are evaluated; loops
+have static bounds):
 
-* ``access``: a read, write, atomic or extern-pointer access of a set of elements of a buffer (flat
-  indices; ``None`` when an index depends on data: possibly any element), with the stage of a
-  multi-versioned buffer for messages. Only shared/fragment buffers and the global buffers the schedule
-  writes are tracked (local buffers are per thread). Accesses carry the *logical timestamp* of the
-  source statement instance (:class:`SourceOrder`). A ``TileOp`` access covers the elements the agent's
-  threads own (gemm and reduce operands: whole); an extern pointer stands for its one element (the
+* ``access``: a read, write, atomic or extern-pointer access of a buffer, with its
+  :class:`~egtile.verify.regions.Footprint` (the elements and, per element, the one thread touching
+  it, or none), the stage of a multi-versioned buffer (for messages) and the *logical timestamp* of the
+  source statement instance (:class:`SourceOrder`). Only shared/fragment buffers and the global buffers
+  the schedule writes are tracked (local buffers are per thread). A ``TileOp`` access covers the
+  elements the agent's threads own (element ``e`` belongs to rank ``e % count``; gemm and reduce
+  operands: whole, on every thread); an extern pointer stands for its one element (the
   ``T.call_extern`` contract).
-* ``wait``, ``arrive`` (with the number of arriving threads), ``expect_tx`` (bytes), ``tma`` (a TMA
-  load: an async write of its destination that completes transaction bytes), ``cp_write`` (a cp.async
-  copy's async write), ``cp_arrive``, ``sync`` (a named barrier), ``fence`` (``fence.proxy.async``).
+* ``wait``, ``arrive`` (with the number of arriving threads), ``tma`` (a TMA load: an async write of its
+  destination that completes transaction bytes), ``cp_write`` (a cp.async copy's async write),
+  ``cp_arrive``, ``sync`` (a named barrier), ``fence`` (``fence.proxy.async``).
 
-Accesses inside one execution of a ``ThreadLoop`` or ``TileOp`` are merged per buffer and statement; each
-keeps, per element, the one thread that touches it (``owners``: the rank owning a tile-op element, the
-thread of a partitioned iteration, the elected thread), or none when several threads do (replicated
-code), so that the order analysis can tell program order within one thread from ordering across the
-agent's threads. An agent that owns no element of a ``TileOp`` or no iteration
-of a partitioned ``ThreadLoop`` does not access anything there.
+Accesses inside one execution of a ``ThreadLoop`` or ``TileOp`` are merged per buffer, mode, statement
+and timestamp, exactly as the enumerating verifier (:mod:`egtile.verify.reference.trace`) merges its
+element sets; but a ``ThreadLoop`` is not enumerated: its body is walked once with the iteration
+variables symbolic (:mod:`egtile.verify.affine`), each index becomes a monomial-affine piece with the
+owner ``begin + i % count`` of a partitioned loop (or the one thread of a replicated loop on one
+thread, or none), and a guard ``SIf`` on an iteration variable narrows the variable's range. Where an
+index is affine but not monomial, its elements are listed (:class:`~egtile.verify.regions.Points`);
+where it is not affine (``(i + 1) % n``) or the body holds statements other than leaves, guards and
+serial loops, the loop's iterations are enumerated as the enumerating verifier does. Every listed
+element and enumerated iteration is charged to the budget (:mod:`egtile.verify.limits`).
+
+Serial loops are enumerated iteration by iteration, except that a long loop whose body is periodic in
+its variable is traced on a window of its first and last iterations (:mod:`egtile.verify.window`, where
+the argument for equivalence is written down).
 
 Statements whose control flow the verifier cannot evaluate (an ``SIf`` on loaded data) contribute the
 accesses of both branches; their synchronization is rejected by L3/L7 (:mod:`egtile.verify.structure`).
+
+The tracer dispatches every statement through the verifier's registry (:mod:`egtile.verify.registry`);
+a node class registered with :func:`~egtile.verify.registry.register_model` is traced by its model
+through :class:`Ctx`.
 """
 
 from __future__ import annotations
@@ -40,16 +53,18 @@ import numpy as np
 from egtile.evaluate import evaluate
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import (
-    AddressOf, AtomicAdd, BinOp, Cast, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Select,
-    Store, UnOp,
+    AddressOf, AtomicAdd, BinOp, Buffer, Cast, Const, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Reduce,
+    Region, Select, Store, UnOp, Var,
 )
 from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, Scheduled, SeqLoop, SIf, SStmt,
-    SyncThreads, ThreadLoop, TileOp, TmaLoad, TmaStore, Wait, swalk,
+    SyncThreads, ThreadLoop, TileOp, TmaLoad, TmaStore, Wait,
 )
-
-MAX_EVENTS = 400_000
-MAX_LOOP_ENUM = 4096
+from egtile.verify import registry
+from egtile.verify.ints import Ints
+from egtile.verify.affine import Aff, Data, NonAffine, Wraps, affine, bounds
+from egtile.verify.regions import NONE_OWNER, Footprint, Owner, Piece, Space, flat_strides, piece
+from egtile.verify.registry import handler
 
 
 class NotConstant(Exception):
@@ -70,6 +85,10 @@ def const(e: Expr, env: dict[str, int]) -> Any:
         return evaluate(e, env, no_load)
     except KeyError as err:
         raise NotConstant(str(err)) from None
+
+
+def _no_load(buf, idx):
+    raise NotConstant(buf.name)
 
 
 def loads_in(e: Expr) -> list[Load]:
@@ -145,7 +164,7 @@ class SourceOrder:
 # Events
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Event:
     """One step of an agent's trace (fields used depend on ``kind``, see module docstring)."""
 
@@ -159,8 +178,7 @@ class Event:
     mode: str = ""  # "r", "w", "a" (atomic), "x" (extern pointer: read and write)
     proxy: str = "generic"  # "generic" or "async" (TMA store source read / TMA, cp.async writes)
     ts: tuple[int, ...] | None = None
-    elements: frozenset[int] | None = None  # flat indices touched; None: possibly any
-    owners: dict[int, int] | None = None  # element -> the one thread of the agent touching it; None: any
+    fp: Footprint | None = None
     tid: int | None = None  # the thread that runs the event, when one does (Elect, a TMA issue)
     # barriers
     barrier: str | None = None
@@ -169,13 +187,21 @@ class Event:
     count: int = 0
     tx: int = 0
     sync_id: int = 0
+    # windowed loops this event is in: (instance, position in the traced window, covariant?)
+    rounds: tuple[tuple[Any, int, bool], ...] = ()
     # filled by the order analysis
-    vc: dict[int, int] = field(default_factory=dict)
+    vc: dict = field(default_factory=dict)
     comp: int = -1
     tick: int = 0  # the agent's (or async copy's) clock at the event
     covered: int = 0  # the agent's events with a smaller tick are ordered before this one across its threads
     issuer: int = -1  # async writes: the agent that issued the copy
     accesses: list[Event] = field(default_factory=list)  # tma / cp_write: the async write(s)
+    seq: int = 0  # creation order within the block (stable sort key)
+    epoch: tuple | None = None  # async writes: (clock component, value) once known to have landed
+    lo: int = 0  # accesses: the threads [lo, hi) running the statement
+    hi: int = 0
+    scope: int = 0  # accesses: the ThreadLoop / TileOp execution that made it (0: none)
+    local: bool = False  # an access of a per-thread (local) buffer: value flow only
 
     def where(self) -> str:
         if not self.path:
@@ -199,7 +225,7 @@ def agents_of(sched: Scheduled) -> list[Agent]:
     """Split ``[0, threads)`` at every role boundary."""
     cuts = {0, sched.threads}
     roles = []
-    for s in swalk(sched.body):
+    for s in registry.walk(sched.body):
         if isinstance(s, RoleSplit):
             for r in s.roles:
                 cuts |= {max(0, min(sched.threads, r.threads.begin)), max(0, min(sched.threads, r.threads.end))}
@@ -217,7 +243,8 @@ def tracked_buffers(sched: Scheduled) -> tuple[set[str], set[str]]:
     """(buffers whose accesses are tracked, multi-versioned buffers)."""
     tracked = {b.name for b in sched.buffers if b.scope in ("shared", "fragment")}
     params = {p.name for p in sched.kernel.params}
-    for s in swalk(sched.body):
+    user = {m.node_cls for m in registry.models()}
+    for s in registry.walk(sched.body):
         match s:
             case Leaf(stmt=Store(buffer=b)) | Leaf(stmt=AtomicAdd(buffer=b)):
                 if b.name in params:
@@ -231,12 +258,9 @@ def tracked_buffers(sched: Scheduled) -> tuple[set[str], set[str]]:
                 if b.name in params:
                     tracked.add(b.name)
             case _:
-                pass
+                if type(s) in user:
+                    tracked |= params  # a registered model may write any global: track them all
     return tracked, {n for n, _ in sched.staged}
-
-
-# ----------------------------------------------------------------------------------------------------
-# The tracer
 
 
 class TraceError(Exception):
@@ -247,279 +271,737 @@ class TraceError(Exception):
         self.sid = sid
 
 
+class Fallback(Exception):
+    """The symbolic walk of a ``ThreadLoop`` body met something it does not model: enumerate it."""
+
+
+# ----------------------------------------------------------------------------------------------------
+# Merging the accesses of one ThreadLoop / TileOp execution
+
+
+@dataclass
+class _Rec:
+    ev: Event
+    pieces: list = field(default_factory=list)  # symbolic pieces
+    flats: list = field(default_factory=list)  # listed elements (flat index) ...
+    owners: list = field(default_factory=list)  # ... and the thread touching each (-1: none)
+    unknown: bool = False
+    stages: set = field(default_factory=set)
+    tids: set = field(default_factory=set)  # the running thread of each instance (None: several; "sym")
+    iters: list = field(default_factory=list)  # symbolic instances: their iteration boxes (who runs them)
+
+
+class _Scope:
+    """The accesses of one ThreadLoop / TileOp execution, merged by (buffer, mode, sid, proxy, ts)."""
+
+    _n = 0
+
+    def __init__(self, tile_op: bool) -> None:
+        self.recs: dict[tuple, _Rec] = {}
+        self.tile_op = tile_op
+        _Scope._n += 1
+        self.id = _Scope._n
+
+
+@dataclass
+class _Sym:
+    """A ThreadLoop walked once with its variables symbolic."""
+
+    names: tuple[str, ...]
+    extents: tuple[int, ...]
+    strides: tuple[int, ...]
+    ranges: dict[str, tuple[int, int]]
+    owner: Owner | None
+    filt: tuple[int, int, int] | None
+
+
+# ----------------------------------------------------------------------------------------------------
+# The context handlers see
+
+
+class Ctx:
+    """What a statement's model sees and does: the agent, its threads, the loop variables' values.
+
+    ``lo``/``hi``: the threads ``[lo, hi)`` running the statement; ``tid``: the one thread running it,
+    if one does; ``env``: loop and block variables; ``path``: the enclosing serial-loop iterations.
+    Models describe a node with :meth:`walk`, :meth:`read`, :meth:`write`, :meth:`access`,
+    :meth:`element`, :meth:`wait`, :meth:`arrive`, :meth:`sync`, :meth:`fence`, :meth:`tma_load`.
+    """
+
+    def __init__(self, tracer: Tracer, agent: Agent, lo: int, hi: int, env: dict, path: tuple, loop_sid,
+                 tid: int | None, sym: _Sym | None = None, accesses_only: bool = False) -> None:
+        self.tracer = tracer
+        self.agent = agent
+        self.lo, self.hi = lo, hi
+        self.env = env
+        self.path = path
+        self.loop_sid = loop_sid
+        self.tid = tid
+        self.sym = sym
+        self.accesses_only = accesses_only
+
+    @property
+    def threads(self) -> int:
+        """How many threads run the statement (1 when one thread does)."""
+        return 1 if self.tid is not None else self.hi - self.lo
+
+    def child(self, *, lo: int | None = None, hi: int | None = None, tid: int | None = None, path=None,
+              loop_sid=None, sym: Any = False, accesses_only: bool | None = None) -> Ctx | None:
+        lo = self.lo if lo is None else lo
+        hi = self.hi if hi is None else hi
+        if lo >= hi:
+            return None
+        cur = lo if hi - lo == 1 else tid
+        return Ctx(self.tracer, self.agent, lo, hi, self.env, self.path if path is None else path,
+                   self.loop_sid if loop_sid is None else loop_sid, cur, self.sym if sym is False else sym,
+                   self.accesses_only if accesses_only is None else accesses_only)
+
+    # -- structure ------------------------------------------------------------------------------------
+
+    def walk(self, stmts, *, lo: int | None = None, hi: int | None = None, tid: int | None = None) -> None:
+        """Run ``stmts`` on threads ``[lo, hi)`` (default: the same threads, and the same one thread if one
+        runs this statement; ``tid``: the one thread of the new range that runs them)."""
+        same = lo is None and hi is None and tid is None
+        c = self.child(lo=lo, hi=hi, tid=self.tid if same else tid)
+        if c is not None:
+            self.tracer.walk(stmts, c)
+
+    def value(self, e: Expr, what: str = "an expression", sid=None) -> int:
+        """``e`` as an int (``TraceError`` when it is not a constant here)."""
+        return self.tracer.const_int(e, self.env, what, sid if sid is not None else self.loop_sid)
+
+    # -- accesses -------------------------------------------------------------------------------------
+
+    def element(self, buf: Buffer | str, idx: tuple[Expr, ...], mode: str, sid) -> None:
+        """An access of ``buf[idx]`` by the running threads (``mode``: r, w, a, x)."""
+        self.tracer.element(self, buf if isinstance(buf, str) else buf.name, idx, mode, sid)
+
+    def reads_of(self, e: Expr, sid) -> None:
+        """The loads ``e`` evaluates."""
+        for ld in loads_in(e):
+            self.element(ld.buffer.name, ld.indices, "r", sid)
+
+    def read(self, r: Region, sid=None, proxy: str = "generic") -> Event | None:
+        """A read of region ``r`` by every running thread (no single owner unless one thread)."""
+        return self.tracer.region(self, r, "r", sid, proxy=proxy)
+
+    def write(self, r: Region, sid=None, proxy: str = "generic") -> Event | None:
+        """A write of region ``r`` by the running threads."""
+        return self.tracer.region(self, r, "w", sid, proxy=proxy)
+
+    def access(self, r: Region, mode: str, sid=None, *, proxy: str = "generic", split: Any = None) -> Event | None:
+        """An access of region ``r`` (``mode``: r, w, a, x) by the running threads, or, with ``split`` (a
+        ``ThreadRange``), cooperatively: element ``e`` (row-major over ``r``) by rank ``e % count`` (only
+        the ranks of this agent)."""
+        if split is not None:
+            b, e = max(self.lo, split.begin), min(self.hi, split.end)
+            if b >= e or b - split.begin >= r.numel:
+                return None
+            split = (Owner("rank", split.begin, split.count), (split.count, b - split.begin, e - split.begin))
+        return self.tracer.region(self, r, mode, sid, proxy=proxy, split=split)
+
+    # -- synchronization ------------------------------------------------------------------------------
+
+    def wait(self, barrier: str, stage: Expr, parity: Expr, sid=None) -> None:
+        self.tracer.sync_event(self, "wait", barrier, stage, sid=sid, parity=parity)
+
+    def arrive(self, barrier: str, stage: Expr, tx_bytes: int = 0) -> None:
+        self.tracer.sync_event(self, "arrive", barrier, stage, tx=tx_bytes)
+
+    def cp_arrive(self, barrier: str, stage: Expr) -> None:
+        self.tracer.sync_event(self, "cp_arrive", barrier, stage)
+
+    def sync(self, threads, barrier_id: int = 0) -> None:
+        t = self.tracer
+        t.emit(self.agent, Event("sync", self.agent.index, self.loop_sid, self.path, count=self.threads,
+                                 tx=threads.count, sync_id=barrier_id, tid=self.tid), self)
+
+    def fence(self) -> None:
+        self.tracer.emit(self.agent, Event("fence", self.agent.index, self.loop_sid, self.path, tid=self.tid), self)
+
+    def tma_load(self, src: Region, dst: Region, barrier: str, stage: Expr, sid=None) -> None:
+        self.tracer.tma_load(self, src, dst, barrier, stage, sid)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The tracer
+
+
 class Tracer:
     """Builds the traces of every agent for one block."""
 
-    def __init__(self, sched: Scheduled, agents: list[Agent], coords: tuple[int, ...], order: SourceOrder) -> None:
+    def __init__(self, sched: Scheduled, agents: list[Agent], coords: tuple[int, ...], order: SourceOrder,
+                 space: Space, limits, window=None, ints: Ints | None = None, tracked=None) -> None:
+        self.ints = ints if ints is not None else Ints()
         self.sched = sched
         self.agents = agents
         self.order = order
-        self.tracked, self.staged = tracked_buffers(sched)
+        self.space = space
+        self.limits = limits
+        self.window = window
+        self.tracked, self.staged = tracked if tracked is not None else tracked_buffers(sched)
+        # per-thread buffers: traced for value flow (egtile.verify.valueflow), never for ordering
+        self.local = {b.name for b in sched.buffers if b.scope == "local"}
+        self.tracked = self.tracked | self.local
+        self.scopes = 0
         self.env0 = {v.name: c for v, c in zip(sched.kernel.block_vars, coords)}
         self.traces: list[list[Event]] = [[] for _ in agents]
         self.n = 0
-        self.merge: dict | None = None  # accesses of the current ThreadLoop / TileOp execution, by key
-        self.cur_tid: int | None = None  # the one thread running the current statement instance, if one
+        self.scope: _Scope | None = None
         self.geometry: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self.rounds: list[tuple[Any, int, bool]] = []  # the windowed loops being traced
+        self._free: dict[int, tuple] = {}
+        self._replay: dict[tuple, list] = {}
+        self._pieces: dict[tuple, Piece | None] = {}
 
     def run(self) -> list[list[Event]]:
         for a in self.agents:
-            self.walk(self.sched.body, a, a.begin, a.end, dict(self.env0), (), None)
+            ctx = Ctx(self, a, a.begin, a.end, dict(self.env0), (), None, None)
+            ctx.tid = a.begin if a.end - a.begin == 1 else None
+            self.walk(self.sched.body, ctx)
         return self.traces
 
     # -- emission -----------------------------------------------------------------------------------
 
-    def emit(self, a: Agent, ev: Event) -> None:
+    def emit(self, a: Agent, ev: Event, ctx: Ctx | None = None) -> None:
         self.n += 1
-        if self.n > MAX_EVENTS:
-            raise TraceError(f"the schedule enumerates to more than {MAX_EVENTS} events per block; the verifier "
-                             "is meant for test-sized kernels")
+        self.limits.count_event(self.n)
+        ev.seq = self.n
+        ev.rounds = tuple(self.rounds)
         self.traces[a.index].append(ev)
 
-    def strides(self, name: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    def shape(self, name: str) -> tuple[int, ...]:
         got = self.geometry.get(name)
         if got is None:
             shape = self.sched.buffer(name).shape
-            st, acc = [], 1
-            for e in reversed(shape):
-                st.append(acc)
-                acc *= e
-            got = self.geometry[name] = (shape, tuple(reversed(st)))
-        return got
+            got = self.geometry[name] = (shape, flat_strides(shape))
+        return got[0]
 
-    def stage_of(self, name: str, first: Expr | None, env: dict) -> int | None:
-        if name not in self.staged or first is None:
+    # -- replaying statements whose events do not change between executions --------------------------
+
+    def replay_key(self, s, ctx: Ctx):
+        """A key under which ``s``'s events for ``ctx`` can be replayed (``None``: not replayable): the
+        statement, the agent and threads, and the values of the variables its expressions read."""
+        if ctx.sym is not None:
             return None
+        fv = self._free.get(id(s))
+        if fv is None:
+            fv = self._free[id(s)] = (s, _free_vars(s))
+        names = fv[1]
+        if names is None:
+            return None
+        env = ctx.env
         try:
-            return int(const(first, env))
-        except NotConstant:
+            vals = tuple(env[n] for n in names)
+        except KeyError:
             return None
+        return (id(s), ctx.agent.index, ctx.lo, ctx.hi, ctx.tid, ctx.accesses_only, vals)
 
-    def access(self, a: Agent, buf: str, mode: str, sid, path, env, *, elements: frozenset[int] | None,
-               stage: int | None, proxy: str = "generic", kind: str = "access",
-               owners: dict[int, int] | None = None) -> Event | None:
-        """Record an access (merged with an equal one of the same ThreadLoop / TileOp execution).
+    def replay(self, key, ctx: Ctx) -> bool:
+        got = self._replay.get(key)
+        if got is None:
+            return False
+        scope = _Scope(False).id  # a new execution
+        for kind, buf, stage, mode, proxy, sid, fp, tid, lo, hi, local in got:
+            ev = Event(kind, ctx.agent.index, sid, ctx.path, buffer=buf, stage=stage, mode=mode, proxy=proxy,
+                       ts=self.order.stamp(sid, ctx.env), fp=fp, tid=tid, lo=lo, hi=hi, scope=scope, local=local)
+            self.emit(ctx.agent, ev, ctx)
+        return True
 
-        ``owners`` maps each element to the thread touching it; by default every element belongs to the
-        one thread running the current statement instance, or to no single thread."""
-        if buf not in self.tracked:
-            return None
-        if owners is None and elements is not None and self.cur_tid is not None:
-            owners = dict.fromkeys(elements, self.cur_tid)
-        ev = Event(kind, a.index, sid, path, buffer=buf, stage=stage, mode=mode, proxy=proxy,
-                   ts=self.order.stamp(sid, env), elements=elements, owners=owners, tid=self.cur_tid)
-        if kind == "async_write":
-            return ev  # performed by the copy, not by the agent: attached to its tma / cp_write event
-        if self.merge is not None:
-            key = (buf, mode, sid, proxy, ev.ts)
-            old = self.merge.get(key)
-            if old is not None:
-                old.elements = None if old.elements is None or elements is None else old.elements | elements
-                old.owners = _merge_owners(old.owners, owners)
-                if old.tid != self.cur_tid:
-                    old.tid = None
-                if old.stage != stage:
-                    old.stage = None
-                return None
-            self.merge[key] = ev
-        self.emit(a, ev)
-        return ev
+    def remember(self, key, ctx: Ctx, mark: int) -> None:
+        evs = self.traces[ctx.agent.index][mark:]
+        if all(ev.kind == "access" for ev in evs):
+            self._replay[key] = [(ev.kind, ev.buffer, ev.stage, ev.mode, ev.proxy, ev.sid, ev.fp, ev.tid, ev.lo,
+                                  ev.hi, ev.local) for ev in evs]
 
-    def element(self, buf: str, idx: tuple[Expr, ...], mode: str, a: Agent, sid, path, env) -> None:
-        """An access of ``buf[idx]``: one element when the indices are constants here."""
-        if buf not in self.tracked:
-            return
-        elements = None
+    def const(self, e: Expr, env: dict) -> Any:
+        """Value of ``e`` from ``env`` alone (``NotConstant`` if it loads or uses an unbound variable)."""
         try:
-            shape, st = self.strides(buf)
-            vals = [int(const(i, env)) for i in idx]
-            if len(vals) == len(shape):
-                elements = frozenset((sum(v * s for v, s in zip(vals, st)),))
-        except NotConstant:
-            pass
-        self.access(a, buf, mode, sid, path, env, elements=elements,
-                    stage=self.stage_of(buf, idx[0] if idx else None, env))
-
-    def region_flats(self, r: Region, env: dict) -> np.ndarray | None:
-        """Flat indices of the elements of ``r``, row-major (``None`` if the offsets are not constant)."""
-        try:
-            offs = [int(const(o, env)) for o in r.offsets]
-        except NotConstant:
-            return None
-        _, st = self.strides(r.buffer.name)
-        flats = np.zeros(1, dtype=np.int64)
-        for o, e, s_ in zip(offs, r.extents, st):
-            flats = (flats[:, None] + (o + np.arange(e, dtype=np.int64))[None, :] * s_).reshape(-1)
-        return flats
-
-    def region(self, a, r: Region, mode, sid, path, env, proxy="generic", kind="access",
-               owned: np.ndarray | None = None, owner_of=None) -> Event | None:
-        """An access of region ``r`` (only the elements at positions ``owned``, if given; ``owner_of``
-        maps a position to the thread that touches it)."""
-        if r.buffer.name not in self.tracked:
-            return None
-        flats = self.region_flats(r, env)
-        elements, owners = None, None
-        if flats is not None:
-            pos = np.arange(len(flats)) if owned is None else owned
-            elements = frozenset(int(flats[p]) for p in pos)
-            if owner_of is not None:
-                owners = {int(flats[p]): owner_of(int(p)) for p in pos}
-        return self.access(a, r.buffer.name, mode, sid, path, env, elements=elements,
-                           stage=self.stage_of(r.buffer.name, r.offsets[0] if r.offsets else None, env),
-                           proxy=proxy, kind=kind, owners=owners)
-
-    def whole(self, a, b, mode, sid, path, env) -> None:
-        self.access(a, b.name, mode, sid, path, env,
-                    elements=frozenset(range(b.numel)) if b.name in self.tracked else None, stage=None)
-
-    def expr_reads(self, a, e: Expr, sid, path, env) -> None:
-        for ld in loads_in(e):
-            self.element(ld.buffer.name, ld.indices, "r", a, sid, path, env)
-
-    # -- statements ---------------------------------------------------------------------------------
-
-    def walk(self, stmts: tuple[SStmt, ...], a: Agent, lo: int, hi: int, env: dict, path: tuple, loop_sid,
-             tid: int | None = None) -> None:
-        """Enumerate ``stmts`` for agent ``a`` whose threads ``[lo, hi)`` run them (each instance on the
-        one thread ``tid`` inside a partitioned ThreadLoop)."""
-        if lo >= hi:
-            return
-        saved_tid = self.cur_tid
-        self.cur_tid = lo if hi - lo == 1 else tid
-        try:
-            self._walk(stmts, a, lo, hi, env, path, loop_sid)
-        finally:
-            self.cur_tid = saved_tid
-
-    def _walk(self, stmts: tuple[SStmt, ...], a: Agent, lo: int, hi: int, env: dict, path: tuple, loop_sid) -> None:
-        n = 1 if self.cur_tid is not None else hi - lo
-        tid = self.cur_tid
-        for s in stmts:
-            match s:
-                case Leaf(stmt=st):
-                    self.leaf(st, a, env, path)
-                case SeqLoop(var=var, start=start, stop=stop, body=body, sid=sid):
-                    try:
-                        b, e = int(const(start, env)), int(const(stop, env))
-                    except NotConstant as err:
-                        raise TraceError(f"loop over {var.name} (sid {sid}) has a bound that is not a constant "
-                                         f"({err})", sid) from None
-                    saved = env.get(var.name)
-                    for k in range(b, e):
-                        env[var.name] = k
-                        self.walk(body, a, lo, hi, env, path + ((sid, var.name, k),), sid, tid)
-                    _restore(env, var.name, saved)
-                case ThreadLoop():
-                    self.thread_loop(s, a, lo, hi, env, path, loop_sid)
-                case TileOp():
-                    self.tile_op(s, a, lo, hi, env, path)
-                case Elect(threads=tr, body=body):
-                    if lo <= tr.begin < hi:
-                        self.walk(body, a, tr.begin, tr.begin + 1, env, path, loop_sid)
-                case Wait(barrier=b, stage=st, parity=par, sid=sid):
-                    self.emit(a, Event("wait", a.index, sid if sid is not None else loop_sid, path, barrier=b,
-                                       bstage=self.const_int(st, env, f"stage of the wait on {b}", sid),
-                                       parity=self.const_int(par, env, f"parity of the wait on {b}", sid) & 1,
-                                       count=n, tid=tid))
-                case Arrive(barrier=b, stage=st):
-                    self.emit(a, Event("arrive", a.index, loop_sid, path, barrier=b,
-                                       bstage=self.const_int(st, env, f"stage of an arrive on {b}", loop_sid), count=n,
-                                       tid=tid))
-                case ArriveExpectTx(barrier=b, stage=st, tx_bytes=tx):
-                    self.emit(a, Event("arrive", a.index, loop_sid, path, barrier=b,
-                                       bstage=self.const_int(st, env, f"stage of an arrive on {b}", loop_sid),
-                                       count=n, tx=tx * n, tid=tid))
-                case CpAsyncArrive(barrier=b, stage=st):
-                    self.emit(a, Event("cp_arrive", a.index, loop_sid, path, barrier=b,
-                                       bstage=self.const_int(st, env, f"stage of a cp.async arrive on {b}", loop_sid),
-                                       count=n, tid=tid))
-                case TmaLoad(src=src, dst=dst, barrier=b, stage=st, sid=sid):
-                    nbytes = dst.numel * lookup_dtype(dst.buffer.dtype).bytes
-                    for _ in range(n):  # every thread that reaches it issues one copy (L5 flags n > 1)
-                        ev = Event("tma", a.index, sid, path, barrier=b,
-                                   bstage=self.const_int(st, env, f"stage of the TMA load on {b}", sid), tx=nbytes,
-                                   tid=tid if tid is not None else lo)
-                        self.emit(a, ev)
-                        self.region(a, src, "r", sid, path, env)
-                        w = self.region(a, dst, "w", sid, path, env, proxy="async", kind="async_write",
-                                        owner_of=lambda p, t=ev.tid: t)
-                        if w is not None:
-                            ev.accesses.append(w)
-                case TmaStore(src=src, dst=dst, sid=sid):
-                    self.region(a, src, "r", sid, path, env, proxy="async")
-                    self.region(a, dst, "w", sid, path, env, proxy="async")
-                case SyncThreads(threads=tr, barrier_id=bid):
-                    self.emit(a, Event("sync", a.index, loop_sid, path, count=n, tx=tr.count, sync_id=bid, tid=tid))
-                case FenceProxyAsync():
-                    self.emit(a, Event("fence", a.index, loop_sid, path, tid=tid))
-                case SIf(cond=c, then_body=t, else_body=e, sid=sid):
-                    try:
-                        taken = const(c, env)
-                    except NotConstant:
-                        self.expr_reads(a, c, sid, path, env)
-                        # data-dependent branch: accesses of both sides, no synchronization (L3/L7 reject it)
-                        self.walk(_accesses_only(t), a, lo, hi, env, path, loop_sid, tid)
-                        self.walk(_accesses_only(e), a, lo, hi, env, path, loop_sid, tid)
-                        continue
-                    self.walk(t if taken else e, a, lo, hi, env, path, loop_sid, tid)
-                case RoleSplit(roles=roles):
-                    for r in roles:
-                        b, e = max(lo, r.threads.begin), min(hi, r.threads.end)
-                        if b < e:
-                            self.walk(r.body, a, b, e, env, path, loop_sid)
-                case _:
-                    raise TypeError(f"not a scheduled statement: {s!r}")
+            return self.ints.value(e, env, _no_load)
+        except KeyError as err:
+            raise NotConstant(str(err)) from None
 
     def const_int(self, e: Expr, env: dict, what: str, sid) -> int:
         try:
-            return int(const(e, env))
+            return int(self.const(e, env))
         except NotConstant as err:
             raise TraceError(f"{what} is not a constant at {env} ({err})", sid) from None
 
-    def leaf(self, st, a: Agent, env: dict, path: tuple) -> None:
-        match st:
-            case Store(buffer=b, indices=idx, value=v, sid=sid):
-                self.expr_reads(a, v, sid, path, env)
-                for i in idx:
-                    self.expr_reads(a, i, sid, path, env)
-                self.element(b.name, idx, "w", a, sid, path, env)
-            case AtomicAdd(buffer=b, indices=idx, value=v, sid=sid):
-                self.expr_reads(a, v, sid, path, env)
-                for i in idx:
-                    self.expr_reads(a, i, sid, path, env)
-                self.element(b.name, idx, "a", a, sid, path, env)
-            case Extern(args=args, sid=sid):
-                for x in args:
-                    self.expr_reads(a, x, sid, path, env)
-                    if isinstance(x, AddressOf):
-                        # the T.call_extern contract: the callee touches the element it is given
-                        self.element(x.load.buffer.name, x.load.indices, "x", a, sid, path, env)
-            case _:
-                raise TypeError(f"not a leaf statement: {st!r}")
+    def stage_const(self, name: str, first: Expr | None, env: dict) -> int | None:
+        if name not in self.staged or first is None:
+            return None
+        try:
+            return int(self.const(first, env))
+        except NotConstant:
+            return None
 
-    def thread_loop(self, s: ThreadLoop, a: Agent, lo: int, hi: int, env: dict, path: tuple, loop_sid) -> None:
-        tr = s.threads
-        b, e = max(lo, tr.begin), min(hi, tr.end)
-        if b >= e:
+    # -- accesses ------------------------------------------------------------------------------------
+
+    def record(self, ctx: Ctx, buf: str, mode: str, sid, *, stage: int | None, proxy: str = "generic",
+               pieces=(), unknown: bool = False, flats=None, owners=None, iters=None, kind: str = "access",
+               tid: Any = "ctx") -> Event | None:
+        """Record an access (merged with an equal one of the same ThreadLoop / TileOp execution).
+
+        ``pieces``: symbolic pieces; ``flats``/``owners``: listed elements; ``unknown``: possibly any
+        element; ``iters``: for an access of a symbolic ThreadLoop body, its iteration box (which threads
+        run it: the event's ``tid`` when there is one)."""
+        if buf not in self.tracked:
+            return None
+        tid = ctx.tid if tid == "ctx" else tid
+        ts = self.order.stamp(sid, ctx.env)
+        scope = self.scope
+        ev = Event(kind, ctx.agent.index, sid, ctx.path, buffer=buf, stage=stage, mode=mode, proxy=proxy, ts=ts,
+                   tid=None if tid == "sym" else tid, lo=ctx.lo, hi=ctx.hi, scope=scope.id if scope else 0,
+                   local=buf in self.local)
+        if kind == "async_write" or scope is None:
+            ev.fp = self.finish(buf, list(pieces), unknown, flats, owners)
+            if kind == "async_write":
+                return ev  # performed by the copy, not by the agent: attached to its tma / cp_write event
+            self.emit(ctx.agent, ev, ctx)
+            return ev
+        key = (buf, mode, sid, proxy, ts)
+        rec = scope.recs.get(key)
+        out: Event | None = None
+        if rec is None:
+            rec = scope.recs[key] = _Rec(ev)
+            self.emit(ctx.agent, ev, ctx)
+            out = ev
+        rec.pieces += pieces
+        rec.unknown |= unknown
+        if flats is not None:
+            rec.flats.append(flats)
+            rec.owners.append(owners)
+        if iters is not None:
+            rec.iters.append(iters)
+        rec.stages.add(stage)
+        rec.tids.add(tid)
+        return out
+
+    def finish(self, buf: str, pieces: list, unknown: bool, flats, owners) -> Footprint:
+        shape = self.shape(buf)
+        if unknown:
+            return self.space.footprint(shape, (), True)
+        if flats is not None and len(flats):
+            pts = self.space.points(shape, np.asarray(flats, dtype=np.int64), np.asarray(owners, dtype=np.int64))
+            pieces = pieces + [pts]
+        return self.space.footprint(shape, pieces)
+
+    def close(self, scope: _Scope) -> None:
+        """Give each merged access of ``scope`` its footprint, stage and thread."""
+        for (buf, *_), rec in scope.recs.items():
+            flats = owners = None
+            if rec.flats:
+                flats = np.concatenate([np.asarray(f, dtype=np.int64).reshape(-1) for f in rec.flats])
+                owners = np.concatenate([np.asarray(o, dtype=np.int64).reshape(-1) for o in rec.owners])
+            ev = rec.ev
+            ev.fp = self.finish(buf, rec.pieces, rec.unknown, flats, owners)
+            ev.stage = rec.stages.pop() if len(rec.stages) == 1 else None
+            if scope.tile_op or len(rec.tids) != 1 or None in rec.tids:
+                ev.tid = None
+            elif rec.tids == {"sym"}:
+                ev.tid = self.space.single_owner([p for p in rec.iters if p is not None])
+            else:
+                ev.tid = next(iter(rec.tids))
+
+    def element(self, ctx: Ctx, buf: str, idx: tuple[Expr, ...], mode: str, sid) -> None:
+        """An access of ``buf[idx]``: one element when the indices are constants here."""
+        if buf not in self.tracked:
             return
-        total = 1
-        for x in s.extents:
-            total *= x
-        if s.mapping == "partitioned":
-            r0, r1 = b - tr.begin, e - tr.begin
-            its = [i for i in range(total) if r0 <= i % tr.count < r1]
-            e = min(e, tr.begin + total)  # ranks past the extent get no iteration
+        if ctx.sym is not None:
+            self.sym_element(ctx, buf, idx, mode, sid)
+            return
+        shape = self.shape(buf)
+        try:
+            vals = [int(self.const(i, ctx.env)) for i in idx]
+        except NotConstant:
+            vals = None
+        stage = self.stage_const(buf, idx[0] if idx else None, ctx.env)
+        if vals is None or len(vals) != len(shape):
+            self.record(ctx, buf, mode, sid, stage=stage, unknown=True)
+            return
+        owner = ctx.tid
+        if self.scope is not None and not self.scope.tile_op:
+            # inside an enumerated ThreadLoop: list the element (merged into Points at the end)
+            st = flat_strides(shape)
+            self.record(ctx, buf, mode, sid, stage=stage, flats=[sum(v * s for v, s in zip(vals, st))],
+                        owners=[owner if owner is not None else NONE_OWNER])
+            return
+        p = piece(tuple((v, 1, 1) for v in vals), (0,) * len(vals), (), 0,
+                  Owner("const", owner) if owner is not None else None, None)
+        self.record(ctx, buf, mode, sid, stage=stage, pieces=[p])
+
+    def region(self, ctx: Ctx, r: Region, mode: str, sid, *, proxy: str = "generic", kind: str = "access",
+               split=None, owner_tid: int | None = None, tid: Any = "ctx") -> Event | None:
+        """An access of region ``r``: by ``split``'s ranks (element ``e`` to rank ``e % count``, only the
+        ranks of this agent), by the one thread ``owner_tid``, or by the running threads."""
+        name = r.buffer.name
+        if name not in self.tracked:
+            return None
+        try:
+            offs = [int(self.const(o, ctx.env)) for o in r.offsets]
+        except NotConstant:
+            offs = None
+        stage = self.stage_const(name, r.offsets[0] if r.offsets else None, ctx.env)
+        if offs is None:
+            return self.record(ctx, name, mode, sid, stage=stage, proxy=proxy, kind=kind, unknown=True, tid=tid)
+        pkey = (id(r), tuple(offs), split, owner_tid, ctx.tid)
+        if pkey in self._pieces:
+            p = self._pieces[pkey]
         else:
-            its = list(range(total))
-        if not its:
+            pst = flat_strides(r.extents)
+            dims = tuple((o, 1, e) for o, e in zip(offs, r.extents))
+            if split is not None:
+                owner, filt = split
+            elif owner_tid is not None:
+                owner, filt = Owner("const", owner_tid), None
+            elif ctx.tid is not None:
+                owner, filt = Owner("const", ctx.tid), None
+            else:
+                owner, filt = None, None
+            p = self._pieces[pkey] = piece(dims, pst, (), 0, owner, filt)
+        return self.record(ctx, name, mode, sid, stage=stage, proxy=proxy, kind=kind, pieces=[p] if p else [],
+                           tid=tid)
+
+    def whole(self, ctx: Ctx, b: Buffer, mode: str, sid, split=None) -> None:
+        if b.name not in self.tracked:
             return
-        if len(its) > MAX_LOOP_ENUM:
-            its = its[:MAX_LOOP_ENUM]  # stage indices rarely depend on the parallel index; bound the work
-        names = [v.name for v in s.vars]
-        saved = [env.get(n_) for n_ in names]
-        outer_merge = self.merge
-        self.merge = {}
+        self.region(ctx, Region.full(b), mode, sid, split=split)
+
+    # -- symbolic ThreadLoop bodies --------------------------------------------------------------------
+
+    def sym_element(self, ctx: Ctx, buf: str, idx: tuple[Expr, ...], mode: str, sid) -> None:
+        sym = ctx.sym
+        if any(a > b for a, b in sym.ranges.values()):
+            return  # a guard no iteration passes
+        shape = self.shape(buf)
+        try:
+            affs: list[Aff] | None = [affine(i, ctx.env, sym.ranges) for i in idx]
+        except Data:
+            affs = None
+        except Wraps:
+            raise
+        except NonAffine as err:
+            raise Fallback(str(err)) from None
+        stage = None
+        if buf in self.staged and idx:
+            try:
+                lo, hi = bounds(affs[0] if affs is not None else affine(idx[0], ctx.env, sym.ranges), sym.ranges)
+                stage = lo if lo == hi else None
+            except (Data, NonAffine):
+                stage = None
+        iters = self.sym_iterations(sym)
+        if affs is None or len(affs) != len(shape):
+            self.record(ctx, buf, mode, sid, stage=stage, unknown=True, iters=iters, tid="sym")
+            return
+        p = self.sym_piece(affs, sym)
+        if p is not False:
+            self.record(ctx, buf, mode, sid, stage=stage, pieces=[p] if p is not None else [], iters=iters,
+                        tid="sym")
+        else:
+            flats, owners = self.sym_points(affs, sym, shape)
+            self.record(ctx, buf, mode, sid, stage=stage, flats=flats, owners=owners, iters=iters, tid="sym")
+
+    @staticmethod
+    def sym_iterations(sym: _Sym) -> Piece | None:
+        """The iteration box of a symbolic ThreadLoop access, as a piece over the loop's variables."""
+        dims, pos0 = [], 0
+        for n, st in zip(sym.names, sym.strides):
+            lo, hi = sym.ranges[n]
+            dims.append((0, 1, hi - lo + 1))
+            pos0 += st * lo
+        return piece(tuple(dims), sym.strides, (), pos0, sym.owner, sym.filt)
+
+    def sym_piece(self, affs: list[Aff], sym: _Sym):
+        """The elements ``affs`` reach over the (restricted) iteration box as a :class:`Piece` (``None``
+        when empty; ``False`` when the map is not monomial)."""
+        used: set[str] = set()
+        dims, pcoef = [], []
+        pos0 = 0
+        for a in affs:
+            if a.is_const:
+                dims.append((a.const, 1, 1))
+                pcoef.append(0)
+                continue
+            if len(a.terms) != 1 or a.terms[0][0] in used:
+                return False
+            v, c = a.terms[0]
+            used.add(v)
+            lo, hi = sym.ranges[v]
+            st = sym.strides[sym.names.index(v)]
+            if c > 0:
+                dims.append((a.const + c * lo, c, hi - lo + 1))
+                pcoef.append(st)
+                pos0 += st * lo
+            else:
+                dims.append((a.const + c * hi, -c, hi - lo + 1))
+                pcoef.append(-st)
+                pos0 += st * hi
+        free = []
+        for k, n in enumerate(sym.names):
+            if n not in used:
+                lo, hi = sym.ranges[n]
+                free.append((hi - lo + 1, sym.strides[k]))
+                pos0 += sym.strides[k] * lo
+        return piece(tuple(dims), tuple(pcoef), tuple(free), pos0, sym.owner, sym.filt)
+
+    def sym_points(self, affs: list[Aff], sym: _Sym, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """The elements and owners of an affine but not monomial access, listed."""
+        sizes = [sym.ranges[n][1] - sym.ranges[n][0] + 1 for n in sym.names]
+        total = int(np.prod(sizes)) if sizes else 1
+        self.limits.charge_elements(total)
+        axes = np.meshgrid(*[np.arange(sym.ranges[n][0], sym.ranges[n][1] + 1, dtype=np.int64) for n in sym.names],
+                           indexing="ij")
+        vals = {n: ax.reshape(-1) for n, ax in zip(sym.names, axes)}
+        pos = np.zeros(total, dtype=np.int64)
+        for k, n in enumerate(sym.names):
+            pos += sym.strides[k] * vals[n]
+        flat = np.zeros(total, dtype=np.int64)
+        for a, st in zip(affs, flat_strides(shape)):
+            x = np.full(total, a.const, dtype=np.int64)
+            for n, c in a.terms:
+                x += c * vals[n]
+            flat += x * st
+        o = sym.owner
+        if o is None:
+            own = np.full(total, NONE_OWNER, dtype=np.int64)
+        elif o.kind == "const":
+            own = np.full(total, o.base, dtype=np.int64)
+        else:
+            own = o.base + pos % o.count
+        if sym.filt is not None:
+            m = pos % sym.filt[0]
+            keep = (m >= sym.filt[1]) & (m < sym.filt[2])
+            flat, own = flat[keep], own[keep]
+        return flat, own
+
+    # -- synchronization -------------------------------------------------------------------------------
+
+    def sync_event(self, ctx: Ctx, kind: str, barrier: str, stage: Expr, *, sid=None, parity=None,
+                   tx: int = 0) -> None:
+        n = ctx.threads
+        if kind == "wait":
+            ev = Event("wait", ctx.agent.index, sid if sid is not None else ctx.loop_sid, ctx.path, barrier=barrier,
+                       bstage=self.const_int(stage, ctx.env, f"stage of the wait on {barrier}", sid),
+                       parity=self.const_int(parity, ctx.env, f"parity of the wait on {barrier}", sid) & 1,
+                       count=n, tid=ctx.tid)
+        else:
+            what = "a cp.async arrive" if kind == "cp_arrive" else "an arrive"
+            ev = Event(kind, ctx.agent.index, ctx.loop_sid, ctx.path, barrier=barrier,
+                       bstage=self.const_int(stage, ctx.env, f"stage of {what} on {barrier}", ctx.loop_sid), count=n,
+                       tx=tx * n, tid=ctx.tid)
+        self.emit(ctx.agent, ev, ctx)
+
+    def tma_load(self, ctx: Ctx, src: Region, dst: Region, barrier: str, stage: Expr, sid) -> None:
+        nbytes = dst.numel * lookup_dtype(dst.buffer.dtype).bytes
+        for _ in range(ctx.threads):  # every thread that reaches it issues one copy (L5 flags n > 1)
+            t = ctx.tid if ctx.tid is not None else ctx.lo
+            ev = Event("tma", ctx.agent.index, sid, ctx.path, barrier=barrier,
+                       bstage=self.const_int(stage, ctx.env, f"stage of the TMA load on {barrier}", sid), tx=nbytes,
+                       tid=t)
+            self.emit(ctx.agent, ev, ctx)
+            self.region(ctx, src, "r", sid)
+            w = self.region(ctx, dst, "w", sid, proxy="async", kind="async_write", owner_tid=t)
+            if w is not None:
+                ev.accesses.append(w)
+
+    # -- statements ----------------------------------------------------------------------------------
+
+    def walk(self, stmts, ctx: Ctx) -> None:
+        for s in stmts:
+            fn = registry.lookup("trace", s)
+            if fn is None:
+                raise TypeError(f"not a scheduled statement the verifier models: {s!r} (register a model with "
+                                "egtile.verify.register_model)")
+            if ctx.sym is not None and fn not in _SYMBOLIC:
+                raise Fallback(f"{type(s).__name__} in a ThreadLoop body")
+            if ctx.accesses_only and isinstance(s, _SYNC):
+                continue
+            fn(s, ctx)
+
+
+_SYNC = (Wait, Arrive, ArriveExpectTx, CpAsyncArrive, SyncThreads, TmaLoad)
+_SYMBOLIC: set = set()  # trace handlers that support a symbolic ThreadLoop body
+
+
+def _symbolic(fn):
+    _SYMBOLIC.add(fn)
+    return fn
+
+
+# ----------------------------------------------------------------------------------------------------
+# Models of the builtin scheduled statements
+
+
+@handler("bodies", SeqLoop, ThreadLoop, Elect)
+def _bodies_single(s) -> tuple:
+    return (s.body,)
+
+
+@handler("bodies", SIf)
+def _bodies_if(s: SIf) -> tuple:
+    return (s.then_body, s.else_body)
+
+
+@handler("bodies", RoleSplit)
+def _bodies_roles(s: RoleSplit) -> tuple:
+    return tuple(r.body for r in s.roles)
+
+
+@handler("trace", Leaf)
+@_symbolic
+def _leaf(s: Leaf, ctx: Ctx) -> None:
+    st = s.stmt
+    match st:
+        case Store(buffer=b, indices=idx, value=v, sid=sid):
+            ctx.reads_of(v, sid)
+            for i in idx:
+                ctx.reads_of(i, sid)
+            ctx.element(b.name, idx, "w", sid)
+        case AtomicAdd(buffer=b, indices=idx, value=v, sid=sid):
+            ctx.reads_of(v, sid)
+            for i in idx:
+                ctx.reads_of(i, sid)
+            ctx.element(b.name, idx, "a", sid)
+        case Extern(args=args, sid=sid):
+            for x in args:
+                ctx.reads_of(x, sid)
+                if isinstance(x, AddressOf):
+                    # the T.call_extern contract: the callee touches the element it is given
+                    ctx.element(x.load.buffer.name, x.load.indices, "x", sid)
+        case _:
+            raise TypeError(f"not a leaf statement: {st!r}")
+
+
+@handler("trace", SeqLoop)
+@_symbolic
+def _seq_loop(s: SeqLoop, ctx: Ctx) -> None:
+    tracer = ctx.tracer
+    var, sid = s.var, s.sid
+    try:
+        b, e = int(tracer.const(s.start, ctx.env)), int(tracer.const(s.stop, ctx.env))
+    except NotConstant as err:
+        if ctx.sym is not None:
+            raise Fallback("a serial loop bound depends on the ThreadLoop") from None
+        raise TraceError(f"loop over {var.name} (sid {sid}) has a bound that is not a constant ({err})", sid) from None
+    env = ctx.env
+    saved = env.get(var.name)
+    window = tracer.window.plan(s, b, e, ctx) if (tracer.window is not None and ctx.sym is None) else None
+    its = window.iterations if window is not None else range(b, e)
+    tracer.limits.count_iterations(len(its) if hasattr(its, "__len__") else e - b, s)
+    for pos, k in enumerate(its):
+        env[var.name] = k
+        c = Ctx(tracer, ctx.agent, ctx.lo, ctx.hi, env, ctx.path + ((sid, var.name, k),), sid, ctx.tid, ctx.sym,
+                ctx.accesses_only)
+        if window is not None:
+            tracer.rounds.append(window.tag(pos, k))
+        try:
+            tracer.walk(s.body, c)
+        finally:
+            if window is not None:
+                tracer.rounds.pop()
+    _restore(env, var.name, saved)
+
+
+@handler("trace", ThreadLoop)
+def _thread_loop(s: ThreadLoop, ctx: Ctx) -> None:
+    tracer = ctx.tracer
+    tr = s.threads
+    b, e = max(ctx.lo, tr.begin), min(ctx.hi, tr.end)
+    if b >= e:
+        return
+    total = 1
+    for x in s.extents:
+        total *= x
+    if s.mapping == "partitioned":
+        r0, r1 = b - tr.begin, e - tr.begin
+        e = min(e, tr.begin + total)  # ranks past the extent get no iteration
+        if r0 >= min(tr.count, total):
+            return
+        owner: Owner | None = Owner("rank", tr.begin, tr.count)
+        filt = (tr.count, r0, r1) if (r0 > 0 or r1 < min(tr.count, total)) else None
+    else:
+        if total == 0:
+            return
+        owner = Owner("const", b) if e - b == 1 else None
+        filt = None
+    if total == 0:
+        return
+    loop_sid = s.sid if s.sid is not None else ctx.loop_sid
+    key = tracer.replay_key(s, ctx)
+    if key is not None and tracer.replay(key, ctx):
+        return
+    names = tuple(v.name for v in s.vars)
+    strides = flat_strides(s.extents)
+    outer = tracer.scope
+    # symbolic first, on a list of boxes (split where an index wraps); on Fallback the partial events
+    # are discarded and the loop enumerated
+    mark = [len(t) for t in tracer.traces]
+    n_mark = tracer.n
+    boxes = [{n: (0, x - 1) for n, x in zip(names, s.extents)}]
+    try:
+        while True:
+            tracer.scope = _Scope(False)
+            try:
+                for box in boxes:
+                    sym = _Sym(names, tuple(s.extents), strides, box, owner, filt)
+                    tracer.walk(s.body, Ctx(tracer, ctx.agent, b, e, ctx.env, ctx.path, loop_sid, None, sym,
+                                            ctx.accesses_only))
+                tracer.close(tracer.scope)
+                if key is not None:
+                    tracer.remember(key, ctx, mark[ctx.agent.index])
+                return
+            except Wraps as w:
+                _discard(tracer, mark, n_mark)
+                boxes = _split(boxes, w.var, w.cuts)
+                if len(boxes) > MAX_BOXES:
+                    raise Fallback(f"more than {MAX_BOXES} pieces") from None
+    except Fallback:
+        _discard(tracer, mark, n_mark)
+    finally:
+        tracer.scope = outer
+    _enumerate_thread_loop(s, ctx, b, e, total, loop_sid)
+
+
+MAX_BOXES = 64
+
+
+def _discard(tracer: Tracer, mark: list[int], n_mark: int) -> None:
+    for t, m in zip(tracer.traces, mark):
+        del t[m:]
+    tracer.n = n_mark
+
+
+def _split(boxes: list[dict], var: str, cuts: tuple[int, ...]) -> list[dict]:
+    out = []
+    for box in boxes:
+        lo, hi = box[var]
+        edges = [lo] + [c for c in cuts if lo < c <= hi] + [hi + 1]
+        if len(edges) == 2:
+            out.append(box)
+            continue
+        for a, b in zip(edges, edges[1:]):
+            out.append({**box, var: (a, b - 1)})
+    return out
+
+
+def _enumerate_thread_loop(s: ThreadLoop, ctx: Ctx, b: int, e: int, total: int, loop_sid) -> None:
+    tracer = ctx.tracer
+    tr = s.threads
+    if s.mapping == "partitioned":
+        r0, r1 = b - tr.begin, e - tr.begin
+        its = [i for i in range(total) if r0 <= i % tr.count < r1]
+        e = min(e, tr.begin + total)
+    else:
+        its = list(range(total))
+    if not its:
+        return
+    tracer.limits.charge_elements(len(its))
+    names = [v.name for v in s.vars]
+    env = ctx.env
+    saved = [env.get(n_) for n_ in names]
+    outer = tracer.scope
+    tracer.scope = scope = _Scope(False)
+    try:
         for i in its:
             rem = i
             vals = []
@@ -529,67 +1011,331 @@ class Tracer:
             for n_, v in zip(names, reversed(vals)):
                 env[n_] = v
             tid = tr.begin + i % tr.count if s.mapping == "partitioned" else None
-            self.walk(s.body, a, b, e, env, path, s.sid if s.sid is not None else loop_sid, tid)
-        self.merge = outer_merge
+            c = ctx.child(lo=b, hi=e, tid=tid, loop_sid=loop_sid, sym=None)
+            if c is not None:
+                tracer.walk(s.body, c)
+        tracer.close(scope)
+    finally:
+        tracer.scope = outer
         for n_, v in zip(names, saved):
             _restore(env, n_, v)
 
-    def tile_op(self, s: TileOp, a: Agent, lo: int, hi: int, env: dict, path: tuple) -> None:
-        tr = s.threads
-        b, e = max(lo, tr.begin), min(hi, tr.end)
-        op = s.op
-        nel = _elements(op)
-        if b >= e or b - tr.begin >= nel:
-            return  # this agent owns no element
-        ranks = np.arange(nel) % tr.count
-        owned = np.nonzero((ranks >= b - tr.begin) & (ranks < e - tr.begin))[0]
-        sid = op.sid
-        outer_merge = self.merge
-        self.merge = {}
-        saved_tid, self.cur_tid = self.cur_tid, None  # each element on its own thread (owner_of)
 
-        def owner_of(p: int) -> int:
-            return tr.begin + p % tr.count
-
+@handler("trace", TileOp)
+def _tile_op(s: TileOp, ctx: Ctx) -> None:
+    tracer = ctx.tracer
+    tr = s.threads
+    b, e = max(ctx.lo, tr.begin), min(ctx.hi, tr.end)
+    op = s.op
+    nel = _elements(op)
+    if b >= e or b - tr.begin >= nel:
+        return  # this agent owns no element
+    split = (Owner("rank", tr.begin, tr.count), (tr.count, b - tr.begin, e - tr.begin))
+    sid = op.sid
+    key = tracer.replay_key(s, ctx) if s.inst != "cp_async" else None
+    if key is not None and tracer.replay(key, ctx):
+        return
+    mark = len(tracer.traces[ctx.agent.index])
+    outer = tracer.scope
+    tracer.scope = scope = _Scope(True)
+    c = Ctx(tracer, ctx.agent, ctx.lo, ctx.hi, ctx.env, ctx.path, ctx.loop_sid, None, None, ctx.accesses_only)
+    try:
         match op:
             case Copy(src=src, dst=dst):
-                self.region(a, src, "r", sid, path, env, owned=owned, owner_of=owner_of)
+                tracer.region(c, src, "r", sid, split=split)
                 if s.inst == "cp_async":
-                    w = self.region(a, dst, "w", sid, path, env, proxy="async", kind="async_write", owned=owned,
-                                    owner_of=owner_of)
+                    w = tracer.region(c, dst, "w", sid, proxy="async", kind="async_write", split=split)
                     if w is not None:
-                        self.emit(a, Event("cp_write", a.index, sid, path, accesses=[w]))
+                        tracer.emit(ctx.agent, Event("cp_write", ctx.agent.index, sid, ctx.path, accesses=[w]), c)
                 else:
-                    self.region(a, dst, "w", sid, path, env, owned=owned, owner_of=owner_of)
+                    tracer.region(c, dst, "w", sid, split=split)
             case Fill(dst=dst, value=v):
-                self.expr_reads(a, v, sid, path, env)
-                self.region(a, dst, "w", sid, path, env, owned=owned, owner_of=owner_of)
+                c.reads_of(v, sid)
+                tracer.region(c, dst, "w", sid, split=split)
             case Gemm(a=ra, b=rb, c=rc, clear_accum=clear):
                 # operands: whole regions, on every thread (a thread's outputs need whole rows and columns)
-                self.region(a, ra, "r", sid, path, env)
-                self.region(a, rb, "r", sid, path, env)
+                tracer.region(c, ra, "r", sid)
+                tracer.region(c, rb, "r", sid)
                 if not clear:
-                    self.region(a, rc, "r", sid, path, env, owned=owned, owner_of=owner_of)
-                self.region(a, rc, "w", sid, path, env, owned=owned, owner_of=owner_of)
+                    tracer.region(c, rc, "r", sid, split=split)
+                tracer.region(c, rc, "w", sid, split=split)
             case Reduce(src=src, dst=dst, clear=clear):
-                self.whole(a, src, "r", sid, path, env)
-                mine = {int(x): owner_of(int(x)) for x in owned}  # dst is a whole buffer: element e is flat e
+                tracer.whole(c, src, "r", sid)
                 if not clear:
-                    self.access(a, dst.name, "r", sid, path, env, elements=frozenset(mine), stage=None, owners=mine)
-                self.access(a, dst.name, "w", sid, path, env, elements=frozenset(mine), stage=None, owners=mine)
-        self.cur_tid = saved_tid
-        self.merge = outer_merge
+                    tracer.whole(c, dst, "r", sid, split=split)
+                tracer.whole(c, dst, "w", sid, split=split)
+        tracer.close(scope)
+    finally:
+        tracer.scope = outer
+    if key is not None:
+        tracer.remember(key, ctx, mark)
 
 
-def _merge_owners(a: dict[int, int] | None, b: dict[int, int] | None) -> dict[int, int] | None:
-    """Owners of a merged access: ``None`` (no single thread) as soon as an element has two."""
-    if a is None or b is None:
-        return None
-    out = dict(a)
-    for f, t in b.items():
-        if out.setdefault(f, t) != t:
+@handler("trace", Elect)
+def _elect(s: Elect, ctx: Ctx) -> None:
+    tr = s.threads
+    if ctx.lo <= tr.begin < ctx.hi:
+        c = ctx.child(lo=tr.begin, hi=tr.begin + 1)
+        if c is not None:
+            ctx.tracer.walk(s.body, c)
+
+
+@handler("trace", Wait)
+def _wait(s: Wait, ctx: Ctx) -> None:
+    ctx.wait(s.barrier, s.stage, s.parity, s.sid)
+
+
+@handler("trace", Arrive)
+def _arrive(s: Arrive, ctx: Ctx) -> None:
+    ctx.arrive(s.barrier, s.stage)
+
+
+@handler("trace", ArriveExpectTx)
+def _arrive_tx(s: ArriveExpectTx, ctx: Ctx) -> None:
+    ctx.arrive(s.barrier, s.stage, s.tx_bytes)
+
+
+@handler("trace", CpAsyncArrive)
+def _cp_arrive(s: CpAsyncArrive, ctx: Ctx) -> None:
+    ctx.cp_arrive(s.barrier, s.stage)
+
+
+@handler("trace", TmaLoad)
+def _tma_load(s: TmaLoad, ctx: Ctx) -> None:
+    ctx.tma_load(s.src, s.dst, s.barrier, s.stage, s.sid)
+
+
+@handler("trace", TmaStore)
+def _tma_store(s: TmaStore, ctx: Ctx) -> None:
+    ctx.tracer.region(ctx, s.src, "r", s.sid, proxy="async")
+    ctx.tracer.region(ctx, s.dst, "w", s.sid, proxy="async")
+
+
+@handler("trace", SyncThreads)
+def _sync(s: SyncThreads, ctx: Ctx) -> None:
+    ctx.sync(s.threads, s.barrier_id)
+
+
+@handler("trace", FenceProxyAsync)
+def _fence(s: FenceProxyAsync, ctx: Ctx) -> None:
+    ctx.fence()
+
+
+@handler("trace", SIf)
+@_symbolic
+def _sif(s: SIf, ctx: Ctx) -> None:
+    c = s.cond
+    if ctx.sym is not None:
+        _sym_if(s, ctx)
+        return
+    try:
+        taken = ctx.tracer.const(c, ctx.env)
+    except NotConstant:
+        ctx.reads_of(c, s.sid)
+        # data-dependent branch: accesses of both sides, no synchronization (L3/L7 reject it)
+        a = ctx.child(accesses_only=True, tid=ctx.tid)
+        if a is not None:
+            ctx.tracer.walk(s.then_body, a)
+            ctx.tracer.walk(s.else_body, a)
+        return
+    ctx.tracer.walk(s.then_body if taken else s.else_body, ctx)
+
+
+def _sym_if(s: SIf, ctx: Ctx) -> None:
+    """An ``SIf`` in a symbolic ThreadLoop body: a condition on the iteration variables narrows their
+    ranges (then-branch) and the complement's (else-branch, one variable only)."""
+    sym = ctx.sym
+    c = s.cond
+    if loads_in(c):
+        ctx.reads_of(c, s.sid)
+        a = Ctx(ctx.tracer, ctx.agent, ctx.lo, ctx.hi, ctx.env, ctx.path, ctx.loop_sid, ctx.tid, sym, True)
+        ctx.tracer.walk(s.then_body, a)
+        ctx.tracer.walk(s.else_body, a)
+        return
+    boxes = _restrict(c, ctx.env, sym.ranges)
+    if boxes is None:
+        raise Fallback("a guard that is not an interval of one ThreadLoop variable")
+    then_box, else_boxes = boxes
+    if then_box is not None:
+        ctx.tracer.walk(s.then_body, _with_ranges(ctx, then_box))
+    if s.else_body:
+        if else_boxes is None:
+            raise Fallback("the else-branch of a guard on several ThreadLoop variables")
+        for box in else_boxes:
+            ctx.tracer.walk(s.else_body, _with_ranges(ctx, box))
+
+
+def _with_ranges(ctx: Ctx, ranges: dict[str, tuple[int, int]]) -> Ctx:
+    sym = ctx.sym
+    s2 = _Sym(sym.names, sym.extents, sym.strides, ranges, sym.owner, sym.filt)
+    return Ctx(ctx.tracer, ctx.agent, ctx.lo, ctx.hi, ctx.env, ctx.path, ctx.loop_sid, ctx.tid, s2, ctx.accesses_only)
+
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def _restrict(c: Expr, env, ranges):
+    """``(then ranges or None if empty, [else ranges...] or None if not expressible)`` for a condition
+    that is a conjunction of comparisons each affine in at most one iteration variable; else ``None``."""
+    conj: list[Expr] = []
+
+    def flatten(e):
+        if isinstance(e, BinOp) and e.op == "and":
+            flatten(e.a)
+            flatten(e.b)
+        else:
+            conj.append(e)
+
+    flatten(c)
+    box = dict(ranges)
+    touched: set[str] = set()
+    for part in conj:
+        if not (isinstance(part, BinOp) and part.op in _FLIP):
+            try:
+                affine(part, env, {})  # no symbol: a constant truth value
+            except (Data, NonAffine):
+                return None
+            if not const(part, env):
+                return None, [dict(ranges)]
+            continue
+        try:
+            d = affine(BinOp("-", part.a, part.b), env, ranges)
+        except (Data, NonAffine):
             return None
-    return out
+        op = part.op
+        if d.is_const:
+            if not _cmp(d.const, op):
+                return None, [dict(ranges)] if len(conj) == 1 else None
+            continue
+        if len(d.terms) != 1 or op in ("!=",):
+            return None
+        v, k = d.terms[0]
+        if k < 0:
+            k, op, const0 = -k, _FLIP[op], -d.const
+        else:
+            const0 = d.const
+        # k*v + const0 op 0  ->  interval of v
+        lo, hi = box[v]
+        if op in ("<", "<="):
+            bound = -const0 - (1 if op == "<" else 0)  # k*v <= bound
+            hi = min(hi, bound // k)
+        elif op in (">", ">="):
+            bound = -const0 + (1 if op == ">" else 0)  # k*v >= bound
+            lo = max(lo, -((-bound) // k))
+        else:  # ==
+            if (-const0) % k:
+                lo, hi = 1, 0
+            else:
+                lo, hi = max(lo, -const0 // k), min(hi, -const0 // k)
+        box[v] = (lo, hi)
+        touched.add(v)
+    empty = any(a > b for a, b in box.values())
+    then_box = None if empty else box
+    if len(touched) > 1:
+        return then_box, None
+    if not touched:
+        return then_box, []
+    (v,) = touched
+    lo0, hi0 = ranges[v]
+    lo, hi = box[v]
+    rest = []
+    if empty:
+        rest.append(dict(ranges))
+    else:
+        if lo > lo0:
+            rest.append({**ranges, v: (lo0, lo - 1)})
+        if hi < hi0:
+            rest.append({**ranges, v: (hi + 1, hi0)})
+    return then_box, rest
+
+
+def _cmp(x: int, op: str) -> bool:
+    return {"<": x < 0, "<=": x <= 0, ">": x > 0, ">=": x >= 0, "==": x == 0, "!=": x != 0}[op]
+
+
+@handler("trace", RoleSplit)
+def _role_split(s: RoleSplit, ctx: Ctx) -> None:
+    for r in s.roles:
+        b, e = max(ctx.lo, r.threads.begin), min(ctx.hi, r.threads.end)
+        if b < e:
+            c = ctx.child(lo=b, hi=e, tid=None)
+            if c is not None:
+                ctx.tracer.walk(r.body, c)
+
+
+def _expr_vars(e: Expr, out: set[str]) -> None:
+    match e:
+        case Var(name=n):
+            out.add(n)
+        case BinOp(a=a, b=b):
+            _expr_vars(a, out)
+            _expr_vars(b, out)
+        case UnOp(a=a) | Cast(value=a):
+            _expr_vars(a, out)
+        case Select(cond=c, a=a, b=b):
+            _expr_vars(c, out)
+            _expr_vars(a, out)
+            _expr_vars(b, out)
+        case Load(indices=idx):
+            for i in idx:
+                _expr_vars(i, out)
+        case AddressOf(load=ld):
+            _expr_vars(ld, out)
+        case _:
+            pass
+
+
+def _free_vars(s) -> tuple[str, ...] | None:
+    """The variables a ThreadLoop of leaves and guards, or a SIMT tile op, reads from its environment
+    (``None``: another statement, whose events are not replayed)."""
+    out: set[str] = set()
+    bound: set[str] = set()
+
+    def leaf(st) -> None:
+        match st:
+            case Store(indices=idx, value=v) | AtomicAdd(indices=idx, value=v):
+                for i in idx:
+                    _expr_vars(i, out)
+                _expr_vars(v, out)
+            case Extern(args=args):
+                for x in args:
+                    _expr_vars(x, out)
+
+    def body(stmts) -> bool:
+        for x in stmts:
+            if type(x) is Leaf:
+                leaf(x.stmt)
+            elif type(x) is SIf:
+                _expr_vars(x.cond, out)
+                if not (body(x.then_body) and body(x.else_body)):
+                    return False
+            else:
+                return False
+        return True
+
+    if type(s) is ThreadLoop:
+        bound |= {v.name for v in s.vars}
+        if not body(s.body):
+            return None
+    elif type(s) is TileOp:
+        op = s.op
+        regions = []
+        match op:
+            case Copy(src=a, dst=b):
+                regions = [a, b]
+            case Fill(dst=b, value=v):
+                regions = [b]
+                _expr_vars(v, out)
+            case Gemm(a=a, b=b, c=c):
+                regions = [a, b, c]
+            case Reduce():
+                regions = []
+        for r in regions:
+            for o in r.offsets:
+                _expr_vars(o, out)
+    else:
+        return None
+    return tuple(sorted(out - bound))
 
 
 def _elements(op) -> int:
@@ -606,26 +1352,3 @@ def _restore(env: dict, name: str, saved) -> None:
         env.pop(name, None)
     else:
         env[name] = saved
-
-
-_SYNC = (Wait, Arrive, ArriveExpectTx, CpAsyncArrive, SyncThreads, TmaLoad)
-
-
-def _accesses_only(stmts: tuple[SStmt, ...]) -> tuple[SStmt, ...]:
-    """``stmts`` without synchronization (for data-dependent branches)."""
-    out = []
-    for s in stmts:
-        if isinstance(s, _SYNC):
-            continue
-        match s:
-            case SeqLoop(body=b):
-                out.append(SeqLoop(s.var, s.start, s.stop, _accesses_only(b), s.unroll, s.sid))
-            case SIf(then_body=t, else_body=e):
-                out.append(SIf(s.cond, _accesses_only(t), _accesses_only(e), s.sid))
-            case Elect(threads=tr, body=b):
-                out.append(Elect(tr, _accesses_only(b)))
-            case ThreadLoop():
-                out.append(ThreadLoop(s.vars, s.extents, s.mapping, s.threads, _accesses_only(s.body), s.sid))
-            case _:
-                out.append(s)
-    return tuple(out)
