@@ -8,7 +8,9 @@
 * :mod:`.trace` + :mod:`.order` L1-L4 and L6: each agent's events for the first and the last block of
   the grid, with symbolic footprints (:mod:`.regions`, :mod:`.affine`) instead of element sets and, for
   long periodic loops, a window of iterations instead of all of them (:mod:`.window`), then
-  happens-before from the barrier semantics.
+  happens-before from the barrier semantics;
+* :mod:`.valueflow` value flow (reported as L1): every read of a staged or local buffer observes the
+  write the sequential program's read observes.
 
 Its cost does not grow with tile size or trip count; a schedule too large for the budget raises
 :class:`egtile.errors.VerifyLimitError` (:mod:`.limits`). The enumerating verifier it replaced is kept
@@ -34,6 +36,7 @@ from egtile.verify.regions import Space
 from egtile.verify.resources import check_resources
 from egtile.verify.structure import check_structure
 from egtile.verify.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
+from egtile.verify.valueflow import check_value_flow
 from egtile.verify.violation import PROPERTIES, Violation
 from egtile.verify.window import Windows
 
@@ -47,7 +50,7 @@ class _Charge:
 
 
 def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: bool = True,
-           value_flow: bool = False) -> list[Violation]:
+           value_flow: bool = True) -> list[Violation]:
     """Check a scheduled kernel; an empty list means every property holds.
 
     Args:
@@ -55,7 +58,9 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
         limits: the verifier's budget per block (default :func:`egtile.verify.limits.default_limits`).
         window: trace long periodic loops on a window of iterations (:mod:`egtile.verify.window`);
             ``False`` traces every iteration (for tests of the window argument).
-        value_flow: not implemented yet (accepted and ignored).
+        value_flow: check that every read of a staged or local buffer observes the write the
+            sequential program's read observes (:mod:`egtile.verify.valueflow`); ``False`` for the
+            comparison with the enumerating verifier, which does not.
 
     Returns:
         One :class:`Violation` per (property, statements, buffer, barrier), in property order.
@@ -97,6 +102,8 @@ def _block(scheduled, agents, coords, order, space, limits, windows, ints, track
         analysis = OrderAnalysis(scheduled, agents, traces, coords, space)
         out = analysis.run()
         if windows is None or windows.confirm(traces, analysis, space):
+            if value_flow and all(p is None for p in analysis.stuck_at):
+                out += check_value_flow(scheduled, analysis, space)
             return out
 
 

@@ -72,8 +72,11 @@ the first ``T - skip`` iterations of ``E``, and the same footprints up to transl
    junction of ``E'`` differ from ``E``, but by H2 they conflict with nothing there in either. The
    verdicts that depend on counts over the whole loop (L3 "different numbers of phases", the L4
    offset of the ``n``-th wait) compare quantities that ``skip`` changes by the same amount for every
-   agent (H4). Hence ``E`` and ``E'`` have the same violations, by property, statements, buffer and
-   barrier (messages may name other iterations).
+   agent (H4). Value flow (:mod:`egtile.verify.valueflow`) compares a read with the latest earlier
+   write of each of its source elements: for staged and local buffers of a periodic body that write is
+   in a nearby iteration of the same residue or outside the loop, the same in ``E`` and ``E'``. Hence
+   ``E`` and ``E'`` have the same violations, by property, statements, buffer and barrier (messages may
+   name other iterations).
 
 **Outside the argument** (traced in full): loops whose body has a statement without a ``scan`` model,
 a non-covariant expression (a stage computed from loaded data, ``k * k``, a parity with a period above
