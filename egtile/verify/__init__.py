@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from egtile._entrypoint import make_callable
 from egtile.ir.scheduled import Scheduled
-from egtile.verify import trace as _trace  # noqa: F401  (registers the trace models of the builtin nodes)
+from egtile.verify import covariance as _covariance  # noqa: F401  (registers the window models of the builtin nodes)
+from egtile.verify import models as _models  # noqa: F401  (registers the trace models of the builtin nodes)
 from egtile.verify.effects import check_effects
 from egtile.verify.ints import Ints
 from egtile.verify.limits import Meter, VerifyLimits, default_limits

@@ -10,36 +10,27 @@ have static bounds):
 * ``access``: a read, write, atomic or extern-pointer access of a buffer, with its
   :class:`~egtile.verify.regions.Footprint` (the elements and, per element, the one thread touching
   it, or none), the stage of a multi-versioned buffer (for messages) and the *logical timestamp* of the
-  source statement instance (:class:`SourceOrder`). Only shared/fragment buffers and the global buffers
-  the schedule writes are tracked (local buffers are per thread). A ``TileOp`` access covers the
-  elements the agent's threads own (element ``e`` belongs to rank ``e % count``; gemm and reduce
-  operands: whole, on every thread); an extern pointer stands for its one element (the
-  ``T.call_extern`` contract).
+  source statement instance (:class:`SourceOrder`). Shared/fragment buffers and the global buffers the
+  schedule writes are tracked; local buffers too, for value flow only (:mod:`egtile.verify.valueflow`).
+  A ``TileOp`` access covers the elements the agent's threads own (element ``e`` belongs to rank
+  ``e % count``; gemm and reduce operands: whole, on every thread); an extern pointer stands for its one
+  element (the ``T.call_extern`` contract).
 * ``wait``, ``arrive`` (with the number of arriving threads), ``tma`` (a TMA load: an async write of its
   destination that completes transaction bytes), ``cp_write`` (a cp.async copy's async write),
   ``cp_arrive``, ``sync`` (a named barrier), ``fence`` (``fence.proxy.async``).
 
 Accesses inside one execution of a ``ThreadLoop`` or ``TileOp`` are merged per buffer, mode, statement
 and timestamp, exactly as the enumerating verifier (:mod:`egtile.verify.reference.trace`) merges its
-element sets; but a ``ThreadLoop`` is not enumerated: its body is walked once with the iteration
-variables symbolic (:mod:`egtile.verify.affine`), each index becomes a monomial-affine piece with the
-owner ``begin + i % count`` of a partitioned loop (or the one thread of a replicated loop on one
-thread, or none), and a guard ``SIf`` on an iteration variable narrows the variable's range. Where an
-index is affine but not monomial, its elements are listed (:class:`~egtile.verify.regions.Points`);
-where it is not affine (``(i + 1) % n``) or the body holds statements other than leaves, guards and
-serial loops, the loop's iterations are enumerated as the enumerating verifier does. Every listed
-element and enumerated iteration is charged to the budget (:mod:`egtile.verify.limits`).
+element sets; a ``ThreadLoop`` is walked symbolically (:mod:`egtile.verify.threadloop`). Serial loops
+are traced iteration by iteration, except that a long loop whose body is periodic in its variable is
+traced on a window of its first and last iterations (:mod:`egtile.verify.window`, where the argument
+for equivalence is written down). A ``ThreadLoop`` or SIMT tile op whose inputs did not change since its
+last execution is replayed (same footprints, new timestamps) rather than walked again.
 
-Serial loops are enumerated iteration by iteration, except that a long loop whose body is periodic in
-its variable is traced on a window of its first and last iterations (:mod:`egtile.verify.window`, where
-the argument for equivalence is written down).
-
-Statements whose control flow the verifier cannot evaluate (an ``SIf`` on loaded data) contribute the
-accesses of both branches; their synchronization is rejected by L3/L7 (:mod:`egtile.verify.structure`).
-
-The tracer dispatches every statement through the verifier's registry (:mod:`egtile.verify.registry`);
-a node class registered with :func:`~egtile.verify.registry.register_model` is traced by its model
-through :class:`Ctx`.
+This module holds the events, the tracer and :class:`Ctx`, the interface through which every
+statement's model describes it; the models of the builtin statements are in
+:mod:`egtile.verify.models` and :mod:`egtile.verify.threadloop`, dispatched through the verifier's
+registry (:mod:`egtile.verify.registry`), where a rule author registers a model for a new node.
 """
 
 from __future__ import annotations
@@ -53,18 +44,17 @@ import numpy as np
 from egtile.evaluate import evaluate
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import (
-    AddressOf, AtomicAdd, BinOp, Buffer, Cast, Const, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Reduce,
-    Region, Select, Store, UnOp, Var,
+    AddressOf, AtomicAdd, BinOp, Buffer, Cast, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Reduce, Region,
+    Select, Store, UnOp, Var,
 )
 from egtile.ir.scheduled import (
-    Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, Scheduled, SeqLoop, SIf, SStmt,
-    SyncThreads, ThreadLoop, TileOp, TmaLoad, TmaStore, Wait,
+    Arrive, ArriveExpectTx, CpAsyncArrive, Leaf, RoleSplit, Scheduled, SIf, SyncThreads, ThreadLoop, TileOp, TmaLoad,
+    TmaStore, Wait,
 )
 from egtile.verify import registry
-from egtile.verify.ints import Ints
 from egtile.verify.affine import Aff, Data, NonAffine, Wraps, affine, bounds
+from egtile.verify.ints import Ints
 from egtile.verify.regions import NONE_OWNER, Footprint, Owner, Piece, Space, flat_strides, piece
-from egtile.verify.registry import handler
 
 
 class NotConstant(Exception):
@@ -823,444 +813,15 @@ _SYNC = (Wait, Arrive, ArriveExpectTx, CpAsyncArrive, SyncThreads, TmaLoad)
 _SYMBOLIC: set = set()  # trace handlers that support a symbolic ThreadLoop body
 
 
-def _symbolic(fn):
+def symbolic(fn):
+    """Mark a trace handler as able to run inside a symbolic ``ThreadLoop`` body (its accesses go through
+    :meth:`Ctx.element`, whose iteration variables may be symbolic)."""
     _SYMBOLIC.add(fn)
     return fn
 
 
 # ----------------------------------------------------------------------------------------------------
-# Models of the builtin scheduled statements
-
-
-@handler("bodies", SeqLoop, ThreadLoop, Elect)
-def _bodies_single(s) -> tuple:
-    return (s.body,)
-
-
-@handler("bodies", SIf)
-def _bodies_if(s: SIf) -> tuple:
-    return (s.then_body, s.else_body)
-
-
-@handler("bodies", RoleSplit)
-def _bodies_roles(s: RoleSplit) -> tuple:
-    return tuple(r.body for r in s.roles)
-
-
-@handler("trace", Leaf)
-@_symbolic
-def _leaf(s: Leaf, ctx: Ctx) -> None:
-    st = s.stmt
-    match st:
-        case Store(buffer=b, indices=idx, value=v, sid=sid):
-            ctx.reads_of(v, sid)
-            for i in idx:
-                ctx.reads_of(i, sid)
-            ctx.element(b.name, idx, "w", sid)
-        case AtomicAdd(buffer=b, indices=idx, value=v, sid=sid):
-            ctx.reads_of(v, sid)
-            for i in idx:
-                ctx.reads_of(i, sid)
-            ctx.element(b.name, idx, "a", sid)
-        case Extern(args=args, sid=sid):
-            for x in args:
-                ctx.reads_of(x, sid)
-                if isinstance(x, AddressOf):
-                    # the T.call_extern contract: the callee touches the element it is given
-                    ctx.element(x.load.buffer.name, x.load.indices, "x", sid)
-        case _:
-            raise TypeError(f"not a leaf statement: {st!r}")
-
-
-@handler("trace", SeqLoop)
-@_symbolic
-def _seq_loop(s: SeqLoop, ctx: Ctx) -> None:
-    tracer = ctx.tracer
-    var, sid = s.var, s.sid
-    try:
-        b, e = int(tracer.const(s.start, ctx.env)), int(tracer.const(s.stop, ctx.env))
-    except NotConstant as err:
-        if ctx.sym is not None:
-            raise Fallback("a serial loop bound depends on the ThreadLoop") from None
-        raise TraceError(f"loop over {var.name} (sid {sid}) has a bound that is not a constant ({err})", sid) from None
-    env = ctx.env
-    saved = env.get(var.name)
-    window = tracer.window.plan(s, b, e, ctx) if (tracer.window is not None and ctx.sym is None) else None
-    its = window.iterations if window is not None else range(b, e)
-    tracer.limits.count_iterations(len(its) if hasattr(its, "__len__") else e - b, s)
-    for pos, k in enumerate(its):
-        env[var.name] = k
-        c = Ctx(tracer, ctx.agent, ctx.lo, ctx.hi, env, ctx.path + ((sid, var.name, k),), sid, ctx.tid, ctx.sym,
-                ctx.accesses_only)
-        if window is not None:
-            tracer.rounds.append(window.tag(pos, k))
-        try:
-            tracer.walk(s.body, c)
-        finally:
-            if window is not None:
-                tracer.rounds.pop()
-    _restore(env, var.name, saved)
-
-
-@handler("trace", ThreadLoop)
-def _thread_loop(s: ThreadLoop, ctx: Ctx) -> None:
-    tracer = ctx.tracer
-    tr = s.threads
-    b, e = max(ctx.lo, tr.begin), min(ctx.hi, tr.end)
-    if b >= e:
-        return
-    total = 1
-    for x in s.extents:
-        total *= x
-    if s.mapping == "partitioned":
-        r0, r1 = b - tr.begin, e - tr.begin
-        e = min(e, tr.begin + total)  # ranks past the extent get no iteration
-        if r0 >= min(tr.count, total):
-            return
-        owner: Owner | None = Owner("rank", tr.begin, tr.count)
-        filt = (tr.count, r0, r1) if (r0 > 0 or r1 < min(tr.count, total)) else None
-    else:
-        if total == 0:
-            return
-        owner = Owner("const", b) if e - b == 1 else None
-        filt = None
-    if total == 0:
-        return
-    loop_sid = s.sid if s.sid is not None else ctx.loop_sid
-    key = tracer.replay_key(s, ctx)
-    if key is not None and tracer.replay(key, ctx):
-        return
-    names = tuple(v.name for v in s.vars)
-    strides = flat_strides(s.extents)
-    outer = tracer.scope
-    # symbolic first, on a list of boxes (split where an index wraps); on Fallback the partial events
-    # are discarded and the loop enumerated
-    mark = [len(t) for t in tracer.traces]
-    n_mark = tracer.n
-    boxes = [{n: (0, x - 1) for n, x in zip(names, s.extents)}]
-    try:
-        while True:
-            tracer.scope = _Scope(False)
-            try:
-                for box in boxes:
-                    sym = _Sym(names, tuple(s.extents), strides, box, owner, filt)
-                    tracer.walk(s.body, Ctx(tracer, ctx.agent, b, e, ctx.env, ctx.path, loop_sid, None, sym,
-                                            ctx.accesses_only))
-                tracer.close(tracer.scope)
-                if key is not None:
-                    tracer.remember(key, ctx, mark[ctx.agent.index])
-                return
-            except Wraps as w:
-                _discard(tracer, mark, n_mark)
-                boxes = _split(boxes, w.var, w.cuts)
-                if len(boxes) > MAX_BOXES:
-                    raise Fallback(f"more than {MAX_BOXES} pieces") from None
-    except Fallback:
-        _discard(tracer, mark, n_mark)
-    finally:
-        tracer.scope = outer
-    _enumerate_thread_loop(s, ctx, b, e, total, loop_sid)
-
-
-MAX_BOXES = 64
-
-
-def _discard(tracer: Tracer, mark: list[int], n_mark: int) -> None:
-    for t, m in zip(tracer.traces, mark):
-        del t[m:]
-    tracer.n = n_mark
-
-
-def _split(boxes: list[dict], var: str, cuts: tuple[int, ...]) -> list[dict]:
-    out = []
-    for box in boxes:
-        lo, hi = box[var]
-        edges = [lo] + [c for c in cuts if lo < c <= hi] + [hi + 1]
-        if len(edges) == 2:
-            out.append(box)
-            continue
-        for a, b in zip(edges, edges[1:]):
-            out.append({**box, var: (a, b - 1)})
-    return out
-
-
-def _enumerate_thread_loop(s: ThreadLoop, ctx: Ctx, b: int, e: int, total: int, loop_sid) -> None:
-    tracer = ctx.tracer
-    tr = s.threads
-    if s.mapping == "partitioned":
-        r0, r1 = b - tr.begin, e - tr.begin
-        its = [i for i in range(total) if r0 <= i % tr.count < r1]
-        e = min(e, tr.begin + total)
-    else:
-        its = list(range(total))
-    if not its:
-        return
-    tracer.limits.charge_elements(len(its))
-    names = [v.name for v in s.vars]
-    env = ctx.env
-    saved = [env.get(n_) for n_ in names]
-    outer = tracer.scope
-    tracer.scope = scope = _Scope(False)
-    try:
-        for i in its:
-            rem = i
-            vals = []
-            for x in reversed(s.extents):
-                vals.append(rem % x)
-                rem //= x
-            for n_, v in zip(names, reversed(vals)):
-                env[n_] = v
-            tid = tr.begin + i % tr.count if s.mapping == "partitioned" else None
-            c = ctx.child(lo=b, hi=e, tid=tid, loop_sid=loop_sid, sym=None)
-            if c is not None:
-                tracer.walk(s.body, c)
-        tracer.close(scope)
-    finally:
-        tracer.scope = outer
-        for n_, v in zip(names, saved):
-            _restore(env, n_, v)
-
-
-@handler("trace", TileOp)
-def _tile_op(s: TileOp, ctx: Ctx) -> None:
-    tracer = ctx.tracer
-    tr = s.threads
-    b, e = max(ctx.lo, tr.begin), min(ctx.hi, tr.end)
-    op = s.op
-    nel = _elements(op)
-    if b >= e or b - tr.begin >= nel:
-        return  # this agent owns no element
-    split = (Owner("rank", tr.begin, tr.count), (tr.count, b - tr.begin, e - tr.begin))
-    sid = op.sid
-    key = tracer.replay_key(s, ctx) if s.inst != "cp_async" else None
-    if key is not None and tracer.replay(key, ctx):
-        return
-    mark = len(tracer.traces[ctx.agent.index])
-    outer = tracer.scope
-    tracer.scope = scope = _Scope(True)
-    c = Ctx(tracer, ctx.agent, ctx.lo, ctx.hi, ctx.env, ctx.path, ctx.loop_sid, None, None, ctx.accesses_only)
-    try:
-        match op:
-            case Copy(src=src, dst=dst):
-                tracer.region(c, src, "r", sid, split=split)
-                if s.inst == "cp_async":
-                    w = tracer.region(c, dst, "w", sid, proxy="async", kind="async_write", split=split)
-                    if w is not None:
-                        tracer.emit(ctx.agent, Event("cp_write", ctx.agent.index, sid, ctx.path, accesses=[w]), c)
-                else:
-                    tracer.region(c, dst, "w", sid, split=split)
-            case Fill(dst=dst, value=v):
-                c.reads_of(v, sid)
-                tracer.region(c, dst, "w", sid, split=split)
-            case Gemm(a=ra, b=rb, c=rc, clear_accum=clear):
-                # operands: whole regions, on every thread (a thread's outputs need whole rows and columns)
-                tracer.region(c, ra, "r", sid)
-                tracer.region(c, rb, "r", sid)
-                if not clear:
-                    tracer.region(c, rc, "r", sid, split=split)
-                tracer.region(c, rc, "w", sid, split=split)
-            case Reduce(src=src, dst=dst, clear=clear):
-                tracer.whole(c, src, "r", sid)
-                if not clear:
-                    tracer.whole(c, dst, "r", sid, split=split)
-                tracer.whole(c, dst, "w", sid, split=split)
-        tracer.close(scope)
-    finally:
-        tracer.scope = outer
-    if key is not None:
-        tracer.remember(key, ctx, mark)
-
-
-@handler("trace", Elect)
-def _elect(s: Elect, ctx: Ctx) -> None:
-    tr = s.threads
-    if ctx.lo <= tr.begin < ctx.hi:
-        c = ctx.child(lo=tr.begin, hi=tr.begin + 1)
-        if c is not None:
-            ctx.tracer.walk(s.body, c)
-
-
-@handler("trace", Wait)
-def _wait(s: Wait, ctx: Ctx) -> None:
-    ctx.wait(s.barrier, s.stage, s.parity, s.sid)
-
-
-@handler("trace", Arrive)
-def _arrive(s: Arrive, ctx: Ctx) -> None:
-    ctx.arrive(s.barrier, s.stage)
-
-
-@handler("trace", ArriveExpectTx)
-def _arrive_tx(s: ArriveExpectTx, ctx: Ctx) -> None:
-    ctx.arrive(s.barrier, s.stage, s.tx_bytes)
-
-
-@handler("trace", CpAsyncArrive)
-def _cp_arrive(s: CpAsyncArrive, ctx: Ctx) -> None:
-    ctx.cp_arrive(s.barrier, s.stage)
-
-
-@handler("trace", TmaLoad)
-def _tma_load(s: TmaLoad, ctx: Ctx) -> None:
-    ctx.tma_load(s.src, s.dst, s.barrier, s.stage, s.sid)
-
-
-@handler("trace", TmaStore)
-def _tma_store(s: TmaStore, ctx: Ctx) -> None:
-    ctx.tracer.region(ctx, s.src, "r", s.sid, proxy="async")
-    ctx.tracer.region(ctx, s.dst, "w", s.sid, proxy="async")
-
-
-@handler("trace", SyncThreads)
-def _sync(s: SyncThreads, ctx: Ctx) -> None:
-    ctx.sync(s.threads, s.barrier_id)
-
-
-@handler("trace", FenceProxyAsync)
-def _fence(s: FenceProxyAsync, ctx: Ctx) -> None:
-    ctx.fence()
-
-
-@handler("trace", SIf)
-@_symbolic
-def _sif(s: SIf, ctx: Ctx) -> None:
-    c = s.cond
-    if ctx.sym is not None:
-        _sym_if(s, ctx)
-        return
-    try:
-        taken = ctx.tracer.const(c, ctx.env)
-    except NotConstant:
-        ctx.reads_of(c, s.sid)
-        # data-dependent branch: accesses of both sides, no synchronization (L3/L7 reject it)
-        a = ctx.child(accesses_only=True, tid=ctx.tid)
-        if a is not None:
-            ctx.tracer.walk(s.then_body, a)
-            ctx.tracer.walk(s.else_body, a)
-        return
-    ctx.tracer.walk(s.then_body if taken else s.else_body, ctx)
-
-
-def _sym_if(s: SIf, ctx: Ctx) -> None:
-    """An ``SIf`` in a symbolic ThreadLoop body: a condition on the iteration variables narrows their
-    ranges (then-branch) and the complement's (else-branch, one variable only)."""
-    sym = ctx.sym
-    c = s.cond
-    if loads_in(c):
-        ctx.reads_of(c, s.sid)
-        a = Ctx(ctx.tracer, ctx.agent, ctx.lo, ctx.hi, ctx.env, ctx.path, ctx.loop_sid, ctx.tid, sym, True)
-        ctx.tracer.walk(s.then_body, a)
-        ctx.tracer.walk(s.else_body, a)
-        return
-    boxes = _restrict(c, ctx.env, sym.ranges)
-    if boxes is None:
-        raise Fallback("a guard that is not an interval of one ThreadLoop variable")
-    then_box, else_boxes = boxes
-    if then_box is not None:
-        ctx.tracer.walk(s.then_body, _with_ranges(ctx, then_box))
-    if s.else_body:
-        if else_boxes is None:
-            raise Fallback("the else-branch of a guard on several ThreadLoop variables")
-        for box in else_boxes:
-            ctx.tracer.walk(s.else_body, _with_ranges(ctx, box))
-
-
-def _with_ranges(ctx: Ctx, ranges: dict[str, tuple[int, int]]) -> Ctx:
-    sym = ctx.sym
-    s2 = _Sym(sym.names, sym.extents, sym.strides, ranges, sym.owner, sym.filt)
-    return Ctx(ctx.tracer, ctx.agent, ctx.lo, ctx.hi, ctx.env, ctx.path, ctx.loop_sid, ctx.tid, s2, ctx.accesses_only)
-
-
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
-
-
-def _restrict(c: Expr, env, ranges):
-    """``(then ranges or None if empty, [else ranges...] or None if not expressible)`` for a condition
-    that is a conjunction of comparisons each affine in at most one iteration variable; else ``None``."""
-    conj: list[Expr] = []
-
-    def flatten(e):
-        if isinstance(e, BinOp) and e.op == "and":
-            flatten(e.a)
-            flatten(e.b)
-        else:
-            conj.append(e)
-
-    flatten(c)
-    box = dict(ranges)
-    touched: set[str] = set()
-    for part in conj:
-        if not (isinstance(part, BinOp) and part.op in _FLIP):
-            try:
-                affine(part, env, {})  # no symbol: a constant truth value
-            except (Data, NonAffine):
-                return None
-            if not const(part, env):
-                return None, [dict(ranges)]
-            continue
-        try:
-            d = affine(BinOp("-", part.a, part.b), env, ranges)
-        except (Data, NonAffine):
-            return None
-        op = part.op
-        if d.is_const:
-            if not _cmp(d.const, op):
-                return None, [dict(ranges)] if len(conj) == 1 else None
-            continue
-        if len(d.terms) != 1 or op in ("!=",):
-            return None
-        v, k = d.terms[0]
-        if k < 0:
-            k, op, const0 = -k, _FLIP[op], -d.const
-        else:
-            const0 = d.const
-        # k*v + const0 op 0  ->  interval of v
-        lo, hi = box[v]
-        if op in ("<", "<="):
-            bound = -const0 - (1 if op == "<" else 0)  # k*v <= bound
-            hi = min(hi, bound // k)
-        elif op in (">", ">="):
-            bound = -const0 + (1 if op == ">" else 0)  # k*v >= bound
-            lo = max(lo, -((-bound) // k))
-        else:  # ==
-            if (-const0) % k:
-                lo, hi = 1, 0
-            else:
-                lo, hi = max(lo, -const0 // k), min(hi, -const0 // k)
-        box[v] = (lo, hi)
-        touched.add(v)
-    empty = any(a > b for a, b in box.values())
-    then_box = None if empty else box
-    if len(touched) > 1:
-        return then_box, None
-    if not touched:
-        return then_box, []
-    (v,) = touched
-    lo0, hi0 = ranges[v]
-    lo, hi = box[v]
-    rest = []
-    if empty:
-        rest.append(dict(ranges))
-    else:
-        if lo > lo0:
-            rest.append({**ranges, v: (lo0, lo - 1)})
-        if hi < hi0:
-            rest.append({**ranges, v: (hi + 1, hi0)})
-    return then_box, rest
-
-
-def _cmp(x: int, op: str) -> bool:
-    return {"<": x < 0, "<=": x <= 0, ">": x > 0, ">=": x >= 0, "==": x == 0, "!=": x != 0}[op]
-
-
-@handler("trace", RoleSplit)
-def _role_split(s: RoleSplit, ctx: Ctx) -> None:
-    for r in s.roles:
-        b, e = max(ctx.lo, r.threads.begin), min(ctx.hi, r.threads.end)
-        if b < e:
-            c = ctx.child(lo=b, hi=e, tid=None)
-            if c is not None:
-                ctx.tracer.walk(r.body, c)
+# Replay keys
 
 
 def _expr_vars(e: Expr, out: set[str]) -> None:
@@ -1336,15 +897,6 @@ def _free_vars(s) -> tuple[str, ...] | None:
     else:
         return None
     return tuple(sorted(out - bound))
-
-
-def _elements(op) -> int:
-    match op:
-        case Copy(dst=r) | Fill(dst=r) | Gemm(c=r):
-            return r.numel
-        case Reduce(dst=b):
-            return b.numel
-    return 0
 
 
 def _restore(env: dict, name: str, saved) -> None:
