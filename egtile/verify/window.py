@@ -12,8 +12,9 @@ them, where ``skip`` is a positive multiple of ``P`` and both parts are at least
 ``W0`` (one of :data:`BOUNDARIES`, the first for which H1 holds) iterations at each end for prologues
 and drains, and ``R = P + 2 n L`` for ``n`` agents and the lag bound ``L = max(1, P / 2)``
 (:func:`lag_bound`). Loops shorter than ``2H + P`` are traced in full, so trip counts 0, 1, below ``S``,
-not a multiple of ``S`` are always traced exactly. Every iteration keeps its real value of ``k``: global indices, bounds such as
-``min(T, k + S)``, the source timestamps and the code after the loop see what they see in the full run.
+not a multiple of ``S`` are always traced exactly. Every iteration keeps its real value of ``k``: global
+indices, bounds such as ``min(T, k + S)``, the source timestamps and the code after the loop see what
+they see in the full run.
 
 **Hypotheses,** each checked; when one fails the loop is traced in full (within the budget of
 :mod:`egtile.verify.limits`: a loop too long for it is a :class:`~egtile.errors.VerifyLimitError`,
@@ -34,18 +35,23 @@ never a silent pass):
   warp-specialized producer's and consumer's copies of one source loop) so that they skip the same
   iterations.
 * H2 *footprints* (checked on the trace, :meth:`Windows.confirm`). The motion of each access (its
-  translation between iterations ``c`` and ``c + P`` of the window) is measured; an access that moves
-  may conflict only with accesses of the same loop that move the same way at a bounded distance
-  (``<= L`` iterations), and otherwise its swept hull over all ``T`` iterations must be disjoint from
-  every other access of the buffer. Shared-memory stages are periodic (no motion); per-iteration
-  global tiles (``Out[k]``) move; both are covered.
+  translation between iterations ``c`` and ``c + P`` of the covariant part, the same in every period)
+  is measured; for an access that moves, the hull of its footprints over the *skipped* iterations must
+  be disjoint from every traced access of the buffer and from the skipped hull of every access that
+  moves differently, and accesses of the same loop moving the same way must meet only at distance
+  ``<= L``. Shared-memory stages are periodic (no motion); per-iteration global tiles (``Out[k]``)
+  move; both are covered.
 * H3 *bounded lag* (checked on the trace). Every synchronization edge with an end in the covariant part
   of the window (the arrivals completing the phase a wait observes; the participants of a ``bar.sync``)
-  connects two iterations of the same loop instance at most ``L`` traced iterations apart.
+  connects two iterations of the same loop instance at most ``L`` traced iterations apart, and no
+  agent deadlocks there.
 * H4 *phase alignment* (checked on the trace). Per ``P`` iterations of the covariant part, every agent
   contributes the same number of arrival groups to each barrier stage.
 
-**Why the window is equivalent.** Write ``E`` for the full trace and ``E'`` for the window's. By H1,
+**Why the window is equivalent** (a proof sketch; ``tests/test_verify_window.py`` and
+``tests/test_verify_crosscheck.py`` compare the window with the full enumeration of the reference
+verifier on every mutant, planted bug and trip count). Write ``E`` for the full trace and ``E'`` for the
+window's. By H1,
 ``E'`` is ``E`` with ``skip / P`` whole periods removed from the middle of ``M``: the sequence of
 iterations of ``E'``, indexed by traced position, has the same barriers, stages, parities (``skip`` is a
 multiple of ``P``, hence of ``2S`` for every stage/parity pair), arrival counts and expected bytes as
@@ -68,8 +74,9 @@ the first ``T - skip`` iterations of ``E``, and the same footprints up to transl
    so every ``R``-neighbourhood of ``E`` inside ``M`` is, by H1, identical up to translation of
    footprints to one in the covariant part of ``E'`` (at least ``2R`` long, across the junction) and
    conversely; neighbourhoods touching ``[b, b + W0 + R)`` or ``[e - W0 - R, e)`` are literally present
-   in both, because the head and the tail are ``W0 + R`` long. Relative positions of moving footprints across the
-   junction of ``E'`` differ from ``E``, but by H2 they conflict with nothing there in either. The
+   in both, because the head and the tail are ``W0 + R`` long. Relative positions of moving footprints
+   across the junction of ``E'`` differ from ``E``, but by H2 they conflict with nothing there in either
+   (the skipped copies meet nothing, and same-motion meetings recur inside the head). The
    verdicts that depend on counts over the whole loop (L3 "different numbers of phases", the L4
    offset of the ``n``-th wait) compare quantities that ``skip`` changes by the same amount for every
    agent (H4). Value flow (:mod:`egtile.verify.valueflow`) compares a read with the latest earlier
