@@ -46,7 +46,7 @@ def handbuilt() -> list[tuple[str, object]]:
                {"setmaxnreg": (236, 40)}, {"n": 9, "stages": 3}, {"n": 13, "start": 2}]:
         name = "ws-" + "-".join(f"{k}={v}" for k, v in kw.items()) if kw else "ws"
         out.append((name, lambda kw=kw: hb.ws_schedule(**kw)))
-    return [(n, f()) for n, f in out]
+    return [(n, f()) for n, f in out] + guarded_schedules()
 
 
 def mutants() -> list[tuple[str, rules.RuleSet]]:
@@ -103,3 +103,74 @@ def unique(scheds: Iterator) -> list:
         seen.add(key)
         out.append((name, s))
     return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# ThreadLoop bodies the symbolic walk handles specially: guards, wrapping indices, non-monomial indices
+
+
+def guarded(*, variant: str, barrier: bool) -> object:
+    """``threads`` 0-127 write a 64-element shared buffer through a ``ThreadLoop`` whose body is guarded
+    or indexed in one of several ways, then (after ``__syncthreads`` when ``barrier``) read it back with
+    a different mapping. Without the barrier every variant has an L1 race (other threads' elements)."""
+    from egtile.ir import (
+        BinOp, Buffer, For, If, Kernel, Leaf, Load, Scheduled, SIf, Store, SyncThreads, ThreadLoop, ThreadRange,
+        Var,
+    )
+
+    X = Buffer("X", (64,), "float32", "global")
+    Y = Buffer("Y", (8, 8), "float32", "global")
+    S = Buffer("S", (8, 8), "float32", "shared")
+    i, j = Var("i"), Var("j")
+    one = Const(1.0, "float32")
+
+    def c(v):
+        return Const(v, "int32")
+
+    def add(a, b):
+        return BinOp("+", a, b)
+
+    flat = add(BinOp("*", i, c(8)), j)
+    src = Load(X, (flat,))
+    if variant == "guard":  # boundary guard on one variable, else-branch
+        cond, then, other = BinOp("<", add(i, c(2)), c(7)), Store(3, S, (i, j), src), Store(4, S, (i, j), one)
+    elif variant == "guard-neg":  # negative coefficient, >=
+        cond, then, other = BinOp(">=", BinOp("-", c(5), j), c(1)), Store(3, S, (i, j), src), Store(4, S, (i, j), one)
+    elif variant == "guard-and":  # a conjunction on two variables, no else
+        cond = BinOp("and", BinOp(">", i, c(1)), BinOp("<=", BinOp("*", c(2), j), c(9)))
+        then, other = Store(3, S, (i, j), src), None
+    elif variant == "guard-sum":  # i + j < 9: not a box (enumerated)
+        cond, then, other = BinOp("<", add(i, j), c(9)), Store(3, S, (i, j), src), Store(4, S, (i, j), one)
+    elif variant == "wrap":  # (j + 3) % 8 wraps once along j
+        cond, then, other = None, Store(3, S, (i, BinOp("floormod", add(j, c(3)), c(8))), src), None
+    elif variant == "transpose":
+        cond, then, other = None, Store(3, S, (j, i), src), None
+    elif variant == "diagonal":  # j drives two dimensions: not monomial (listed element by element)
+        cond, then, other = None, Store(3, S, (j, j), src), None
+    elif variant == "skew":  # i + j in one dimension: not monomial either
+        cond, then, other = None, Store(3, S, (BinOp("-", add(i, j), BinOp("*", c(8), BinOp("//", add(i, j), c(8)))),
+                                               j), src), None
+    else:
+        raise ValueError(variant)
+    body_src = (If(2, cond, (then,), (other,) if other else ()),) if cond is not None else (then,)
+    read = Store(6, Y, (i, j), add(Load(S, (j, i)), one))
+    kern = Kernel(f"guard_{variant}", (X, Y), (1,), (Var("bx"),), 128, (S,), (
+        For(1, i, c(0), c(8), "parallel", (For(10, j, c(0), c(8), "parallel", body_src),)),
+        For(5, i, c(0), c(8), "parallel", (For(11, j, c(0), c(8), "parallel", (read,)),)),
+    ))
+    everyone = ThreadRange(0, 128)
+    half = ThreadRange(0, 64)
+    sbody = (SIf(cond, (Leaf(then),), (Leaf(other),) if other else ()),) if cond is not None else (Leaf(then),)
+    body = (
+        ThreadLoop((i, j), (8, 8), "partitioned", half, sbody, sid=1),
+    ) + ((SyncThreads(everyone),) if barrier else ()) + (
+        ThreadLoop((i, j), (8, 8), "partitioned", everyone, (Leaf(read),), sid=5),
+    )
+    return Scheduled(kern, 128, (S,), (), body)
+
+
+GUARDED = ("guard", "guard-neg", "guard-and", "guard-sum", "wrap", "transpose", "diagonal", "skew")
+
+
+def guarded_schedules() -> list[tuple[str, object]]:
+    return [(f"{v}{'' if b else '-no-barrier'}", guarded(variant=v, barrier=b)) for v in GUARDED for b in (True, False)]
