@@ -108,3 +108,12 @@ def test_a_loop_around_a_node_without_a_window_model_is_traced_in_full(model, mo
     vs = verify(Scheduled(s.kernel, 128, s.buffers, (), (loop,)))
     assert {v.property for v in vs} == {"L1"}
     assert any("CoopFill has no window model" in r for r in refuted)
+
+
+def test_register_model_is_reachable_from_egtile_verify():
+    import subprocess
+    import sys
+
+    code = "import egtile; assert callable(egtile.verify.register_model); assert egtile.verify.VerifyLimits"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+    assert egtile.verify.register_model is register_model

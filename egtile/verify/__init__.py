@@ -109,5 +109,11 @@ def _block(scheduled, agents, coords, order, space, limits, windows, ints, track
 
 
 make_callable(__name__, verify)  # egtile.verify(scheduled) works whichever way it was imported
+# ``egtile.verify`` may be this function (``import egtile`` alone binds it lazily) or the package: the
+# public names resolve on both
+for _name, _value in (("register_model", register_model), ("unregister_model", unregister_model),
+                      ("VerifyLimits", VerifyLimits), ("Violation", Violation), ("PROPERTIES", PROPERTIES),
+                      ("Ctx", Ctx)):
+    setattr(verify, _name, _value)
 
 __all__ = ["PROPERTIES", "Ctx", "VerifyLimits", "Violation", "register_model", "unregister_model", "verify"]
