@@ -1,6 +1,8 @@
 """Happens-before over agent traces: barrier counts (L3), phases (L4), data order (L1, L2), fences (L6).
 
-Input: the per-agent event traces of one block (:mod:`egtile.verify.trace`).
+Input: the per-agent event traces of one block (:mod:`egtile.verify.trace`); element sets are symbolic
+footprints, decided by :class:`egtile.verify.regions.Space` (overlap, same thread on every common
+element).
 
 **Phases (L3).** For every mbarrier stage ``b[s]`` each agent's contributions (arrivals, expect_tx,
 TMA completions, cp.async arrivals) are grouped by loop iteration (the values of the enclosing loops);
@@ -9,8 +11,11 @@ contributing agent to contribute the same number of groups, and each phase to re
 ``arrive_count`` arrivals and as many expected transaction bytes as its TMA loads deliver.
 
 **Happens-before.** Agents are processed in a topological order of the synchronization: an event is
-processed once everything it depends on is. Each agent and each async copy has a vector-clock
-component. A wait with parity ``P`` whose agent already knows that ``lo`` phases completed observes
+processed once everything it depends on is. Each agent has a vector-clock component, and each barrier
+stage one that counts its completed phases: an async copy's write (TMA, cp.async) is visible exactly to
+those that know the phase it completes (for cp.async, the phase of the thread's next
+``cp.async.mbarrier.arrive``) completed, so no component per copy is needed and clocks stay as small as
+the schedule's barriers. A wait with parity ``P`` whose agent already knows that ``lo`` phases completed observes
 phase ``lo`` if ``P == lo % 2`` (it blocks until phase ``lo`` completes) and phase ``lo - 1`` otherwise
 (it returns at once); it acquires that phase's clock (phase clocks are cumulative). If no agent can
 proceed, the schedule deadlocks (L3 when the awaited phase has no arrivals at all, else L4).
@@ -35,7 +40,8 @@ all its agent's threads, or of the one thread that made it (``_thread``).
 **Data order (L1, L2).** Two conflicting accesses (one writes, they share an element) must be ordered by
 happens-before in the order of the sequential program (their logical timestamps): a read after the
 write it must see (L1), a write after the reads of the value it overwrites and after earlier writes
-(L2). Accesses without a timestamp must at least be ordered one way (else L1).
+(L2). Accesses without a timestamp must at least be ordered one way (else L1). The pairs are decided
+per class of accesses rather than one by one (:meth:`OrderAnalysis.check_data`), with the same result.
 
 **Proxy fences (L6).** A TMA store reads its source through the async proxy: every generic write of
 that region ordered before it needs a ``fence.proxy.async`` of the writing agent after the write and
