@@ -104,7 +104,7 @@ def _block(scheduled, agents, coords, order, space, limits, windows, ints, track
         out = analysis.run()
         if windows is None or windows.confirm(traces, analysis, space):
             if value_flow and all(p is None for p in analysis.stuck_at):
-                out += check_value_flow(scheduled, analysis, space)
+                out += check_value_flow(scheduled, analysis, space, windows)
             return out
 
 

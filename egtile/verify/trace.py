@@ -546,6 +546,7 @@ class Tracer:
         if kind == "async_write" or scope is None:
             ev.fp = self.finish(buf, list(pieces), unknown, flats, owners)
             if kind == "async_write":
+                ev.rounds = tuple(self.rounds)
                 return ev  # performed by the copy, not by the agent: attached to its tma / cp_write event
             self.emit(ctx.agent, ev, ctx)
             return ev

@@ -79,9 +79,12 @@ the first ``T - skip`` iterations of ``E``, and the same footprints up to transl
    (the skipped copies meet nothing, and same-motion meetings recur inside the head). The
    verdicts that depend on counts over the whole loop (L3 "different numbers of phases", the L4
    offset of the ``n``-th wait) compare quantities that ``skip`` changes by the same amount for every
-   agent (H4). Value flow (:mod:`egtile.verify.valueflow`) compares a read with the latest earlier
-   write of each of its source elements: for staged and local buffers of a periodic body that write is
-   in a nearby iteration of the same residue or outside the loop, the same in ``E`` and ``E'``. Hence
+   agent (H4). Value flow (:mod:`egtile.verify.valueflow`) compares a read with the write of each of
+   its source elements with the largest timestamp below it: for a read in the head, or in the tail
+   with that write in the tail or outside the loop, it is the same write in ``E`` and ``E'`` (a write of
+   a skipped iteration has a smaller timestamp than every tail write of the same statement). A read of
+   the tail whose candidate is a head write would have a skipped write as its candidate in ``E``; it is
+   not checked in ``E'``, and the identical read of another period (same residue, same lag) is. Hence
    ``E`` and ``E'`` have the same violations, by property, statements, buffer and barrier (messages may
    name other iterations).
 
