@@ -11,7 +11,7 @@ from egtile.errors import SourceLoc
 from egtile.ir.scheduled import Scheduled
 
 from egtile.codegen import cache, nvrtc
-from egtile.codegen.emit import Lowered, ParamSpec, lower
+from egtile.codegen.emit import Generated, ParamSpec, generate
 from egtile.codegen.layout import TmaOperand
 
 
@@ -78,7 +78,7 @@ def build(s: Scheduled, *, arch: str = nvrtc.DEFAULT_ARCH) -> BuiltKernel:
     rejected the program: log and offending generated lines in the message).
     """
     t0 = time.perf_counter()
-    low: Lowered = lower(s)
+    low: Generated = generate(s)
     key = cache.cache_key(low.source, nvrtc.header_texts(), nvrtc.options(arch), nvrtc.nvrtc_version(), __version__)
     hit = cache.load(key)
     if hit is not None:

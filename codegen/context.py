@@ -13,7 +13,7 @@ from egtile.ir.kernel import Buffer, walk
 from egtile.ir.scheduled import Scheduled, ThreadRange
 
 from egtile.codegen.errors import codegen_error
-from egtile.codegen.layout import SmemLayout, TmaOperand
+from egtile.codegen.layout import SmemLayout, TmaOperand, scratch_ident
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Ctx:
         threads: the threads that may reach the statement being emitted (a contiguous range: the whole
             block, a role's warpgroups or one elected thread).
         depth: nesting depth of generated loops, for unique ``eg_`` loop-variable names.
+        vars, loads: C spellings that replace variables and loads (:meth:`substituted`).
     """
 
     sched: Scheduled
@@ -34,6 +35,13 @@ class Ctx:
     tma: tuple[TmaOperand, ...]
     threads: ThreadRange
     depth: int = 0
+    vars: tuple[tuple[str, str], ...] = ()
+    loads: tuple[tuple[object, str], ...] = ()
+
+    def substituted(self, *, vars: tuple[tuple[str, str], ...] = (), loads: tuple[tuple[object, str], ...] = ()) -> Ctx:
+        """Emission with variable ``name`` spelled as C ``text`` (``vars``) and the load expressions ``loads``
+        read from C lvalues (a vectorized loop's lanes: ``v + l`` and an element of a vector register)."""
+        return replace(self, vars=vars, loads=loads)
 
     def within(self, threads: ThreadRange) -> Ctx:
         return replace(self, threads=threads)
@@ -54,10 +62,21 @@ class Ctx:
         return self.smem.strides_of(buf)
 
     def tmap_for(self, buffer: str, box: tuple[int, ...]) -> TmaOperand:
+        """The tensor-map parameter of ``(buffer, box)`` (a statement declared it in ``Needs.tensor_maps``)."""
         for t in self.tma:
             if t.buffer == buffer and t.box == box:
                 return t
         raise KeyError((buffer, box))
+
+    def scratch(self, name: str) -> str:
+        """C name of the ``unsigned char*`` to the scratch area ``name`` (declared in ``Needs.scratch``).
+
+        Raises:
+            CodegenError: no statement declared it.
+        """
+        if not any(n == name for n, _ in self.smem.scratch):
+            raise codegen_error(self, f"scratch area {name!r} is used but no statement declared it (Needs.scratch)")
+        return scratch_ident(name)
 
     def loc_of(self, sid: int | None) -> SourceLoc | None:
         """The user's source line of tile-IR statement ``sid`` (``None`` if unknown)."""

@@ -3,12 +3,15 @@
 Shape of the generated kernel::
 
     #include "egtile_*.cuh"                 // egtile's device helpers (inline PTX)
+    #include <headers statements declare>    // Emitter.headers beyond egtile's own
+    <device code statements declare>         // Emitter.device_code, each once
     <T.import_source strings, verbatim>
     extern "C" __global__ void __launch_bounds__(threads, 1)
     <name>_kernel(<dtype>* <param>, ..., const __grid_constant__ CUtensorMap eg_tmap_<buf>_<k>, ...) {
       extern __shared__ __align__(1024) unsigned char smem[];
       <ctype>* <buffer> = reinterpret_cast<<ctype>*>(smem + <offset>);   // shared and fragment buffers
       eg_u64* eg_bar_<name> = ...;                                        // mbarrier arrays
+      unsigned char* eg_scratch_<name> = smem + <offset>;                  // statements' scratch areas
       <ctype> <local>[<numel>];                                           // local buffers, per thread
       const int eg_tid = threadIdx.x; const int <block var> = blockIdx.{x,y,z};
       if (eg_tid == 0) { mbarrier.init each barrier; fence.mbarrier_init }  __syncthreads();
@@ -17,6 +20,11 @@ Shape of the generated kernel::
 
 ``__launch_bounds__(threads, 1)`` gives ptxas the register cap at entry that ``setmaxnreg`` needs
 (otherwise it ignores it, warning C7508).
+
+The body is each statement's registered emitter (:mod:`egtile.codegen.registry`, egtile's own in
+:mod:`egtile.codegen.ops`); the includes, helpers, tensor maps, shared layout and parameter alignment come
+from what those emitters declare (:mod:`egtile.codegen.resources`). egtile's own headers are always
+included, in a fixed order, so that the source of a kernel does not depend on which of them it uses.
 """
 
 from __future__ import annotations
@@ -26,18 +34,19 @@ from pathlib import Path
 
 from egtile import __version__
 from egtile.ir.dtypes import dtype
-from egtile.ir.kernel import Copy
-from egtile.ir.scheduled import Scheduled, ThreadRange, TileOp, swalk
+from egtile.ir.scheduled import Scheduled, ThreadRange, swalk
 
+from egtile.codegen import ops  # noqa: F401  (registers egtile's own emitters)
 from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
 from egtile.codegen.exprs import ctype
-from egtile.codegen.layout import SMEM_BASE_ALIGN, TmaOperand, collect_tma, plan_smem
+from egtile.codegen.layout import SMEM_BASE_ALIGN, TmaOperand, collect_tma, plan_smem, scratch_ident
 from egtile.codegen.names import barrier_ident, ident, kernel_symbol
-from egtile.codegen.partition import TID, indent
-from egtile.codegen.stmts import emit_stmts
-from egtile.codegen.tileops import cp_async_width
+from egtile.codegen.registry import EMITTERS, emit_stmts
+from egtile.codegen.resources import KernelNeeds, kernel_needs
+from egtile.codegen.threads import TID, indent
 
+# egtile's own device headers, always included in this order (a stable source and cache key)
 HEADERS = ("egtile_common.cuh", "egtile_mbarrier.cuh", "egtile_tma.cuh", "egtile_cp_async.cuh", "egtile_sync.cuh")
 TMA_GLOBAL_ALIGN = 16
 _GRID_AXES = ("x", "y", "z")
@@ -62,7 +71,7 @@ class ParamSpec:
 
 
 @dataclass(frozen=True)
-class Lowered:
+class Generated:
     """The generated source with what the launcher needs.
 
     Attributes:
@@ -98,6 +107,8 @@ def _prologue(s: Scheduled, ctx: Ctx) -> list[str]:
         lines.append(f"{t}* {ident(name)} = reinterpret_cast<{t}*>(smem + {off});")
     for name, off in ctx.smem.barriers:
         lines.append(f"eg_u64* {barrier_ident(name)} = reinterpret_cast<eg_u64*>(smem + {off});")
+    for name, off in ctx.smem.scratch:
+        lines.append(f"unsigned char* {scratch_ident(name)} = smem + {off};")
     for b in s.buffers:
         if b.scope == "local":
             lines.append(f"{ctype(b.dtype)} {ident(b.name)}[{b.numel}];")
@@ -119,12 +130,25 @@ def _param_specs(s: Scheduled, ctx: Ctx, tma: tuple[TmaOperand, ...]) -> tuple[P
     for t in tma:
         align[t.buffer] = max(align[t.buffer], TMA_GLOBAL_ALIGN)
     for st in swalk(s.body):
-        if isinstance(st, TileOp) and st.inst == "cp_async" and isinstance(st.op, Copy):
-            w = cp_async_width(st.op, ctx)
-            name = st.op.src.buffer.name
-            if w is not None and name in align:
-                align[name] = max(align[name], w)
+        em = EMITTERS.get(type(st))
+        if em is None or em.param_align is None:
+            continue
+        for name, bytes_ in em.param_align(st, ctx):
+            if name in align:
+                align[name] = max(align[name], bytes_)
     return tuple(ParamSpec(p.name, dtype(p.dtype).name, tuple(p.shape), align[p.name]) for p in s.kernel.params)
+
+
+def _includes(needs: KernelNeeds) -> list[str]:
+    names = list(HEADERS) + [h for h in needs.headers if h not in HEADERS]
+    return [f"#include {h}" if h.startswith("<") else f'#include "{h}"' for h in names]
+
+
+def _device_code(needs: KernelNeeds) -> list[str]:
+    out: list[str] = []
+    for i, code in enumerate(needs.device_code):
+        out += [f"// ---- device code of a registered emitter #{i}", *code.rstrip("\n").split("\n"), ""]
+    return out
 
 
 def _sources(s: Scheduled) -> list[str]:
@@ -135,15 +159,17 @@ def _sources(s: Scheduled) -> list[str]:
     return out
 
 
-def lower(s: Scheduled) -> Lowered:
+def generate(s: Scheduled) -> Generated:
     """Generate the kernel of ``s``.
 
     Raises:
-        CodegenError: a statement the backend cannot lower (message names it and the user's line).
+        CodegenError: a statement the backend cannot lower, or one whose class has no registered emitter
+            (message names it and the user's line).
         ResourceError: shared memory or threads beyond what an sm_90 block may use.
     """
-    smem = plan_smem(s)
-    tma = collect_tma(s)
+    needs = kernel_needs(s)
+    smem = plan_smem(s, needs)
+    tma = collect_tma(s, needs)
     ctx = Ctx(s, smem, tma, ThreadRange(0, s.threads))
     symbol = kernel_symbol(s.kernel.name)
     # the file's name only: an absolute path would make the source (and the cache key) machine-dependent
@@ -152,14 +178,15 @@ def lower(s: Scheduled) -> Lowered:
         f"// Generated by egtile {__version__} from kernel {s.kernel.name!r}{where}.",
         f"// {s.threads} threads/block, grid {tuple(s.kernel.grid)}, {smem.total} bytes of dynamic shared memory, "
         f"{len(s.barriers)} mbarrier arrays, {len(tma)} TMA tensor maps.",
-        *[f'#include "{h}"' for h in HEADERS],
+        *_includes(needs),
         "",
+        *_device_code(needs),
     ]
     body = _prologue(s, ctx) + emit_stmts(s.body, ctx)
     source = "\n".join(head + _sources(s) + [_signature(s, symbol, tma), *indent(body), "}", ""])
-    return Lowered(symbol, source, s.threads, tuple(s.kernel.grid), smem.total, _param_specs(s, ctx, tma), tma)
+    return Generated(symbol, source, s.threads, tuple(s.kernel.grid), smem.total, _param_specs(s, ctx, tma), tma)
 
 
 def emit(s: Scheduled) -> str:
-    """The CUDA C++ source of schedule ``s`` (see :func:`lower` for errors)."""
-    return lower(s).source
+    """The CUDA C++ source of schedule ``s`` (see :func:`generate` for errors)."""
+    return generate(s).source

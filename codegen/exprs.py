@@ -204,8 +204,14 @@ def emit(e: Expr, ctx: Ctx) -> str:
         case Const(value=v, dtype=t):
             return literal(v, t)
         case Var(name=n):
+            for name, text in ctx.vars:
+                if name == n:
+                    return text
             return ident(n)
         case Load(buffer=b, indices=idx):
+            for ld, text in ctx.loads:
+                if ld == e:
+                    return text
             return element(b.name, idx, ctx)
         case AddressOf(load=Load(buffer=b, indices=idx)):
             return f"(&{element(b.name, idx, ctx)})"

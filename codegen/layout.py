@@ -5,26 +5,30 @@ Shared memory: one ``extern __shared__ __align__(1024) unsigned char smem[]`` ar
 fragment buffers (fragments live in shared memory in this version) are placed in schedule order, each
 at a 128-byte boundary (the alignment ``cp.async.bulk.tensor`` needs for its shared operand: CUDA C++
 Programming Guide, "Alignment requirements for multi-dimensional TMA", 128 bytes for every swizzle
-mode); the mbarrier arrays follow, 8-byte aligned (PTX ISA 9.7.13.15.1, "size and alignment of
-mbarrier object"). Buffers are row-major, except that a TMA operand of rank >= 2 whose outermost
-stride (the stage of a multi-buffered tile) is not a multiple of 128 bytes gets that stride padded up
-to one, so that every stage starts 128-byte aligned. The padding is invisible to the schedule's
-semantics: every access goes through :meth:`SmemLayout.strides_of`.
+mode), or at the larger boundary a statement asks for (``Needs.shared_align``); the mbarrier arrays
+follow, 8-byte aligned (PTX ISA 9.7.13.15.1, "size and alignment of mbarrier object"), then the
+statements' scratch areas (``Needs.scratch``). Buffers are row-major, except that a buffer of rank >= 2
+whose statements ask for an alignment (a TMA operand: 128 bytes) and whose outermost stride (the stage
+of a multi-buffered tile) is not a multiple of it gets that stride padded up to one, so that every
+stage starts aligned. The padding is invisible to the schedule's semantics: every access goes through
+:meth:`SmemLayout.strides_of`.
 
-TMA: one tensor map per distinct ``(global buffer, box)`` pair over all :class:`TmaLoad` (box = the
-source region's extents) and :class:`TmaStore` (box = the destination region's extents).
+TMA: one tensor map per distinct ``(global buffer, box)`` pair the statements ask for (``TmaLoad``: box =
+the source region's extents; ``TmaStore``: box = the destination region's extents), in first-use order.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from egtile.errors import ResourceError
 from egtile.ir.dtypes import dtype
 from egtile.ir.kernel import Buffer
-from egtile.ir.scheduled import Scheduled, TmaLoad, TmaStore, swalk
+from egtile.ir.scheduled import Scheduled
 
 from egtile.codegen.names import ident
+from egtile.codegen.resources import KernelNeeds, kernel_needs
 
 SMEM_BASE_ALIGN = 1024
 BUFFER_ALIGN = 128
@@ -44,12 +48,14 @@ class SmemLayout:
         barriers: ``(name, offset)`` for each mbarrier array (``stages`` consecutive 8-byte words).
         total: bytes of dynamic shared memory the kernel needs (launch parameter).
         padded: ``(name, element strides)`` of the buffers whose layout is not row-major.
+        scratch: ``(name, offset)`` for each statement scratch area (``Needs.scratch``).
     """
 
     buffers: tuple[tuple[str, int], ...]
     barriers: tuple[tuple[str, int], ...]
     total: int
     padded: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    scratch: tuple[tuple[str, int], ...] = ()
 
     def strides_of(self, buf: Buffer) -> tuple[int, ...]:
         """Element strides of ``buf`` as laid out (row-major unless padded)."""
@@ -59,7 +65,7 @@ class SmemLayout:
         return row_major(buf.shape)
 
     def offset(self, name: str) -> int:
-        for n, off in self.buffers + self.barriers:
+        for n, off in self.buffers + self.barriers + self.scratch:
             if n == name:
                 return off
         raise KeyError(name)
@@ -80,6 +86,11 @@ class TmaOperand:
     box: tuple[int, ...]
 
 
+def scratch_ident(name: str) -> str:
+    """C name of the ``unsigned char*`` to scratch area ``name`` (egtile's ``eg_`` prefix: never a user name)."""
+    return "eg_scratch_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
 def _align(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
@@ -92,40 +103,39 @@ def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _tma_smem_operands(s: Scheduled) -> set[str]:
-    names = set()
-    for st in swalk(s.body):
-        match st:
-            case TmaLoad(dst=region) | TmaStore(src=region):
-                names.add(region.buffer.name)
-            case _:
-                pass
-    return names
-
-
-def _layout_strides(b: Buffer, tma: set[str]) -> tuple[int, ...]:
+def _layout_strides(b: Buffer, align: int | None) -> tuple[int, ...]:
     st = row_major(b.shape)
     nbytes = dtype(b.dtype).bytes
-    if b.name in tma and len(b.shape) >= 2 and (st[0] * nbytes) % BUFFER_ALIGN:
-        st = (_align(st[0] * nbytes, BUFFER_ALIGN) // nbytes,) + st[1:]
+    if align is not None and len(b.shape) >= 2 and (st[0] * nbytes) % align:
+        st = (_align(st[0] * nbytes, align) // nbytes,) + st[1:]
     return st
 
 
-def plan_smem(s: Scheduled) -> SmemLayout:
-    """Place every shared/fragment buffer and mbarrier of ``s``.
+def plan_smem(s: Scheduled, needs: KernelNeeds | None = None) -> SmemLayout:
+    """Place every shared/fragment buffer, mbarrier and scratch area of ``s``.
+
+    Args:
+        needs: the statements' needs (:func:`egtile.codegen.resources.kernel_needs` of ``s`` by default).
 
     Raises:
-        ResourceError: the total exceeds the 227 KiB an sm_90 block may opt into.
+        ResourceError: the total exceeds the 227 KiB an sm_90 block may opt into, or a statement asks for
+            an alignment that is not a power of two up to the array's own ``SMEM_BASE_ALIGN``.
+        CodegenError: a statement has no registered emitter.
     """
+    needs = kernel_needs(s) if needs is None else needs
+    for name, a in needs.shared_align + tuple((sc.name, sc.align) for sc in needs.scratch):
+        if a <= 0 or a & (a - 1) or a > SMEM_BASE_ALIGN:
+            raise ResourceError(f"kernel {s.kernel.name!r}: a statement asks for {a}-byte alignment of shared "
+                                f"memory {name!r}; expected a power of two up to {SMEM_BASE_ALIGN}", s.kernel.loc)
     off = 0
     bufs: list[tuple[str, int]] = []
     padded: list[tuple[str, tuple[int, ...]]] = []
-    tma = _tma_smem_operands(s)
     for b in s.buffers:
         if b.scope in ("shared", "fragment"):
-            off = _align(off, BUFFER_ALIGN)
+            want = needs.alignment(b.name)
+            off = _align(off, max(BUFFER_ALIGN, want or 1))
             bufs.append((b.name, off))
-            st = _layout_strides(b, tma)
+            st = _layout_strides(b, want)
             if st != row_major(b.shape):
                 padded.append((b.name, st))
             off += (b.shape[0] * st[0] if b.shape else 1) * dtype(b.dtype).bytes
@@ -134,28 +144,30 @@ def plan_smem(s: Scheduled) -> SmemLayout:
         off = _align(off, MBARRIER_BYTES)
         bars.append((m.name, off))
         off += m.stages * MBARRIER_BYTES
+    scratch: list[tuple[str, int]] = []
+    for sc in needs.scratch:
+        off = _align(off, sc.align)
+        scratch.append((sc.name, off))
+        off += sc.bytes
     if off > MAX_DYNAMIC_SMEM_SM90:
+        extra = f" and {len(scratch)} scratch areas" if scratch else ""
         raise ResourceError(
             f"kernel {s.kernel.name!r} needs {off} bytes of shared memory (buffers "
-            f"{', '.join(n for n, _ in bufs)} and {len(bars)} mbarrier arrays); an sm_90 block may use at most "
-            f"{MAX_DYNAMIC_SMEM_SM90} bytes", s.kernel.loc)
+            f"{', '.join(n for n, _ in bufs)} and {len(bars)} mbarrier arrays{extra}); an sm_90 block may use at "
+            f"most {MAX_DYNAMIC_SMEM_SM90} bytes", s.kernel.loc)
     if s.threads > MAX_THREADS_PER_BLOCK or s.threads <= 0 or s.threads % 32:
         raise ResourceError(
             f"kernel {s.kernel.name!r} launches {s.threads} threads per block; expected a multiple of 32 in "
             f"[32, {MAX_THREADS_PER_BLOCK}]", s.kernel.loc)
-    return SmemLayout(tuple(bufs), tuple(bars), off, tuple(padded))
+    return SmemLayout(tuple(bufs), tuple(bars), off, tuple(padded), tuple(scratch))
 
 
-def collect_tma(s: Scheduled) -> tuple[TmaOperand, ...]:
-    """The tensor-map parameters of ``s``, in first-use order."""
+def collect_tma(s: Scheduled, needs: KernelNeeds | None = None) -> tuple[TmaOperand, ...]:
+    """The tensor-map parameters of ``s``, in first-use order (``eg_tmap_<buffer>_<k>``, ``k`` counting the
+    boxes of one buffer)."""
+    needs = kernel_needs(s) if needs is None else needs
     seen: list[TmaOperand] = []
-    for st in swalk(s.body):
-        match st:
-            case TmaLoad(src=region) | TmaStore(dst=region):
-                key = (region.buffer.name, tuple(region.extents))
-                if not any((t.buffer, t.box) == key for t in seen):
-                    n = sum(1 for t in seen if t.buffer == key[0])
-                    seen.append(TmaOperand(f"eg_tmap_{ident(key[0])}_{n}", key[0], key[1]))
-            case _:
-                pass
+    for name, box in needs.tensor_maps:
+        n = sum(1 for t in seen if t.buffer == name)
+        seen.append(TmaOperand(f"eg_tmap_{ident(name)}_{n}", name, box))
     return tuple(seen)

@@ -22,15 +22,15 @@ _LAZY: dict[str, tuple[str, str]] = {
     "JITKernel": ("egtile.api", "JITKernel"),
     "register_extern": ("egtile.externs", "register_extern"),
     "interpret": ("egtile.interp", "interpret"),
-    "optimize": ("egtile.optimize", "optimize"),
-    "ScheduleResult": ("egtile.optimize", "ScheduleResult"),
+    "optimize": ("egtile.schedule.driver", "optimize"),
+    "ScheduleResult": ("egtile.schedule.driver", "ScheduleResult"),
     "verify": ("egtile.verify", "verify"),
     "Violation": ("egtile.verify", "Violation"),
     "simulate": ("egtile.sim", "simulate"),
     "SimResult": ("egtile.sim", "SimResult"),
 }
 
-_SUBMODULES = {"language", "ir", "errors", "rules", "codegen", "analysis", "egraph", "cost", "sim", "runtime",
+_SUBMODULES = {"language", "ir", "errors", "rules", "codegen", "analysis", "schedule", "lower", "sim", "runtime",
                "api", "externs", "evaluate", "interp", "validate"}
 
 

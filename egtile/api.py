@@ -34,7 +34,7 @@ from egtile.errors import ArgumentError, DSLError, LaunchError, ResourceError, S
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Kernel
 from egtile.language.kernel import PrimFunc
-from egtile.validate import check_args
+from egtile.validate import REJECT, Checker, check_args, written_params
 
 TARGETS = ("auto", "interp", "sim", "cuda")
 
@@ -130,6 +130,7 @@ class JITKernel:
         self.rules = rules
         if self.target in ("sim", "cuda"):
             self._schedule_and_build()
+        self._prepare_calls()
 
     def _schedule_and_build(self) -> None:
         """Schedule (e-graph) and, for ``"cuda"``, build the cubin, or take both from the on-disk cache."""
@@ -141,7 +142,7 @@ class JITKernel:
         if hit is not None and (self.target != "cuda" or hit[1] is not None):
             self.schedule_result, self._built = hit
         else:
-            optimize = importlib.import_module("egtile.optimize").optimize
+            optimize = importlib.import_module("egtile.schedule.driver").optimize
             self.schedule_result = optimize(self.kernel, rules=self.rules)
             _check_schedule(self.kernel, self.schedule_result.scheduled)
             if self.target == "cuda":
@@ -161,6 +162,27 @@ class JITKernel:
         """Device type the tensors must live on."""
         return "cuda" if self.target == "cuda" else "cpu"
 
+    def _prepare_calls(self) -> None:
+        """Everything a call needs that does not depend on its tensors, computed once: which parameters the
+        kernel writes, the compiled argument checks, each output's shape and dtype, the per-target call."""
+        import torch
+
+        kernel = self.kernel
+        self._written = written_params(kernel)
+        inputs = [p for i, p in enumerate(kernel.params) if i not in self.out_idx]
+        device, out_idx, written = self.device, self.out_idx, self._written
+        self._check = Checker(inputs, device=device, written=written, name=kernel.name,
+                              explain=lambda ts: check_args(kernel, ts, device=device, out_idx=out_idx,
+                                                            written=written))
+        self._accept = self._check.accept
+        # (position, shape, dtype) per output, in increasing position: inserting them in this order into the
+        # caller's tensors puts every tensor at its parameter position.
+        self._outputs = tuple((i, kernel.params[i].shape, getattr(torch, lookup_dtype(kernel.params[i].dtype).torch))
+                              for i in self.out_idx)
+        self._empty = torch.empty
+        self._devices: dict[int, Any] = {}
+        self._call = self._call_cuda if self.target == "cuda" else self._call_cpu
+
     def __call__(self, *tensors: Any, **kwargs: Any) -> Any:
         """Run the kernel.
 
@@ -174,35 +196,58 @@ class JITKernel:
         Raises:
             ArgumentError, DTypeError, ShapeError, DeviceError: bad arguments (see :mod:`egtile.validate`).
             SimulationError: target ``"sim"`` found a race, a deadlock or a repeated iteration.
+            LaunchError: target ``"cuda"`` without a GPU of compute capability 9.0, or a failed driver call.
         """
-        import torch
-
         if kwargs:
             raise ArgumentError(f"kernel {self.kernel.name!r} takes its tensors positionally, in parameter order "
                                 f"({', '.join(p.name for p in self.kernel.params)}); got keyword argument(s) "
                                 f"{', '.join(sorted(kwargs))}")
-        if self.target == "cuda" and not self._launchable:
+        return self._call(tensors)
+
+    def _call_cuda(self, tensors: tuple[Any, ...]) -> Any:
+        if not self._launchable:
             raise LaunchError(f"kernel {self.kernel.name!r} was compiled for target 'cuda' (sm_90a), but no CUDA "
                               "GPU of compute capability 9.0 is available to launch it; its source and cubin are "
                               "still available (get_kernel_source()); use target='sim' to run it on the CPU")
-        check_args(self.kernel, tensors, device=self.device, out_idx=self.out_idx)
-        args: list[Any] = []
+        device = self._accept(tensors)
+        if device == REJECT:
+            device = self._check(tensors)  # raises the message, unless the complete check accepts them
+        if not self._outputs:
+            self._runtime.launch(tensors, device)
+            return None
+        if device < 0:  # every parameter is an output: torch's current device
+            import torch
+
+            device = torch.cuda.current_device()
+        where = self._devices.get(device)
+        if where is None:
+            import torch
+
+            where = self._devices[device] = torch.device("cuda", device)
+        args = list(tensors)
         outputs = []
-        it = iter(tensors)
-        device = next((t.device for t in tensors), torch.device(self.device))
-        for i, p in enumerate(self.kernel.params):
-            if i in self.out_idx:
-                t = torch.empty(p.shape, dtype=getattr(torch, lookup_dtype(p.dtype).torch), device=device)
-                outputs.append(t)
-                args.append(t)
-            else:
-                args.append(next(it))
+        for pos, shape, dt in self._outputs:
+            t = self._empty(shape, dtype=dt, device=where)
+            args.insert(pos, t)
+            outputs.append(t)
+        self._runtime.launch(args, device)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _call_cpu(self, tensors: tuple[Any, ...]) -> Any:
+        self._check(tensors)
+        args = list(tensors)
+        outputs = []
+        for pos, shape, dt in self._outputs:
+            t = self._empty(shape, dtype=dt, device="cpu")
+            args.insert(pos, t)
+            outputs.append(t)
         self._run(args)
-        if not self.out_idx:
+        if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
 
     def _run(self, args: list[Any]) -> None:
+        """Run on the CPU targets (``"cuda"`` calls go through :meth:`_call_cuda`)."""
         match self.target:
             case "interp":
                 from egtile.interp import interpret
@@ -210,8 +255,6 @@ class JITKernel:
                 interpret(self.kernel, *args)
             case "sim":
                 self._run_sim(args)
-            case "cuda":
-                self._runtime(*args)
             case _:
                 raise AssertionError(self.target)
 
@@ -225,8 +268,10 @@ class JITKernel:
             shown = errors[:10] + ([f"... and {len(errors) - 10} more"] if len(errors) > 10 else [])
             raise SimulationError(f"kernel {self.kernel.name!r} on the simulator: " + "\n  ".join(shown),
                                   self.kernel.loc)
-        for t, o in zip(args, result.outputs):
-            if o is t:
+        # Only what the kernel writes is copied back: a parameter it only reads may be an inference tensor,
+        # which torch would refuse to update in place outside inference mode.
+        for p, t, o in zip(self.kernel.params, args, result.outputs):
+            if o is t or p.name not in self._written:
                 continue
             t.copy_(torch.as_tensor(o).reshape(t.shape).to(t.dtype))
 

@@ -186,19 +186,26 @@ def interpret(kernel: Kernel, *tensors: Any) -> None:
             the parameter's storage dtype (modified in place).
 
     Raises:
-        ArgumentError, DTypeError, ShapeError, DeviceError: arguments that do not match the parameters.
+        ArgumentError, DTypeError, ShapeError, DeviceError: arguments that do not match the parameters
+            (ArgumentError also for an inference tensor the kernel writes, outside inference mode).
         ShapeError: an access outside a buffer while running (at the statement's line).
         ExternModelError: an extern without a registered model.
     """
     import torch
 
-    from egtile.validate import check_args
+    from egtile.validate import check_args, inference_error, written_params
 
+    written = written_params(kernel)
     if len(tensors) != len(kernel.params):
-        check_args(kernel, tensors, device=None)  # raises ArgumentError with the parameter names
+        check_args(kernel, tensors, device=None, written=written)  # raises ArgumentError with the parameter names
     torch_args = [t for t in tensors if isinstance(t, torch.Tensor)]
     if len(torch_args) == len(tensors):
-        check_args(kernel, tensors, device=None)
+        check_args(kernel, tensors, device=None, written=written)
+    elif not torch.is_inference_mode_enabled():
+        # a mix of numpy arrays and tensors: the tensors the run writes back must accept it (see validate)
+        for i, (p, t) in enumerate(zip(kernel.params, tensors)):
+            if isinstance(t, torch.Tensor) and p.name in written and t.is_inference():
+                raise inference_error(f"argument {p.name!r} (parameter {i} of kernel {kernel.name!r})")
     elif any(not isinstance(t, (torch.Tensor, np.ndarray)) for t in tensors):
         bad = next(i for i, t in enumerate(tensors) if not isinstance(t, (torch.Tensor, np.ndarray)))
         raise ArgumentError(f"argument {kernel.params[bad].name!r} (parameter {bad} of kernel {kernel.name!r}): "
@@ -211,8 +218,8 @@ def interpret(kernel: Kernel, *tensors: Any) -> None:
             memory[b.name] = poison(b.dtype, b.shape)
         env: dict[str, Scalar] = {v.name: c for v, c in zip(kernel.block_vars, coords)}
         _Block(memory, env).run(kernel.body)
-    for t, a in zip(tensors, arrays):
-        if isinstance(t, torch.Tensor):
+    for p, t, a in zip(kernel.params, tensors, arrays):
+        if isinstance(t, torch.Tensor) and p.name in written:  # what the kernel only reads is left untouched
             t.copy_(torch.from_numpy(a).to(t.dtype))
 
 

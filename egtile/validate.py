@@ -3,11 +3,27 @@
 Every mismatch raises; nothing is coerced (no dtype conversion, no ``.contiguous()``, no device copy),
 because a silently converted argument would be a copy the kernel writes into instead of the caller's
 tensor. Messages name the kernel, the parameter, and the expected vs actual value.
+
+The rules, per tensor argument: a ``torch.Tensor``; the parameter's dtype; its shape; not requiring grad;
+on the required device type (and, for CUDA, on the same device as the other arguments); row-major
+strides on every dimension of extent > 1; and, when the kernel writes the parameter, not an inference
+tensor while inference mode is off. The last rule exists because torch refuses in-place updates of a
+tensor created under ``torch.inference_mode()`` once inference mode is off ("Inplace update to inference
+tensor outside InferenceMode is not allowed"); without it the CPU targets failed with torch's
+``RuntimeError`` only after the whole run, at the copy-back. Inside ``torch.inference_mode()`` such
+tensors are accepted; tensors the kernel only reads are always accepted.
+
+Two layers implement the rules:
+
+* :func:`check_args` / :func:`check_tensor`: the complete checks, each failure with its message;
+* :class:`Checker`: the same rules compiled once per kernel into one generated function, for the call
+  path. A call either passes every condition (no message is built, no tuple is made) or is handed to the
+  complete checks, which raise the message, so the fast path can only ever be stricter, never looser.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from egtile.errors import ArgumentError, DeviceError, DTypeError, ShapeError
@@ -27,14 +43,38 @@ def _describe(b: Buffer) -> str:
     return f"torch.Tensor of dtype {b.dtype} and shape {b.shape}"
 
 
-def check_tensor(kernel: Kernel, index: int, param: Buffer, t: Any, *, device: str | None) -> None:
+def written_params(kernel: Kernel) -> frozenset[str]:
+    """Names of the parameters ``kernel`` may store to (:func:`egtile.analysis.access.writes` over its body:
+    stores, copy and fill destinations, gemm/reduce outputs, atomics, extern pointers). A pointer of unknown
+    target may reach any buffer, so it makes every parameter written."""
+    from egtile.analysis.access import ANY_BUFFER, names, writes
+
+    touched: set[str] = set()
+    for s in kernel.body:
+        touched |= names(writes(s))
+    params = frozenset(p.name for p in kernel.params)
+    return params if ANY_BUFFER in touched else params & touched
+
+
+def inference_error(what: str) -> ArgumentError:
+    """The error for an inference tensor the kernel would write outside inference mode (see module doc)."""
+    return ArgumentError(f"{what}: the tensor was created under torch.inference_mode() and the kernel writes it; "
+                         "torch forbids updating an inference tensor in place outside inference mode. Call the "
+                         "kernel inside torch.inference_mode(), or pass a tensor created outside it (e.g. "
+                         "t.clone() outside inference mode)")
+
+
+def check_tensor(kernel: Kernel, index: int, param: Buffer, t: Any, *, device: str | None,
+                 written: bool = False) -> None:
     """Check one argument against parameter ``param`` (position ``index``).
 
     Args:
         device: ``"cpu"`` or ``"cuda"`` (any CUDA device), or ``None`` to accept any device.
+        written: the kernel writes this parameter (enables the inference-tensor rule).
 
     Raises:
-        ArgumentError: not a ``torch.Tensor``.
+        ArgumentError: not a ``torch.Tensor``; requires grad; an inference tensor the kernel writes outside
+            inference mode.
         DTypeError: dtype differs.
         ShapeError: shape differs.
         DeviceError: wrong device, or non-contiguous (strides differ from row-major).
@@ -53,6 +93,8 @@ def check_tensor(kernel: Kernel, index: int, param: Buffer, t: Any, *, device: s
     if t.requires_grad:
         raise ArgumentError(f"{what}: the tensor requires grad; egtile kernels are not differentiable and write "
                             "their parameters in place: pass .detach()")
+    if written and t.is_inference() and not torch.is_inference_mode_enabled():
+        raise inference_error(what)
     if device is not None and t.device.type != device:
         raise DeviceError(f"{what}: expected a tensor on device {device!r}, got one on {str(t.device)!r}")
     expected = _contiguous_strides(param.shape)
@@ -64,19 +106,21 @@ def check_tensor(kernel: Kernel, index: int, param: Buffer, t: Any, *, device: s
 
 
 def check_args(kernel: Kernel, tensors: Sequence[Any], *, device: str | None,
-               out_idx: Sequence[int] = ()) -> None:
+               out_idx: Sequence[int] = (), written: Collection[str] | None = None) -> None:
     """Check the tensors a kernel is called with.
 
     Args:
         kernel: the kernel.
         tensors: the caller's tensors: one per parameter, or, with ``out_idx``, one per parameter that is
             not an output (outputs are allocated by the caller of this function).
-        device: required device type (``"cpu"``, ``"cuda"``) or ``None`` for any.
+        device: required device type (``"cpu"``, ``"cuda"``) or ``None`` for any. With ``"cuda"`` every
+            tensor must be on the same CUDA device (a launch runs on one).
         out_idx: positions of the parameters that are outputs (already normalized, non-negative).
+        written: names of the parameters the kernel writes (default: :func:`written_params`).
 
     Raises:
-        ArgumentError: wrong number of tensors or a non-tensor; DTypeError, ShapeError, DeviceError as in
-            :func:`check_tensor`.
+        ArgumentError: wrong number of tensors or a non-tensor; DTypeError, ShapeError, DeviceError,
+            ArgumentError as in :func:`check_tensor`; DeviceError for CUDA tensors on different devices.
     """
     outs = set(out_idx)
     expected = [(i, p) for i, p in enumerate(kernel.params) if i not in outs]
@@ -86,5 +130,96 @@ def check_args(kernel: Kernel, tensors: Sequence[Any], *, device: str | None,
             if outs else ""
         raise ArgumentError(f"kernel {kernel.name!r} expects {len(expected)} tensor argument(s) ({names}){extra}, "
                             f"got {len(tensors)}")
+    written = written_params(kernel) if written is None else written
+    first: Any = None
     for (i, p), t in zip(expected, tensors):
-        check_tensor(kernel, i, p, t, device=device)
+        check_tensor(kernel, i, p, t, device=device, written=p.name in written)
+        if device != "cuda":
+            continue
+        if first is None:
+            first = t
+        elif t.device != first.device:
+            raise DeviceError(f"argument {p.name!r} (parameter {i} of kernel {kernel.name!r}): on {t.device}, "
+                              f"other arguments are on {first.device}; a kernel runs on one device")
+
+
+REJECT = -2
+"""What :attr:`Checker.accept` returns for tensors it does not accept (the complete check then decides)."""
+
+
+class Checker:
+    """The argument rules of one kernel, compiled once into straight-line code.
+
+    Args:
+        params: the parameters the caller passes, in order (anything with ``name``, ``dtype``, ``shape``:
+            ``ir.Buffer``, ``codegen.ParamSpec``).
+        device: ``"cuda"``, ``"cpu"`` or ``None`` (any device), as in :func:`check_args`.
+        written: names of the parameters the kernel writes.
+        explain: the complete check of the same rules; called with the tensors when :attr:`accept` refuses
+            them, it raises the error, or returns when it accepts what ``accept`` refused (``accept`` is only
+            ever stricter).
+        name: the kernel's name (labels the generated code in tracebacks).
+
+    Attributes:
+        accept: ``accept(tensors) -> int``: the device index of the tensors when every rule holds (``-1``
+            when there are none or ``device`` is not ``"cuda"``), else :data:`REJECT`. One function per
+            kernel, generated from the parameters: per tensor one condition that reads ``dtype``, ``shape``,
+            ``requires_grad``, ``is_contiguous()`` and ``is_cuda`` / ``is_cpu`` (``is_inference()`` for
+            written parameters, ``get_device()`` only where more than one GPU exists) and compares them
+            with constants bound at generation, so a call builds no tuple, message or dictionary.
+
+    Calling the checker itself runs ``accept`` and, on :data:`REJECT`, ``explain``; it returns the device.
+    """
+
+    __slots__ = ("accept", "_explain", "_cuda")
+
+    def __init__(self, params: Sequence[Any], *, device: str | None, written: Collection[str],
+                 explain: Callable[[Sequence[Any]], None], name: str = "kernel") -> None:
+        self._explain = explain
+        self._cuda = device == "cuda"
+        self.accept = _generate(params, device, written, name)
+
+    def __call__(self, tensors: Sequence[Any]) -> int:
+        d = self.accept(tensors)
+        if d != REJECT:
+            return d
+        self._explain(tensors)
+        return tensors[0].get_device() if self._cuda and tensors else -1
+
+
+def _generate(params: Sequence[Any], device: str | None, written: Collection[str], name: str) -> Callable[..., int]:
+    """The source of :attr:`Checker.accept` for ``params``, compiled (see :class:`Checker`)."""
+    import torch
+
+    env: dict[str, Any] = {"Tensor": torch.Tensor, "inference_mode": torch.is_inference_mode_enabled}
+    lines = ["def accept(ts):"]
+    # ``is_contiguous()`` is the stride rule (extent-1 dimensions ignored) except for tensors without
+    # elements, which torch calls contiguous whatever their strides: those always go to the complete check.
+    if any(0 in p.shape for p in params):
+        lines.append(f"    return {REJECT}")
+    else:
+        # One visible GPU: every CUDA tensor is on device 0, so the same-device rule needs no reads.
+        many = device == "cuda" and torch.cuda.device_count() > 1
+        lines.append(f"    if len(ts) != {len(params)}: return {REJECT}")
+        for i, p in enumerate(params):
+            env[f"D{i}"] = getattr(torch, lookup_dtype(p.dtype).torch)
+            env[f"S{i}"] = torch.Size(p.shape)
+            conds = ["not isinstance(t, Tensor)", f"t.dtype is not D{i}", f"t.shape != S{i}", "t.requires_grad",
+                     "not t.is_contiguous()"]
+            if device == "cuda":
+                conds.append("not t.is_cuda")
+            elif device == "cpu":
+                conds.append("not t.is_cpu")
+            if p.name in written:
+                conds.append("(t.is_inference() and not inference_mode())")
+            lines.append(f"    t = ts[{i}]  # {p.name}")
+            lines.append(f"    if {' or '.join(conds)}: return {REJECT}")
+            if many:
+                lines.append("    d = t.get_device()" if i == 0 else f"    if t.get_device() != d: return {REJECT}")
+        result = "-1" if device != "cuda" or not params else ("d" if many else "0")
+        lines.append(f"    return {result}")
+    exec(compile("\n".join(lines) + "\n", f"<argument checks of kernel {name!r}>", "exec"), env)  # noqa: S102
+    return env["accept"]
+
+
+__all__ = ["REJECT", "Checker", "check_args", "check_tensor", "inference_error", "written_params"]

@@ -25,39 +25,30 @@ Cost terms: ``serial_pipeline_cost`` (two ``__syncthreads`` per iteration) vs ``
 
 from __future__ import annotations
 
-from egglog import i64
-from egtile.rules.api import Rule
+from egglog import function, i64, i64Like
 
-from egtile.egraph.schema import Block, Stmt
-from egtile.ir import BinOp, Const, Expr, Var
+from egtile.ir import SeqLoop
+from egtile.lower.phase import phase_exprs  # noqa: F401 - re-exported for rule authors
+from egtile.schedule import cost as C
+from egtile.schedule.decision import Decision, static
+from egtile.schedule.rule import Rule
+from egtile.schedule.schema import Block, Stmt
 
 
-def phase_exprs(k: Var, start: Expr, stages: int, mode: str = "normalized") -> tuple[Expr, Expr]:
-    """``(stage, parity)`` expressions of iteration ``k`` (see the module docstring).
+@function
+def serial(sid: i64Like, body: Block) -> Stmt:
+    """A pipelined loop run as a plain serial loop by every thread."""
 
-    Args:
-        k: the loop variable.
-        start: the loop's start expression.
-        stages: ``S >= 1``.
-        mode: ``"normalized"`` (``k - start``; correct) or ``"absolute"`` (``k``; the mutant's bug).
 
-    Raises:
-        ValueError: ``stages < 1`` or an unknown mode.
-    """
-    if stages < 1:
-        raise ValueError(f"phase_exprs: a pipeline needs at least 1 stage, got {stages}")
-    if mode == "normalized":
-        rel: Expr = BinOp("-", k, start)
-    elif mode == "absolute":
-        rel = k
-    else:
-        raise ValueError(f"phase_exprs: unknown phase mode {mode!r} (expected 'normalized' or 'absolute')")
-    one = Const(1)
-    if stages == 1:
-        return Const(0), BinOp("&", rel, one)
-    s = Const(stages)
-    return BinOp("%", rel, s), BinOp("&", BinOp("/", rel, s), one)
+def _lower_serial(n, lw, ctx):
+    loop = lw.facts.stmts[n.sid]
+    head = lw.head(n.sid, ctx)
+    return [SeqLoop(loop.var, head.start, head.stop, lw.block(n.lists[0], ctx), sid=n.sid)]
 
+
+SERIAL = Decision("serial", serial, (("sid", i64), ("body", Block)), "decision",
+                  static(C.serial_pipeline_cost(), "serial_pipeline_cost(): two CTA barriers per iteration"),
+                  lower=_lower_serial, label="serial loop")
 
 pipeline_serial = Rule(
     name="pipeline-serial", stage="pipeline",
@@ -65,10 +56,11 @@ pipeline_serial = Rule(
         "serial; num_stages only permits overlap). Always legal.",
     variables=(("sid", i64), ("body", Block)),
     lhs=lambda v: Stmt.pipelined(v.sid, v.body),
-    rhs=lambda v: Stmt.serial(v.sid, v.body),
+    rhs=lambda v: serial(v.sid, v.body),
     conditions=(),
-    cost="serial_pipeline_cost()",
-    produces=("serial",),
 )
 
 RULES = (pipeline_serial,)
+DECISIONS = (SERIAL,)
+
+__all__ = ["DECISIONS", "RULES", "SERIAL", "phase_exprs", "pipeline_serial", "serial"]

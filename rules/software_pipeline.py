@@ -19,8 +19,8 @@ Hardware facts:
   ``try_wait.parity P`` is only unambiguous while the barrier is at most one phase ahead of the waiter.
 
 The rewrite: with ``S`` stages, ``r = k - start``, stage ``r % S`` and parity ``(r / S) & 1``
-(:func:`egtile.rules.pipeline.phase_exprs`), every buffer a producer copy writes gets ``S`` versions and
-one ``full[S]`` mbarrier array; the lowering (:mod:`egtile.egraph.lower`, ``swp``) emits::
+(:func:`egtile.lower.phase.phase_exprs`), every buffer a producer copy writes gets ``S`` versions and
+one ``full[S]`` mbarrier array; the lowering (:mod:`egtile.lower.driver`, ``swp``) emits::
 
     for k in [start, min(stop, start + S - 1)):            # prologue: the first min(S-1, trip) loads
         issue(k)
@@ -75,112 +75,193 @@ Side conditions (named):
   with a SIMT producer warpgroup, remain);
 * ``ws-producers-shared-from-global``, ``ws-no-producer-reads-consumer-write``,
   ``ws-no-consumer-writes-producer-buffer``, ``ws-produced-written-before-read``, ``ws-produced-private``,
-  ``ws-runs-once``: as for warp specialization (:mod:`egtile.rules.warp_specialize`), from
-  :func:`egtile.analysis.body_facts` and :mod:`egtile.analysis.access`;
+  ``ws-runs-once``: as for warp specialization (:mod:`egtile.rules.warp_specialize`), derived in the e-graph
+  over the body form;
 * ``swp-producer-independent``: the producer copies mention only the loop variable, block indices and
   constants, load nothing to compute an address, and no statement of the kernel writes their source.
 
-Cost terms: ``swp_pipeline_cost()`` (:mod:`egtile.cost`) plus the issue items' ``copy_cost`` and the
+Cost terms: ``swp_pipeline_cost()`` (:mod:`egtile.schedule.cost`) plus the issue items' ``copy_cost`` and the
 wait/release positions; by default it lies between the serial and the warp-specialized schedules, so
 extraction picks it where warp specialization is illegal (e.g. a block that is not whole warpgroups).
 """
 
 from __future__ import annotations
 
-from egglog import i64
-from egtile.rules.api import FactSpec, Rule, Verdict, holds
-from egtile.rules.warp_specialize import FACTS as WS_FACTS
+from egglog import Bool, String, eq, function, i64, i64Like, ne, rule, set_, var
 
-from egtile.analysis import ANY_BUFFER, cp_async_eligibility, free_vars, tma_eligibility
-from egtile.analysis.access import walk_expr
-from egtile.egraph.schema import Block, Stmt
-from egtile.ir import Copy, Load
+from egtile.ir import BinOp, Const, SeqLoop, SStmt, SyncThreads, Wait
+from egtile.lower.driver import IssueCtx
+from egtile.lower.phase import phase_exprs
+from egtile.rules import barrier
+from egtile.rules import copy as copy_rules
+from egtile.rules.warp_specialize import COMMON, witness_text
+from egtile.schedule import cost as C
+from egtile.schedule import dataflow as D
+from egtile.schedule.decision import Decision, static
+from egtile.schedule.rule import Rule, Violation, form_condition
+from egtile.schedule.schema import Block, Stmt
 
+# ----------------------------------------------------------------------------------------------------
+# Conditions (over the body form w.B of pipelined loop w.L)
 
-def _num_stages(ctx, s) -> Verdict:
-    return Verdict(s.num_stages >= 2, f"num_stages={s.num_stages}; software pipelining needs at least 2 stages "
-                                      "(one being read while the next is loaded)")
-
-
-def _async_copy(c: Copy) -> str | None:
-    """Why the block's threads cannot issue ``c`` asynchronously (``None``: TMA or cp.async can)."""
-    if c.src.buffer.scope != "global" or c.dst.buffer.scope != "shared":
-        return f"copies {c.src.buffer.scope} -> {c.dst.buffer.scope}, not global -> shared"
-    if c.prefer in ("auto", "tma"):
-        e = tma_eligibility(c)
-        return None if e.ok else f"TMA cannot issue it ({e})"
-    if c.prefer == "cp_async":
-        e = cp_async_eligibility(c)
-        return None if e.ok else f"cp.async cannot move it ({e})"
-    return f"prefer_instruction={c.prefer!r} asks for a synchronous copy"
+NUM_STAGES = form_condition(
+    "swp-num-stages", "the pipeline has num_stages >= 2",
+    lambda w: (Violation((eq(w.n).to(D.num_stages(w.L)), w.n < i64(2)), w.n),),
+    witness_text("swp-num-stages", "num_stages={n}; software pipelining needs at least 2 stages (one being read "
+                                   "while the next is loaded)"))
 
 
-def _async_producers(ctx, s) -> Verdict:
-    for p in ctx.body_facts(s.sid).producers:
-        st = ctx.stmts[p.sid]
-        why = _async_copy(st) if isinstance(st, Copy) else "it is a SIMT store, not a T.copy"
-        if why is not None:
-            return Verdict(False, f"{ctx.describe(p.sid)} is a producer the block's threads cannot issue "
-                                  f"asynchronously: {why}; a SIMT producer cannot run ahead")
-    return Verdict(True)
+@function(merge=lambda old, new: old | new)
+def async_ok(st: Stmt) -> Bool:
+    """The statement is a copy TMA or cp.async can issue (``egtile.rules.copy.async_capable``), as a value."""
 
 
-def _copy_exprs(c: Copy):
-    yield from c.src.offsets
-    yield from c.dst.offsets
+def _async_ok_rules():
+    p, B = var("p", Stmt), var("B", Block)
+    yield from copy_rules.CAPABLE
+    yield rule(D.producer(p, B)).then(set_(async_ok(p)).to(Bool(False)))
+    yield rule(copy_rules.async_capable(p)).then(set_(async_ok(p)).to(Bool(True)))
 
 
-def _producer_independent(ctx, s) -> Verdict:
-    allowed = {s.var.name} | {v.name for v in ctx.kernel.block_vars}
-    written: set[str] = set()
-    for sid in ctx.stmts:
-        written |= ctx.writes(sid)
-    for p in ctx.body_facts(s.sid).producers:
-        st = ctx.stmts[p.sid]
-        if not isinstance(st, Copy):
-            continue  # not issued ahead at all: swp-async-producers rejects it
-        for e in _copy_exprs(st):
-            extra = sorted(free_vars(e) - allowed)
-            if extra:
-                return Verdict(False, f"{ctx.describe(p.sid)} is addressed with {extra[0]}, which is neither the "
-                                      "loop variable nor a block index: issued S-1 iterations early it could "
-                                      "see another value")
-            if any(isinstance(x, Load) for x in walk_expr(e)):
-                return Verdict(False, f"{ctx.describe(p.sid)} loads from memory to compute an address; issued "
-                                      "S-1 iterations early it could read a value not yet written")
-        hit = sorted((ctx.reads(p.sid) | {st.src.buffer.name}) & written)
-        if not hit and ANY_BUFFER in written:
-            hit = [f"{st.src.buffer.name} (a statement writes through a pointer of unknown target)"]
-        if hit:
-            return Verdict(False, f"{ctx.describe(p.sid)} reads {hit[0]}, which the kernel writes; issued S-1 "
-                                  "iterations early it could read it before that write")
-    return Verdict(True)
+def _explain_async(ctx, sid: int) -> str:
+    out = []
+    for a, _b, _buf in ctx.witnesses("swp-async-producers", sid):
+        s = ctx.facts.stmts.get(a)
+        why = "it is not a T.copy" if not hasattr(s, "prefer") else (
+            f"prefer_instruction={s.prefer!r} asks for a synchronous copy" if s.prefer == "simt" else
+            "neither TMA nor cp.async can move it (see copy-to-tma / copy-to-cp-async)")
+        out.append(f"producer {ctx.describe(a)} cannot be issued asynchronously: {why}")
+    return "; ".join(out) or "a producer cannot be issued asynchronously"
 
 
-NUM_STAGES = FactSpec("swp-num-stages", "the pipeline has num_stages >= 2", _num_stages, scope="pipelined")
-ASYNC_PRODUCERS = FactSpec("swp-async-producers",
-                           "every producer is a global -> shared T.copy that TMA or cp.async can issue",
-                           _async_producers, scope="pipelined")
-PRODUCER_INDEPENDENT = FactSpec(
+ASYNC_PRODUCERS = form_condition(
+    "swp-async-producers", "every producer is a global -> shared T.copy that TMA or cp.async can issue",
+    lambda w: (Violation((D.producer(w.p, w.B), eq(async_ok(w.p)).to(Bool(False)), eq(w.s).to(D.sid_of(w.p))),
+                         w.s),),
+    _explain_async, derive=tuple(_async_ok_rules()), oracles=(copy_rules.TMA_ELIGIBLE, copy_rules.CP_ASYNC_ELIGIBLE))
+
+
+def _independent(w):
+    copy = (D.producer(w.p, w.B), eq(w.s).to(D.sid_of(w.p)), D.kind(w.s, String("copy")))
+    # An address variable that is neither the loop variable nor a block index.
+    yield Violation((*copy, D.addr_var(w.s, w.v), D.loop_var(w.L, w.b), ne(w.v).to(w.b), D.var_kind(w.v, w.sc),
+                     ne(w.sc).to(String("block"))), w.s, -1, w.v)
+    # An address computed from memory.
+    yield Violation((*copy, D.addr_load(w.s)), w.s, -2)
+    # A source the kernel writes.
+    yield Violation((*copy, D.reads(w.p, w.b), D.kernel_write(w.b)), w.s, -3, w.b)
+    yield Violation((*copy, D.kernel_write(String(D.ANY_BUFFER))), w.s, -3, String("a pointer of unknown target"))
+
+
+def _explain_independent(ctx, sid: int) -> str:
+    out = []
+    for a, b, buf in ctx.witnesses("swp-producer-independent", sid):
+        what = ctx.describe(a)
+        if b == -1:
+            out.append(f"{what} addresses memory with {buf}, which is neither the loop variable nor a block index: "
+                       "issued S-1 iterations early it could see another value")
+        elif b == -2:
+            out.append(f"{what} loads from memory to compute an address; issued S-1 iterations early it could read a "
+                       "value not yet written")
+        else:
+            out.append(f"{what} reads {buf}, which the kernel writes; issued S-1 iterations early it could read it "
+                       "before that write")
+    return "; ".join(dict.fromkeys(out)) or "a producer depends on something issuing early would change"
+
+
+PRODUCER_INDEPENDENT = form_condition(
     "swp-producer-independent",
-    "producer copies depend only on the loop variable, block indices and constants, and read global memory "
-    "the kernel never writes", _producer_independent, scope="pipelined")
+    "producer copies depend only on the loop variable, block indices and constants, and read global memory the kernel "
+    "never writes", _independent, _explain_independent)
 
-_WS = {f.name: f for f in WS_FACTS}
-REUSED = tuple(_WS[n] for n in (
+_COMMON = {c.name: c for c in COMMON}
+REUSED = tuple(_COMMON[n] for n in (
     "ws-has-producer", "ws-producers-shared-from-global", "ws-no-producer-reads-consumer-write",
     "ws-no-consumer-writes-producer-buffer", "ws-produced-written-before-read", "ws-produced-private",
     "ws-runs-once"))
 
+# ----------------------------------------------------------------------------------------------------
+# The constructor and its lowering
 
-def swp_rhs(war_barrier: bool = True):
-    """The rewrite's right-hand side. ``war_barrier=False`` is the mutant that drops the CTA barrier
-    before a stage is reused (the release marker then lowers to nothing)."""
-    def rhs(v):
-        return Stmt.swp(v.sid, Block.prefetches(v.sid, v.body),
-                        Block.cons(Stmt.wait_full(v.sid), Block.consumers(v.sid, v.body)),
-                        i64(1 if war_barrier else 0))
-    return rhs
+
+@function
+def swp(sid: i64Like, prefetches: Block, consumers: Block) -> Stmt:
+    """A software-pipelined loop (no warp specialization): the block's threads issue the ``prefetches`` of
+    iteration ``k + S - 1`` and run ``consumers`` for iteration ``k`` (with the wait and release markers)."""
+
+
+def swp_lowering(war_barrier: bool = True):
+    """The lowering of ``swp`` (see the module docstring). ``war_barrier=False`` is the mutant that drops the
+    CTA barrier before a stage is reused (the release marker then lowers to nothing)."""
+    def lower(n, lw, ctx) -> list[SStmt]:
+        loop = lw.facts.stmts[n.sid]
+        prefetches, consumers = n.lists
+        S = loop.num_stages
+        k = loop.var
+        stage, parity = phase_exprs(k, loop.start, S)
+        guarded = lw.written_by(prefetches)
+        full = lw.new_barrier("full", S, 0, guarded, n.sid)
+        sctx = lw.stage_buffers(guarded, S, stage, ctx)
+        lw.ordered |= set(guarded)
+        threads = ctx.threads
+        ic = IssueCtx(threads, full, stage, sctx)
+        arrivals = 0
+        issue: list[SStmt] = []
+        for item in prefetches:
+            stmts, a = lw.issue(item, ic, n.sid)
+            issue += stmts
+            arrivals += a
+        body: list[SStmt] = []
+        for item in consumers:
+            match item.op:
+                case "wait_full":
+                    body.append(Wait(full, stage, parity))
+                case "release_empty":
+                    if war_barrier:
+                        body.append(SyncThreads(threads))
+                case _:
+                    body += lw.node(item, sctx)
+        lw.set_arrive_count(full, arrivals)
+        one, ahead = Const(1), Const(S - 1)
+        kk = lw.fresh_var(k)
+        prologue = SeqLoop(k, loop.start, BinOp("min", loop.stop, BinOp("+", loop.start, ahead)), tuple(issue))
+        main = SeqLoop(kk, loop.start, loop.stop, (
+            SeqLoop(k, BinOp("+", kk, ahead), BinOp("min", loop.stop, BinOp("+", kk, Const(S))), tuple(issue)),
+            SeqLoop(k, kk, BinOp("+", kk, one), tuple(body)),
+        ), sid=n.sid)
+        return [prologue, main]
+    return lower
+
+
+def _notes(n, ctx):
+    from egtile.ir import Decision as Made
+
+    fc = ctx.facts
+    loop = n.sid
+    prefetches, consumers = n.lists
+    labels = {d.name: d.label for d in ctx.decisions.values()}
+    kinds = ", ".join(f"{labels.get(p.op, p.op)} {fc.describe(p.subject)}" for p in prefetches)
+    rest = ", ".join(fc.describe(c.subject) for c in consumers if c.op not in ("wait_full", "release_empty")) \
+        or "nothing"
+    full = ctx.barrier(loop, "full")
+    return [Made("pipeline-software-pipeline", loop, "issue ahead / consume",
+                 f"the block's threads issue S-1 iterations ahead: {kinds or 'nothing'}; then they run: {rest}; {full} "
+                 f"guards {', '.join(sorted(ctx.guards(loop))) or 'nothing'}; a CTA barrier before each stage is "
+                 "reused"),
+            *barrier.position_notes(loop, consumers, ctx, "CTA barrier before stage reuse")]
+
+
+SWP = Decision("swp", swp, (("sid", i64), ("prefetches", Block), ("consumers", Block)), "decision",
+               static(C.swp_pipeline_cost(), "swp_pipeline_cost() + issue items + barrier positions"),
+               lower=swp_lowering(), label="software-pipelined", notes=_notes)
+
+# ----------------------------------------------------------------------------------------------------
+# The rule
+
+
+def swp_rhs(v):
+    return swp(v.sid, Block.producers(v.body, v.body, String("prefetch")),
+               Block.cons(Stmt.wait_full(v.sid), Block.consumers(v.sid, v.body, v.body)))
 
 
 pipeline_software = Rule(
@@ -190,13 +271,12 @@ pipeline_software = Rule(
         "module docstring for the legality argument; PTX ISA 9.7.9.25, 9.7.9.27, 9.7.13.4, 9.7.13.15).",
     variables=(("sid", i64), ("body", Block)),
     lhs=lambda v: Stmt.pipelined(v.sid, v.body),
-    rhs=swp_rhs(),
-    conditions=(holds(NUM_STAGES), holds(ASYNC_PRODUCERS)) + tuple(holds(f) for f in REUSED)
-    + (holds(PRODUCER_INDEPENDENT),),
-    cost="swp_pipeline_cost() + issue copy costs + barrier position costs",
-    produces=("swp",),
+    rhs=swp_rhs,
+    conditions=(NUM_STAGES, ASYNC_PRODUCERS) + REUSED + (PRODUCER_INDEPENDENT,),
 )
 
 RULES = (pipeline_software,)
+DECISIONS = (SWP,)
 
-__all__ = ["ASYNC_PRODUCERS", "NUM_STAGES", "PRODUCER_INDEPENDENT", "RULES", "pipeline_software", "swp_rhs"]
+__all__ = ["ASYNC_PRODUCERS", "DECISIONS", "NUM_STAGES", "PRODUCER_INDEPENDENT", "RULES", "SWP", "pipeline_software",
+           "swp", "swp_lowering", "swp_rhs"]

@@ -11,7 +11,7 @@ specialization, TMA loads, mbarrier pipelines, setmaxnreg, extern calls) they co
 * ``tma_store_mix``: Elect + ArriveExpectTx + TmaLoad, expressions (Select, exp, floordiv, %, min,
   max, casts, bf16), FenceProxyAsync + TmaStore, SIMT Reduce, replicated ThreadLoop into a local
   buffer, SIf, a named barrier (bar.sync 1, 128).
-* ``cp_async_widths``: cp.async with 4- and 8-byte chunks and the SIMT fallback (odd fp16 rows).
+* ``cp_async_widths``: cp.async with 4- and 8-byte chunks beside a SIMT copy of odd fp16 rows.
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def gemm_cp_async() -> Scheduled:
     body = (
         TileOp(Fill(1, Region.full(C_f), Const(0.0, "float32")), "simt", everyone),
         SeqLoop(ko, c(0), c(GK // BK), (
-            TileOp(copy_a, "cp_async", everyone),
-            TileOp(copy_b, "cp_async", everyone),
+            TileOp(copy_a, "cp_async", everyone, width=16),
+            TileOp(copy_b, "cp_async", everyone, width=16),
             CpAsyncArrive("full", c(0)),
             Wait("full", c(0), BinOp("&", ko, c(1))),
             TileOp(gemm, "simt", everyone),
@@ -179,15 +179,15 @@ def _mix_ref(xs: list[torch.Tensor]) -> list[torch.Tensor]:
 def cp_async_widths() -> Scheduled:
     P = Buffer("P", (8, 6), "float16", "global")   # rows of 12 bytes -> 4-byte chunks
     Q = Buffer("Q", (8, 2), "int32", "global")     # rows of 8 bytes -> 8-byte chunks
-    O = Buffer("O", (8, 3), "float16", "global")   # rows of 6 bytes -> SIMT fallback
+    O = Buffer("O", (8, 3), "float16", "global")   # rows of 6 bytes: no cp.async chunk fits, a SIMT copy
     P2, Q2, O2 = (Buffer(n + "_out", b.shape, b.dtype, "global") for n, b in (("P", P), ("Q", Q), ("O", O)))
     Ps, Qs, Os = (Buffer(b.name + "_s", b.shape, b.dtype, "shared") for b in (P, Q, O))
     everyone = ThreadRange(0, 128)
     bar = MBarrier("done", 1, 128, "full", ("P_s", "Q_s", "O_s"))
     body = (
-        TileOp(Copy(1, Region.full(P), Region.full(Ps)), "cp_async", everyone),
-        TileOp(Copy(2, Region.full(Q), Region.full(Qs)), "cp_async", everyone),
-        TileOp(Copy(3, Region.full(O), Region.full(Os)), "cp_async", everyone),
+        TileOp(Copy(1, Region.full(P), Region.full(Ps)), "cp_async", everyone, width=4),
+        TileOp(Copy(2, Region.full(Q), Region.full(Qs)), "cp_async", everyone, width=8),
+        TileOp(Copy(3, Region.full(O), Region.full(Os)), "simt", everyone),
         CpAsyncArrive("done", c(0)),
         Wait("done", c(0), c(0)),
         TileOp(Copy(4, Region.full(Ps), Region.full(P2)), "simt", everyone),

@@ -56,7 +56,7 @@ def test_parallel_global_to_shared_loop_is_simt():
 def test_tma_eligible_copy_is_tma():
     cp = bug2_kernel().body[0].body[1]
     elig = tma_eligibility(cp)
-    assert elig.ok and elig.reasons == () and str(elig) == "eligible"
+    assert elig.ok and elig.reasons == () and str(elig) == "holds"
     assert producer_kind(cp) == "tma"
     assert producer_kind(gcopy((128, 128), (64, 64))) == "tma"
     assert producer_kind(gcopy((128, 128), (64, 64), prefer="tma")) == "tma"

@@ -121,7 +121,7 @@ def test_auto_target_resolution(monkeypatch):
     assert api.resolve_target("auto") == "cuda"
     monkeypatch.setattr(api, "hopper_available", lambda: False)
     monkeypatch.setitem(sys.modules, "egtile.sim", types.SimpleNamespace(simulate=lambda *a: None))
-    monkeypatch.setitem(sys.modules, "egtile.optimize", types.SimpleNamespace(optimize=lambda k: None))
+    monkeypatch.setitem(sys.modules, "egtile.schedule.driver", types.SimpleNamespace(optimize=lambda k: None))
     assert api.resolve_target("auto") == "sim"
     assert api.resolve_target("interp") == "interp"
 
@@ -143,7 +143,7 @@ def _fake_optimize(monkeypatch, seen):
         seen["optimized"] = kernel
         return _Result(("scheduled", kernel.name))
 
-    monkeypatch.setitem(sys.modules, "egtile.optimize", types.SimpleNamespace(optimize=optimize))
+    monkeypatch.setitem(sys.modules, "egtile.schedule.driver", types.SimpleNamespace(optimize=optimize))
     # The stand-in schedule is not an ir.Scheduled: keep it away from the verifier and the on-disk cache.
     monkeypatch.setattr(api, "_check_schedule", lambda kernel, scheduled: None)
     monkeypatch.setenv("EGTILE_DISABLE_CACHE", "1")

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from egtile.codegen import build, emit, lower
+from egtile.codegen import build, emit, generate
 from egtile.codegen.context import Ctx
 from egtile.codegen.exprs import emit as emit_expr, known_multiple, literal, type_of
 from egtile.codegen.layout import collect_tma, plan_smem
@@ -67,7 +67,7 @@ def test_the_fixtures_cover_every_scheduled_construct_and_tile_instruction():
 @pytest.mark.parametrize("name", sorted(acceptance_kernels()))
 def test_scheduler_output_compiles(name):
     # the e-graph's schedules of the scheduling-rules acceptance kernels, end to end to a cubin
-    from egtile.optimize import optimize
+    from egtile.schedule.driver import optimize
 
     built = build(optimize(acceptance_kernels()[name]()).scheduled)
     assert built.cubin[:4] == b"\x7fELF" and "warning" not in built.log.lower(), built.log
@@ -116,7 +116,7 @@ def test_shared_memory_carving_is_aligned():
     assert "extern __shared__ __align__(1024) unsigned char smem[];" in src
     assert "half* B_shared = reinterpret_cast<half*>(smem + 256);" in src
     assert "eg_u64* eg_bar_empty_0 = reinterpret_cast<eg_u64*>(smem + 528);" in src
-    assert lower(s).smem_bytes == 544
+    assert generate(s).smem_bytes == 544
 
 
 def test_barriers_initialized_by_thread_zero_then_fenced_and_synced():
@@ -176,19 +176,31 @@ def test_named_barrier_fence_and_tma_store():
     assert "float w[4];" in src  # local buffer: per-thread array
 
 
-def test_cp_async_chunk_widths_and_fallback():
-    src = emit(CASES[2].schedule())
+def test_cp_async_chunks_are_the_schedules_width_and_an_unprovable_one_is_an_error():
+    from dataclasses import replace
+
+    from egtile.ir import TileOp
+
+    sched = CASES[2].schedule()
+    src = emit(sched)
     assert "eg_cp_async_4(&P_s[" in src
     assert "eg_cp_async_8(&Q_s[" in src
-    assert "SIMT fallback" in src and "__threadfence_block();" in src
+    assert "fallback" not in src and "__threadfence_block();" not in src
+    # Codegen never picks or substitutes a width: 8-byte chunks of 12-byte rows cannot be aligned, and a
+    # cp.async of 6-byte rows has no legal width at all.
+    for op, width in ((sched.body[0], 8), (sched.body[2], 4)):
+        bad = replace(sched, body=tuple(replace(x, inst="cp_async", width=width) if x is op else x
+                                        for x in sched.body))
+        with pytest.raises(CodegenError, match=f"{width}-byte cp.async chunks"):
+            emit(bad)
     assert "eg_cp_async_mbarrier_arrive_noinc(&eg_bar_done[0]);" in src
     assert "eg_cp_async_16(&A_s[" in emit(CASES[0].schedule())
-    params = {p.name: p.align for p in lower(CASES[2].schedule()).params}
+    params = {p.name: p.align for p in generate(CASES[2].schedule()).params}
     assert params == {"P": 4, "Q": 8, "O": 2, "P_out": 2, "Q_out": 4, "O_out": 2}
 
 
 def test_launch_metadata():
-    low = lower(CASES[0].schedule())
+    low = generate(CASES[0].schedule())
     assert low.grid == (2, 2) and low.threads == 128
     assert [(p.name, p.dtype, p.shape, p.align) for p in low.params] == [
         ("A", "float16", (128, 128), 16), ("B", "float16", (128, 128), 16), ("C", "float32", (128, 128), 4)]

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from seed_schedules import bug1_kernel, bug2_kernel
 
-from egtile.egraph import schema
-from egtile.egraph.decode import decode_kernel, to_list, to_node
-from egtile.egraph.encode import build_terms, encode
-from egtile.egraph.saturate import Limits, run_stage
+from egtile.schedule import schema
+from egtile.schedule.decode import decode_kernel, to_list, to_node
+from egtile.schedule.encode import build_terms, encode
+from egtile.schedule.saturate import Limits, run_stage
 from egtile.errors import RuleError, ScheduleError
 from egtile.ir import (
     AddressOf,
@@ -34,7 +34,7 @@ from egtile.ir import (
     Store,
     Var,
 )
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 
 NO_RULES = RuleSet("none", ())
 
@@ -142,29 +142,46 @@ def test_duplicate_statement_ids_are_rejected():
         encode(k, NO_RULES, EGraph())
 
 
+def _body(s, loop_sid: int):
+    from egglog import get_callable_args
+
+    return get_callable_args(s.encoding.terms[loop_sid])[1]
+
+
 def test_bug2_facts_in_the_egraph_cover_every_producer_kind():
+    from egtile.schedule import dataflow as D
+
     s = saturate(bug2_kernel())
-    g = s.egraph
+    g, t, B = s.egraph, s.encoding.terms, _body(s, 1)
     # Both buffers are guarded by the loop's barriers, the SIMT-produced one included.
-    assert s.holds(schema.guarded(i64(1), String("B_shared")))
-    assert s.holds(schema.guarded(i64(1), String("A_shared")))
-    # Only the TMA copy counts for the mutant's narrower relation.
-    assert s.holds(schema.guarded_tma(i64(1), String("A_shared")))
-    assert not s.holds(schema.guarded_tma(i64(1), String("B_shared")))
-    # `B_out[ko, 0] = B_shared[0]` (sid 5) reads a guarded buffer, but no TMA-guarded one.
-    assert g.extract(schema.reads_guarded(i64(5))).value is True
-    assert g.extract(schema.reads_tma_guarded(i64(5))).value is False
-    assert s.holds(schema.fact(String("producer"), i64(2)))
-    assert s.holds(schema.fact(String("consumer"), i64(5)))
-    assert g.extract(schema.sid_of(s.encoding.terms[4])).value == 4
+    assert s.holds(D.guarded(B, String("B_shared")))
+    assert s.holds(D.guarded(B, String("A_shared")))
+    # `B_out[ko, 0] = B_shared[0]` (sid 5) reads a guarded buffer; the SIMT store loop (2) is a producer.
+    assert g.extract(D.reads_guarded(B, t[5])).value is True
+    assert s.holds(D.producer(t[2], B)) and s.holds(D.producer(t[4], B))
+    assert s.holds(D.consumer(t[5], B)) and not s.holds(D.producer(t[5], B))
+    assert g.extract(D.sid_of(t[4])).value == 4
+
+
+def test_the_wait_from_tma_only_mutant_derives_its_own_narrower_relation():
+    from egtile.rules import barrier
+
+    s = saturate(bug2_kernel(), R.mutant("wait-from-tma-only"))
+    g, t, B = s.egraph, s.encoding.terms, _body(s, 1)
+    # Only the TMA copy counts for the mutant's relation, so sid 5's read of B_shared is not "TMA-guarded".
+    assert s.holds(barrier.guarded_tma(B, String("A_shared")))
+    assert not s.holds(barrier.guarded_tma(B, String("B_shared")))
+    assert g.extract(barrier.reads_tma_guarded(B, t[5])).value is False
 
 
 def test_bug1_extern_loop_is_not_effect_local():
+    from egtile.schedule import dataflow as D
+
     s = saturate(bug1_kernel())
-    assert not s.holds(schema.fact(String("effect-local"), i64(4)))
-    v = s.encoding.verdicts["effect-local", 4]
-    assert not v.ok and "counters" in v.reason and "address_of" in v.reason
-    assert s.holds(schema.fact(String("effect-local"), i64(5))) is False  # thread-level: not in scope
+    assert s.egraph.extract(D.fails_st(String("effect-local"), s.encoding.terms[4])).value is True
+    r = optimize(bug1_kernel())
+    rej = next(x for x in r.rejected if x.rule == "replicate-parallel" and x.sid == 4)
+    assert rej.failed == ("effect-local",) and "counters" in rej.reason and "address_of" in rej.reason
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -173,9 +190,9 @@ def test_bug1_extern_loop_is_not_effect_local():
 
 def test_every_stage_saturates_on_the_seeds_and_is_reported():
     r = optimize(bug2_kernel())
-    assert [s.stage for s in r.stages] == ["pipeline", "copy", "barrier", "partition"]
+    assert [s.stage for s in r.stages] == ["restructure", "pipeline", "copy", "barrier", "partition"]
     assert all(s.stop_reason == "saturated" and s.nodes > 0 and s.iterations >= 1 for s in r.stages)
-    assert "pipeline-warp-specialize" in r.stages[0].fired
+    assert "pipeline-warp-specialize" in r.stages[1].fired
     assert not r.limits_hit
 
 
@@ -194,11 +211,13 @@ def test_a_node_limit_is_reported():
 
 
 def test_an_egglog_failure_in_a_rule_is_a_rule_error_naming_it():
+    from egtile.rules.partition import elect
+
     bad = Rule(
         name="divide-by-zero", stage="partition", doc="a broken user rule",
         variables=(("sid", i64),),
         lhs=lambda v: schema.Stmt.scalar(v.sid),
-        rhs=lambda v: schema.Stmt.elect(v.sid / i64(0)),
+        rhs=lambda v: elect(v.sid / i64(0)),
     )
     with pytest.raises(RuleError, match=r"rule 'divide-by-zero' \(stage 'partition'\)"):
         optimize(bug2_kernel(), rules=R.builtin() + bad)
@@ -211,29 +230,40 @@ def test_a_rust_panic_is_wrapped_too(monkeypatch):
     def boom(self, *a, **k):
         raise PanicException("assertion failed: cost >= 0")
 
+    from egtile.schedule.saturate import program
+
     g = EGraph()
     encode(bug2_kernel(), R.builtin(), g)
     monkeypatch.setattr(EGraph, "run", boom)
+    stage, rules = R.builtin().stages()[1]
     with pytest.raises(RuleError, match="pipeline-serial.*Rust panic"):
-        run_stage(g, "pipeline", R.builtin().stages()[0][1], Limits())
+        run_stage(g, stage, rules, Limits(), program(R.builtin()).support)
 
 
 def test_decoding_an_unknown_constructor_is_an_error():
-    with pytest.raises(ScheduleError, match="not a statement constructor"):
+    from egtile.rules.partition import elect
+    from egtile.schedule.decode import names_of
+
+    with pytest.raises(ScheduleError, match="no declaration of the ruleset names"):
         to_node(schema.Block.nil())
+    node = to_node(elect(3), names_of(R.builtin().decisions))
+    assert node.op == "elect" and node.sid == 3
     with pytest.raises(ScheduleError, match="scheduling decision"):
-        decode_kernel((to_node(schema.Stmt.elect(3)),), bug2_kernel())
+        decode_kernel((node,), bug2_kernel())
 
 
 def test_bool_analysis_defaults_exist_for_every_member():
+    from egtile.schedule import dataflow as D
+
     s = saturate(bug1_kernel())
+    B, t = _body(s, 2), s.encoding.terms
     for sid in (3, 4):
-        assert isinstance(s.egraph.extract(schema.writes_guarded(i64(sid))).value, bool)
-    assert s.egraph.extract(schema.reads_guarded(i64(4))) == Bool(False)
+        assert isinstance(s.egraph.extract(D.writes_guarded(B, t[sid])).value, bool)
+    assert s.egraph.extract(D.reads_guarded(B, t[4])) == Bool(False)
 
 
 def test_the_fast_table_reader_agrees_with_function_values():
-    from egtile.egraph.tables import _rows_slow, rows
+    from egtile.schedule.tables import _rows_slow, rows
 
     s = saturate(bug2_kernel())
     fast = rows(s.egraph, schema.diag, 3)

@@ -1,15 +1,17 @@
-"""Lowering of extracted terms to ir.Scheduled (egtile.egraph.lower, irmap)."""
+"""Lowering of extracted terms to ir.Scheduled (egtile.lower.driver, irmap)."""
 
 from __future__ import annotations
 
+import egtile.rules as R
 import pytest
 import schedule_kernels as K
 from seed_schedules import bug1_kernel, bug2_kernel
 
-from egtile.egraph.decode import Node
-from egtile.egraph.facts import FactContext
-from egtile.egraph.irmap import restage, substitute
-from egtile.egraph.lower import lower
+from egtile.schedule.decode import Node
+from egtile.schedule.decision import decision_table
+from egtile.schedule.facts import FactContext
+from egtile.lower.irmap import restage, substitute
+from egtile.lower.driver import lower
 from egtile.errors import ScheduleError
 from egtile.ir import (
     BinOp,
@@ -27,7 +29,7 @@ from egtile.ir import (
     Var,
     swalk,
 )
-from egtile.optimize import optimize
+from egtile.schedule.driver import optimize
 
 
 def test_nested_parallel_loops_fold_into_one_thread_loop_and_offsets_are_substituted():
@@ -88,7 +90,7 @@ def test_restage_and_substitute():
 def test_an_undecided_node_cannot_be_lowered():
     k = bug2_kernel()
     with pytest.raises(ScheduleError, match="still undecided"):
-        lower((Node("pipelined", 1, (), (), ((),)),), FactContext.of(k))
+        lower((Node("pipelined", 1, (), (), ((),)),), FactContext.of(k), decision_table(R.builtin().decisions))
 
 
 def test_block_level_tile_ops_run_on_all_threads_of_a_warp_specialized_kernel():

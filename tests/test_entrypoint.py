@@ -22,7 +22,7 @@ print("ok")
 
 
 @pytest.mark.parametrize("first", ["", "import egtile.verify", "from egtile.verify import verify",
-                                   "import egtile.optimize", "from egtile.optimize import optimize"])
+                                   "import egtile.schedule.driver", "from egtile.schedule.driver import optimize"])
 def test_entry_points_are_callable_in_every_import_order(first):
     from pathlib import Path
 

@@ -6,7 +6,7 @@ compares every output element with a float64 torch reference on a NaN-poisoned o
 ``<name>  target=<target>  PASS|FAIL`` and exits 0 or 1. The test requires exit status 0 and the PASS
 line.
 
-Targets: ``interp`` always; ``sim`` when ``egtile.sim.simulate`` and ``egtile.optimize.optimize`` exist
+Targets: ``interp`` always; ``sim`` when ``egtile.sim.simulate`` and ``egtile.schedule.driver.optimize`` exist
 (skipped with the reason when a module is absent, non-strict xfail while a present module does not
 provide its entry point yet); ``cuda`` on a compute-capability-9.0 GPU (``gpu`` marker).
 
@@ -36,7 +36,7 @@ EXPECTED = {"elementwise_add", "pipelined_scale", "row_softmax", "gemm", "quicks
 def _sim_marks() -> list:
     """Marks of the ``sim`` cases: skip if a module the target needs is absent, xfail if it is present but its
     entry point does not import yet, none once both import."""
-    needed = (("egtile.sim", "simulate"), ("egtile.optimize", "optimize"))
+    needed = (("egtile.sim", "simulate"), ("egtile.schedule.driver", "optimize"))
     for module, attr in needed:
         if importlib.util.find_spec(module) is None:
             return [pytest.mark.skip(reason=f"target 'sim' needs {module}.{attr}; module {module} is absent")]

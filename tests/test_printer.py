@@ -141,7 +141,7 @@ def test_scheduled_listing_order_reflects_wait_position():
 def test_multi_dimensional_parallel_shows_every_dimension():
     import egtile
     from egtile import language as T
-    from egtile.egraph.describe import describe
+    from egtile.schedule.describe import describe
     from egtile.ir.printer import format_loop_head, parallel_nest
 
     @T.prim_func
@@ -164,7 +164,7 @@ def test_multi_dimensional_parallel_shows_every_dimension():
 
     result = egtile.optimize(kern)
     listing = str(result.scheduled)
-    assert "for i, j in T.Parallel(16, 64):  # partitioned over threads [0, 128)" in listing
+    assert "for i, j in T.Parallel(16, 64):  # partitioned 4-wide over threads [0, 128)" in listing
     explained = result.explain()
     assert "for i, j in T.Parallel(16, 64)" in explained
     assert "for i in T.Parallel(16)`" not in explained and "for i in T.Parallel(16)`" not in listing
@@ -172,7 +172,7 @@ def test_multi_dimensional_parallel_shows_every_dimension():
 
 def test_scheduled_listing_can_omit_decisions():
     from egtile.ir.printer import format_scheduled
-    from egtile.optimize import optimize
+    from egtile.schedule.driver import optimize
 
     sched = optimize(bug1_kernel()).scheduled
     assert sched.decisions

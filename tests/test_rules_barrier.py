@@ -7,7 +7,7 @@ import schedule_kernels as K
 from seed_schedules import bug1_kernel, bug2_kernel, bug2_schedule
 
 from egtile import language as T
-from egtile.egraph.schema import Block, Stmt
+from egtile.schedule.schema import Block, Stmt
 from egtile.ir import (
     Arrive,
     Elect,
@@ -18,7 +18,7 @@ from egtile.ir import (
     Wait,
     swalk,
 )
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 
 
 def _consumer_body(result):
@@ -83,7 +83,8 @@ def _consumer_class(s, loop: int):
     body = s.encoding.terms[loop]
     from egglog import get_callable_args
 
-    return Block.cons(Stmt.wait_full(loop), Block.consumers(loop, get_callable_args(body)[1]))
+    lst = get_callable_args(body)[1]
+    return Block.cons(Stmt.wait_full(loop), Block.consumers(loop, lst, lst))
 
 
 def _arrangement(terms, loop: int, w: int, q: int):
@@ -101,7 +102,9 @@ def test_the_egraph_holds_exactly_the_legal_wait_and_release_positions():
     f = K.late_read(free)
     s = saturate(f)
     loop = 1
-    stmts = [sid for sid, l in s.encoding.ctx.pipeline_of.items() if l == loop and not s.encoding.ctx.is_producer(sid)]
+    from egtile.analysis import body_facts
+
+    stmts = [f.sid for f in body_facts(s.encoding.ctx.stmts[loop]).consumers]
     terms = [s.encoding.terms[sid] for sid in sorted(stmts)]
     reader = free  # the T.Parallel reading X_s sits after the `free` statements
     root = _consumer_class(s, loop)

@@ -9,7 +9,7 @@ from seed_schedules import bug2_kernel
 
 from egtile.errors import ScheduleError
 from egtile.ir import ArriveExpectTx, CpAsyncArrive, TileOp, TmaLoad, swalk
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 
 
 def _kinds(result):
@@ -19,7 +19,7 @@ def _kinds(result):
 def test_bug2_copy_has_every_producer_alternative_its_conditions_allow():
     s = saturate(bug2_kernel())
     # sid 4: T.copy(A_in[ko, :], A_shared): TMA-eligible, prefer auto -> TMA and SIMT producer; no cp.async.
-    assert s.alternatives(4) == {"copy", "copy_simt", "produce", "tma_load", "simt_load"}
+    assert s.alternatives(4) == {"copy", "copy_simt", "issue", "tma_load", "simt_load"}
     # sid 2: the T.Parallel global -> shared loop is a SIMT producer.
     assert "simt_produce" in s.alternatives(2)
 

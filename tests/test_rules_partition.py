@@ -9,7 +9,7 @@ from seed_schedules import bug1_kernel, bug2_kernel
 
 from egtile.errors import ScheduleError
 from egtile.ir import Elect, Leaf, ThreadLoop, swalk
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 
 
 def _loops(result):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import egtile.rules as R
 import pytest
 import schedule_kernels as K
-from egtile.rules.pipeline import phase_exprs
+from egtile.lower.phase import phase_exprs
 
 from egtile.evaluate import evaluate
 from egtile.ir import (
@@ -25,7 +25,7 @@ from egtile.ir import (
     Wait,
     swalk,
 )
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 
 
 def _ev(e, k: int) -> int:

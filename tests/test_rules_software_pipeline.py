@@ -11,7 +11,7 @@ import pytest
 import schedule_kernels as K
 import torch
 
-from egtile import cost as C
+from egtile.schedule import cost as C
 from egtile import language as T
 from egtile.ir import (
     ArriveExpectTx,
@@ -26,7 +26,7 @@ from egtile.ir import (
     Wait,
     swalk,
 )
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 from egtile.verify import verify
 
 SWP = "pipeline-software-pipeline"
@@ -146,10 +146,12 @@ def test_the_alternative_exists_for_an_eligible_loop_and_removing_the_rule_remov
     s = saturate(prim)
     loop = next(x for x in _walk(prim.kernel.body) if isinstance(x, For) and x.kind == "pipelined")
     copy_sid = loop.body[0].sid
-    from egtile.egraph import schema
+    from egtile.schedule import schema
     term = s.encoding.terms[copy_sid]
-    assert s.holds(schema.Stmt.prefetch(term), schema.Stmt.tma_prefetch(copy_sid))
-    assert not s.holds(schema.Stmt.prefetch(term), schema.Stmt.simt_load(copy_sid))
+    from egtile.rules.copy import simt_produce, tma_load
+
+    assert s.holds(schema.Stmt.issue(term, "prefetch"), tma_load(copy_sid, "prefetch"))
+    assert not s.holds(schema.Stmt.issue(term, "prefetch"), simt_produce(term, "prefetch"))
 
 
 @pytest.mark.parametrize("make,failed", [
@@ -230,15 +232,20 @@ def test_a_block_that_is_not_whole_warpgroups_gets_the_software_pipeline_by_defa
     _check_all_policies(r.scheduled)
 
 
-def test_by_default_warp_specialization_stays_cheaper_and_an_override_can_pick_the_software_pipeline(monkeypatch):
+def test_by_default_warp_specialization_stays_cheaper_and_an_override_can_pick_the_software_pipeline():
+    from dataclasses import replace
+
+    from egtile.rules import software_pipeline
+
     prim = K.copy_consume(0, 5, 2)
     r = optimize(prim)
     assert any(isinstance(x, RoleSplit) for x in swalk(r.scheduled.body))
     rej = next(x for x in r.rejected if x.rule == SWP)
     assert not rej.failed and rej.cost > rej.chosen_cost
     assert C.ws_pipeline_cost() < C.swp_pipeline_cost() < C.serial_pipeline_cost()
-    monkeypatch.setattr(C, "swp_pipeline_cost", lambda: 0)
-    r2 = optimize(prim)
+    # The cost lives in the constructor's one declaration: replacing it changes what extraction picks.
+    cheap = replace(software_pipeline.SWP, cost=R.static(0))
+    r2 = optimize(prim, rules=R.default().replace_decision(cheap))
     assert _is_swp(r2.scheduled)
     _check_all_policies(r2.scheduled, seeds=(2,))
 

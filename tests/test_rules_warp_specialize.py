@@ -12,7 +12,7 @@ from seed_schedules import bug1_kernel, bug2_kernel
 
 from egtile import language as T
 from egtile.ir import For, RoleSplit, SeqLoop, SyncThreads, swalk
-from egtile.optimize import optimize, saturate
+from egtile.schedule.driver import optimize, saturate
 
 
 def _ws_rejection(f, rules=None):
@@ -155,7 +155,7 @@ def test_zero_stages_are_rejected():
 def test_register_budget_is_checked_in_the_egraph():
     greedy = NumSpec("ws.inc", "a plan that ignores the budget", lambda ctx, s: 256, scope="pipelined")
     ws = R.builtin().rule("pipeline-warp-specialize")
-    rules = R.builtin().replace(replace(ws, facts=(greedy,) + ws.facts))
+    rules = R.builtin().replace(replace(ws, oracles=(greedy,) + ws.oracles))
 
     @T.prim_func
     def main(In: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 64), "float16")):

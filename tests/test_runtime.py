@@ -186,7 +186,7 @@ def run_vs_interpreter(kernel, k: CudaKernel, g: torch.Generator) -> None:
 @pytest.mark.skipif(not HAVE_GPU, reason="needs a CUDA GPU of compute capability 9.0")
 @pytest.mark.parametrize("name", sorted(acceptance_kernels()))
 def test_scheduled_acceptance_kernels_match_interpreter_on_gpu(name):
-    from egtile.optimize import optimize
+    from egtile.schedule.driver import optimize
 
     prim = acceptance_kernels()[name]()
     sched = optimize(prim).scheduled
@@ -250,7 +250,7 @@ def main() -> int:
     from conftest import atomic_inc
 
     from egtile.externs import register_extern
-    from egtile.optimize import optimize
+    from egtile.schedule.driver import optimize
 
     register_extern("atomic_inc", atomic_inc)  # the interpreter's model of the seeds' extern
     g = torch.Generator().manual_seed(0)

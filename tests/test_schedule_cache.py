@@ -8,7 +8,7 @@ import torch
 
 import egtile
 import egtile.codegen.nvrtc
-import egtile.optimize
+import egtile.schedule.driver
 from egtile import language as T
 from egtile import schedule_cache
 
@@ -34,7 +34,7 @@ def _forbid_compilers(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("warm compile ran the e-graph or NVRTC")
 
-    monkeypatch.setattr(egtile.optimize, "optimize", boom)
+    monkeypatch.setattr(egtile.schedule.driver, "optimize", boom)
     monkeypatch.setattr(egtile.codegen.nvrtc, "compile_cuda", boom)
 
 
@@ -78,8 +78,8 @@ def test_disabled_cache_always_schedules(cache_dir, monkeypatch):
     monkeypatch.setenv("EGTILE_DISABLE_CACHE", "1")
     egtile.compile(make(), target="sim")
     calls = []
-    real = egtile.optimize.optimize
-    monkeypatch.setattr(egtile.optimize, "optimize", lambda k, rules=None: calls.append(k) or real(k, rules=rules))
+    real = egtile.schedule.driver.optimize
+    monkeypatch.setattr(egtile.schedule.driver, "optimize", lambda k, rules=None: calls.append(k) or real(k, rules=rules))
     egtile.compile(make(), target="sim")
     assert len(calls) == 1
     assert not list(cache_dir.rglob("*.pkl"))
@@ -106,8 +106,8 @@ def test_registered_user_rule_disables_the_cache(cache_dir, monkeypatch):
     monkeypatch.setitem(rules._REGISTERED, rule.name, rule)
     assert not schedule_cache.enabled()
     calls = []
-    real = egtile.optimize.optimize
-    monkeypatch.setattr(egtile.optimize, "optimize", lambda k, rules=None: calls.append(k) or real(k, rules=rules))
+    real = egtile.schedule.driver.optimize
+    monkeypatch.setattr(egtile.schedule.driver, "optimize", lambda k, rules=None: calls.append(k) or real(k, rules=rules))
     egtile.compile(make(), target="sim")
     egtile.compile(make(), target="sim")
     assert len(calls) == 2

@@ -10,7 +10,7 @@ import torch
 
 from egtile import rules
 from egtile.ir import Store, walk
-from egtile.optimize import optimize
+from egtile.schedule.driver import optimize
 from egtile.sim import POLICIES, simulate
 from egtile.verify import verify
 

@@ -344,7 +344,7 @@ def _error_case(kind: str):
     import dataclasses
 
     from egtile.ir import TileOp
-    from egtile.optimize import optimize
+    from egtile.schedule.driver import optimize
 
     leaf, tile, ws, ext = _error_kernels()
     tile_args = [torch.tensor([3, 0], dtype=torch.int32), torch.randn(8, 16), torch.full((16,), POISON)]

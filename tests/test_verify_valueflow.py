@@ -30,7 +30,7 @@ from egtile.ir import (
     Arrive, BinOp, Buffer, For, Kernel, Leaf, Load, MBarrier, Role, RoleSplit, Scheduled, SeqLoop, Store, ThreadLoop,
     ThreadRange, Var, Wait,
 )
-from egtile.optimize import optimize
+from egtile.schedule.driver import optimize
 from egtile.verify import reference, verify
 from egtile.verify.window import Windows
 

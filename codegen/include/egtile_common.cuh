@@ -92,3 +92,13 @@ template <> __device__ __forceinline__ unsigned int eg_lowest<unsigned int>() { 
 template <> __device__ __forceinline__ unsigned int eg_highest<unsigned int>() { return 0xffffffffu; }
 template <> __device__ __forceinline__ unsigned long long eg_lowest<unsigned long long>() { return 0ull; }
 template <> __device__ __forceinline__ unsigned long long eg_highest<unsigned long long>() { return ~0ull; }
+
+// A vector of N elements moved by one ld/st.v2/.v4 (PTX ISA 9.7.9.8, 9.7.9.10): 4, 8 or 16 bytes, aligned
+// to its size; egtile.codegen.ops.vector proves the alignment of every address it passes.
+template <typename T, int N> struct alignas(sizeof(T) * N) eg_vec { T v[N]; };
+template <typename T, int N> __device__ __forceinline__ eg_vec<T, N> eg_vload(const T* p) {
+  return *reinterpret_cast<const eg_vec<T, N>*>(p);
+}
+template <typename T, int N> __device__ __forceinline__ void eg_vstore(T* p, const eg_vec<T, N>& x) {
+  *reinterpret_cast<eg_vec<T, N>*>(p) = x;
+}

@@ -28,7 +28,8 @@ Conservative choices (each may over-approximate, never under-approximate):
 Not handled yet: aliasing between distinct buffer names (egtile has no buffer views), and element-level
 disjointness (two accesses of one buffer always "overlap" for :func:`overlaps`).
 
-Mirrored in the e-graph as sets of buffer names per statement e-class; the merge is set union.
+Derived in the e-graph too (:mod:`egtile.schedule.dataflow`: ``reads`` / ``writes`` relations per statement
+and list e-class, from each statement's own accesses, its ``own_read`` / ``own_write`` base rows).
 """
 
 from __future__ import annotations
@@ -301,6 +302,29 @@ def reads(stmt: Stmt) -> frozenset[Access]:
 def writes(stmt: Stmt) -> frozenset[Access]:
     """Every buffer access ``stmt`` may store (see the module docstring; same widening as :func:`reads`)."""
     return frozenset(_writes(stmt))
+
+
+def own_reads(stmt: Stmt) -> frozenset[Access]:
+    """What ``stmt`` itself reads: every access of a leaf statement; for a ``For`` or ``If`` only its head
+    (loop bounds, condition), its body excluded. ``reads(s)`` is ``own_reads(s)`` plus the body's reads."""
+    match stmt:
+        case For(start=lo, stop=hi):
+            return frozenset(_exprs_reads((lo, hi)))
+        case If(cond=c):
+            return frozenset(_exprs_reads((c,)))
+        case _:
+            return reads(stmt)
+
+
+def own_writes(stmt: Stmt) -> frozenset[Access]:
+    """What ``stmt`` itself writes (see :func:`own_reads`)."""
+    match stmt:
+        case For(start=lo, stop=hi):
+            return frozenset(_exprs_pointer_writes((lo, hi)))
+        case If(cond=c):
+            return frozenset(_exprs_pointer_writes((c,)))
+        case _:
+            return writes(stmt)
 
 
 def names(accesses: Iterable[Access]) -> frozenset[str]:

@@ -27,7 +27,8 @@ Conservative choices: every pointer reaches its whole buffer and is both read an
 TileLang's ``has_non_local_store``), so it is local. An extern declared pure but handed a non-local
 pointer is still nonlocal: the pointer rule wins over the declaration.
 
-Mirrored in the e-graph as a boolean per statement e-class; the merge is ``or`` (nonlocal wins).
+Derived in the e-graph too, as the ``effect-local`` condition of :mod:`egtile.rules.partition` (its violation
+rules mirror rules 1-3 over the derived ``writes`` / ``has`` relations; rule 4 is the ``opaque`` kind).
 """
 
 from __future__ import annotations

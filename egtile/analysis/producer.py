@@ -21,8 +21,9 @@ always legal):
 * compute tile ops (``Gemm``, ``Reduce``) are never producers: the producer warpgroup runs with a
   reduced register budget (``setmaxnreg.dec``);
 * with ``loop_var`` given, a statement whose ``shared`` destination offsets mention the pipelined loop
-  variable is not a producer: the pipeline gives each stage its own copy of the destination, which
-  presumes the destination does not already move with the iteration.
+  variable (at any leaf statement, before the regions of enclosing loops are widened) is not a producer:
+  the pipeline gives each stage its own copy of the destination, which presumes the destination does not
+  already move with the iteration.
 
 Hardware sources: CUDA driver API ``cuTensorMapEncodeTiled`` (tensor map requirements); PTX ISA
 "cp.async.bulk.tensor" (TMA loads: ``.global`` to ``.shared::cluster``/``.shared::cta``); CUDA C++
@@ -31,21 +32,21 @@ Programming Guide, "Using TMA to transfer multi-dimensional arrays" (alignment t
 16 bytes, both addresses aligned to cp-size). The 16-byte alignment of a global base address is a run
 time fact checked by ``egtile.validate``, not here.
 
-Mirrored in the e-graph as one value per statement e-class; producer kinds never merge (two equal
-statements have equal kinds).
+Derived in the e-graph too (:mod:`egtile.schedule.dataflow`: ``producer`` / ``consumer`` per body form; the
+TMA / cp.async legality stays here as the hardware oracles ``tma-eligible`` / ``cp-async-eligible``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import gcd
 from typing import Literal, assert_never
 
 from egtile.analysis.access import mentions, reads, writes
 from egtile.errors import ShapeError
+from egtile.verdict import Verdict
 from egtile.ir import (
     AtomicAdd, BinOp, Buffer, Const, Copy, Expr, Extern, Fill, For, Gemm, If, Reduce, Region, Stmt, Store, Var,
-    dtype,
+    dtype, walk,
 )
 
 ProducerKind = Literal["tma", "cp_async", "simt", "none"]
@@ -61,24 +62,9 @@ SWIZZLE_SPAN = {"swizzle32": 32, "swizzle64": 64, "swizzle128": 128}  # CUtensor
 CP_ASYNC_SIZES = (16, 8, 4)   # PTX ISA cp.async: cp-size in {4, 8, 16}
 
 
-@dataclass(frozen=True)
-class Eligibility:
-    """Whether an instruction can implement a copy.
-
-    Attributes:
-        ok: every rule holds.
-        reasons: one readable sentence per rule that fails (empty when ``ok``).
-    """
-
-    ok: bool
-    reasons: tuple[str, ...] = ()
-
-    @staticmethod
-    def of(reasons: list[str]) -> Eligibility:
-        return Eligibility(not reasons, tuple(reasons))
-
-    def __str__(self) -> str:
-        return "eligible" if self.ok else "; ".join(self.reasons)
+Eligibility = Verdict
+"""Whether an instruction can implement a copy: :class:`egtile.verdict.Verdict` with one sentence per rule
+that fails."""
 
 
 def _divisor(e: Expr) -> int:
@@ -276,10 +262,17 @@ def _data_movement_only(s: Stmt) -> bool:
 
 
 def _moves_with(stmt: Stmt, loop_var: Var | None) -> bool:
+    # Judged at each leaf statement, before the regions of enclosing loops are widened: a store loop
+    # ``S[k * 4 + i] = ...`` moves with ``k`` even though its widened region (all of ``S``) does not mention it.
     if loop_var is None:
         return False
-    return any(w.region is not None and mentions(w.region.offsets, loop_var)
-               for w in writes(stmt) if w.scope == "shared")
+    for leaf in walk((stmt,)):
+        if isinstance(leaf, (For, If)):
+            continue
+        if any(w.region is not None and mentions(w.region.offsets, loop_var)
+               for w in writes(leaf) if w.scope == "shared"):
+            return True
+    return False
 
 
 def producer_kind(stmt: Stmt, loop_var: Var | None = None) -> ProducerKind:

@@ -4,7 +4,9 @@
 with each statement's id and source line in a trailing comment (``# [3] seed_bug1.py:57``), so a
 message that names ``sid 3`` can be found in the listing. ``str(scheduled)`` / :func:`format_scheduled`
 prints an ``ir.Scheduled``: roles with thread ranges and ``setmaxnreg``, mbarrier waits with stage and
-parity, arrivals, thread loops with their mapping, elected sections, TMA copies, and the decisions.
+parity, arrivals, thread loops with their mapping, elected sections, TMA copies, and the decisions. Each
+scheduled node class has its listing in a registry (:func:`register_listing`), so a new instruction
+brings its own line.
 
 The listings are for people; nothing parses them.
 """
@@ -12,6 +14,8 @@ The listings are for people; nothing parses them.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 from egtile.errors import SourceLoc
 from egtile.ir.kernel import (
@@ -22,6 +26,7 @@ from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, Scheduled, SeqLoop, SIf,
     SStmt, SyncThreads, ThreadLoop, ThreadRange, TileOp, TmaLoad, TmaStore, Wait,
 )
+from egtile.ir.registry import Registry
 
 _INDENT = "    "
 
@@ -219,65 +224,145 @@ def format_kernel(k: Kernel) -> str:
 # Scheduled IR
 
 
-def _threads(t: ThreadRange) -> str:
+LISTINGS: Registry[Callable[[Any], list[str]]] = Registry(
+    "egtile.ir.printer listings", "listing", "egtile.ir.printer.register_listing", TypeError)
+
+
+def register_listing(cls: type, fn: Callable[[Any], list[str]] | None = None, *, replace: bool = False):
+    """Register the listing of scheduled-IR node class ``cls``: ``fn(node) -> list[str]``, the node's lines
+    without indentation (a nested body is :func:`listing_lines` of it, indented with :func:`indent`).
+
+    Used directly (returns ``fn``) or as a decorator ``@register_listing(MyNode)``.
+
+    Raises:
+        TypeError: ``cls`` already has a listing and ``replace`` is false.
+    """
+    def add(f: Callable[[Any], list[str]]):
+        LISTINGS.register(cls, f, replace=replace)
+        return f
+
+    return add if fn is None else add(fn)
+
+
+def unregister_listing(cls: type) -> Callable[[Any], list[str]]:
+    """Remove the listing of ``cls`` registered last (the one it shadowed, if any, is in force again)."""
+    return LISTINGS.unregister(cls)
+
+
+def indent(lines: list[str], n: int = 1) -> list[str]:
+    """``lines`` indented by ``n`` levels of the listing."""
+    return [_INDENT * n + ln for ln in lines]
+
+
+def listing_lines(stmts: tuple[SStmt, ...]) -> list[str]:
+    """The lines of a scheduled statement list, unindented.
+
+    Raises:
+        TypeError: a statement whose class has no registered listing (names the class and the registry).
+    """
+    out: list[str] = []
+    for s in stmts:
+        out += LISTINGS.lookup(type(s))(s)
+    return out
+
+
+def threads_text(t: ThreadRange) -> str:
+    """``threads [begin, end)``."""
     return f"threads [{t.begin}, {t.end})"
 
 
-def _sid(sid: int | None) -> str:
+def sid_text(sid: int | None) -> str:
+    """The trailing ``  # [sid]`` of a listing line (empty without a sid)."""
     return f"  # [{sid}]" if sid is not None else ""
 
 
-def _sstmts(stmts: tuple[SStmt, ...], depth: int, out: list[str]) -> None:
-    pad = _INDENT * depth
-    for s in stmts:
-        match s:
-            case Leaf(stmt=leaf):
-                out.append(f"{pad}{format_stmt(leaf)}{_sid(leaf.sid)}")
-            case SeqLoop(var=v, start=start, stop=stop, body=body, unroll=unroll, sid=sid):
-                kind = "unroll" if unroll else "serial"
-                out.append(f"{pad}for {v.name} in T.{kind}({_range_args(start, stop)}):{_sid(sid)}")
-                _sstmts(body, depth + 1, out)
-            case ThreadLoop(vars=vs, extents=ext, mapping=mapping, threads=t, body=body, sid=sid):
-                names = ", ".join(v.name for v in vs)
-                out.append(f"{pad}for {names} in T.Parallel({', '.join(map(str, ext))}):  "
-                           f"# {mapping} over {_threads(t)}{'' if sid is None else f' [{sid}]'}")
-                _sstmts(body, depth + 1, out)
-            case TileOp(op=op, inst=inst, threads=t):
-                out.append(f"{pad}{format_stmt(op)}  # {inst} on {_threads(t)} [{op.sid}]")
-            case Elect(threads=t, body=body):
-                out.append(f"{pad}elect one of {_threads(t)}:")
-                _sstmts(body, depth + 1, out)
-            case Wait(barrier=b, stage=st, parity=par, sid=sid):
-                out.append(f"{pad}mbarrier_wait {b}[{format_expr(st)}] parity {format_expr(par)}{_sid(sid)}")
-            case Arrive(barrier=b, stage=st):
-                out.append(f"{pad}mbarrier_arrive {b}[{format_expr(st)}]")
-            case ArriveExpectTx(barrier=b, stage=st, tx_bytes=n):
-                out.append(f"{pad}mbarrier_arrive_expect_tx {b}[{format_expr(st)}] {n} bytes")
-            case CpAsyncArrive(barrier=b, stage=st):
-                out.append(f"{pad}cp_async_mbarrier_arrive_noinc {b}[{format_expr(st)}]")
-            case TmaLoad(src=src, dst=dst, barrier=b, stage=st, sid=sid):
-                out.append(f"{pad}tma_load {format_region(src)} -> {format_region(dst)} "
-                           f"completes {b}[{format_expr(st)}]{_sid(sid)}")
-            case TmaStore(src=src, dst=dst, sid=sid):
-                out.append(f"{pad}tma_store {format_region(src)} -> {format_region(dst)}{_sid(sid)}")
-            case SyncThreads(threads=t, barrier_id=bid):
-                out.append(f"{pad}sync_threads {_threads(t)} barrier {bid}")
-            case FenceProxyAsync():
-                out.append(f"{pad}fence_proxy_async")
-            case SIf(cond=c, then_body=tb, else_body=eb, sid=sid):
-                out.append(f"{pad}if {format_expr(c)}:{_sid(sid)}")
-                _sstmts(tb, depth + 1, out)
-                if eb:
-                    out.append(f"{pad}else:")
-                    _sstmts(eb, depth + 1, out)
-            case RoleSplit(roles=roles, sid=sid):
-                out.append(f"{pad}warp_specialize:{_sid(sid)}")
-                for r in roles:
-                    reg = "" if r.setmaxnreg is None else f", setmaxnreg.{r.setmaxnreg[0]} {r.setmaxnreg[1]}"
-                    out.append(f"{pad}{_INDENT}role {r.name} ({_threads(r.threads)}{reg}):")
-                    _sstmts(r.body, depth + 2, out)
-            case _:
-                raise TypeError(f"not a scheduled statement: {s!r}")
+@register_listing(Leaf)
+def _leaf(s: Leaf) -> list[str]:
+    return [f"{format_stmt(s.stmt)}{sid_text(s.stmt.sid)}"]
+
+
+@register_listing(SeqLoop)
+def _seq_loop(s: SeqLoop) -> list[str]:
+    kind = "unroll" if s.unroll else "serial"
+    return [f"for {s.var.name} in T.{kind}({_range_args(s.start, s.stop)}):{sid_text(s.sid)}",
+            *indent(listing_lines(s.body))]
+
+
+@register_listing(ThreadLoop)
+def _thread_loop(s: ThreadLoop) -> list[str]:
+    names = ", ".join(v.name for v in s.vars)
+    return [f"for {names} in T.Parallel({', '.join(map(str, s.extents))}):  "
+            f"# {s.mapping}{f' {s.vector}-wide' if s.vector > 1 else ''} over {threads_text(s.threads)}"
+            f"{'' if s.sid is None else f' [{s.sid}]'}",
+            *indent(listing_lines(s.body))]
+
+
+@register_listing(TileOp)
+def _tile_op(s: TileOp) -> list[str]:
+    return [f"{format_stmt(s.op)}  # {s.inst} on {threads_text(s.threads)} [{s.op.sid}]"]
+
+
+@register_listing(Elect)
+def _elect(s: Elect) -> list[str]:
+    return [f"elect one of {threads_text(s.threads)}:", *indent(listing_lines(s.body))]
+
+
+@register_listing(Wait)
+def _wait(s: Wait) -> list[str]:
+    return [f"mbarrier_wait {s.barrier}[{format_expr(s.stage)}] parity {format_expr(s.parity)}{sid_text(s.sid)}"]
+
+
+@register_listing(Arrive)
+def _arrive(s: Arrive) -> list[str]:
+    return [f"mbarrier_arrive {s.barrier}[{format_expr(s.stage)}]"]
+
+
+@register_listing(ArriveExpectTx)
+def _arrive_expect_tx(s: ArriveExpectTx) -> list[str]:
+    return [f"mbarrier_arrive_expect_tx {s.barrier}[{format_expr(s.stage)}] {s.tx_bytes} bytes"]
+
+
+@register_listing(CpAsyncArrive)
+def _cp_async_arrive(s: CpAsyncArrive) -> list[str]:
+    return [f"cp_async_mbarrier_arrive_noinc {s.barrier}[{format_expr(s.stage)}]"]
+
+
+@register_listing(TmaLoad)
+def _tma_load(s: TmaLoad) -> list[str]:
+    return [f"tma_load {format_region(s.src)} -> {format_region(s.dst)} "
+            f"completes {s.barrier}[{format_expr(s.stage)}]{sid_text(s.sid)}"]
+
+
+@register_listing(TmaStore)
+def _tma_store(s: TmaStore) -> list[str]:
+    return [f"tma_store {format_region(s.src)} -> {format_region(s.dst)}{sid_text(s.sid)}"]
+
+
+@register_listing(SyncThreads)
+def _sync_threads(s: SyncThreads) -> list[str]:
+    return [f"sync_threads {threads_text(s.threads)} barrier {s.barrier_id}"]
+
+
+@register_listing(FenceProxyAsync)
+def _fence_proxy_async(s: FenceProxyAsync) -> list[str]:
+    return ["fence_proxy_async"]
+
+
+@register_listing(SIf)
+def _sif(s: SIf) -> list[str]:
+    out = [f"if {format_expr(s.cond)}:{sid_text(s.sid)}", *indent(listing_lines(s.then_body))]
+    if s.else_body:
+        out += ["else:", *indent(listing_lines(s.else_body))]
+    return out
+
+
+@register_listing(RoleSplit)
+def _role_split(s: RoleSplit) -> list[str]:
+    out = [f"warp_specialize:{sid_text(s.sid)}"]
+    for r in s.roles:
+        reg = "" if r.setmaxnreg is None else f", setmaxnreg.{r.setmaxnreg[0]} {r.setmaxnreg[1]}"
+        out += indent([f"role {r.name} ({threads_text(r.threads)}{reg}):", *indent(listing_lines(r.body))])
+    return out
 
 
 def format_scheduled(s: Scheduled, *, decisions: bool = True) -> str:
@@ -303,7 +388,7 @@ def format_scheduled(s: Scheduled, *, decisions: bool = True) -> str:
             guards = f", guards {', '.join(m.guards)}" if m.guards else ""
             out.append(f"{_INDENT}{m.name}[{m.stages}]: {m.kind}, arrive_count={m.arrive_count}{guards}")
     out.append("body:")
-    _sstmts(s.body, 1, out)
+    out += indent(listing_lines(s.body))
     if s.decisions and not decisions:
         out.append(f"decisions: {len(s.decisions)} (omitted here; explain() lists them with their reasons)")
     elif s.decisions:

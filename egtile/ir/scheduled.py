@@ -29,7 +29,7 @@ Execution model (what every executor implements):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from egtile.ir.kernel import AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Kernel, Reduce, Region, Store, Var
@@ -62,6 +62,7 @@ class MBarrier:
         kind: ``full`` (producers -> consumers: "stage s holds data") or ``empty`` (consumers ->
             producers: "stage s may be overwritten"), or ``other``.
         guards: names of the buffers whose stage-s accesses this barrier orders.
+        loop: the statement id of the pipelined loop it belongs to (``None``: none).
     """
 
     name: str
@@ -69,6 +70,7 @@ class MBarrier:
     arrive_count: int
     kind: Literal["full", "empty", "other"]
     guards: tuple[str, ...] = ()
+    loop: int | None = field(default=None, compare=False)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -108,6 +110,10 @@ class ThreadLoop:
       every iteration runs exactly once. Threads with no iteration left skip (guard), so any extent works.
     * ``replicated``: every thread of ``threads`` runs every iteration. Legal only for bodies whose
       effect is thread-local (the ``partition`` rule's side condition; verifier property L5).
+
+    ``vector`` (``partitioned`` only): iterations go to threads in groups of ``vector`` consecutive ones,
+    group ``g = i // vector`` to rank ``g % count``, and each thread moves a group's elements with one
+    ``vector``-wide access per buffer (:func:`egtile.analysis.vector_width` decides it).
     """
 
     vars: tuple[Var, ...]
@@ -116,6 +122,67 @@ class ThreadLoop:
     threads: ThreadRange
     body: tuple[SStmt, ...]
     sid: int | None = None
+    vector: int = 1
+
+    @property
+    def trip_count(self) -> int:
+        """``prod(extents)``: the number of iterations of the flattened space."""
+        n = 1
+        for e in self.extents:
+            n *= e
+        return n
+
+    def iteration(self, i: int) -> tuple[int, ...]:
+        """The values of ``vars`` at flat iteration ``i`` (row-major: the last variable varies fastest)."""
+        return unflatten(i, self.extents)
+
+    def owned(self, rank: int) -> range | list[int]:
+        """The flat iterations the thread of rank ``rank`` runs (every one, for ``replicated``)."""
+        n = self.trip_count
+        if self.mapping != "partitioned":
+            return range(n)
+        if self.vector <= 1:
+            return range(rank, n, self.threads.count)
+        w = self.vector
+        return [g * w + lane for g in range(rank, n // w, self.threads.count) for lane in range(w)]
+
+    def owner(self, i: int) -> int | None:
+        """The rank that runs flat iteration ``i`` (``None``: every thread, ``replicated``)."""
+        if self.mapping != "partitioned":
+            return None
+        return (i // max(1, self.vector)) % self.threads.count
+
+    def iteration_c(self, flat: str) -> tuple[str, ...]:
+        """:meth:`iteration` as C expressions of the C integer expression ``flat``."""
+        return unflatten_c(flat, self.extents)
+
+
+def unflatten(i: int, extents: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major digits of flat index ``i`` over ``extents`` (the digit of the last extent varies fastest)."""
+    digits = []
+    for e in reversed(extents):
+        digits.append(i % e)
+        i //= e
+    digits.reverse()
+    return tuple(digits)
+
+
+def unflatten_c(flat: str, extents: tuple[int, ...]) -> tuple[str, ...]:
+    """:func:`unflatten` as C expressions of the non-negative C integer expression ``flat``: ``(flat / inner)
+    % extent`` per digit, with the division left out for the innermost digit, the modulo left out when
+    every outer extent is 1, and ``0`` for an extent of 1."""
+    inner = 1
+    digits: list[str] = []
+    for d in range(len(extents) - 1, -1, -1):
+        e = extents[d]
+        if e == 1:
+            digits.append("0")
+        else:
+            div = flat if inner == 1 else f"{flat} / {inner}"
+            outer_all_unit = all(x == 1 for x in extents[:d])
+            digits.append(f"({div})" if outer_all_unit else f"({div}) % {e}")
+        inner *= e
+    return tuple(reversed(digits))
 
 
 CopyInst: TypeAlias = Literal["simt", "cp_async"]
@@ -134,6 +201,9 @@ class TileOp:
     op: Copy | Fill | Gemm | Reduce
     inst: CopyInst
     threads: ThreadRange
+    width: int = 0
+    """``cp_async``: bytes per ``cp.async`` chunk (16, 8 or 4), chosen with the instruction by the copy rules;
+    the backend emits exactly these chunks. ``0`` for ``simt``."""
 
 
 @dataclass(frozen=True)

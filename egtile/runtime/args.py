@@ -1,25 +1,44 @@
-"""Checking torch tensors against a built kernel's parameters, and packing the launch arguments.
+"""Checking torch tensors against a built kernel's parameters, and the launch's argument block.
 
 Checks (each failure names the kernel and the parameter, with expected vs got): the number of
 arguments; each is a ``torch.Tensor`` on a CUDA device (all on the same one); dtype; shape;
-contiguity (the kernel indexes row-major with static strides); data-pointer alignment (16 bytes for
-TMA operands, as ``cuTensorMapEncodeTiled`` requires of ``globalAddress``; the chunk size for
-``cp.async`` sources; the element size otherwise).
+contiguity (the kernel indexes row-major with static strides); not an inference tensor that the kernel
+writes outside inference mode (:mod:`egtile.validate`); data-pointer alignment (16 bytes for TMA
+operands, as ``cuTensorMapEncodeTiled`` requires of ``globalAddress``; the chunk size for ``cp.async``
+sources; the element size otherwise). :func:`validate` is the complete check with the messages; the
+launcher runs the same rules through an :class:`egtile.validate.Checker` and checks alignment while it
+writes the pointers (:func:`misaligned`).
+
+:class:`ArgBlock` is the ``void**`` array ``cuLaunchKernelEx`` reads, allocated once per kernel and
+device; a launch only rewrites the values behind it.
 """
 
 from __future__ import annotations
 
 import ctypes
+import struct
+from collections.abc import Collection
 from typing import Any, Sequence
 
 from egtile.errors import ArgumentError, DeviceError, DTypeError, ShapeError
 from egtile.ir.dtypes import dtype
+from egtile.validate import inference_error
 
 from egtile.codegen import BuiltKernel
 
 
-def validate(built: BuiltKernel, kernel: str, args: Sequence[Any]) -> int:
-    """Check ``args`` against ``built.params``; return the CUDA device index they live on."""
+def misaligned(kernel: str, param: str, address: int, align: int) -> DeviceError:
+    """The error for a data pointer that is not a multiple of ``align`` bytes."""
+    return DeviceError(f"kernel {kernel!r}, parameter {param!r}: data pointer {address:#x} is not {align}-byte "
+                       f"aligned (TMA, cp.async and vector accesses need it); pass a freshly allocated or .clone()d tensor")
+
+
+def validate(built: BuiltKernel, kernel: str, args: Sequence[Any], written: Collection[str] = ()) -> int:
+    """Check ``args`` against ``built.params``; return the CUDA device index they live on.
+
+    Args:
+        written: names of the parameters the kernel writes (for the inference-tensor rule).
+    """
     import torch
 
     if len(args) != len(built.params):
@@ -44,22 +63,51 @@ def validate(built: BuiltKernel, kernel: str, args: Sequence[Any]) -> int:
         if not t.is_contiguous():
             raise DeviceError(f"{where}: expected a contiguous tensor (row-major strides), got strides {t.stride()}; "
                               f"pass tensor.contiguous()")
+        if p.name in written and t.is_inference() and not torch.is_inference_mode_enabled():
+            raise inference_error(where)
         if t.data_ptr() % p.align:
-            raise DeviceError(f"{where}: data pointer {t.data_ptr():#x} is not {p.align}-byte aligned (TMA / cp.async "
-                              f"operands need it); pass a freshly allocated or .clone()d tensor")
+            raise misaligned(kernel, p.name, t.data_ptr(), p.align)
     assert device is not None
     return device
 
 
-class PackedArgs:
-    """The ``void**`` array ``cuLaunchKernelEx`` takes, keeping every argument's storage alive."""
+class ArgBlock:
+    """The ``kernelParams`` array of one kernel on one device, allocated once.
 
-    def __init__(self, pointers: Sequence[int], tensor_maps: Sequence[Any]) -> None:
-        self._ptrs = [ctypes.c_uint64(p) for p in pointers]
-        self._maps = list(tensor_maps)  # CUtensorMap objects: getPtr() is the 128-byte descriptor
-        addrs = [ctypes.addressof(p) for p in self._ptrs] + [int(m.getPtr()) for m in self._maps]
-        self._array = (ctypes.c_void_p * max(1, len(addrs)))(*addrs)
+    Layout (the generated kernel's parameter order: the global buffers, then the tensor maps): slot ``i``
+    for ``i < pointers`` holds the address of ``values[i]``, the buffer's device pointer (a 64-bit value);
+    slot ``pointers + k`` holds the address of tensor map ``k`` (a 128-byte ``CUtensorMap``). A launch
+    writes ``values`` and, when a map changes, its slot; ``cuLaunchKernelEx`` copies what the slots point
+    at when it is called, so the block can be rewritten for the next launch as soon as that call returns.
 
-    @property
-    def address(self) -> int:
-        return ctypes.addressof(self._array)
+    Attributes:
+        values: the pointer values, a ``ctypes`` ``uint64`` array.
+        address: the address of the slot array (``kernelParams``).
+    """
+
+    __slots__ = ("pointers", "values", "_slots", "_maps", "_pack", "_bytes", "address")
+
+    def __init__(self, pointers: int, maps: int) -> None:
+        self.pointers = pointers
+        self.values = (ctypes.c_uint64 * max(1, pointers))()
+        self._slots = (ctypes.c_void_p * max(1, pointers + maps))()
+        base = ctypes.addressof(self.values)
+        for i in range(pointers):
+            self._slots[i] = base + 8 * i
+        self._maps: list[Any] = [None] * maps  # the CUtensorMap objects the map slots point into, kept alive
+        self._pack = struct.Struct(f"={pointers}Q").pack_into  # native order: what the kernel reads
+        self._bytes = memoryview(self.values).cast("B")
+        self.address = ctypes.addressof(self._slots)
+
+    def write_pointers(self, pointers: Sequence[int]) -> None:
+        """Set every pointer value at once (one ``struct`` write into ``values``)."""
+        self._pack(self._bytes, 0, *pointers)
+
+    def set_map(self, k: int, tensor_map: Any) -> None:
+        """Point map slot ``k`` at ``tensor_map`` (a ``CUtensorMap``: ``getPtr()`` is its 128 bytes)."""
+        self._maps[k] = tensor_map
+        self._slots[self.pointers + k] = int(tensor_map.getPtr())
+
+    def slot(self, i: int) -> int:
+        """The address in slot ``i`` (tests and diagnostics)."""
+        return int(self._slots[i] or 0)

@@ -14,13 +14,19 @@ from typing import Any
 from egtile.errors import LaunchError
 
 
+_DRIVER: Any = None
+
+
 def driver():
-    """The ``cuda.bindings.driver`` module (``LaunchError`` when cuda-bindings is missing)."""
-    try:
-        from cuda.bindings import driver as d
-    except ImportError as e:  # pragma: no cover - depends on the installation
-        raise LaunchError(f"cuda-bindings is not installed ({e}); pip install cuda-bindings") from None
-    return d
+    """The ``cuda.bindings.driver`` module (``LaunchError`` when cuda-bindings is missing); imported once."""
+    global _DRIVER
+    if _DRIVER is None:
+        try:
+            from cuda.bindings import driver as d
+        except ImportError as e:  # pragma: no cover - depends on the installation
+            raise LaunchError(f"cuda-bindings is not installed ({e}); pip install cuda-bindings") from None
+        _DRIVER = d
+    return _DRIVER
 
 
 def _describe(err: Any) -> str:

@@ -1,10 +1,29 @@
 """:class:`CudaKernel`: launch a :class:`~egtile.codegen.BuiltKernel` on torch tensors.
 
-Per call: check that a GPU of compute capability 9.0 is present (the cubin is sm_90a), validate the
-tensors, make the device's primary context current, load the module once per device (raising the
-block's dynamic shared-memory limit with ``cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)``), encode
-the TMA tensor maps from the actual tensors, and launch with ``cuLaunchKernelEx`` on torch's current
-stream. Every driver call is checked.
+Computed once per kernel: the argument rules (:class:`egtile.validate.Checker`, generated code). Once per
+kernel and device (a :class:`_Plan`, made at the first launch there): the compute-capability check, the
+device's primary context, the loaded module and its ``CUfunction`` (``cuFuncSetAttribute
+(MAX_DYNAMIC_SHARED_SIZE_BYTES)`` raised to the block's dynamic shared memory), each parameter's
+required alignment, the static part of every TMA tensor map (:class:`~egtile.runtime.tensormap.TiledMap`)
+and the tensor-map cache. Once per kernel, device and thread (a :class:`_Lane`, made at that thread's
+first launch): the ``CUlaunchConfig`` (grid, block, shared memory) and the argument block
+(:class:`~egtile.runtime.args.ArgBlock`), and ``cuCtxSetCurrent`` of the primary context.
+
+A launch: reads torch's current device and stream (plain ints, :mod:`egtile.runtime.stream`); reads each
+tensor's ``data_ptr()``; only if those pointers differ from the lane's previous launch, checks their
+alignment, writes them into the block in one ``struct`` write and re-points the tensor-map slots whose
+operand moved (maps encoded once per distinct address); only if the stream differs, sets it in the
+config; and calls ``cuLaunchKernelEx``. A lane belongs to one thread, so launches from several threads
+never share an argument block and need no lock (the driver copies the arguments during the call). The
+launch goes on torch's current stream of the tensors' device; when that is not torch's current device,
+it runs under ``torch.cuda.device(...)``, so the caller's current device is left as it was.
+
+The context is not set per launch. torch only ever makes primary contexts current (``cudaSetDevice``),
+so when torch's current device is the tensors' device, that device's primary context is current, and the
+lane made it current on this thread at its first launch. Only another library could have changed it
+since (pushed its own context, or none); a launch that then fails, which enqueues nothing, is retried once
+after ``cuCtxSetCurrent`` (:meth:`_Plan._relaunch`). Every driver call is checked, on failure only, so
+the success path builds no message.
 
 Watchdog: with ``watchdog_s`` (or ``$EGTILE_WATCHDOG_S``) set, the call waits for the kernel by polling
 a CUDA event and raises :class:`~egtile.errors.LaunchError` when it has not finished in time, so a
@@ -15,16 +34,20 @@ The kernel itself keeps running (a GPU kernel cannot be cancelled); the process 
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from egtile.errors import LaunchError
 from egtile.ir.scheduled import Scheduled
+from egtile.validate import Checker, written_params
 
 from egtile.codegen import BuiltKernel
-from egtile.runtime.args import PackedArgs, validate
+from egtile.runtime import stream as torch_stream
+from egtile.runtime.args import ArgBlock, misaligned, validate
 from egtile.runtime.driver import check, driver, use_device
-from egtile.runtime.tensormap import encode_tiled
+from egtile.runtime.tensormap import TensorMapCache, TiledMap, row_major
 
 REQUIRED_CC = (9, 0)
 
@@ -51,7 +74,8 @@ class CudaKernel:
 
     Calling it with the kernel's global tensors, in parameter order, writes the outputs in place and
     returns ``None``. Raises ArgumentError/DTypeError/ShapeError/DeviceError for bad tensors and
-    LaunchError when no sm_90 GPU is present or a driver call fails.
+    LaunchError when no sm_90 GPU is present or a driver call fails. :meth:`launch` is the same launch for
+    a caller that has already checked the tensors (``egtile.jit``'s kernels).
     """
 
     def __init__(self, built: BuiltKernel, scheduled: Scheduled, *, watchdog_s: float | None = None) -> None:
@@ -59,7 +83,12 @@ class CudaKernel:
         self.scheduled = scheduled
         env = os.environ.get("EGTILE_WATCHDOG_S")
         self.watchdog_s = watchdog_s if watchdog_s is not None else (float(env) if env else None)
-        self._functions: dict[int, Any] = {}
+        self.written = written_params(scheduled.kernel)
+        self._plans: dict[int, _Plan] = {}
+        self._plan_lock = threading.Lock()
+        self._gpu_seen = False
+        self._checker = Checker(built.params, device="cuda", written=self.written, name=self.name,
+                                explain=lambda ts: validate(built, self.name, ts, self.written))
 
     @property
     def name(self) -> str:
@@ -80,63 +109,46 @@ class CudaKernel:
                 f"kernel {self.name!r}: no CUDA GPU is available (torch.cuda.is_available() is False). The kernel "
                 f"was compiled for {self.built.arch} (source and cubin are available) but cannot be launched here; "
                 f"use target='sim' to run it in the CPU simulator")
+        self._gpu_seen = True  # a GPU does not go away while the process runs
 
-    def _function(self, device: int) -> Any:
-        fn = self._functions.get(device)
-        if fn is not None:
-            return fn
-        import torch
-
-        cc = torch.cuda.get_device_capability(device)
-        if cc != REQUIRED_CC:
-            raise LaunchError(f"kernel {self.name!r}: compiled for {self.built.arch}, which runs only on compute "
-                              f"capability 9.0 (H100/H200); cuda:{device} is {cc[0]}.{cc[1]}")
-        d = driver()
-        sym = self.built.symbol
-        module = check(d.cuModuleLoadData(self.built.cubin), "cuModuleLoadData", sym)
-        fn = check(d.cuModuleGetFunction(module, sym.encode()), "cuModuleGetFunction", sym)
-        check(d.cuFuncSetAttribute(fn, d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   self.built.smem_bytes),
-              "cuFuncSetAttribute", sym, f"MAX_DYNAMIC_SHARED_SIZE_BYTES={self.built.smem_bytes}")
-        self._functions[device] = fn
-        return fn
-
-    def _config(self, stream_handle: int) -> Any:
-        d = driver()
-        cfg = d.CUlaunchConfig()
-        g = tuple(self.built.grid) + (1,) * (3 - len(self.built.grid))
-        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = g
-        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = self.built.threads, 1, 1
-        cfg.sharedMemBytes = self.built.smem_bytes
-        cfg.hStream = d.CUstream(stream_handle)
-        cfg.numAttrs = 0
-        return cfg
+    def plan(self, device: int) -> _Plan:
+        """The launch plan of ``device`` (made on first use)."""
+        p = self._plans.get(device)
+        if p is None:
+            with self._plan_lock:
+                p = self._plans.get(device)
+                if p is None:
+                    p = self._plans[device] = _Plan(self, device)
+        return p
 
     def __call__(self, *tensors: Any) -> None:
-        import torch
+        if not self._gpu_seen:
+            self._require_gpu()
+        self.launch(tensors, self._checker(tensors))
 
-        self._require_gpu()
-        device = validate(self.built, self.name, tensors)
-        sym = self.built.symbol
-        with torch.cuda.device(device):
-            use_device(device, sym)
-            fn = self._function(device)
-            by_name = {p.name: t for p, t in zip(self.built.params, tensors)}
-            maps = [encode_tiled(by_name[t.buffer], next(p.dtype for p in self.built.params if p.name == t.buffer),
-                                 t.box, sym, t.param) for t in self.built.tma]
-            packed = PackedArgs([t.data_ptr() for t in tensors], maps)
-            stream = torch.cuda.current_stream(device)
-            check(driver().cuLaunchKernelEx(self._config(stream.cuda_stream), fn, packed.address, 0),
-                  "cuLaunchKernelEx", sym,
-                  f"grid {self.built.grid}, block {self.built.threads}, {self.built.smem_bytes} B shared memory")
-            if self.watchdog_s is not None:
-                self._wait(stream, self.watchdog_s)
+    def launch(self, tensors: Sequence[Any], device: int) -> None:
+        """Launch on ``tensors`` (one per parameter, already checked: dtype, shape, contiguity, all on CUDA
+        device ``device``; ``-1``: torch's current device). Alignment is checked here."""
+        if device < 0:  # no tensor to say where: torch's current device (initializing torch's CUDA state)
+            import torch
 
-    def _wait(self, stream: Any, limit_s: float) -> None:
+            device = torch.cuda.current_device()
+        p = self._plans.get(device) or self.plan(device)
+        if p.current_device() == device:
+            p.launch(tensors, p.current_stream(device))
+        else:
+            import torch
+
+            with torch.cuda.device(device):
+                p.launch(tensors, p.current_stream(device))
+        if self.watchdog_s is not None:
+            self._wait(device, self.watchdog_s)
+
+    def _wait(self, device: int, limit_s: float) -> None:
         import torch
 
         event = torch.cuda.Event()
-        event.record(stream)
+        event.record(torch.cuda.current_stream(device))
         deadline = time.monotonic() + limit_s
         pause = 1e-5
         while True:
@@ -156,3 +168,126 @@ class CudaKernel:
             event.synchronize()
         except RuntimeError as e:
             raise LaunchError(f"kernel {self.name!r} ({self.built.symbol}) failed on the GPU: {e}") from None
+
+
+class _Plan:
+    """What every launch of one kernel on one CUDA device reuses (see the module docstring), shared by all
+    threads; each thread launches through its own :class:`_Lane`."""
+
+    __slots__ = ("name", "symbol", "device", "context", "function", "built", "params", "aligns", "map_params",
+                 "map_specs", "map_names", "map_tables", "tensor_maps", "current_stream", "current_device", "_local", "_ok",
+                 "_set_current", "_launch", "_stream_type", "_pointers", "_where")
+
+    def __init__(self, k: CudaKernel, device: int) -> None:
+        import torch
+
+        built = self.built = k.built
+        self.name, self.symbol, self.device = k.name, built.symbol, device
+        cc = torch.cuda.get_device_capability(device)
+        if tuple(cc) != REQUIRED_CC:
+            raise LaunchError(f"kernel {self.name!r}: compiled for {built.arch}, which runs only on compute "
+                              f"capability 9.0 (H100/H200); cuda:{device} is {cc[0]}.{cc[1]}")
+        d = driver()
+        sym = built.symbol
+        with torch.cuda.device(device):
+            self.context = use_device(device, sym)
+            module = check(d.cuModuleLoadData(built.cubin), "cuModuleLoadData", sym)
+            self.function = check(d.cuModuleGetFunction(module, sym.encode()), "cuModuleGetFunction", sym)
+            check(d.cuFuncSetAttribute(self.function,
+                                       d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       built.smem_bytes),
+                  "cuFuncSetAttribute", sym, f"MAX_DYNAMIC_SHARED_SIZE_BYTES={built.smem_bytes}")
+        self._where = f"grid {built.grid}, block {built.threads}, {built.smem_bytes} B shared memory"
+        self.params = tuple(p.name for p in built.params)
+        self.aligns = tuple(p.align for p in built.params)
+        index = {p.name: i for i, p in enumerate(built.params)}
+        self.map_params = tuple(index[t.buffer] for t in built.tma)
+        self.map_specs = tuple(
+            TiledMap(built.params[index[t.buffer]].dtype, built.params[index[t.buffer]].shape,
+                     row_major(built.params[index[t.buffer]].shape), t.box) for t in built.tma)
+        self.map_names = tuple(t.param for t in built.tma)
+        self.tensor_maps = TensorMapCache(sym)
+        self.map_tables = tuple(self.tensor_maps.table(m) for m in self.map_specs)
+        self.current_stream, self.current_device = torch_stream.functions()
+        self._local = threading.local()
+        self._ok = d.CUresult.CUDA_SUCCESS
+        self._set_current = d.cuCtxSetCurrent
+        self._launch = d.cuLaunchKernelEx
+        self._stream_type = d.CUstream
+        self._pointers = _pointer_reader(len(built.params))
+
+    def launch(self, tensors: Sequence[Any], stream: int) -> None:
+        """Write the arguments into this thread's lane and launch on ``stream`` (a ``cudaStream_t``).
+
+        Only what changed since this thread's previous launch is rewritten: the pointer values (checked for
+        alignment) when any differs, a tensor-map slot when its operand's address differs, the config's
+        stream when torch's current stream differs."""
+        try:
+            lane = self._local.lane
+        except AttributeError:
+            lane = self._local.lane = _Lane(self)
+        pointers = self._pointers(tensors)
+        if pointers != lane.pointers:
+            self._write_pointers(lane, pointers)
+        if stream != lane.stream:
+            lane.config.hStream = self._stream_type(stream)
+            lane.stream = stream
+        res = self._launch(lane.config, self.function, lane.address, 0)
+        if res[0] != self._ok:
+            self._relaunch(lane, res)
+
+    def _write_pointers(self, lane: _Lane, pointers: tuple[int, ...]) -> None:
+        for i, (ptr, align) in enumerate(zip(pointers, self.aligns)):
+            if ptr % align:
+                raise misaligned(self.name, self.params[i], ptr, align)
+        lane.block.write_pointers(pointers)
+        for k, i in enumerate(self.map_params):
+            ptr = pointers[i]
+            if ptr != lane.map_addresses[k]:
+                tensor_map = self.map_tables[k].get(ptr) or self.tensor_maps.get(ptr, self.map_specs[k],
+                                                                                 self.map_names[k])
+                lane.block.set_map(k, tensor_map)
+                lane.map_addresses[k] = ptr
+        lane.pointers = pointers
+
+    def _relaunch(self, lane: _Lane, res: Any) -> None:
+        """A launch failed. The one failure a launch can fix is a thread whose current context is no longer
+        the device's primary context (another library switched it): make it current and launch once more.
+        A failed launch enqueues nothing, so this never runs the kernel twice; a second failure is raised."""
+        check(self._set_current(self.context), "cuCtxSetCurrent", self.symbol, f"device {self.device}")
+        check(self._launch(lane.config, self.function, lane.address, 0), "cuLaunchKernelEx", self.symbol,
+              self._where)
+
+
+def _pointer_reader(n: int) -> Any:
+    """``read(tensors) -> (tensors[0].data_ptr(), ..., tensors[n-1].data_ptr())``, unrolled: a third cheaper
+    than ``tuple(map(Tensor.data_ptr, tensors))``."""
+    body = "".join(f"ts[{i}].data_ptr(), " for i in range(n))
+    return eval(f"lambda ts: ({body})")  # noqa: S307 - built from an int only
+
+
+class _Lane:
+    """One thread's launch state for one :class:`_Plan`: its own ``CUlaunchConfig`` (whose stream is that
+    thread's current stream), :class:`~egtile.runtime.args.ArgBlock` and memo of what they hold. A lane is
+    used by one thread only, so no launch waits on a lock, and no launch can see another thread's
+    pointers. Making one also makes the primary context current on its thread (the thread's first launch
+    of this kernel on this device)."""
+
+    __slots__ = ("config", "block", "address", "stream", "pointers", "map_addresses")
+
+    def __init__(self, plan: _Plan) -> None:
+        d = driver()
+        built = plan.built
+        check(d.cuCtxSetCurrent(plan.context), "cuCtxSetCurrent", plan.symbol, f"device {plan.device}")
+        cfg = d.CUlaunchConfig()
+        g = tuple(built.grid) + (1,) * (3 - len(built.grid))
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = g
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = built.threads, 1, 1
+        cfg.sharedMemBytes = built.smem_bytes
+        cfg.numAttrs = 0
+        self.config = cfg
+        self.stream: int | None = None
+        self.block = ArgBlock(len(built.params), len(built.tma))
+        self.address = self.block.address
+        self.pointers: tuple[int, ...] | None = None
+        self.map_addresses: list[int | None] = [None] * len(built.tma)

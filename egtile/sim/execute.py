@@ -24,7 +24,7 @@ def _schedule_of(obj: Any) -> Scheduled:
         return obj
     kernel = getattr(obj, "kernel", obj)  # a PrimFunc carries its kernel
     if isinstance(kernel, Kernel):
-        from egtile.optimize import (
+        from egtile.schedule.driver import (
             optimize,  # lazily: the scheduler is heavy and optional here
         )
 

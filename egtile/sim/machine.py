@@ -11,6 +11,9 @@ Async copies (TMA loads, ``cp.async``) are queued at issue with the source alrea
 decides when each completes. Completion writes the destination, then credits the mbarrier
 (``complete_tx``) or releases the issuing thread's deferred ``cp.async.mbarrier.arrive.noinc``.
 
+Each statement runs through the semantics registered for its class (:mod:`egtile.sim.semantics`;
+egtile's own in :mod:`egtile.sim.ops`), which uses only the handler API of :class:`Block`.
+
 Dynamic effect tracking for repeated iterations: a thread marks itself when it writes non-local memory,
 performs an atomic, or calls an extern that receives a non-local pointer or is not declared pure (the
 definition of a nonlocal effect in ``docs/soundness.md``). Each ``ThreadLoop`` iteration (and each leaf
@@ -26,25 +29,20 @@ from typing import Any
 
 import numpy as np
 
-from egtile import externs
-from egtile.errors import EgtileError, ShapeError, SimulationError, SourceLoc
+from egtile.errors import EgtileError, SimulationError, SourceLoc
 from egtile.evaluate import poison, round_to
-from egtile.ir.dtypes import dtype as lookup_dtype
-from egtile.ir.kernel import (
-    AddressOf, AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Load, Reduce, Store, walk,
-)
-from egtile.ir.scheduled import (
-    Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, Scheduled, SeqLoop, SIf, SStmt,
-    SyncThreads, ThreadLoop, TileOp, TmaLoad, TmaStore, Wait, swalk,
-)
+from egtile.ir.kernel import Buffer, Copy, Expr, Region, Store, walk
+from egtile.ir.scheduled import Leaf, RoleSplit, Scheduled, SStmt, TileOp, swalk
 from egtile.sim.clocks import SlotLayout, join
 from egtile.sim.compiled import compile_expr
 from egtile.sim.mbarrier import MBarrierState, NamedBarrier
 from egtile.sim.memory import Agent, Mem, RaceLog, Shadow
 from egtile.sim.report import BarrierError, BlockedThread, Deadlock, RepeatedIteration
-from egtile.sim.tileops import copy_elements, region_flats, run_simt
+from egtile.sim.semantics import SEMANTICS
+from egtile.sim.tileops import copy_elements, region_flats
 
-_MISSING = object()
+MISSING = object()
+"""The saved value of a loop variable the environment did not have (see :meth:`Block.restore`)."""
 # set on an error once a statement has added its sid and user line, so enclosing statements leave it alone
 _LOCATED = "_sim_located"
 
@@ -84,7 +82,7 @@ class Program:
         for b in sched.buffers:
             self.buffers[b.name] = b
         self.slots = SlotLayout.build(sched.threads, [(b.name, b.stages) for b in sched.barriers])
-        self.written_globals = _written_globals(sched)
+        self.written_globals = self._written_globals(sched)
         # the role each thread takes in the first warp-specialized region (policies rank threads by it
         # before they enter the region)
         self.home_role = [""] * sched.threads
@@ -96,23 +94,33 @@ class Program:
                 break
         self._compiled: dict[int, tuple[Expr, Any]] = {}
 
+    def _written_globals(self, sched: Scheduled) -> set[str]:
+        """Kernel parameters the schedule may write (only those need shadow state), from each statement's
+        ``Semantics.writes``; also checks that every statement has semantics.
 
-def _written_globals(sched: Scheduled) -> set[str]:
-    """Global buffers the schedule may write: only those need shadow state."""
-    out: set[str] = set()
-    for s in swalk(sched.body):
-        match s:
-            case Leaf(stmt=Store(buffer=b)) | Leaf(stmt=AtomicAdd(buffer=b)):
-                out.add(b.name)
-            case Leaf(stmt=Extern(args=args)):
-                out |= {a.load.buffer.name for a in args if isinstance(a, AddressOf)}
-            case TileOp(op=Copy(dst=r)) | TileOp(op=Fill(dst=r)) | TileOp(op=Gemm(c=r)) | TmaStore(dst=r):
-                out.add(r.buffer.name)
-            case TileOp(op=Reduce(dst=b)):
-                out.add(b.name)
-            case _:
-                pass
-    return {n for n in out if any(p.name == n for p in sched.kernel.params)}
+        Raises:
+            SimulationError: a statement whose class has no registered semantics (names it and the registry).
+        """
+        import egtile.sim.ops  # noqa: F401  (egtile's own semantics; already loaded by egtile.sim)
+
+        out: set[str] = set()
+        for s in swalk(sched.body):
+            sem = SEMANTICS.get(type(s))
+            if sem is None:
+                sid = _sid_of(s)
+                raise SimulationError(f"schedule of {sched.kernel.name!r}: {SEMANTICS.missing(type(s))}",
+                                      self.locs.get(sid) if sid is not None else sched.kernel.loc)
+            if sem.writes is not None:
+                out.update(sem.writes(s))
+        return {n for n in out if any(p.name == n for p in sched.kernel.params)}
+
+
+def _sid_of(s: SStmt) -> int | None:
+    if isinstance(s, Leaf):
+        return s.stmt.sid
+    if isinstance(s, TileOp):
+        return s.op.sid
+    return getattr(s, "sid", None)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -168,9 +176,10 @@ class SyncReq:
 
 @dataclass
 class AsyncOp:
-    """An issued TMA load or cp.async batch, completed when the policy says."""
+    """An issued asynchronous copy, completed when the policy says: credited to ``bar[stage]`` with
+    ``complete_tx`` (a TMA load) or, without ``bar``, a batch of the issuer's cp.async group ``seq``."""
 
-    kind: str  # "tma-load" | "cp.async"
+    kind: str  # the access kind in race reports: "tma-load", "cp.async", ...
     tid: int
     sid: int | None
     vc: np.ndarray
@@ -227,7 +236,29 @@ class BlockOutcome:
 
 
 class Block:
-    """The dynamic state of one block and the semantics of each scheduled statement."""
+    """The dynamic state of one block, and the API that statement semantics use.
+
+    The handler API (:mod:`egtile.sim.semantics`; every handler receives the block ``m``, the node and the
+    thread ``th``, a :class:`ThreadState` with ``tid``, ``role``, ``env`` (variable -> value) and ``sid``,
+    the statement id errors name, which a handler sets when it starts):
+
+    * control: :meth:`run` (a nested statement list, a generator), :data:`PREEMPT`, :meth:`ev`
+      (an expression's value in ``th``'s environment); thread sets are ``egtile.ir.ThreadRange`` values
+      (``th.tid in threads``);
+    * memory, race-checked: :meth:`mem`, :meth:`region`, :meth:`read`, :meth:`write`, :meth:`atomic_add`,
+      :meth:`gather` (this thread's share of a region copy's source values), :meth:`proxy_read` and
+      :meth:`fence_proxy_async` (async-proxy reads and the fence they need);
+    * mbarriers: :meth:`barrier`, :meth:`stage_of`, :meth:`arrive`, :meth:`expect_tx`, :meth:`complete_tx`,
+      :meth:`wait` (a request to yield); CTA barriers: :meth:`sync` (a request to yield);
+    * asynchronous copies, completed when the policy says: :meth:`issue_async` (completes transaction
+      bytes on an mbarrier stage, like a TMA load), :meth:`issue_cp_async` and :meth:`cp_async_arrive`
+      (per-thread ``cp.async`` groups);
+    * errors: raise :class:`~egtile.errors.SimulationError` (or ``ShapeError``, ...); :meth:`run` adds the
+      statement, thread, block and user line.
+    """
+
+    PREEMPT: tuple[None] = (None,)
+    """Return this from a handler to yield one plain preemption point after the statement."""
 
     def __init__(self, prog: Program, coords: tuple[int, ...], globals_: dict[str, Mem], log: RaceLog) -> None:
         self.prog = prog
@@ -258,9 +289,15 @@ class Block:
         for th in self.threads:
             th.gen = self.run(prog.sched.body, th)
 
-    # -- memory (the tile-op context) ---------------------------------------------------------------
+    # -- memory -------------------------------------------------------------------------------------
 
     def mem(self, name: str, th: ThreadState) -> Mem:
+        """The storage of buffer ``name`` as ``th`` sees it (a ``local`` buffer is per thread, created
+        poisoned on first use).
+
+        Raises:
+            SimulationError: ``name`` is neither a kernel parameter nor a scheduled buffer.
+        """
         m = self.mems.get(name)
         if m is not None:
             return m
@@ -275,6 +312,7 @@ class Block:
         return m
 
     def ev(self, e: Expr, th: ThreadState) -> Any:
+        """The value of expression ``e`` for ``th`` (its loads are race-checked reads)."""
         return self.prog.compiled(e)(th.env, th.load)
 
     def _loader(self, th: ThreadState):
@@ -284,12 +322,23 @@ class Block:
         m = self.mem(buf.name, th)
         return self.read(m, m.flat(idx, f"statement {th.sid}"), th, th.sid)
 
+    def region(self, r: Region, th: ThreadState, what: str) -> tuple[Mem, np.ndarray]:
+        """The buffer of region ``r`` and the flat indices of its elements, row-major (offsets evaluated
+        for ``th``).
+
+        Raises:
+            ShapeError: the region leaves its buffer (``what`` names the statement).
+        """
+        return region_flats(self, r, th, what)
+
     def read(self, m: Mem, f: int, th: ThreadState, sid: int | None, op: str = "read") -> Any:
+        """Element ``f`` of ``m``, read by ``th`` (race-checked when ``m`` is shadowed)."""
         if m.shadowed:
             self.shadow.read(m, f, th.agent, sid, op)
         return m.get(f)
 
     def write(self, m: Mem, f: int, value: Any, th: ThreadState, sid: int | None, op: str = "write") -> None:
+        """Store ``value`` (rounded to ``m``'s dtype) into element ``f`` of ``m`` as ``th``."""
         if m.shadowed:
             self.shadow.write(m, f, th.agent, sid, op)
         if m.scope != "local":
@@ -297,6 +346,7 @@ class Block:
         m.set(f, value)
 
     def atomic_add(self, m: Mem, f: int, value: Any, th: ThreadState, sid: int | None) -> Any:
+        """``atomicAdd`` of ``value`` to element ``f`` of ``m`` as ``th``; returns the old value."""
         if m.shadowed:
             self.shadow.atomic(m, f, th.agent, sid)
         th.effect = True
@@ -304,136 +354,124 @@ class Block:
         m.set(f, round_to(m.dtype, old + round_to(m.dtype, value)))
         return old
 
-    # -- leaves -------------------------------------------------------------------------------------
+    def gather(self, src: Region, dst: Region, th: ThreadState, sid: int, what: str, *, op: str = "read",
+               rank: int = 0, count: int = 1) -> list[tuple[Mem, int, Any]]:
+        """Read the source elements of copy ``src -> dst`` that destination elements ``rank, rank + count,
+        ...`` (row-major) need, as ``th`` with access kind ``op``; returns ``(dst mem, flat, value)`` to
+        write, now (:meth:`write`) or at an async completion (:meth:`issue_async`).
 
-    def leaf(self, s: Store | AtomicAdd | Extern, th: ThreadState) -> None:
-        th.sid = s.sid
-        if type(s) is Store:  # the hot path: compiled once per statement
-            fv, fis, name, what = self.prog.store_parts(s)
-            env, load = th.env, th.load
-            val = fv(env, load)
-            m = self.mems.get(name) or self.mem(name, th)
-            f = m.flat(tuple(int(g(env, load)) for g in fis), what)
-            if m.shadowed:
-                self.shadow.write(m, f, th.agent, s.sid, "write")
-            if m.scope != "local":
-                th.effect = True
-            m.data[f] = m.rnd(val)
+        Raises:
+            ShapeError: the extents differ once unit dimensions are dropped, or a region leaves its buffer.
+        """
+        return copy_elements(self, Copy(sid, src, dst), th, rank, count, what, src_op=op)
+
+    def proxy_read(self, m: Mem, f: int, th: ThreadState, sid: int | None) -> Any:
+        """Element ``f`` of ``m`` read through the async proxy (a TMA store's source): race-checked, and a
+        generic-proxy write its writer did not follow with ``fence.proxy.async`` is a ``proxy`` race."""
+        self.shadow.proxy_read(m, f, th.agent, sid, self.fences)
+        return m.get(f)
+
+    def fence_proxy_async(self, th: ThreadState) -> None:
+        """``fence.proxy.async`` by ``th``: its earlier generic-proxy writes are visible to the async proxy."""
+        th.agent.fences += 1
+        self.fences[th.tid] += 1
+
+    # -- barriers -----------------------------------------------------------------------------------
+
+    def barrier(self, name: str) -> MBarrierState:
+        """The mbarrier array ``name`` of this block.
+
+        Raises:
+            SimulationError: the schedule declares no such array.
+        """
+        try:
+            return self.bars[name]
+        except KeyError:
+            raise SimulationError(f"mbarrier {name!r} is used but not declared in Scheduled.barriers") from None
+
+    def stage_of(self, bar: MBarrierState, e: Expr, th: ThreadState, what: str) -> int:
+        """The value of stage expression ``e`` for ``th``, checked against ``bar``'s stages.
+
+        Raises:
+            SimulationError: the stage is out of range (``what`` names the statement kind).
+        """
+        s = int(self.ev(e, th))
+        bar.check_stage(s, f"{what} on {bar.name} (thread {th.tid}, block {self.coords})")
+        return s
+
+    def arrive(self, bar: MBarrierState, stage: int, th: ThreadState) -> None:
+        """One arrival of ``th`` on ``bar[stage]``: a release of everything ``th`` did so far (a waiter of
+        the phase it completes acquires it); ``th`` starts a new epoch."""
+        self._arrive(bar, stage, th.vc, th)
+
+    def expect_tx(self, bar: MBarrierState, stage: int, nbytes: int) -> None:
+        """``expect_tx``: ``bar[stage]``'s current phase also waits for ``nbytes`` transaction bytes."""
+        bar.expect_tx(stage, nbytes)
+
+    def complete_tx(self, bar: MBarrierState, stage: int, nbytes: int) -> None:
+        """``complete_tx`` of ``nbytes`` on ``bar[stage]`` (wakes the waiters if the phase completes)."""
+        self._wake(bar.complete_tx(stage, nbytes))
+
+    def wait(self, bar: MBarrierState, stage: int, parity: int, sid: int | None) -> WaitReq:
+        """The request to yield for ``mbarrier.try_wait.parity``: the thread blocks until the phase of
+        parity ``parity`` of ``bar[stage]`` has completed, then acquires its clock."""
+        return WaitReq(bar, stage, parity, sid)
+
+    def sync(self, barrier_id: int, count: int, sid: int | None) -> SyncReq:
+        """The request to yield for ``bar.sync barrier_id, count``."""
+        return SyncReq(barrier_id, count, sid)
+
+    # -- asynchronous copies ------------------------------------------------------------------------
+
+    def issue_async(self, th: ThreadState, sid: int | None, writes: list[tuple[Mem, int, Any]], *, op: str,
+                    barrier: MBarrierState, stage: int, tx_bytes: int) -> None:
+        """Issue an asynchronous copy whose ``writes`` land when the policy completes it, as an agent of
+        ``barrier[stage]``'s current phase (ordered only after what ``th`` did before issuing), then
+        credit ``tx_bytes`` with ``complete_tx`` (PTX ISA ``.mbarrier::complete_tx::bytes``). ``op`` names
+        the access in race reports (``"tma-load"``). ``th`` starts a new epoch."""
+        self.asyncs.append(AsyncOp(op, th.tid, sid, th.vc.copy(), writes, barrier, stage, tx_bytes))
+        th.tick()
+
+    def issue_cp_async(self, th: ThreadState, sid: int | None, writes: list[tuple[Mem, int, Any]],
+                       op: str = "cp.async") -> None:
+        """Issue a batch of ``th``'s ``cp.async`` copies: the writes land when the policy completes them, as
+        the agent of ``th``'s cp.async group; a later :meth:`cp_async_arrive` of ``th`` fires after them."""
+        th.cp_seq += 1
+        th.cp_open.add(th.cp_seq)
+        self.asyncs.append(AsyncOp(op, th.tid, sid, th.vc.copy(), writes, seq=th.cp_seq))
+        th.tick()
+
+    def cp_async_arrive(self, bar: MBarrierState, stage: int, th: ThreadState) -> None:
+        """``cp.async.mbarrier.arrive.noinc``: an arrival on ``bar[stage]`` once every ``cp.async`` ``th``
+        issued so far has completed (deferred until then)."""
+        upto = th.cp_seq
+        vc = th.vc.copy()
+        slot = self.prog.slots.cp_slot(th.tid)
+        vc[slot] = max(vc[slot], upto)
+        if any(q <= upto for q in th.cp_open):
+            th.cp_deferred.append((bar, stage, vc, upto))
+        else:
+            self._arrive(bar, stage, vc, th)
             return
-        match s:
-            case Store(buffer=b, indices=idx, value=v):
-                val = self.ev(v, th)
-                m = self.mem(b.name, th)
-                self.write(m, m.flat(tuple(int(self.ev(i, th)) for i in idx), f"statement {s.sid}"), val, th, s.sid)
-            case AtomicAdd(buffer=b, indices=idx, value=v):
-                val = self.ev(v, th)
-                m = self.mem(b.name, th)
-                f = m.flat(tuple(int(self.ev(i, th)) for i in idx), f"statement {s.sid}")
-                self.atomic_add(m, f, val, th, s.sid)
-            case Extern(name=name, args=args, pure=pure):
-                model = externs.lookup(name, s.loc)
-                values = []
-                pointers = 0
-                for a in args:
-                    if isinstance(a, AddressOf):
-                        values.append(self._pointer(a.load, th, s.sid))
-                        pointers += 1
-                        if self.mem(a.load.buffer.name, th).scope != "local":
-                            th.effect = True
-                    else:
-                        values.append(self.ev(a, th))
-                if pointers == 0 and not (pure or model.pure):
-                    th.effect = True  # an opaque call whose count matters (see module docstring)
-                model.fn(*values)
-            case _:
-                raise TypeError(f"not a leaf statement: {s!r}")
-
-    def _pointer(self, ld: Load, th: ThreadState, sid: int | None) -> externs.Pointer:
-        m = self.mem(ld.buffer.name, th)
-        idx = tuple(int(self.ev(i, th)) for i in ld.indices)
-        f = m.flat(idx, f"statement {sid}")
-        return externs.Pointer(
-            m.name, idx, dtype=m.dtype,
-            load=lambda: self.read(m, f, th, sid),
-            store=lambda v: self.write(m, f, v, th, sid),
-            atomic_add=lambda v: self.atomic_add(m, f, v, th, sid))
+        th.tick()
 
     # -- statements ---------------------------------------------------------------------------------
 
     def run(self, stmts: tuple[SStmt, ...], th: ThreadState) -> Generator:
-        """Run ``stmts`` as thread ``th``; yields requests (see module docstring).
+        """Run ``stmts`` as thread ``th``, each through its registered semantics; yields requests (see
+        the module docstring).
 
         Raises:
             EgtileError: an error while running a statement, re-raised with the innermost enclosing
                 statement's sid, thread and block in the message and its user line (``SourceLoc``).
         """
+        table = SEMANTICS.table
         for s in stmts:
             try:
-                match s:
-                    case Leaf(stmt=st):
-                        if th.loop_depth == 0:
-                            th.effect = False
-                            self.leaf(st, th)
-                            if th.effect:
-                                key = (("leaf", st.sid), tuple(th.env.items()), ())
-                                self.iters.setdefault(key, []).append(th.tid)
-                        else:
-                            self.leaf(st, th)
-                    case SeqLoop(var=var, start=start, stop=stop, body=body):
-                        lo, hi = int(self.ev(start, th)), int(self.ev(stop, th))
-                        saved = th.env.get(var.name, _MISSING)
-                        for k in range(lo, hi):
-                            th.env[var.name] = k
-                            yield from self.run(body, th)
-                        self._restore(th, var.name, saved)
-                    case ThreadLoop():
-                        yield from self.thread_loop(s, th)
-                    case TileOp():
-                        if th.tid in s.threads:
-                            yield from self.tile_op(s, th)
-                    case Elect(threads=tr, body=body):
-                        if th.tid == tr.begin:
-                            yield from self.run(body, th)
-                    case Wait(barrier=name, stage=st, parity=par, sid=sid):
-                        bar = self.bars[name]
-                        stage = self._stage(bar, st, th, "Wait")
-                        yield WaitReq(bar, stage, int(self.ev(par, th)), sid)
-                    case Arrive(barrier=name, stage=st):
-                        bar = self.bars[name]
-                        self._arrive(bar, self._stage(bar, st, th, "Arrive"), th.vc, th)
-                        yield None
-                    case ArriveExpectTx(barrier=name, stage=st, tx_bytes=n):
-                        bar = self.bars[name]
-                        stage = self._stage(bar, st, th, "ArriveExpectTx")
-                        bar.expect_tx(stage, n)
-                        self._arrive(bar, stage, th.vc, th)
-                        yield None
-                    case TmaLoad():
-                        self.tma_load(s, th)
-                        yield None
-                    case TmaStore():
-                        self.tma_store(s, th)
-                        yield None
-                    case CpAsyncArrive(barrier=name, stage=st):
-                        bar = self.bars[name]
-                        self.cp_async_arrive(bar, self._stage(bar, st, th, "CpAsyncArrive"), th)
-                        yield None
-                    case SyncThreads(threads=tr, barrier_id=bid):
-                        yield SyncReq(bid, tr.count, th.sid)
-                    case FenceProxyAsync():
-                        th.agent.fences += 1
-                        self.fences[th.tid] += 1
-                    case SIf(cond=c, then_body=t, else_body=e):
-                        yield from self.run(t if self.ev(c, th) else e, th)
-                    case RoleSplit(roles=roles):
-                        for r in roles:
-                            if th.tid in r.threads:
-                                prev, th.role = th.role, r.name
-                                yield from self.run(r.body, th)
-                                th.role = prev
-                                break
-                    case _:
-                        raise TypeError(f"not a scheduled statement: {s!r}")
+                sem = table.get(type(s)) or SEMANTICS.lookup(type(s))
+                requests = sem.run(self, s, th)
+                if requests is not None:
+                    yield from requests
             except EgtileError as err:
                 located = self._locate(err, s, th)
                 if located is err:
@@ -446,120 +484,22 @@ class Block:
         or when a statement nested in ``s`` already named itself."""
         if getattr(err, _LOCATED, False):
             return err
-        match s:
-            case Leaf(stmt=st):
-                sid, own = st.sid, st.loc
-            case TileOp(op=op):
-                sid, own = op.sid, op.loc
-            case _:
-                sid, own = getattr(s, "sid", None), None
+        sid = _sid_of(s)
         if sid is None:
             return err
+        own = s.stmt.loc if isinstance(s, Leaf) else s.op.loc if isinstance(s, TileOp) else None
         loc = err.loc or self.prog.locs.get(sid) or own
         located = type(err)(f"{err.message} (statement {sid}, thread {th.tid}, block {self.coords})", loc)
         setattr(located, _LOCATED, True)
         return located
 
     @staticmethod
-    def _restore(th: ThreadState, name: str, saved: Any) -> None:
-        if saved is _MISSING:
+    def restore(th: ThreadState, name: str, saved: Any) -> None:
+        """Put variable ``name`` of ``th`` back to ``saved`` (:data:`MISSING`: remove it), after a loop."""
+        if saved is MISSING:
             th.env.pop(name, None)
         else:
             th.env[name] = saved
-
-    def _stage(self, bar: MBarrierState, e: Expr, th: ThreadState, what: str) -> int:
-        s = int(self.ev(e, th))
-        bar.check_stage(s, f"{what} on {bar.name} (thread {th.tid}, block {self.coords})")
-        return s
-
-    def thread_loop(self, s: ThreadLoop, th: ThreadState) -> Generator:
-        tr = s.threads
-        if th.tid not in tr:
-            return
-        total = 1
-        for e in s.extents:
-            total *= e
-        its = range(th.tid - tr.begin, total, tr.count) if s.mapping == "partitioned" else range(total)
-        names = [v.name for v in s.vars]
-        saved = [th.env.get(n, _MISSING) for n in names]
-        env_key = tuple(th.env.items())
-        outer_effect = th.effect
-        th.loop_depth += 1
-        for i in its:
-            rem = i
-            vals = []
-            for e in reversed(s.extents):
-                vals.append(rem % e)
-                rem //= e
-            vals.reverse()
-            for n, v in zip(names, vals):
-                th.env[n] = v
-            th.effect = False
-            yield from self.run(s.body, th)
-            if th.effect:
-                outer_effect = True
-                self.iters.setdefault((("loop", s.sid), env_key, tuple(zip(names, vals))), []).append(th.tid)
-        th.loop_depth -= 1
-        th.effect = outer_effect
-        for n, v in zip(names, saved):
-            self._restore(th, n, v)
-
-    def tile_op(self, s: TileOp, th: ThreadState) -> Generator:
-        op = s.op
-        rank, count = th.tid - s.threads.begin, s.threads.count
-        what = f"{type(op).__name__} (sid {op.sid}) in block {self.coords}"
-        th.sid = op.sid
-        if s.inst == "simt":
-            run_simt(self, op, th, rank, count, what)
-            return
-        if not isinstance(op, Copy) or self.mem(op.src.buffer.name, th).scope != "global" \
-                or self.mem(op.dst.buffer.name, th).scope not in ("shared", "fragment"):
-            raise SimulationError(f"{what}: cp_async copies global -> shared only (PTX ISA 9.7.9.25)")
-        writes = copy_elements(self, op, th, rank, count, what, src_op="cp.async")
-        th.cp_seq += 1
-        th.cp_open.add(th.cp_seq)
-        self.asyncs.append(AsyncOp("cp.async", th.tid, op.sid, th.vc.copy(), writes, seq=th.cp_seq))
-        th.tick()
-        yield None
-
-    # -- async copies and barriers ------------------------------------------------------------------
-
-    def tma_load(self, s: TmaLoad, th: ThreadState) -> None:
-        what = f"TmaLoad (sid {s.sid}) in block {self.coords}"
-        th.sid = s.sid
-        if self.mem(s.src.buffer.name, th).scope != "global" or \
-                self.mem(s.dst.buffer.name, th).scope not in ("shared", "fragment"):
-            raise SimulationError(f"{what}: a TMA load copies a global region into shared memory")
-        bar = self.bars[s.barrier]
-        stage = self._stage(bar, s.stage, th, "TmaLoad")
-        writes = copy_elements(self, Copy(s.sid or -1, s.src, s.dst), th, 0, 1, what, src_op="tma-load")
-        nbytes = s.dst.numel * lookup_dtype(s.dst.buffer.dtype).bytes
-        self.asyncs.append(AsyncOp("tma-load", th.tid, s.sid, th.vc.copy(), writes, bar, stage, nbytes))
-        th.tick()
-
-    def tma_store(self, s: TmaStore, th: ThreadState) -> None:
-        what = f"TmaStore (sid {s.sid}) in block {self.coords}"
-        th.sid = s.sid
-        if s.src.squeezed != s.dst.squeezed:
-            raise ShapeError(f"{what}: extents {s.src.extents} -> {s.dst.extents} differ")
-        sm, sf = region_flats(self, s.src, th, what)
-        dm, df = region_flats(self, s.dst, th, what)
-        for a, b in zip(sf, df):
-            self.shadow.proxy_read(sm, int(a), th.agent, s.sid, self.fences)
-            self.write(dm, int(b), sm.get(int(a)), th, s.sid, "tma-store")
-        th.tick()
-
-    def cp_async_arrive(self, bar: MBarrierState, stage: int, th: ThreadState) -> None:
-        upto = th.cp_seq
-        vc = th.vc.copy()
-        slot = self.prog.slots.cp_slot(th.tid)
-        vc[slot] = max(vc[slot], upto)
-        if any(q <= upto for q in th.cp_open):
-            th.cp_deferred.append((bar, stage, vc, upto))
-        else:
-            self._arrive(bar, stage, vc, th)
-            return
-        th.tick()
 
     def _arrive(self, bar: MBarrierState, stage: int, vc: np.ndarray, th: ThreadState | None) -> None:
         self._wake(bar.arrive(stage, vc))
@@ -573,7 +513,7 @@ class Block:
     def complete(self, i: int) -> None:
         """Complete the ``i``-th pending async copy: write its data, then credit its barrier."""
         op = self.asyncs.pop(i)
-        if op.kind == "tma-load":
+        if op.bar is not None:
             slot, clock = op.bar.completion_epoch(op.stage)
         else:
             slot, clock = self.prog.slots.cp_slot(op.tid), op.seq
@@ -582,7 +522,7 @@ class Block:
             if m.shadowed:
                 self.shadow.write(m, f, agent, op.sid, op.kind)
             m.set(f, v)
-        if op.kind == "tma-load":
+        if op.bar is not None:
             self._wake(op.bar.complete_tx(op.stage, op.nbytes))
             return
         th = self.threads[op.tid]

@@ -60,11 +60,22 @@ MULTI_OWNER = -2
 
 @dataclass(frozen=True)
 class Owner:
-    """``const``: thread ``base``; ``rank``: thread ``base + pos % count``."""
+    """``const``: thread ``base``; ``rank``: thread ``base + (pos // group) % count`` (``group`` > 1: a
+    vectorized ``ThreadLoop``, whose groups of ``group`` consecutive iterations go to one rank)."""
 
     kind: Literal["const", "rank"]
     base: int
     count: int = 1
+    group: int = 1
+
+    @property
+    def modulus(self) -> int:
+        """The owner is a function of ``pos`` modulo this."""
+        return self.count * self.group
+
+    def of(self, residue):
+        """The thread owning positions with ``pos % modulus == residue`` (ints or arrays)."""
+        return self.base + residue // self.group
 
 
 @dataclass(frozen=True)
@@ -386,14 +397,15 @@ class Space:
             return {o.base}
         sizes = [n for _, _, n in p.dims] + [n for n, _ in p.free]
         coefs = list(p.pcoef) + [c for _, c in p.free]
-        if p.filt is None:
+        if p.filt is None and o.group == 1:
             # two iterations one step apart along a dimension whose step moves the rank: two owners
             if any(n > 1 and c % o.count for n, c in zip(sizes, coefs)):
                 return {o.base, o.base + 1}
             return {o.base + p.pos0 % o.count}
-        if p.filt[0] == o.count and p.filt[2] - p.filt[1] == 1:
-            return {o.base + p.filt[1]}  # the filter keeps one rank
-        forms = [Form(p.pos0, coefs, o.count)]
+        if p.filt is not None and p.filt[0] == o.modulus and p.filt[2] - p.filt[1] == o.group:
+            if p.filt[1] % o.group == 0:
+                return {o.of(p.filt[1])}  # the filter keeps one rank
+        forms = [Form(p.pos0, coefs, o.modulus)]
         if p.filt is not None:
             forms.append(Form(p.pos0, coefs, p.filt[0]))
         try:
@@ -403,8 +415,8 @@ class Space:
         r = res[0]
         if p.filt is not None:
             r = r[(res[1] >= p.filt[1]) & (res[1] < p.filt[2])]
-        vals = np.unique(r)
-        return {o.base + int(x) for x in vals[:2]} if len(vals) else set()
+        vals = np.unique(o.of(r))
+        return {int(x) for x in vals[:2]} if len(vals) else set()
 
     def _internal_ok(self, p: Piece) -> bool:
         """Does every element of ``p`` have one owner, whichever free-variable value touches it?"""
@@ -418,8 +430,8 @@ class Space:
             sizes = [n for _, _, n in p.dims] + [n for n, _ in p.free] * 2
             zero = [0] * nf
             fc = [c for _, c in p.free]
-            own1 = Form(p.pos0, list(p.pcoef) + fc + zero, o.count)
-            own2 = Form(p.pos0, list(p.pcoef) + zero + fc, o.count)
+            own1 = Form(p.pos0, list(p.pcoef) + fc + zero, o.modulus)
+            own2 = Form(p.pos0, list(p.pcoef) + zero + fc, o.modulus)
             forms = [own1, own2]
             if p.filt is not None:
                 forms += [Form(p.pos0, list(p.pcoef) + fc + zero, p.filt[0]),
@@ -429,7 +441,7 @@ class Space:
                 mask = np.ones(len(res[0]), dtype=bool)
                 if p.filt is not None:
                     mask = (res[2] >= p.filt[1]) & (res[2] < p.filt[2]) & (res[3] >= p.filt[1]) & (res[3] < p.filt[2])
-                ok = bool(np.all(res[0][mask] == res[1][mask]))
+                ok = bool(np.all(o.of(res[0][mask]) == o.of(res[1][mask])))
             except TooLarge:
                 ok = False
         self._internal[id(p)] = ok
@@ -524,8 +536,8 @@ class Space:
         sizes, pc, pco, qc, qco = met
         zero = [0] * len(sizes)
         # a const owner needs no residue: a modulus-1 form contributes nothing to the grid
-        forms = [Form(pc, pco, po.count) if po.kind == "rank" else Form(0, zero, 1),
-                 Form(qc, qco, qo.count) if qo.kind == "rank" else Form(0, zero, 1)]
+        forms = [Form(pc, pco, po.modulus) if po.kind == "rank" else Form(0, zero, 1),
+                 Form(qc, qco, qo.modulus) if qo.kind == "rank" else Form(0, zero, 1)]
         if p.filt is not None:
             forms.append(Form(pc, pco, p.filt[0]))
         if q.filt is not None:
@@ -534,8 +546,8 @@ class Space:
             res = _residues(sizes, forms, self.budget)
         except TooLarge:
             return False
-        own_p = po.base + res[0] if po.kind == "rank" else np.full(len(res[0]), po.base)
-        own_q = qo.base + res[1] if qo.kind == "rank" else np.full(len(res[1]), qo.base)
+        own_p = po.of(res[0]) if po.kind == "rank" else np.full(len(res[0]), po.base)
+        own_q = qo.of(res[1]) if qo.kind == "rank" else np.full(len(res[1]), qo.base)
         mask = np.ones(len(res[0]), dtype=bool)
         i = 2
         for f in (p.filt, q.filt):
@@ -574,7 +586,7 @@ class Space:
             elif p.owner.kind == "const":
                 own = np.full(total, p.owner.base, dtype=np.int64)
             else:
-                own = p.owner.base + pos % p.owner.count
+                own = p.owner.of(pos % p.owner.modulus)
             if p.filt is not None:
                 keep = (pos % p.filt[0] >= p.filt[1]) & (pos % p.filt[0] < p.filt[2])
                 flat, own = flat[keep], own[keep]

@@ -37,13 +37,18 @@ def _thread_loop(s: ThreadLoop, ctx: Ctx) -> None:
     total = 1
     for x in s.extents:
         total *= x
+    w = max(1, getattr(s, "vector", 1))
     if s.mapping == "partitioned":
+        groups = total // w  # a vectorized loop runs whole groups of w consecutive iterations
         r0, r1 = b - tr.begin, e - tr.begin
-        e = min(e, tr.begin + total)  # ranks past the extent get no iteration
-        if r0 >= min(tr.count, total):
+        e = min(e, tr.begin + groups)  # ranks past the last group get no iteration
+        if r0 >= min(tr.count, groups):
             return
-        owner: Owner | None = Owner("rank", tr.begin, tr.count)
-        filt = (tr.count, r0, r1) if (r0 > 0 or r1 < min(tr.count, total)) else None
+        if total % w:
+            _enumerate_thread_loop(s, ctx, b, e, total, s.sid if s.sid is not None else ctx.loop_sid)
+            return
+        owner: Owner | None = Owner("rank", tr.begin, tr.count, w)
+        filt = (tr.count * w, r0 * w, r1 * w) if (r0 > 0 or r1 < min(tr.count, groups)) else None
     else:
         if total == 0:
             return
@@ -112,10 +117,11 @@ def _split(boxes: list[dict], var: str, cuts: tuple[int, ...]) -> list[dict]:
 def _enumerate_thread_loop(s: ThreadLoop, ctx: Ctx, b: int, e: int, total: int, loop_sid) -> None:
     tracer = ctx.tracer
     tr = s.threads
+    w = max(1, getattr(s, "vector", 1))
     if s.mapping == "partitioned":
         r0, r1 = b - tr.begin, e - tr.begin
-        its = [i for i in range(total) if r0 <= i % tr.count < r1]
-        e = min(e, tr.begin + total)
+        its = [i for i in range(total // w * w) if r0 <= (i // w) % tr.count < r1]
+        e = min(e, tr.begin + total // w)
     else:
         its = list(range(total))
     if not its:
@@ -135,7 +141,7 @@ def _enumerate_thread_loop(s: ThreadLoop, ctx: Ctx, b: int, e: int, total: int, 
                 rem //= x
             for n_, v in zip(names, reversed(vals)):
                 env[n_] = v
-            tid = tr.begin + i % tr.count if s.mapping == "partitioned" else None
+            tid = tr.begin + (i // w) % tr.count if s.mapping == "partitioned" else None
             c = ctx.child(lo=b, hi=e, tid=tid, loop_sid=loop_sid, sym=None)
             if c is not None:
                 tracer.walk(s.body, c)

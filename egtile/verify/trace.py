@@ -758,7 +758,7 @@ class Tracer:
         elif o.kind == "const":
             own = np.full(total, o.base, dtype=np.int64)
         else:
-            own = o.base + pos % o.count
+            own = o.of(pos % o.modulus)
         if sym.filt is not None:
             m = pos % sym.filt[0]
             keep = (m >= sym.filt[1]) & (m < sym.filt[2])

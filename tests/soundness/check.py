@@ -10,7 +10,7 @@ import egtile
 from egtile import rules
 from egtile.errors import ScheduleError
 from egtile.ir import Scheduled
-from egtile.optimize import optimize
+from egtile.schedule.driver import optimize
 from egtile.sim import POLICIES, simulate
 from egtile.verify import verify
 

@@ -46,7 +46,7 @@ def handbuilt() -> list[tuple[str, object]]:
                {"setmaxnreg": (236, 40)}, {"n": 9, "stages": 3}, {"n": 13, "start": 2}]:
         name = "ws-" + "-".join(f"{k}={v}" for k, v in kw.items()) if kw else "ws"
         out.append((name, lambda kw=kw: hb.ws_schedule(**kw)))
-    return [(n, f()) for n, f in out] + guarded_schedules()
+    return [(n, f()) for n, f in out] + guarded_schedules() + vectorized_schedules()
 
 
 def mutants() -> list[tuple[str, rules.RuleSet]]:
@@ -174,3 +174,40 @@ GUARDED = ("guard", "guard-neg", "guard-and", "guard-sum", "wrap", "transpose", 
 
 def guarded_schedules() -> list[tuple[str, object]]:
     return [(f"{v}{'' if b else '-no-barrier'}", guarded(variant=v, barrier=b)) for v in GUARDED for b in (True, False)]
+
+
+def vectorized(*, vector: int, barrier: bool, mirror: bool = True) -> object:
+    """A vectorized ``ThreadLoop`` (groups of ``vector`` consecutive iterations per rank) spanning two
+    agents (two roles split the block at thread 64), then a plain one reading the buffer back (mirrored:
+    other threads' elements). Without the barrier the read races with the other threads' writes."""
+    from egtile.ir import (
+        BinOp, Buffer, For, Kernel, Leaf, Load, Role, RoleSplit, Scheduled, Store, SyncThreads, ThreadLoop, ThreadRange,
+        Var,
+    )
+
+    X = Buffer("X", (256,), "float32", "global")
+    Y = Buffer("Y", (256,), "float32", "global")
+    S = Buffer("S", (256,), "float32", "shared")
+    i, j = Var("i"), Var("j")
+    c = lambda v: Const(v, "int32")  # noqa: E731
+    idx = BinOp("-", c(255), j) if mirror else j
+    w = Store(2, S, (i,), Load(X, (i,)))
+    r = Store(4, Y, (j,), Load(S, (idx,)))
+    kern = Kernel(f"vec{vector}", (X, Y), (1,), (Var("bx"),), 128, (S,), (
+        For(1, i, c(0), c(256), "parallel", (w,)), For(3, j, c(0), c(256), "parallel", (r,))))
+    everyone = ThreadRange(0, 128)
+    roles = RoleSplit((Role("a", ThreadRange(0, 64), None, ()), Role("b", ThreadRange(64, 64), None, ())), sid=9)
+    body = (roles, ThreadLoop((i,), (256,), "partitioned", everyone, (Leaf(w),), sid=1, vector=vector)) + (
+        (SyncThreads(everyone),) if barrier else ()) + (ThreadLoop((j,), (256,), "partitioned", everyone, (Leaf(r),),
+                                                                    sid=3),)
+    return Scheduled(kern, 128, (S,), (), body)
+
+
+def vectorized_schedules() -> list[tuple[str, object]]:
+    out = []
+    for v in (1, 2, 4):
+        for b in (True, False):
+            for m in (True, False):
+                out.append((f"vector{v}{'' if b else '-no-barrier'}{'' if m else '-same'}",
+                            vectorized(vector=v, barrier=b, mirror=m)))
+    return out

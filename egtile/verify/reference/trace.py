@@ -2,9 +2,11 @@
 
 This is the verifier egtile shipped before the symbolic one (:mod:`egtile.verify.trace`), kept unchanged
 but for one fix (a ``ThreadLoop`` with more than ``MAX_LOOP_ENUM`` iterations used to be silently truncated
-to its first ``MAX_LOOP_ENUM``; it is now refused). It enumerates every element and every loop
-iteration, so its cost grows with tile size and trip count: it is a cross-check for tests on small
-kernels (``tests/test_verify_crosscheck.py``), never called by ``egtile.verify``.
+to its first ``MAX_LOOP_ENUM``; it is now refused) and one addition (a vectorized ``ThreadLoop`` gives
+groups of ``vector`` consecutive iterations to one rank, :class:`egtile.ir.scheduled.ThreadLoop`). It
+enumerates every element and every loop iteration, so its cost grows with tile size and trip count: it
+is a cross-check for tests on small kernels (``tests/test_verify_crosscheck.py``), never called by
+``egtile.verify``.
 
 The verifier does not reason per thread. It splits the block's threads into *agents*: maximal thread
 ranges that no ``Role`` boundary cuts (a warp-specialized schedule has a consumer agent and a producer
@@ -37,6 +39,7 @@ accesses of both branches; their synchronization is rejected by L3/L7 (:mod:`egt
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -512,10 +515,11 @@ class Tracer:
         total = 1
         for x in s.extents:
             total *= x
+        w = max(1, getattr(s, "vector", 1))  # vectorized: groups of w consecutive iterations per rank
         if s.mapping == "partitioned":
             r0, r1 = b - tr.begin, e - tr.begin
-            its = [i for i in range(total) if r0 <= i % tr.count < r1]
-            e = min(e, tr.begin + total)  # ranks past the extent get no iteration
+            its = [i for i in range(total // w * w) if r0 <= (i // w) % tr.count < r1]
+            e = min(e, tr.begin + total // w)  # ranks past the last group get no iteration
         else:
             its = list(range(total))
         if not its:
@@ -535,7 +539,7 @@ class Tracer:
                 rem //= x
             for n_, v in zip(names, reversed(vals)):
                 env[n_] = v
-            tid = tr.begin + i % tr.count if s.mapping == "partitioned" else None
+            tid = tr.begin + (i // w) % tr.count if s.mapping == "partitioned" else None
             self.walk(s.body, a, b, e, env, path, s.sid if s.sid is not None else loop_sid, tid)
         self.merge = outer_merge
         for n_, v in zip(names, saved):
@@ -632,7 +636,7 @@ def _accesses_only(stmts: tuple[SStmt, ...]) -> tuple[SStmt, ...]:
             case Elect(threads=tr, body=b):
                 out.append(Elect(tr, _accesses_only(b)))
             case ThreadLoop():
-                out.append(ThreadLoop(s.vars, s.extents, s.mapping, s.threads, _accesses_only(s.body), s.sid))
+                out.append(dataclasses.replace(s, body=_accesses_only(s.body)))
             case _:
                 out.append(s)
     return tuple(out)

@@ -1,0 +1,12 @@
+"""egtile's own CUDA emitters, one module per family of scheduled constructs, each registering its
+handlers with :func:`egtile.codegen.registry.register_emitter` (importing this package registers them all).
+
+* :mod:`.leaf`: scalar statements (``Leaf``: store, atomic add, extern call);
+* :mod:`.control`: ``SeqLoop``, ``ThreadLoop``, ``SIf``, ``Elect``, ``RoleSplit`` (thread sets and roles);
+* :mod:`.sync`: mbarrier wait / arrive / arrive.expect_tx, CTA barriers, the async-proxy fence;
+* :mod:`.tma`: TMA tile loads and stores (``cp.async.bulk.tensor``) and their tensor maps;
+* :mod:`.cp_async`: per-thread ``cp.async`` copies and their mbarrier arrival;
+* :mod:`.tileop`: cooperative tile statements (``TileOp``: copy, fill, gemm, reduce).
+"""
+
+from egtile.codegen.ops import control, cp_async, leaf, sync, tileop, tma  # noqa: F401  (registration)

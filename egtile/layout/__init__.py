@@ -1,0 +1,28 @@
+"""Hardware layouts as pure data: shared-memory swizzles, wgmma shared-memory operands and their
+matrix descriptors, and register fragments. Each fact is defined once here, with its PTX ISA / CUDA
+driver API source, and read by the codegen (descriptor fields, register indices), the simulator and
+the verifier (who owns which element), and the tests (what the hardware must agree with).
+
+* :mod:`~egtile.layout.swizzle` -- ``Swizzle`` modes, :func:`swizzle_offset`, TMA box limits;
+* :mod:`~egtile.layout.smem` -- ``SmemTile`` (the layout TMA writes), ``WgmmaOperand`` (its descriptor and
+  whether it is expressible), ``Descriptor`` (the 64-bit encoding) and :func:`descriptor_address`
+  (the model of what the tensor core reads);
+* :mod:`~egtile.layout.fragment` -- ``Fragment`` (thread/register <-> element), the wgmma accumulator
+  and register-A layouts, and the plain row-major-by-thread layout.
+"""
+
+from egtile.layout.errors import LayoutError
+from egtile.layout.fragment import (
+    WARPGROUP_THREADS, Fragment, Mode, row_major_by_thread, wgmma_a_registers, wgmma_accumulator,
+)
+from egtile.layout.smem import (
+    K_BYTES, M_PER_WARPGROUP, N_MAX, Descriptor, Major, SmemTile, WgmmaOperand, descriptor_address,
+)
+from egtile.layout.swizzle import Swizzle, swizzle_offset, tma_inner_box_problems
+
+__all__ = [
+    "LayoutError",
+    "WARPGROUP_THREADS", "Fragment", "Mode", "row_major_by_thread", "wgmma_a_registers", "wgmma_accumulator",
+    "K_BYTES", "M_PER_WARPGROUP", "N_MAX", "Descriptor", "Major", "SmemTile", "WgmmaOperand", "descriptor_address",
+    "Swizzle", "swizzle_offset", "tma_inner_box_problems",
+]

@@ -1,0 +1,224 @@
+"""Register fragments: which thread holds which element of a tile, in which register.
+
+A :class:`Fragment` describes a ``rows x cols`` tile spread over the threads of a group (a warpgroup
+for wgmma). Thread ``t`` holds ``values_per_thread`` elements in *value slots* ``v``; the element in
+slot ``v`` of thread ``t`` is::
+
+    (row, col) = sum_i digit_i(t) * (thread_modes[i].row, thread_modes[i].col)
+               + sum_j digit_j(v) * (value_modes[j].row, value_modes[j].col)
+
+where ``digit_i(x)`` is the i-th digit of ``x`` in the mixed radix given by the modes' sizes, first mode
+fastest (CuTe's thread-value layouts use the same idea). A fragment must be a bijection between
+(thread, slot) pairs and tile elements; :meth:`Fragment.check` proves it by enumeration.
+
+Slots pack into 32-bit registers: ``32 // value_bits`` consecutive slots share one register, low half
+first (PTX ISA 9.7.15.5.1.1.1: ".f16x2 registers, with each register containing two .f16/.bf16
+elements", elements listed low to high).
+
+The layouts wgmma fixes (PTX ISA 9.7.15.5.1.1.1, "Matrix Fragments for wgmma.mma_async.m64nNk16",
+Figures 148 and 149), for warp ``w = t / 32`` of the warpgroup, ``lane = t % 32``,
+``groupID = lane / 4``, ``threadID_in_group = lane % 4``:
+
+* accumulator D (f32, N/2 registers): register ``i`` holds row ``16 w + groupID + 8 ((i >> 1) & 1)``,
+  column ``2 threadID_in_group + (i & 1) + 8 (i >> 2)``  -- :func:`wgmma_accumulator`;
+* A in registers (f16/bf16, four .f16x2 registers, elements a0..a7): element ``a_i`` at row
+  ``16 w + groupID + 8 ((i >> 1) & 1)``, column ``2 threadID_in_group + (i & 1) + 8 (i >> 2)``
+  -- :func:`wgmma_a_registers`. The same formula as D's first 16 columns, which is why an f32
+  accumulator converted to f16 pairs can feed the next wgmma as A (attention's P @ V).
+
+:func:`row_major_by_thread` is the plain layout of SIMT code (consecutive elements to consecutive
+threads, ``vector`` at a time).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from egtile.layout.errors import LayoutError
+
+WARPGROUP_THREADS = 128
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One digit of a thread or slot index: ``size`` values, each step moving ``(row, col)`` by
+    ``(row, col)`` elements."""
+
+    size: int
+    row: int
+    col: int
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A thread-value layout of a ``rows x cols`` tile (module docstring).
+
+    Attributes:
+        name: for messages (``"wgmma.m64n256.f32"``).
+        rows, cols: tile extent.
+        thread_modes: digits of the thread index, fastest first.
+        value_modes: digits of the value-slot index, fastest first.
+        value_bits: bits of one element (32 for f32, 16 for f16/bf16).
+    """
+
+    name: str
+    rows: int
+    cols: int
+    thread_modes: tuple[Mode, ...]
+    value_modes: tuple[Mode, ...]
+    value_bits: int = 32
+
+    @property
+    def num_threads(self) -> int:
+        return math.prod(m.size for m in self.thread_modes)
+
+    @property
+    def values_per_thread(self) -> int:
+        return math.prod(m.size for m in self.value_modes)
+
+    @property
+    def values_per_register(self) -> int:
+        return max(1, 32 // self.value_bits)
+
+    @property
+    def registers_per_thread(self) -> int:
+        """32-bit registers each thread spends on the fragment."""
+        return -(-self.values_per_thread // self.values_per_register)
+
+    def register(self, value: int) -> tuple[int, int]:
+        """``(register, part)`` of slot ``value``: part 0 is the low half of a packed register."""
+        return divmod(value, self.values_per_register)
+
+    @staticmethod
+    def _digits(x: int, modes: tuple[Mode, ...]) -> tuple[int, int]:
+        row = col = 0
+        for m in modes:
+            x, d = divmod(x, m.size)
+            row += d * m.row
+            col += d * m.col
+        return row, col
+
+    def coord(self, thread: int, value: int) -> tuple[int, int]:
+        """``(row, col)`` of slot ``value`` of thread ``thread``."""
+        if not (0 <= thread < self.num_threads and 0 <= value < self.values_per_thread):
+            raise IndexError(f"{self.name}: (thread {thread}, slot {value}) outside {self.num_threads} threads x "
+                             f"{self.values_per_thread} slots")
+        r1, c1 = self._digits(thread, self.thread_modes)
+        r2, c2 = self._digits(value, self.value_modes)
+        return r1 + r2, c1 + c2
+
+    def elements(self, thread: int) -> list[tuple[int, int, int]]:
+        """``[(slot, row, col)]`` of every element ``thread`` holds, slot order."""
+        return [(v, *self.coord(thread, v)) for v in range(self.values_per_thread)]
+
+    def owner(self, row: int, col: int) -> tuple[int, int]:
+        """``(thread, slot)`` holding element ``(row, col)`` (inverse of :meth:`coord`)."""
+        table = _inverse(self)
+        if not (0 <= row < self.rows and 0 <= col < self.cols):
+            raise IndexError(f"{self.name}: element ({row}, {col}) outside {self.rows}x{self.cols}")
+        return table[row * self.cols + col]
+
+    def problems(self) -> list[str]:
+        """Why this is not a bijection onto the tile ([] if it is)."""
+        n = self.num_threads * self.values_per_thread
+        if n != self.rows * self.cols:
+            return [f"{self.num_threads} threads x {self.values_per_thread} slots = {n} elements, the tile has "
+                    f"{self.rows * self.cols}"]
+        seen: dict[tuple[int, int], tuple[int, int]] = {}
+        for t in range(self.num_threads):
+            for v in range(self.values_per_thread):
+                rc = self.coord(t, v)
+                if not (0 <= rc[0] < self.rows and 0 <= rc[1] < self.cols):
+                    return [f"(thread {t}, slot {v}) maps to {rc}, outside the tile"]
+                if rc in seen:
+                    return [f"(thread {t}, slot {v}) and {seen[rc]} both map to {rc}"]
+                seen[rc] = (t, v)
+        return []
+
+    def check(self) -> "Fragment":
+        """Return ``self`` if it is a bijection, else raise :class:`LayoutError`."""
+        problems = self.problems()
+        if problems:
+            raise LayoutError(f"fragment {self.name}: " + "; ".join(problems))
+        return self
+
+    def coord_expr(self, thread: str, value: int) -> tuple[str, str]:
+        """C expressions for ``(row, col)`` of compile-time slot ``value`` of the thread whose index
+        (inside the group) is the C expression ``thread``: what codegen emits for an unrolled loop over
+        a fragment's registers."""
+        r0, c0 = self._digits(value, self.value_modes)
+        rows, cols = [str(r0)] if r0 else [], [str(c0)] if c0 else []
+        div = 1
+        for m in self.thread_modes:
+            digit = f"(({thread}) / {div} % {m.size})" if div > 1 else f"(({thread}) % {m.size})"
+            if div * m.size == self.num_threads and div > 1:
+                digit = f"(({thread}) / {div})"
+            if m.row:
+                rows.append(f"{digit} * {m.row}" if m.row != 1 else digit)
+            if m.col:
+                cols.append(f"{digit} * {m.col}" if m.col != 1 else digit)
+            div *= m.size
+        return " + ".join(rows) or "0", " + ".join(cols) or "0"
+
+
+@functools.lru_cache(maxsize=64)
+def _inverse(frag: Fragment) -> tuple[tuple[int, int], ...]:
+    frag.check()
+    table: list[tuple[int, int]] = [(-1, -1)] * (frag.rows * frag.cols)
+    for t in range(frag.num_threads):
+        for v in range(frag.values_per_thread):
+            r, c = frag.coord(t, v)
+            table[r * frag.cols + c] = (t, v)
+    return tuple(table)
+
+
+# The warpgroup's thread digits shared by D and A: threadID_in_group -> 2 columns, groupID -> 1 row,
+# warp -> 16 rows.
+_WARPGROUP_THREADS = (Mode(4, 0, 2), Mode(8, 1, 0), Mode(4, 16, 0))
+
+
+def wgmma_accumulator(n: int) -> Fragment:
+    """The f32 accumulator of ``wgmma.mma_async.m64nNk16.f32``: 64 x n over 128 threads, n/2 registers."""
+    if not (8 <= n <= 256 and n % 8 == 0):
+        raise LayoutError(f"wgmma N = {n}: must be a multiple of 8 in [8, 256]")
+    return Fragment(f"wgmma.m64n{n}.f32", 64, n, _WARPGROUP_THREADS,
+                    (Mode(2, 0, 1), Mode(2, 8, 0), Mode(n // 8, 0, 8)), value_bits=32)
+
+
+def wgmma_a_registers(bits: int = 16) -> Fragment:
+    """The A operand of ``wgmma.mma_async.m64nNk16`` from registers (.f16/.bf16): 64 x 16 over 128
+    threads, 8 elements in 4 packed registers per thread."""
+    if bits != 16:
+        raise LayoutError(f"register A fragments are modeled for 16-bit types only, not {bits}-bit")
+    return Fragment("wgmma.m64k16.A.f16", 64, 16, _WARPGROUP_THREADS,
+                    (Mode(2, 0, 1), Mode(2, 8, 0), Mode(2, 0, 8)), value_bits=16)
+
+
+def _split_linear(size: int, stride: int, cols: int) -> list[Mode]:
+    """Modes for a digit of ``size`` values at linear (row-major) element stride ``stride``."""
+    if size == 1:
+        return []
+    if stride % cols == 0:
+        return [Mode(size, stride // cols, 0)]
+    if cols % (stride * size) == 0:
+        return [Mode(size, 0, stride)]
+    if cols % stride == 0 and size % (cols // stride) == 0:
+        inner = cols // stride
+        return [Mode(inner, 0, stride), *_split_linear(size // inner, stride * inner, cols)]
+    raise LayoutError(f"a digit of {size} values at linear stride {stride} does not fit rows of {cols} elements")
+
+
+def row_major_by_thread(rows: int, cols: int, threads: int, vector: int = 1, value_bits: int = 32) -> Fragment:
+    """Consecutive row-major elements go to consecutive threads, ``vector`` at a time: element
+    ``e = row * cols + col`` is held by thread ``(e // vector) % threads`` in slot
+    ``(e // (vector * threads)) * vector + e % vector``."""
+    total = rows * cols
+    if total % (threads * vector):
+        raise LayoutError(f"{rows}x{cols} elements do not split into {threads} threads x {vector}-vectors")
+    outer = total // (threads * vector)
+    tmodes = tuple(_split_linear(threads, vector, cols))
+    vmodes = tuple(_split_linear(vector, 1, cols) + _split_linear(outer, vector * threads, cols))
+    return Fragment(f"row_major({rows}x{cols}, {threads} threads, vector {vector})", rows, cols,
+                    tmodes or (Mode(1, 0, 0),), vmodes or (Mode(1, 0, 0),), value_bits=value_bits).check()

@@ -1,0 +1,218 @@
+"""Lower an extracted schedule tree to ``ir.Scheduled``: mechanical, no choices.
+
+Every constructor has exactly one lowering, declared with it (:class:`~egtile.schedule.decision.Decision`
+``lower`` for a statement of a block or thread body, ``issue`` for an item of a pipelined loop's issue
+list). This module is the walk that calls them and the toolbox they use (:class:`Lowerer`): the statement a
+node stands for with multi-versioned buffers restaged, nested lists, stage buffers, mbarrier arrays named
+once, fresh variables. The execution model every lowering targets is the docstring of
+:mod:`egtile.ir.scheduled`. CTA barriers are then placed by :func:`egtile.lower.sync.place_syncs`, which
+leaves the buffers a lowering ordered itself (``Lowerer.ordered``) to it.
+
+Every statement that implements a source statement runs with the source loop variable bound to the
+iteration it implements (the contract of the verifier's source order); that is why the software pipeline
+rebinds ``k`` in one-or-zero-trip inner loops instead of substituting ``k + S - 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from egtile.errors import ScheduleError
+from egtile.ir import Buffer, Expr, For, If, MBarrier, Scheduled, SStmt, Stmt, ThreadRange, Var
+from egtile.lower.irmap import restage, substitute
+from egtile.analysis.uniform import uniformity
+from egtile.lower.sync import NonUniformBarrier, place_syncs
+from egtile.schedule.decision import Decision
+from egtile.schedule.decode import Node
+from egtile.schedule.describe import describe
+from egtile.schedule.facts import FactContext
+
+
+@dataclass(frozen=True)
+class LowerCtx:
+    """Where a node is lowered.
+
+    Attributes:
+        threads: the threads that run it.
+        staged: ``buffer name -> (staged buffer, stage expression)`` of the multi-versioned buffers in scope.
+        shifts: ``var name -> expression`` substituted in statements of a ``T.Parallel`` body (a loop whose
+            start is not 0 runs its iterations from 0).
+        thread: inside a ``T.Parallel`` body (per-thread code).
+    """
+
+    threads: ThreadRange
+    staged: Mapping[str, tuple[Buffer, Expr]] = field(default_factory=dict)
+    shifts: Mapping[str, Expr] = field(default_factory=dict)
+    thread: bool = False
+
+    def within(self, threads: ThreadRange) -> LowerCtx:
+        return replace(self, threads=threads)
+
+
+@dataclass(frozen=True)
+class IssueCtx:
+    """Where an item of an issue list is lowered: the threads that issue it, the ``full`` barrier it
+    completes on, the stage expression of the iteration, and the lowering context (staged buffers)."""
+
+    threads: ThreadRange
+    full: str
+    stage: Expr
+    ctx: LowerCtx
+
+
+class Lowerer:
+    """The state of one lowering: barriers, multi-versioned buffers, and the dispatch to declarations."""
+
+    def __init__(self, facts: FactContext, decisions: Mapping[str, Decision], total_threads: int) -> None:
+        self.facts = facts
+        self.kernel = facts.kernel
+        self.decisions = decisions
+        self.total = total_threads
+        self.barriers: list[MBarrier] = []
+        self.staged: dict[str, Buffer] = {}
+        self.stages: dict[str, int] = {}
+        self.ordered: set[str] = set()
+
+    # -- dispatch
+
+    def decision(self, n: Node) -> Decision:
+        d = self.decisions.get(n.op)
+        if d is None:
+            raise ScheduleError(f"cannot lower {n.op!r} (statement sid {n.subject}): the ruleset declares no such "
+                                "constructor")
+        return d
+
+    def node(self, n: Node, ctx: LowerCtx) -> list[SStmt]:
+        d = self.decision(n)
+        if d.lower is None:
+            where = "inside a T.Parallel body" if ctx.thread else "at block level"
+            state = "still undecided" if d.group == "undecided" else f"not a statement {where}"
+            raise ScheduleError(f"cannot lower {n.op!r} (statement sid {n.subject}) {where}: it is {state}")
+        return list(d.lower(n, self, ctx))
+
+    def block(self, nodes: tuple[Node, ...], ctx: LowerCtx) -> tuple[SStmt, ...]:
+        out: list[SStmt] = []
+        for n in nodes:
+            out.extend(self.node(n, ctx))
+        return tuple(out)
+
+    def issue(self, n: Node, ic: IssueCtx, loop: int) -> tuple[list[SStmt], int]:
+        """An issue-list item: its statements and the arrivals they make on ``ic.full``."""
+        d = self.decision(n)
+        if d.issue is None:
+            raise ScheduleError(f"cannot lower issue item {n.op!r} (sid {n.subject}) of pipelined loop sid {loop}: "
+                                "its instruction is " + ("undecided" if d.group == "undecided" else
+                                                         "not one that can be issued for a pipeline"))
+        stmts, arrivals = d.issue(n, self, ic)
+        return list(stmts), int(arrivals)
+
+    # -- the toolbox
+
+    def stmt(self, sid: int, ctx: LowerCtx) -> Stmt:
+        """Statement ``sid`` with staged buffers indexed by their stage (and ``ctx.shifts`` substituted)."""
+        s = restage(self.facts.stmts[sid], ctx.staged)
+        return substitute(s, ctx.shifts) if ctx.shifts else s
+
+    def head(self, sid: int, ctx: LowerCtx) -> Stmt:
+        """Statement ``sid`` without its body (a loop's bounds, a branch's condition), restaged: every
+        expression a lowered statement keeps sees staged buffers with their stage index."""
+        s = self.facts.stmts[sid]
+        if isinstance(s, For):
+            s = replace(s, body=())
+        elif isinstance(s, If):
+            s = replace(s, then_body=(), else_body=())
+        s = restage(s, ctx.staged)
+        return substitute(s, ctx.shifts) if ctx.shifts else s
+
+    def leaf_sids(self, n: Node) -> list[int]:
+        """The leaf statements under ``n`` (its subtree's nodes with no children)."""
+        out: list[int] = []
+        for m in n.walk():
+            if not m.kids and not m.lists and m.sid is not None and m.sid in self.facts.stmts \
+                    and not isinstance(self.facts.stmts[m.sid], For):
+                out.append(m.sid)
+        return out
+
+    def written_by(self, nodes: tuple[Node, ...]) -> frozenset[str]:
+        """Buffers the leaf statements under ``nodes`` may write (the chosen form's, exactly)."""
+        out: set[str] = set()
+        for n in nodes:
+            for sid in self.leaf_sids(n):
+                out |= self.facts.writes(sid)
+        return frozenset(out)
+
+    def stage_buffers(self, names: frozenset[str], stages: int, stage: Expr, ctx: LowerCtx) -> LowerCtx:
+        """Give every buffer in ``names`` ``stages`` versions (a leading stage dimension); the context that
+        indexes them with ``stage``."""
+        staged = dict(ctx.staged)
+        for name in sorted(names):
+            b = self.kernel.buffer(name)
+            sb = Buffer(b.name, (stages, *b.shape), b.dtype, b.scope, b.layout)
+            self.staged[name] = sb
+            self.stages[name] = stages
+            staged[name] = (sb, stage)
+        return replace(ctx, staged=staged)
+
+    def new_barrier(self, kind: str, stages: int, arrive_count: int, guards: frozenset[str] | tuple[str, ...],
+                    loop: int | None) -> str:
+        """Declare an mbarrier array (named once, here: ``full_0``, ``empty_0``, ...) and return its name."""
+        idx = sum(1 for b in self.barriers if b.kind == kind)
+        name = f"{kind}_{idx}" if kind in ("full", "empty") else f"bar_{len(self.barriers)}"
+        self.barriers.append(MBarrier(name, stages, arrive_count, kind, tuple(sorted(guards)), loop))
+        return name
+
+    def set_arrive_count(self, name: str, arrive_count: int) -> None:
+        """Fix the arrive count of a declared barrier (known once its producers are lowered)."""
+        self.barriers = [replace(b, arrive_count=arrive_count) if b.name == name else b for b in self.barriers]
+
+    def fresh_var(self, base: Var) -> Var:
+        taken = {v.name for v in self.kernel.block_vars}
+        for s in self.facts.stmts.values():
+            if isinstance(s, For):
+                taken.add(s.var.name)
+        name = f"{base.name}_sw"
+        while name in taken:
+            name += "_"
+        return Var(name, base.dtype)
+
+
+def launch_threads(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, Decision]) -> int:
+    """Threads the schedule launches: the kernel's, plus the most any node adds (a producer warpgroup)."""
+    extra = 0
+    for top in body:
+        for n in top.walk():
+            d = decisions.get(n.op)
+            if d is not None and d.threads is not None:
+                extra = max(extra, int(d.threads(n, facts.kernel)))
+    return facts.kernel.threads + extra
+
+
+def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, Decision]) -> Scheduled:
+    """The scheduled kernel of an extracted body (see the module docstring).
+
+    Raises:
+        ScheduleError: the tree still holds an undecided constructor, or a constructor where it cannot
+            be lowered (e.g. a user rule that rewrote into the wrong context).
+    """
+    total = launch_threads(body, facts, decisions)
+    lw = Lowerer(facts, decisions, total)
+    everyone = ThreadRange(0, total)
+    stmts = lw.block(body, LowerCtx(everyone))
+    buffers = tuple(lw.staged.get(b.name, b) for b in facts.kernel.allocs)
+    uni = uniformity(facts.kernel)
+    try:
+        stmts = place_syncs(stmts, everyone, barriers=tuple(lw.barriers), ordered=frozenset(lw.ordered),
+                            uniform=uni.of)
+    except NonUniformBarrier as e:
+        st = facts.stmts.get(e.sid) if e.sid is not None else None
+        what = describe(st) if st is not None else "a T.If"
+        raise ScheduleError(
+            f"{what} needs a CTA barrier (__syncthreads) inside its branch, but its condition is not block-uniform: "
+            f"{e.reason}. bar.sync must be reached by every thread of the block (PTX ISA 9.7.13.4), so egtile cannot "
+            "schedule this: evaluate the condition from read-only inputs, shared memory or block indices (e.g. copy "
+            "the flag into a shared buffer first)", getattr(st, "loc", None)) from None
+    return Scheduled(facts.kernel, total, buffers, tuple(lw.barriers), stmts, staged=tuple(lw.stages.items()))
+
+
+__all__ = ["IssueCtx", "LowerCtx", "Lowerer", "launch_threads", "lower"]

@@ -1,0 +1,12 @@
+"""egtile's own simulator semantics, one module per family of scheduled constructs, each registering its
+handlers with :func:`egtile.sim.semantics.register_semantics` (importing this package registers them all).
+
+* :mod:`.leaf`: scalar statements (``Leaf``: store, atomic add, extern call) and repeated-iteration tracking;
+* :mod:`.control`: ``SeqLoop``, ``ThreadLoop``, ``SIf``, ``Elect``, ``RoleSplit``;
+* :mod:`.sync`: mbarrier wait / arrive / arrive.expect_tx, CTA barriers, the async-proxy fence;
+* :mod:`.tma`: TMA tile loads (async, completing transaction bytes) and stores (async-proxy reads);
+* :mod:`.cp_async`: ``cp.async`` tile copies and their deferred mbarrier arrival;
+* :mod:`.tileop`: cooperative tile statements (``TileOp``).
+"""
+
+from egtile.sim.ops import control, cp_async, leaf, sync, tileop, tma  # noqa: F401  (registration)

@@ -1,0 +1,45 @@
+"""TMA tile copies (PTX ISA 9.7.9.27, ``cp.async.bulk.tensor``).
+
+* ``TmaLoad``: the issuing thread reads the global source now (the values the copy will deliver) and
+  queues the shared writes; when the policy completes the copy they land as an agent of the barrier
+  stage's current phase and complete ``dst.numel * elem_bytes`` transaction bytes.
+* ``TmaStore``: the shared source is read through the async proxy (so an unfenced generic write of it is
+  a ``proxy`` race) and written to global memory, synchronously: the issuing thread waits for the copy
+  (``wait_group.read 0``, 9.7.9.28).
+"""
+
+from __future__ import annotations
+
+from egtile.errors import ShapeError, SimulationError
+from egtile.ir.dtypes import dtype
+from egtile.ir.scheduled import TmaLoad, TmaStore
+from egtile.sim.semantics import register_semantics
+
+
+@register_semantics(TmaLoad)
+def tma_load(m, s: TmaLoad, th):
+    what = f"TmaLoad (sid {s.sid}) in block {m.coords}"
+    th.sid = s.sid
+    if m.mem(s.src.buffer.name, th).scope != "global" or \
+            m.mem(s.dst.buffer.name, th).scope not in ("shared", "fragment"):
+        raise SimulationError(f"{what}: a TMA load copies a global region into shared memory")
+    bar = m.barrier(s.barrier)
+    stage = m.stage_of(bar, s.stage, th, "TmaLoad")
+    writes = m.gather(s.src, s.dst, th, s.sid or -1, what, op="tma-load")
+    nbytes = s.dst.numel * dtype(s.dst.buffer.dtype).bytes
+    m.issue_async(th, s.sid, writes, op="tma-load", barrier=bar, stage=stage, tx_bytes=nbytes)
+    return m.PREEMPT
+
+
+@register_semantics(TmaStore, writes=lambda s: [s.dst.buffer.name])
+def tma_store(m, s: TmaStore, th):
+    what = f"TmaStore (sid {s.sid}) in block {m.coords}"
+    th.sid = s.sid
+    if s.src.squeezed != s.dst.squeezed:
+        raise ShapeError(f"{what}: extents {s.src.extents} -> {s.dst.extents} differ")
+    sm, sf = m.region(s.src, th, what)
+    dm, df = m.region(s.dst, th, what)
+    for a, b in zip(sf, df):
+        m.write(dm, int(b), m.proxy_read(sm, int(a), th, s.sid), th, s.sid, "tma-store")
+    th.tick()
+    return m.PREEMPT
