@@ -117,3 +117,49 @@ def test_register_model_is_reachable_from_egtile_verify():
     code = "import egtile; assert callable(egtile.verify.register_model); assert egtile.verify.VerifyLimits"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
     assert egtile.verify.register_model is register_model
+
+
+@dataclass(frozen=True)
+class ToyBulk:
+    """Toy asynchronous copy with its own field names, declared like a TMA load."""
+
+    source: Region
+    target: Region
+    bar: str
+    stg: object
+    sid: int | None = None
+
+
+def _swap_tma(x):
+    """``x`` (a schedule or statement) with every TmaLoad replaced by a ToyBulk."""
+    import dataclasses
+
+    from egtile.ir import TmaLoad
+
+    if isinstance(x, TmaLoad):
+        return ToyBulk(x.src, x.dst, x.barrier, x.stage, x.sid)
+    if isinstance(x, tuple):
+        return tuple(_swap_tma(y) for y in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type) and not isinstance(x, (Region, Kernel)):
+        return dataclasses.replace(x, **{f.name: _swap_tma(getattr(x, f.name)) for f in dataclasses.fields(x)
+                                         if f.name in ("body", "roles", "then_body", "else_body")})
+    return x
+
+
+@pytest.mark.parametrize("kw", [{}, {"n": 120}, {"tx_delta": -2}, {"wait_after_first_read": True},
+                                {"release_before_last_read": True}, {"n": 120, "absolute_parity": True, "start": 3}])
+def test_a_declared_async_copy_is_checked_like_a_tma_load(kw):
+    from soundness import handbuilt as hb
+
+    register_model(ToyBulk, kind="async-copy", src="source", dst="target", barrier="bar", stage="stg")
+    try:
+        s = hb.ws_schedule(**kw)
+        toy = _swap_tma(s)
+        assert "ToyBulk" in repr(toy.body)
+        assert {v.key() for v in verify(toy)} == {v.key() for v in verify(s)}
+    finally:
+        unregister_model(ToyBulk)
+    with pytest.raises(TypeError, match="kind"):
+        register_model(ToyBulk, src="source")
+    with pytest.raises(TypeError, match="unknown kind"):
+        register_model(ToyBulk, kind="teleport")

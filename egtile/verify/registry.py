@@ -74,15 +74,17 @@ class Model:
     effects: Callable[..., Any] | None = None
     structure: Callable[..., Any] | None = None
     scan: Callable[..., Any] | None = None
+    writes: Callable[..., Any] | None = None  # node -> names of the buffers it writes (None: any)
+    synchronizes: bool = False  # an mbarrier operation (left out of the data-dependent branches' accesses)
 
 
 _MODELS: dict[type, Model] = {}
 
 
-def register_model(node_cls: type, trace: Callable[..., Any] | None = None, *,
+def register_model(node_cls: type, trace: Callable[..., Any] | None = None, *, kind: str | None = None,
                    bodies: Callable[..., Any] | None = None, effects: Callable[..., Any] | None = None,
                    structure: Callable[..., Any] | None = None, scan: Callable[..., Any] | None = None,
-                   replace: bool = False):
+                   replace: bool = False, **fields: Any):
     """Teach the verifier a scheduled-IR node class.
 
     ``trace(node, ctx)`` describes what the node does for one agent, in the verifier's terms (see
@@ -95,13 +97,39 @@ def register_model(node_cls: type, trace: Callable[..., Any] | None = None, *,
             ctx.write(node.dst)
             ctx.walk(node.body)
 
+    Or declaratively, for a node that behaves like a builtin one, with ``kind`` and the names of the
+    node's attributes that play each part (every hook is then provided):
+
+    * ``kind="async-copy"``: a TMA-load-like asynchronous copy issued by one thread (L5 otherwise) that
+      reads region ``src``, writes region ``dst`` through the async proxy and completes ``tx`` bytes
+      (an attribute name or an int; default: ``dst``'s bytes) on mbarrier ``barrier[stage]``; ``sid``
+      names the source statement (default attribute ``sid``)::
+
+          register_model(BulkCopy, kind="async-copy", src="src", dst="dst", barrier="barrier",
+                         stage="stage", tx="nbytes")
+
     Raises:
-        TypeError: ``node_cls`` is not a class, or ``trace`` is not callable.
+        TypeError: ``node_cls`` is not a class, ``trace`` is not callable, an unknown ``kind``, or
+            attributes given without a ``kind``.
         ValueError: ``node_cls`` already has a model (a builtin scheduled node, or an earlier
             registration without ``replace=True``).
     """
     if not isinstance(node_cls, type):
         raise TypeError(f"register_model expects a node class, got {node_cls!r}")
+    if kind is not None:
+        if trace is not None:
+            raise TypeError("register_model: give either a trace function or a kind, not both")
+        hooks = declared_model(node_cls, kind, fields)
+        trace = hooks["trace"]
+        writes, synchronizes = hooks["writes"], True
+        bodies = bodies or hooks.get("bodies")
+        effects = effects or hooks.get("effects")
+        structure = structure or hooks.get("structure")
+        scan = scan or hooks.get("scan")
+    elif fields:
+        raise TypeError(f"register_model: attributes {sorted(fields)} need a kind= (known kinds: {sorted(KINDS)})")
+    else:
+        writes, synchronizes = None, False
 
     def install(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(fn):
@@ -110,7 +138,7 @@ def register_model(node_cls: type, trace: Callable[..., Any] | None = None, *,
         if builtin or (node_cls in _MODELS and not replace):
             what = "a builtin scheduled node" if builtin else "already registered (pass replace=True)"
             raise ValueError(f"the verifier already has a model of {node_cls.__name__}: {what}")
-        _MODELS[node_cls] = Model(node_cls, fn, bodies, effects, structure, scan)
+        _MODELS[node_cls] = Model(node_cls, fn, bodies, effects, structure, scan, writes, synchronizes)
         _HANDLERS["trace"][node_cls] = fn
         for concern, hook in (("bodies", bodies), ("effects", effects), ("structure", structure), ("scan", scan)):
             if hook is not None:
@@ -122,6 +150,53 @@ def register_model(node_cls: type, trace: Callable[..., Any] | None = None, *,
     if trace is not None:
         return install(trace)
     return install
+
+
+KINDS = ("async-copy",)
+
+
+def declared_model(node_cls: type, kind: str, fields: dict[str, Any]) -> dict[str, Callable[..., Any]]:
+    """The hooks of a declaratively registered node (see :func:`register_model`)."""
+    if kind not in KINDS:
+        raise TypeError(f"register_model: unknown kind {kind!r} for {node_cls.__name__}; known kinds: {list(KINDS)}")
+    name = node_cls.__name__
+    src, dst = fields.get("src", "src"), fields.get("dst", "dst")
+    barrier, stage = fields.get("barrier", "barrier"), fields.get("stage", "stage")
+    tx, sid = fields.get("tx"), fields.get("sid", "sid")
+
+    def get(node, attr):
+        return getattr(node, attr) if isinstance(attr, str) else attr
+
+    def trace(node, ctx) -> None:
+        nbytes = get(node, tx) if tx is not None else None
+        ctx.tma_load(get(node, src), get(node, dst), get(node, barrier), get(node, stage), get(node, sid),
+                     tx_bytes=nbytes)
+
+    def effects(node, walker, lo, hi, loop) -> None:
+        from egtile.verify.violation import Violation
+
+        if hi - lo > 1:
+            s = get(node, sid)
+            walker.out.append(Violation("L5", f"the {name} (sid {s}) is issued by {hi - lo} threads [{lo}, {hi}); "
+                                              "it must be issued by one (Elect)", (s,) if s is not None else (),
+                                        get(node, dst).buffer.name))
+
+    def structure(node, walker, lo, hi, role, divergent, serial, data_if) -> None:
+        from egtile.verify.violation import Violation
+
+        if data_if is not None:
+            b = get(node, barrier)
+            walker.out.append(Violation("L3", f"{name} on {b} is under a data-dependent condition (SIf sid "
+                                              f"{data_if}): the arrivals and waits of a phase differ between paths",
+                                        (data_if,), barrier=b))
+
+    def scan(node, scanner, scope) -> None:
+        scanner.periodic(get(node, stage), scope, "a barrier stage")
+        scanner.region(get(node, src), scope)
+        scanner.region(get(node, dst), scope)
+
+    return {"trace": trace, "effects": effects, "structure": structure, "scan": scan,
+            "writes": lambda node: (get(node, dst).buffer.name,)}
 
 
 def unregister_model(node_cls: type) -> None:
@@ -136,6 +211,11 @@ def unregister_model(node_cls: type) -> None:
 def models() -> tuple[Model, ...]:
     """The models registered with :func:`register_model`."""
     return tuple(_MODELS.values())
+
+
+def model(node_cls: type) -> Model | None:
+    """The model registered for ``node_cls`` with :func:`register_model`, if any."""
+    return _MODELS.get(node_cls)
 
 
 def bodies(node: object) -> tuple[tuple[Any, ...], ...]:

@@ -233,7 +233,6 @@ def tracked_buffers(sched: Scheduled) -> tuple[set[str], set[str]]:
     """(buffers whose accesses are tracked, multi-versioned buffers)."""
     tracked = {b.name for b in sched.buffers if b.scope in ("shared", "fragment")}
     params = {p.name for p in sched.kernel.params}
-    user = {m.node_cls for m in registry.models()}
     for s in registry.walk(sched.body):
         match s:
             case Leaf(stmt=Store(buffer=b)) | Leaf(stmt=AtomicAdd(buffer=b)):
@@ -248,8 +247,10 @@ def tracked_buffers(sched: Scheduled) -> tuple[set[str], set[str]]:
                 if b.name in params:
                     tracked.add(b.name)
             case _:
-                if type(s) in user:
-                    tracked |= params  # a registered model may write any global: track them all
+                m = registry.model(type(s))
+                if m is not None:
+                    # a registered model writes what it declares, or possibly any global
+                    tracked |= {n for n in m.writes(s) if n in params} if m.writes else params
     return tracked, {n for n, _ in sched.staged}
 
 
@@ -409,8 +410,11 @@ class Ctx:
     def fence(self) -> None:
         self.tracer.emit(self.agent, Event("fence", self.agent.index, self.loop_sid, self.path, tid=self.tid), self)
 
-    def tma_load(self, src: Region, dst: Region, barrier: str, stage: Expr, sid=None) -> None:
-        self.tracer.tma_load(self, src, dst, barrier, stage, sid)
+    def tma_load(self, src: Region, dst: Region, barrier: str, stage: Expr, sid=None,
+                 tx_bytes: int | None = None) -> None:
+        """An asynchronous copy of ``src`` into ``dst`` by the running thread, completing ``tx_bytes``
+        (default: ``dst``'s bytes) on ``barrier[stage]`` (a TMA load, a bulk copy)."""
+        self.tracer.tma_load(self, src, dst, barrier, stage, sid, tx_bytes)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -782,8 +786,9 @@ class Tracer:
                        tx=tx * n, tid=ctx.tid)
         self.emit(ctx.agent, ev, ctx)
 
-    def tma_load(self, ctx: Ctx, src: Region, dst: Region, barrier: str, stage: Expr, sid) -> None:
-        nbytes = dst.numel * lookup_dtype(dst.buffer.dtype).bytes
+    def tma_load(self, ctx: Ctx, src: Region, dst: Region, barrier: str, stage: Expr, sid,
+                 tx_bytes: int | None = None) -> None:
+        nbytes = dst.numel * lookup_dtype(dst.buffer.dtype).bytes if tx_bytes is None else int(tx_bytes)
         for _ in range(ctx.threads):  # every thread that reaches it issues one copy (L5 flags n > 1)
             t = ctx.tid if ctx.tid is not None else ctx.lo
             ev = Event("tma", ctx.agent.index, sid, ctx.path, barrier=barrier,
@@ -805,7 +810,7 @@ class Tracer:
                                 "egtile.verify.register_model)")
             if ctx.sym is not None and fn not in _SYMBOLIC:
                 raise Fallback(f"{type(s).__name__} in a ThreadLoop body")
-            if ctx.accesses_only and isinstance(s, _SYNC):
+            if ctx.accesses_only and (isinstance(s, _SYNC) or getattr(registry.model(type(s)), "synchronizes", False)):
                 continue
             fn(s, ctx)
 
