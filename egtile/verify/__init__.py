@@ -5,70 +5,115 @@
 * :mod:`.effects` L5 (nonlocal statements run once per instance);
 * :mod:`.structure` L7 (barriers in divergent code, named barrier counts) and data-dependent L3;
 * :mod:`.resources` L8 (threads, shared memory, setmaxnreg);
-* :mod:`.trace` + :mod:`.order` L1-L4 and L6, by enumerating each agent's events concretely for the
-  first and the last block of the grid and building happens-before from the barrier semantics.
+* :mod:`.trace` + :mod:`.order` L1-L4 and L6: each agent's events for the first and the last block of
+  the grid, with symbolic footprints (:mod:`.regions`, :mod:`.affine`) instead of element sets and, for
+  long periodic loops, a window of iterations instead of all of them (:mod:`.window`), then
+  happens-before from the barrier semantics;
+* :mod:`.valueflow` value flow (reported as L1): every read of a staged or local buffer observes the
+  write the sequential program's read observes.
+
+Its cost does not grow with tile size or trip count; a schedule too large for the budget raises
+:class:`egtile.errors.VerifyLimitError` (:mod:`.limits`). The enumerating verifier it replaced is kept
+as a cross-check for tests (:mod:`.reference`).
 
 The verifier re-derives everything from ``ir.Scheduled`` and the tile-IR kernel it implements; it imports
-neither :mod:`egtile.rules` nor :mod:`egtile.analysis`.
+neither :mod:`egtile.rules` nor :mod:`egtile.analysis`, and it dispatches over scheduled statements
+through its own registry (:mod:`.registry`, :func:`register_model`).
 """
 
 from __future__ import annotations
 
 from egtile._entrypoint import make_callable
 from egtile.ir.scheduled import Scheduled
+from egtile.verify import covariance as _covariance  # noqa: F401  (registers the window models of the builtin nodes)
+from egtile.verify import models as _models  # noqa: F401  (registers the trace models of the builtin nodes)
 from egtile.verify.effects import check_effects
+from egtile.verify.ints import Ints
+from egtile.verify.limits import Meter, VerifyLimits, default_limits
 from egtile.verify.order import OrderAnalysis
+from egtile.verify.reference import blocks, dedupe
+from egtile.verify.registry import register_model, unregister_model
+from egtile.verify.regions import Space
 from egtile.verify.resources import check_resources
 from egtile.verify.structure import check_structure
-from egtile.verify.trace import SourceOrder, TraceError, Tracer, agents_of
+from egtile.verify.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
+from egtile.verify.valueflow import check_value_flow
 from egtile.verify.violation import PROPERTIES, Violation
+from egtile.verify.window import Windows
 
 
-def _blocks(grid: tuple[int, ...]) -> list[tuple[int, ...]]:
-    first = tuple(0 for _ in grid)
-    last = tuple(g - 1 for g in grid)
-    if any(g <= 0 for g in grid):
-        return []
-    return [first] if first == last else [first, last]
+class _Charge:
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+
+    def charge(self, n: int) -> None:
+        self.meter.charge_elements(n)
 
 
-def verify(scheduled: Scheduled) -> list[Violation]:
+def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: bool = True,
+           value_flow: bool = True) -> list[Violation]:
     """Check a scheduled kernel; an empty list means every property holds.
 
     Args:
         scheduled: the schedule (``egtile.optimize(kernel).scheduled`` or hand-built).
+        limits: the verifier's budget per block (default :func:`egtile.verify.limits.default_limits`).
+        window: trace long periodic loops on a window of iterations (:mod:`egtile.verify.window`);
+            ``False`` traces every iteration (for tests of the window argument).
+        value_flow: check that every read of a staged or local buffer observes the write the
+            sequential program's read observes (:mod:`egtile.verify.valueflow`); ``False`` for the
+            comparison with the enumerating verifier, which does not.
 
     Returns:
         One :class:`Violation` per (property, statements, buffer, barrier), in property order.
 
     Raises:
         TypeError: ``scheduled`` is not an ``ir.Scheduled``.
+        egtile.errors.VerifyLimitError: the schedule needs more work than ``limits`` allow.
     """
     if not isinstance(scheduled, Scheduled):
         raise TypeError(f"verify expects an ir.Scheduled, got {type(scheduled).__name__}")
+    limits = limits if limits is not None else default_limits()
     found: list[Violation] = []
     found += check_effects(scheduled)
     found += check_structure(scheduled)
     found += check_resources(scheduled)
     agents = agents_of(scheduled)
     order = SourceOrder(scheduled.kernel)
-    for coords in _blocks(scheduled.kernel.grid):
+    space = Space()
+    tracked = tracked_buffers(scheduled)
+    windows = Windows(scheduled, agents, tracked[0]) if window else None
+    ints = Ints()
+    for coords in blocks(scheduled.kernel.grid):
+        found += _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow)
+    return dedupe(found)
+
+
+def _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow) -> list[Violation]:
+    """L1-L4, L6 of one block; retraced without the windows whose hypotheses the trace refutes."""
+    while True:
+        meter = Meter(limits, scheduled.kernel.name, coords)
+        space.budget = _Charge(meter)
+        if windows is not None:
+            windows.start_block()
         try:
-            traces = Tracer(scheduled, agents, coords, order).run()
+            traces = Tracer(scheduled, agents, coords, order, space, meter, windows, ints, tracked).run()
         except TraceError as err:
-            found.append(Violation("L3", f"cannot enumerate the schedule: {err}",
-                                   (err.sid,) if err.sid is not None else (), block=coords))
-            continue
-        found += OrderAnalysis(scheduled, agents, traces, coords).run()
-    seen: set = set()
-    out = []
-    for v in sorted(found, key=lambda v: v.property):
-        if v.key() not in seen:
-            seen.add(v.key())
-            out.append(v)
-    return out
+            return [Violation("L3", f"cannot enumerate the schedule: {err}",
+                              (err.sid,) if err.sid is not None else (), block=coords)]
+        analysis = OrderAnalysis(scheduled, agents, traces, coords, space)
+        out = analysis.run()
+        if windows is None or windows.confirm(traces, analysis, space):
+            if value_flow and all(p is None for p in analysis.stuck_at):
+                out += check_value_flow(scheduled, analysis, space, windows)
+            return out
 
 
 make_callable(__name__, verify)  # egtile.verify(scheduled) works whichever way it was imported
+# ``egtile.verify`` may be this function (``import egtile`` alone binds it lazily) or the package: the
+# public names resolve on both
+for _name, _value in (("register_model", register_model), ("unregister_model", unregister_model),
+                      ("VerifyLimits", VerifyLimits), ("Violation", Violation), ("PROPERTIES", PROPERTIES),
+                      ("Ctx", Ctx)):
+    setattr(verify, _name, _value)
 
-__all__ = ["PROPERTIES", "Violation", "verify"]
+__all__ = ["PROPERTIES", "Ctx", "VerifyLimits", "Violation", "register_model", "unregister_model", "verify"]

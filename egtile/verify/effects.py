@@ -17,8 +17,11 @@ from __future__ import annotations
 from egtile import externs
 from egtile.ir.kernel import AddressOf, AtomicAdd, Extern, Store
 from egtile.ir.scheduled import (
-    Elect, Leaf, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, ThreadLoop, TileOp, TmaLoad, TmaStore,
+    Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, Scheduled, SeqLoop, SIf, SStmt,
+    SyncThreads, ThreadLoop, TileOp, TmaLoad, TmaStore, Wait,
 )
+from egtile.verify import registry
+from egtile.verify.registry import handler
 from egtile.verify.violation import Violation
 
 
@@ -53,62 +56,101 @@ def nonlocal_reason(stmt: Store | AtomicAdd | Extern, sched: Scheduled) -> str |
 
 def check_effects(sched: Scheduled) -> list[Violation]:
     """L5 violations of ``sched``."""
-    out: list[Violation] = []
-    _walk(sched.body, 0, sched.threads, sched, out, None)
-    return out
+    w = EffectsWalker(sched)
+    w.walk(sched.body, 0, sched.threads, None)
+    return w.out
 
 
-def _walk(stmts: tuple[SStmt, ...], lo: int, hi: int, sched: Scheduled, out: list[Violation],
-          loop: ThreadLoop | None) -> None:
+class EffectsWalker:
+    """The L5 walk: which threads run each statement (``[lo, hi)``) and the replicated ``ThreadLoop``
+    around it, if any. Dispatches through the verifier's registry (concern ``"effects"``); a node whose
+    model gives no ``effects`` hook has its bodies walked on the same threads."""
+
+    def __init__(self, sched: Scheduled) -> None:
+        self.sched = sched
+        self.out: list[Violation] = []
+
+    def walk(self, stmts: tuple[SStmt, ...], lo: int, hi: int, loop: ThreadLoop | None) -> None:
+        if hi - lo <= 0:
+            return
+        for s in stmts:
+            fn = registry.lookup("effects", s)
+            if fn is not None:
+                fn(s, self, lo, hi, loop)
+            else:
+                for b in registry.bodies(s):
+                    self.walk(b, lo, hi, loop)
+
+
+@handler("effects", Leaf)
+def _leaf(s: Leaf, w: EffectsWalker, lo: int, hi: int, loop) -> None:
+    st = s.stmt
     n = hi - lo
-    if n <= 0:
+    reason = nonlocal_reason(st, w.sched)
+    if reason is None or n <= 1:
         return
-    for s in stmts:
-        match s:
-            case Leaf(stmt=st):
-                reason = nonlocal_reason(st, sched)
-                if reason is not None and n > 1:
-                    if loop is not None:
-                        out.append(Violation(
-                            "L5", f"the replicated ThreadLoop (sid {loop.sid}) runs every iteration on each of its "
-                                  f"{n} threads, but its body statement {st.sid} has a nonlocal effect ({reason}): "
-                                  "each iteration must run once (partitioned mapping)",
-                            tuple(x for x in (loop.sid, st.sid) if x is not None), _buffer_of(st)))
-                    else:
-                        out.append(Violation(
-                            "L5", f"statement {st.sid} has a nonlocal effect ({reason}) and runs on {n} threads "
-                                  f"[{lo}, {hi}); it must run once (Elect or a partitioned ThreadLoop)",
-                            (st.sid,), _buffer_of(st)))
-            case SeqLoop(body=b):
-                _walk(b, lo, hi, sched, out, loop)
-            case SIf(then_body=t, else_body=e):
-                _walk(t, lo, hi, sched, out, loop)
-                _walk(e, lo, hi, sched, out, loop)
-            case Elect(threads=tr, body=b):
-                if lo <= tr.begin < hi:
-                    _walk(b, tr.begin, tr.begin + 1, sched, out, loop)
-            case RoleSplit(roles=roles):
-                for r in roles:
-                    _walk(r.body, max(lo, r.threads.begin), min(hi, r.threads.end), sched, out, loop)
-            case ThreadLoop(threads=tr, mapping=mapping, body=b):
-                b_lo, b_hi = max(lo, tr.begin), min(hi, tr.end)
-                if mapping == "partitioned":
-                    # each iteration runs on one thread; model it as a one-thread region
-                    if b_lo < b_hi:
-                        _walk(b, b_lo, b_lo + 1, sched, out, None)
-                else:
-                    _walk(b, b_lo, b_hi, sched, out, s)
-            case TmaLoad(sid=sid) | TmaStore(sid=sid):
-                if n > 1:
-                    kind = "TMA load" if isinstance(s, TmaLoad) else "TMA store"
-                    out.append(Violation("L5", f"the {kind} (sid {sid}) is issued by {n} threads [{lo}, {hi}); "
-                                               "it must be issued by one (Elect)",
-                                         (sid,) if sid is not None else (),
-                                         s.dst.buffer.name))
-            case TileOp():
-                pass  # split by element: every element once
-            case _:
-                pass
+    if loop is not None:
+        w.out.append(Violation(
+            "L5", f"the replicated ThreadLoop (sid {loop.sid}) runs every iteration on each of its "
+                  f"{n} threads, but its body statement {st.sid} has a nonlocal effect ({reason}): "
+                  "each iteration must run once (partitioned mapping)",
+            tuple(x for x in (loop.sid, st.sid) if x is not None), _buffer_of(st)))
+    else:
+        w.out.append(Violation(
+            "L5", f"statement {st.sid} has a nonlocal effect ({reason}) and runs on {n} threads "
+                  f"[{lo}, {hi}); it must run once (Elect or a partitioned ThreadLoop)",
+            (st.sid,), _buffer_of(st)))
+
+
+@handler("effects", SeqLoop)
+def _seq(s: SeqLoop, w: EffectsWalker, lo: int, hi: int, loop) -> None:
+    w.walk(s.body, lo, hi, loop)
+
+
+@handler("effects", SIf)
+def _if(s: SIf, w: EffectsWalker, lo: int, hi: int, loop) -> None:
+    w.walk(s.then_body, lo, hi, loop)
+    w.walk(s.else_body, lo, hi, loop)
+
+
+@handler("effects", Elect)
+def _elect(s: Elect, w: EffectsWalker, lo: int, hi: int, loop) -> None:
+    tr = s.threads
+    if lo <= tr.begin < hi:
+        w.walk(s.body, tr.begin, tr.begin + 1, loop)
+
+
+@handler("effects", RoleSplit)
+def _roles(s: RoleSplit, w: EffectsWalker, lo: int, hi: int, loop) -> None:
+    for r in s.roles:
+        w.walk(r.body, max(lo, r.threads.begin), min(hi, r.threads.end), loop)
+
+
+@handler("effects", ThreadLoop)
+def _thread_loop(s: ThreadLoop, w: EffectsWalker, lo: int, hi: int, loop) -> None:
+    tr = s.threads
+    b_lo, b_hi = max(lo, tr.begin), min(hi, tr.end)
+    if s.mapping == "partitioned":
+        # each iteration runs on one thread; model it as a one-thread region
+        if b_lo < b_hi:
+            w.walk(s.body, b_lo, b_lo + 1, None)
+    else:
+        w.walk(s.body, b_lo, b_hi, s)
+
+
+@handler("effects", TmaLoad, TmaStore)
+def _tma(s, w: EffectsWalker, lo: int, hi: int, loop) -> None:
+    n = hi - lo
+    if n > 1:
+        kind = "TMA load" if isinstance(s, TmaLoad) else "TMA store"
+        w.out.append(Violation("L5", f"the {kind} (sid {s.sid}) is issued by {n} threads [{lo}, {hi}); "
+                                     "it must be issued by one (Elect)",
+                               (s.sid,) if s.sid is not None else (), s.dst.buffer.name))
+
+
+@handler("effects", TileOp, Wait, Arrive, ArriveExpectTx, CpAsyncArrive, SyncThreads, FenceProxyAsync)
+def _no_effect(s, w: EffectsWalker, lo: int, hi: int, loop) -> None:
+    pass  # tile ops are split by element (every element once); synchronization has no data effect
 
 
 def _buffer_of(st) -> str | None:
