@@ -115,4 +115,4 @@ class MissingConstructError(UnsupportedError, AttributeError):
 class VerifyLimitError(LimitError):
     """The static verifier's budget (events, listed elements, enumerated loop iterations per block) ran out
     before the schedule was checked; the message names the kernel, what was too large and the knob
-    (``egtile.verify.VerifyLimits``, environment variable ``EGTILE_VERIFY_BUDGET``)."""
+    (``egtile.verifier.VerifyLimits``, environment variable ``EGTILE_VERIFY_BUDGET``)."""

@@ -1,9 +1,9 @@
-"""The symbolic verifier agrees with the enumerating one (``egtile.verify.reference``).
+"""The symbolic verifier agrees with the enumerating one (``egtile.verifier.reference``).
 
 Both must report the same violations, by property, statements, buffer and barrier (``Violation.key``),
 on every hand-built schedule (correct and with each planted bug), on the schedules the rules and every
 mutant produce for the soundness suite's random programs, and on the same programs lengthened to long
-trip counts, where the symbolic verifier traces a window of the loop (``egtile.verify.window``) and the
+trip counts, where the symbolic verifier traces a window of the loop (``egtile.verifier.window``) and the
 reference every iteration. ``verify(..., window=False)`` (every iteration, symbolic footprints) must
 agree as well, so that a disagreement points at the footprints or at the window. (Value flow, which
 the reference does not check, is compared separately: ``tests/test_verify_valueflow.py``.)
@@ -18,8 +18,8 @@ from soundness.programs import programs
 from verify import corpus
 
 from egtile import rules
-from egtile.verify import reference, verify
-from egtile.verify.window import Windows
+from egtile.verifier import reference, verify
+from egtile.verifier.window import Windows
 
 BUDGET = 3  # programs per mutant (44 mutants)
 GENERATED = 10  # programs for the cheapest schedule and the named variants

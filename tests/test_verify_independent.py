@@ -32,8 +32,8 @@ def test_verifying_a_schedule_loads_neither():
     code = (
         "import sys; sys.path.insert(0, 'tests')\n"
         "from soundness import handbuilt as hb\n"
-        "import egtile.verify as V\n"
-        "from egtile.verify import reference\n"
+        "import egtile.verifier as V\n"
+        "from egtile.verifier import reference\n"
         "assert V.verify(hb.ws_schedule(n=60)) == []\n"
         "assert reference.verify(hb.ws_schedule(n=6)) == []\n"
         "bad = [m for m in sys.modules if m.startswith(('egtile.rules', 'egtile.analysis', 'egtile.schedule',\n"

@@ -1,4 +1,4 @@
-"""The verifier's budget (egtile.verify.limits): too large a schedule is a clear error, never a hang."""
+"""The verifier's budget (egtile.verifier.limits): too large a schedule is a clear error, never a hang."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from soundness import handbuilt as hb
 import egtile
 from egtile.errors import VerifyLimitError
 from egtile.ir import BinOp, Const, SIf
-from egtile.verify import VerifyLimits, verify
+from egtile.verifier import VerifyLimits, verify
 
 
 def test_too_many_events_names_the_kernel_the_unit_and_the_knob():

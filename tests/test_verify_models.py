@@ -1,4 +1,4 @@
-"""The verifier's own registry of scheduled-node models (egtile.verify.register_model).
+"""The verifier's own registry of scheduled-node models (egtile.verifier.register_model).
 
 A rule author who adds a scheduled node teaches the verifier what it does without editing egtile. The
 toy node here, defined in the test, is a cooperative fill: element ``e`` of ``dst`` is written by rank
@@ -17,8 +17,8 @@ from egtile.ir import (
     BinOp, Buffer, Const, Fill, For, Kernel, Leaf, Load, Region, Scheduled, SeqLoop, Store, SyncThreads, ThreadLoop,
     ThreadRange, Var,
 )
-from egtile.verify import register_model, unregister_model, verify
-from egtile.verify.window import Windows
+from egtile.verifier import register_model, unregister_model, verify
+from egtile.verifier.window import Windows
 
 
 @dataclass(frozen=True)
@@ -110,13 +110,13 @@ def test_a_loop_around_a_node_without_a_window_model_is_traced_in_full(model, mo
     assert any("CoopFill has no window model" in r for r in refuted)
 
 
-def test_register_model_is_reachable_from_egtile_verify():
+def test_register_model_is_reachable_from_egtile_verifier():
     import subprocess
     import sys
 
-    code = "import egtile; assert callable(egtile.verify.register_model); assert egtile.verify.VerifyLimits"
+    code = "import egtile; assert callable(egtile.verifier.register_model); assert egtile.verifier.VerifyLimits"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
-    assert egtile.verify.register_model is register_model
+    assert egtile.verifier.register_model is register_model
 
 
 @dataclass(frozen=True)

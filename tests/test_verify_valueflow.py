@@ -1,4 +1,4 @@
-"""Value flow (egtile.verify.valueflow): every read observes the write the sequential program's read does.
+"""Value flow (egtile.verifier.valueflow): every read observes the write the sequential program's read does.
 
 Two bugs that order every conflicting pair and still compute garbage, each planted and caught:
 
@@ -31,8 +31,8 @@ from egtile.ir import (
     ThreadRange, Var, Wait,
 )
 from egtile.schedule.driver import optimize
-from egtile.verify import reference, verify
-from egtile.verify.window import Windows
+from egtile.verifier import reference, verify
+from egtile.verifier.window import Windows
 
 
 def sliding_window(*, moving: bool, n: int = 6) -> Scheduled:

@@ -1,4 +1,4 @@
-"""The loop window (egtile.verify.window): its covariance domain, when it is used, when it is refused.
+"""The loop window (egtile.verifier.window): its covariance domain, when it is used, when it is refused.
 
 Every verdict here is compared with the enumerating reference verifier, which traces every iteration:
 the window must never change a verdict (by property, statements, buffer, barrier), including for bugs
@@ -14,8 +14,8 @@ from seed_schedules import bug2_schedule
 from soundness import handbuilt as hb
 
 from egtile.ir import BinOp, Buffer, Const, Elect, Leaf, Load, SIf, Store, Var
-from egtile.verify import reference, verify
-from egtile.verify.window import OPAQUE, Cov, NotCovariant, Scope, Windows
+from egtile.verifier import reference, verify
+from egtile.verifier.window import OPAQUE, Cov, NotCovariant, Scope, Windows
 
 
 def c(v: int) -> Const:

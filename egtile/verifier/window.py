@@ -17,10 +17,10 @@ indices, bounds such as ``min(T, k + S)``, the source timestamps and the code af
 they see in the full run.
 
 **Hypotheses,** each checked; when one fails the loop is traced in full (within the budget of
-:mod:`egtile.verify.limits`: a loop too long for it is a :class:`~egtile.errors.VerifyLimitError`,
+:mod:`egtile.verifier.limits`: a loop too long for it is a :class:`~egtile.errors.VerifyLimitError`,
 never a silent pass):
 
-* H1 *covariance* (checked symbolically before tracing, :mod:`egtile.verify.covariance`). On the middle
+* H1 *covariance* (checked symbolically before tracing, :mod:`egtile.verifier.covariance`). On the middle
   ``M = [b + W0, e - W0)`` every expression the tracer evaluates in the loop body is covariant in
   ``k``: ``v(k + q) = v(k) + beta`` for a period ``q`` dividing ``P`` whenever ``k, k + q`` are in ``M``.
   Barrier stages, parities (``& 1``), ``SIf`` conditions and nested trip counts must be periodic
@@ -56,7 +56,7 @@ window's. By H1,
 iterations of ``E'``, indexed by traced position, has the same barriers, stages, parities (``skip`` is a
 multiple of ``P``, hence of ``2S`` for every stage/parity pair), arrival counts and expected bytes as
 the first ``T - skip`` iterations of ``E``, and the same footprints up to translation. Every check of
-:mod:`egtile.verify.order` is decided by a bounded neighbourhood of the events it involves:
+:mod:`egtile.verifier.order` is decided by a bounded neighbourhood of the events it involves:
 
 1. *Happens-before.* ``hb(x, y)`` is a chain of program-order and synchronization edges. Each agent's
    visits along a chain are in program order, so iterations only decrease at synchronization edges,
@@ -79,7 +79,7 @@ the first ``T - skip`` iterations of ``E``, and the same footprints up to transl
    (the skipped copies meet nothing, and same-motion meetings recur inside the head). The
    verdicts that depend on counts over the whole loop (L3 "different numbers of phases", the L4
    offset of the ``n``-th wait) compare quantities that ``skip`` changes by the same amount for every
-   agent (H4). Value flow (:mod:`egtile.verify.valueflow`) compares a read with the write of each of
+   agent (H4). Value flow (:mod:`egtile.verifier.valueflow`) compares a read with the write of each of
    its source elements with the largest timestamp below it: for a read in the head, or in the tail
    with that write in the tail or outside the loop, it is the same write in ``E`` and ``E'`` (a write of
    a skipped iteration has a smaller timestamp than every tail write of the same statement). A read of
@@ -104,9 +104,9 @@ from typing import Any
 import numpy as np
 
 from egtile.ir.scheduled import SeqLoop
-from egtile.verify import registry
-from egtile.verify.covariance import MAX_PERIOD, OPAQUE, Cov, NotCovariant, Scanner, Scope, _lcm
-from egtile.verify.regions import Piece, Points, flat_strides
+from egtile.verifier import registry
+from egtile.verifier.covariance import MAX_PERIOD, OPAQUE, Cov, NotCovariant, Scanner, Scope, _lcm
+from egtile.verifier.regions import Piece, Points, flat_strides
 
 __all__ = ["BOUNDARIES", "MAX_PERIOD", "OPAQUE", "Cov", "LoopWindow", "NotCovariant", "Scanner", "Scope", "Windows",
            "lag_bound"]

@@ -8,10 +8,10 @@ statements become a trace of events (loop bounds, stage and parity expressions a
 have static bounds):
 
 * ``access``: a read, write, atomic or extern-pointer access of a buffer, with its
-  :class:`~egtile.verify.regions.Footprint` (the elements and, per element, the one thread touching
+  :class:`~egtile.verifier.regions.Footprint` (the elements and, per element, the one thread touching
   it, or none), the stage of a multi-versioned buffer (for messages) and the *logical timestamp* of the
   source statement instance (:class:`SourceOrder`). Shared/fragment buffers and the global buffers the
-  schedule writes are tracked; local buffers too, for value flow only (:mod:`egtile.verify.valueflow`).
+  schedule writes are tracked; local buffers too, for value flow only (:mod:`egtile.verifier.valueflow`).
   A ``TileOp`` access covers the elements the agent's threads own (element ``e`` belongs to rank
   ``e % count``; gemm and reduce operands: whole, on every thread); an extern pointer stands for its one
   element (the ``T.call_extern`` contract).
@@ -20,17 +20,17 @@ have static bounds):
   ``cp_arrive``, ``sync`` (a named barrier), ``fence`` (``fence.proxy.async``).
 
 Accesses inside one execution of a ``ThreadLoop`` or ``TileOp`` are merged per buffer, mode, statement
-and timestamp, exactly as the enumerating verifier (:mod:`egtile.verify.reference.trace`) merges its
-element sets; a ``ThreadLoop`` is walked symbolically (:mod:`egtile.verify.threadloop`). Serial loops
+and timestamp, exactly as the enumerating verifier (:mod:`egtile.verifier.reference.trace`) merges its
+element sets; a ``ThreadLoop`` is walked symbolically (:mod:`egtile.verifier.threadloop`). Serial loops
 are traced iteration by iteration, except that a long loop whose body is periodic in its variable is
-traced on a window of its first and last iterations (:mod:`egtile.verify.window`, where the argument
+traced on a window of its first and last iterations (:mod:`egtile.verifier.window`, where the argument
 for equivalence is written down). A ``ThreadLoop`` or SIMT tile op whose inputs did not change since its
 last execution is replayed (same footprints, new timestamps) rather than walked again.
 
 This module holds the events, the tracer and :class:`Ctx`, the interface through which every
 statement's model describes it; the models of the builtin statements are in
-:mod:`egtile.verify.models` and :mod:`egtile.verify.threadloop`, dispatched through the verifier's
-registry (:mod:`egtile.verify.registry`), where a rule author registers a model for a new node.
+:mod:`egtile.verifier.models` and :mod:`egtile.verifier.threadloop`, dispatched through the verifier's
+registry (:mod:`egtile.verifier.registry`), where a rule author registers a model for a new node.
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Leaf, RoleSplit, Scheduled, SIf, SyncThreads, ThreadLoop, TileOp, TmaLoad,
     TmaStore, Wait,
 )
-from egtile.verify import registry
-from egtile.verify.affine import Aff, Data, NonAffine, Wraps, affine, bounds
-from egtile.verify.ints import Ints
-from egtile.verify.regions import NONE_OWNER, Footprint, Owner, Piece, Space, flat_strides, piece
+from egtile.verifier import registry
+from egtile.verifier.affine import Aff, Data, NonAffine, Wraps, affine, bounds
+from egtile.verifier.ints import Ints
+from egtile.verifier.regions import NONE_OWNER, Footprint, Owner, Piece, Space, flat_strides, piece
 
 
 class NotConstant(Exception):
@@ -434,7 +434,7 @@ class Tracer:
         self.limits = limits
         self.window = window
         self.tracked, self.staged = tracked if tracked is not None else tracked_buffers(sched)
-        # per-thread buffers: traced for value flow (egtile.verify.valueflow), never for ordering
+        # per-thread buffers: traced for value flow (egtile.verifier.valueflow), never for ordering
         self.local = {b.name for b in sched.buffers if b.scope == "local"}
         self.tracked = self.tracked | self.local
         self.scopes = 0
@@ -807,7 +807,7 @@ class Tracer:
             fn = registry.lookup("trace", s)
             if fn is None:
                 raise TypeError(f"not a scheduled statement the verifier models: {s!r} (register a model with "
-                                "egtile.verify.register_model)")
+                                "egtile.verifier.register_model)")
             if ctx.sym is not None and fn not in _SYMBOLIC:
                 raise Fallback(f"{type(s).__name__} in a ThreadLoop body")
             if ctx.accesses_only and (isinstance(s, _SYNC) or getattr(registry.model(type(s)), "synchronizes", False)):

@@ -16,7 +16,7 @@ L1, naming the read, the write it observes and the write it must observe):
   reading a stale value.
 
 Definition. For a read ``r`` of element ``x`` (a stage-erased / thread-erased *source element*), let
-``W(r, x)`` be the write of ``x`` with the largest logical timestamp (:class:`~egtile.verify.trace.
+``W(r, x)`` be the write of ``x`` with the largest logical timestamp (:class:`~egtile.verifier.trace.
 SourceOrder`) below ``r``'s, over every write of the buffer whatever its stage or threads: the write
 the sequential program's read observes. Value flow holds when ``W(r, x)`` wrote the schedule element
 ``r`` reads (the same stage; for a local, every thread of ``r`` on ``x``). Given L1 and L2 (all
@@ -37,8 +37,8 @@ import bisect
 
 import numpy as np
 
-from egtile.verify.regions import MULTI_OWNER, NONE_OWNER, Footprint, Piece, Points, Space, flat_strides, piece
-from egtile.verify.violation import Violation
+from egtile.verifier.regions import MULTI_OWNER, NONE_OWNER, Footprint, Piece, Points, Space, flat_strides, piece
+from egtile.verifier.violation import Violation
 
 
 def _erase_stage(space: Space, fp: Footprint) -> Footprint:
@@ -147,7 +147,7 @@ class ValueFlow:
             if tails and tails & self._heads(w):
                 # a read in a window's tail whose last write would be in the skipped iterations: the
                 # window cannot tell which; the same read pattern is checked where it is whole
-                # (egtile.verify.window, "value flow" in the argument)
+                # (egtile.verifier.window, "value flow" in the argument)
                 return
             covers = _covers(ew, er)
             if not cands and covers:
@@ -306,7 +306,7 @@ class ValueFlow:
 
 
 def _const(p, tid: int):
-    from egtile.verify.regions import Owner
+    from egtile.verifier.regions import Owner
 
     if isinstance(p, Piece):
         return piece(p.dims, p.pcoef, p.free, p.pos0, Owner("const", tid), p.filt)
@@ -315,7 +315,7 @@ def _const(p, tid: int):
 
 def check_value_flow(sched, analysis, space: Space, windows=None) -> list[Violation]:
     """Value-flow violations of one block (see the module docstring); ``windows``: the loop windows of
-    the trace (:class:`egtile.verify.window.Windows`), if any."""
+    the trace (:class:`egtile.verifier.window.Windows`), if any."""
     return ValueFlow(sched, analysis, space, windows).run()
 
 

@@ -1,7 +1,7 @@
 """Happens-before over agent traces: barrier counts (L3), phases (L4), data order (L1, L2), fences (L6).
 
-Input: the per-agent event traces of one block (:mod:`egtile.verify.trace`); element sets are symbolic
-footprints, decided by :class:`egtile.verify.regions.Space` (overlap, same thread on every common
+Input: the per-agent event traces of one block (:mod:`egtile.verifier.trace`); element sets are symbolic
+footprints, decided by :class:`egtile.verifier.regions.Space` (overlap, same thread on every common
 element).
 
 **Phases (L3).** For every mbarrier stage ``b[s]`` each agent's contributions (arrivals, expect_tx,
@@ -54,9 +54,9 @@ import bisect
 from dataclasses import dataclass, field
 
 from egtile.ir.scheduled import Scheduled
-from egtile.verify.regions import Space
-from egtile.verify.trace import Agent, Event
-from egtile.verify.violation import Violation
+from egtile.verifier.regions import Space
+from egtile.verifier.trace import Agent, Event
+from egtile.verifier.violation import Violation
 
 VC = dict[int, int]
 

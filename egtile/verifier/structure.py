@@ -26,9 +26,9 @@ from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, Role, RoleSplit, Scheduled, SeqLoop, SIf,
     SStmt, SyncThreads, ThreadLoop, TileOp, TmaLoad, TmaStore, Wait,
 )
-from egtile.verify import registry
-from egtile.verify.registry import handler
-from egtile.verify.violation import Violation
+from egtile.verifier import registry
+from egtile.verifier.registry import handler
+from egtile.verifier.violation import Violation
 
 WARP = 32
 NAMED_BARRIERS = 16  # bar.sync ids 0..15 (PTX ISA 9.7.13.4)

@@ -6,10 +6,10 @@ Work is counted, per block examined, in three units, each with a limit (:class:`
 * ``elements``: elements the verifier lists explicitly (accesses whose index is not monomial-affine,
   ``ThreadLoop`` iterations it enumerates, residue grids of footprint decisions);
 * ``iterations``: serial-loop iterations it traces (a long loop that the window argument of
-  :mod:`egtile.verify.window` does not cover is traced in full).
+  :mod:`egtile.verifier.window` does not cover is traced in full).
 
 Exceeding a limit raises :class:`egtile.errors.VerifyLimitError` naming the kernel, the unit and the
-statement that was too large. The knob: ``egtile.verify.verify(sched, limits=VerifyLimits(...))``, or the
+statement that was too large. The knob: ``egtile.verifier.verify(sched, limits=VerifyLimits(...))``, or the
 environment variable ``EGTILE_VERIFY_BUDGET`` (a factor applied to every default limit, e.g. ``4``), read
 when a verification starts. The counts are deterministic: the same schedule hits the same limit on
 every machine.
@@ -66,7 +66,7 @@ class Meter:
         raise VerifyLimitError(
             f"verifying kernel {self.kernel!r} (block {self.block}) needs more than {limit} {unit}{what}; the "
             f"verifier stops instead of running unbounded. Raise the limit with "
-            f"egtile.verify.verify(scheduled, limits=egtile.verify.VerifyLimits({unit}={max(2 * limit, used)})) or "
+            f"egtile.verifier.verify(scheduled, limits=egtile.verifier.VerifyLimits({unit}={max(2 * limit, used)})) or "
             f"the environment variable {ENV}=<factor> (e.g. {ENV}=4)")
 
     def count_event(self, n: int) -> None:
@@ -86,4 +86,4 @@ class Meter:
             if loop is not None:
                 where = f"; loop over {loop.var.name} (sid {loop.sid}) is traced in full"
             self._fail("iterations", self.iterations, self.limits.iterations,
-                       f" of serial loops{where} (it is not windowed: see egtile.verify.window)")
+                       f" of serial loops{where} (it is not windowed: see egtile.verifier.window)")

@@ -23,23 +23,22 @@ through its own registry (:mod:`.registry`, :func:`register_model`).
 
 from __future__ import annotations
 
-from egtile._entrypoint import make_callable
 from egtile.ir.scheduled import Scheduled
-from egtile.verify import covariance as _covariance  # noqa: F401  (registers the window models of the builtin nodes)
-from egtile.verify import models as _models  # noqa: F401  (registers the trace models of the builtin nodes)
-from egtile.verify.effects import check_effects
-from egtile.verify.ints import Ints
-from egtile.verify.limits import Meter, VerifyLimits, default_limits
-from egtile.verify.order import OrderAnalysis
-from egtile.verify.reference import blocks, dedupe
-from egtile.verify.registry import register_model, unregister_model
-from egtile.verify.regions import Space
-from egtile.verify.resources import check_resources
-from egtile.verify.structure import check_structure
-from egtile.verify.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
-from egtile.verify.valueflow import check_value_flow
-from egtile.verify.violation import PROPERTIES, Violation
-from egtile.verify.window import Windows
+from egtile.verifier import covariance as _covariance  # noqa: F401  (registers the window models of the builtin nodes)
+from egtile.verifier import models as _models  # noqa: F401  (registers the trace models of the builtin nodes)
+from egtile.verifier.effects import check_effects
+from egtile.verifier.ints import Ints
+from egtile.verifier.limits import Meter, VerifyLimits, default_limits
+from egtile.verifier.order import OrderAnalysis
+from egtile.verifier.reference import blocks, dedupe
+from egtile.verifier.registry import register_model, unregister_model
+from egtile.verifier.regions import Space
+from egtile.verifier.resources import check_resources
+from egtile.verifier.structure import check_structure
+from egtile.verifier.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
+from egtile.verifier.valueflow import check_value_flow
+from egtile.verifier.violation import PROPERTIES, Violation
+from egtile.verifier.window import Windows
 
 
 class _Charge:
@@ -56,11 +55,11 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
 
     Args:
         scheduled: the schedule (``egtile.optimize(kernel).scheduled`` or hand-built).
-        limits: the verifier's budget per block (default :func:`egtile.verify.limits.default_limits`).
-        window: trace long periodic loops on a window of iterations (:mod:`egtile.verify.window`);
+        limits: the verifier's budget per block (default :func:`egtile.verifier.limits.default_limits`).
+        window: trace long periodic loops on a window of iterations (:mod:`egtile.verifier.window`);
             ``False`` traces every iteration (for tests of the window argument).
         value_flow: check that every read of a staged or local buffer observes the write the
-            sequential program's read observes (:mod:`egtile.verify.valueflow`); ``False`` for the
+            sequential program's read observes (:mod:`egtile.verifier.valueflow`); ``False`` for the
             comparison with the enumerating verifier, which does not.
 
     Returns:
@@ -107,13 +106,5 @@ def _block(scheduled, agents, coords, order, space, limits, windows, ints, track
                 out += check_value_flow(scheduled, analysis, space, windows)
             return out
 
-
-make_callable(__name__, verify)  # egtile.verify(scheduled) works whichever way it was imported
-# ``egtile.verify`` may be this function (``import egtile`` alone binds it lazily) or the package: the
-# public names resolve on both
-for _name, _value in (("register_model", register_model), ("unregister_model", unregister_model),
-                      ("VerifyLimits", VerifyLimits), ("Violation", Violation), ("PROPERTIES", PROPERTIES),
-                      ("Ctx", Ctx)):
-    setattr(verify, _name, _value)
 
 __all__ = ["PROPERTIES", "Ctx", "VerifyLimits", "Violation", "register_model", "unregister_model", "verify"]

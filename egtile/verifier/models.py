@@ -1,9 +1,9 @@
 """Trace models of the builtin scheduled statements (what each one does for one agent).
 
 Each handler is registered in the verifier's registry next to its definition (``@handler("trace",
-...)``); the ``ThreadLoop`` model and the guards of its body are in :mod:`egtile.verify.threadloop`. The
+...)``); the ``ThreadLoop`` model and the guards of its body are in :mod:`egtile.verifier.threadloop`. The
 semantics are those of :mod:`egtile.ir.scheduled` (and of the enumerating verifier,
-:mod:`egtile.verify.reference.trace`, which the tests compare against).
+:mod:`egtile.verifier.reference.trace`, which the tests compare against).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, SeqLoop, SIf, SyncThreads,
     ThreadLoop, TileOp, TmaLoad, TmaStore, Wait,
 )
-from egtile.verify.regions import Owner
-from egtile.verify.registry import handler
-from egtile.verify.threadloop import sym_if
-from egtile.verify.trace import Ctx, Event, Fallback, NotConstant, TraceError, _restore, _Scope, symbolic
+from egtile.verifier.regions import Owner
+from egtile.verifier.registry import handler
+from egtile.verifier.threadloop import sym_if
+from egtile.verifier.trace import Ctx, Event, Fallback, NotConstant, TraceError, _restore, _Scope, symbolic
 
 @handler("bodies", SeqLoop, ThreadLoop, Elect)
 def _bodies_single(s) -> tuple:

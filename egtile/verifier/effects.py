@@ -20,9 +20,9 @@ from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, Scheduled, SeqLoop, SIf, SStmt,
     SyncThreads, ThreadLoop, TileOp, TmaLoad, TmaStore, Wait,
 )
-from egtile.verify import registry
-from egtile.verify.registry import handler
-from egtile.verify.violation import Violation
+from egtile.verifier import registry
+from egtile.verifier.registry import handler
+from egtile.verifier.violation import Violation
 
 
 def nonlocal_reason(stmt: Store | AtomicAdd | Extern, sched: Scheduled) -> str | None:

@@ -1,7 +1,7 @@
 """The ``ThreadLoop`` model: a ``T.Parallel`` nest mapped onto threads, walked once, symbolically.
 
-The body is walked once with the iteration variables symbolic (:mod:`egtile.verify.affine`): each index
-becomes a monomial-affine :class:`~egtile.verify.regions.Piece` over the iteration box, owned by rank
+The body is walked once with the iteration variables symbolic (:mod:`egtile.verifier.affine`): each index
+becomes a monomial-affine :class:`~egtile.verifier.regions.Piece` over the iteration box, owned by rank
 ``begin + i % count`` of a partitioned loop (``i`` the row-major iteration index), by the one thread of
 a replicated loop on one thread, or by none; the agent's share of a loop spanning several agents is the
 filter ``i % count in [r0, r1)``. This is the enumerating verifier's per-iteration merge, computed in
@@ -12,7 +12,7 @@ closed form:
 * an index whose ``//`` or ``%`` by a constant wraps inside the box splits the box where it wraps (at
   most :data:`MAX_BOXES` parts), so ``(i + 1) % n`` is two pieces;
 * an affine index that is not monomial (``S[i * 64 + j]``, ``S[i, i]``) lists its elements
-  (:class:`~egtile.verify.regions.Points`), charged to the budget;
+  (:class:`~egtile.verifier.regions.Points`), charged to the budget;
 * anything else in the body (a non-affine index, a guard on several variables with an else-branch,
   synchronization, a nested ``ThreadLoop`` or tile op, a node without a symbolic model) enumerates the
   loop's iterations, as the enumerating verifier does, charged to the budget.
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from egtile.ir.kernel import BinOp, Expr
 from egtile.ir.scheduled import SIf, ThreadLoop
-from egtile.verify.affine import Data, NonAffine, Wraps, affine
-from egtile.verify.regions import Owner, flat_strides
-from egtile.verify.registry import handler
-from egtile.verify.trace import Ctx, Fallback, Tracer, _restore, _Scope, _Sym, const, loads_in
+from egtile.verifier.affine import Data, NonAffine, Wraps, affine
+from egtile.verifier.regions import Owner, flat_strides
+from egtile.verifier.registry import handler
+from egtile.verifier.trace import Ctx, Fallback, Tracer, _restore, _Scope, _Sym, const, loads_in
 
 @handler("trace", ThreadLoop)
 def _thread_loop(s: ThreadLoop, ctx: Ctx) -> None:

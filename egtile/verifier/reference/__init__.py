@@ -1,7 +1,7 @@
-"""The enumerating reference verifier: a cross-check of :func:`egtile.verify.verify` for tests.
+"""The enumerating reference verifier: a cross-check of :func:`egtile.verifier.verify` for tests.
 
 ``reference.verify(scheduled)`` checks the same properties with the same messages as
-:func:`egtile.verify.verify`, but L1-L4 and L6 come from the concrete enumeration of :mod:`.trace` and
+:func:`egtile.verifier.verify`, but L1-L4 and L6 come from the concrete enumeration of :mod:`.trace` and
 :mod:`.order` (every element of every access, every iteration of every loop, first and last block). Its
 cost grows with tile size and trip count, so it is only for small kernels; the symbolic verifier must
 agree with it (same violations by property, statements, buffer and barrier) on every kernel of the
@@ -11,12 +11,12 @@ soundness suite, the hand-built schedules and the mutants (``tests/test_verify_c
 from __future__ import annotations
 
 from egtile.ir.scheduled import Scheduled
-from egtile.verify.effects import check_effects
-from egtile.verify.reference.order import OrderAnalysis
-from egtile.verify.reference.trace import SourceOrder, TraceError, Tracer, agents_of
-from egtile.verify.resources import check_resources
-from egtile.verify.structure import check_structure
-from egtile.verify.violation import Violation
+from egtile.verifier.effects import check_effects
+from egtile.verifier.reference.order import OrderAnalysis
+from egtile.verifier.reference.trace import SourceOrder, TraceError, Tracer, agents_of
+from egtile.verifier.resources import check_resources
+from egtile.verifier.structure import check_structure
+from egtile.verifier.violation import Violation
 
 
 def blocks(grid: tuple[int, ...]) -> list[tuple[int, ...]]:

@@ -2,7 +2,7 @@
 
 The verifier never matches on a closed set of scheduled-IR classes. Every ``SStmt`` class it knows has
 handlers registered here, next to the code that uses them (``@handler("trace", SeqLoop)`` in
-:mod:`egtile.verify.trace`, ``@handler("effects", ...)`` in :mod:`egtile.verify.effects`, ...), and a
+:mod:`egtile.verifier.trace`, ``@handler("effects", ...)`` in :mod:`egtile.verifier.effects`, ...), and a
 rule author who adds a scheduled node registers a model for it with :func:`register_model`, without
 editing egtile. The registry is the verifier's: it stays independent of the rules (it imports neither
 :mod:`egtile.rules` nor :mod:`egtile.analysis`), so a rule cannot vouch for its own output.
@@ -10,17 +10,17 @@ editing egtile. The registry is the verifier's: it stays independent of the rule
 Concerns (what a handler receives):
 
 * ``"trace"`` ``(node, ctx)``: emit the node's events for one agent through the
-  :class:`egtile.verify.trace.Ctx` API (accesses of regions or elements, waits, arrivals, copies,
+  :class:`egtile.verifier.trace.Ctx` API (accesses of regions or elements, waits, arrivals, copies,
   barriers, fences, nested statement lists). Required for every node that can appear in a schedule.
 * ``"bodies"`` ``(node) -> tuple[tuple[SStmt, ...], ...]``: the node's nested statement lists, for
   whole-schedule walks (tracked buffers, roles). Default: none.
-* ``"effects"`` ``(node, walker, lo, hi, loop)``: the L5 walk (:class:`egtile.verify.effects.EffectsWalker`;
+* ``"effects"`` ``(node, walker, lo, hi, loop)``: the L5 walk (:class:`egtile.verifier.effects.EffectsWalker`;
   threads ``[lo, hi)`` run the node, ``loop`` is the replicated ``ThreadLoop`` around it). Default: walk
   ``bodies`` on the same threads.
 * ``"structure"`` ``(node, walker, lo, hi, role, divergent, serial, data_if)``: the L7 walk
-  (:class:`egtile.verify.structure.StructureWalker`). Default: walk ``bodies`` with the same state.
+  (:class:`egtile.verifier.structure.StructureWalker`). Default: walk ``bodies`` with the same state.
 * ``"scan"`` ``(node, scanner, scope)``: report the expressions the trace handler evaluates and the
-  bodies it walks, for the loop-window analysis (:class:`egtile.verify.window.Scanner`:
+  bodies it walks, for the loop-window analysis (:class:`egtile.verifier.window.Scanner`:
   ``scanner.index(e, scope)``, ``scanner.periodic(e, scope, what)``, ``scanner.body(stmts, scope)``, ...).
   Default: a loop containing the node is never windowed (it is traced in full, within the budget).
 """
@@ -88,11 +88,11 @@ def register_model(node_cls: type, trace: Callable[..., Any] | None = None, *, k
     """Teach the verifier a scheduled-IR node class.
 
     ``trace(node, ctx)`` describes what the node does for one agent, in the verifier's terms (see
-    :class:`egtile.verify.trace.Ctx`: ``ctx.read(region)``, ``ctx.write(region)``,
+    :class:`egtile.verifier.trace.Ctx`: ``ctx.read(region)``, ``ctx.write(region)``,
     ``ctx.walk(body)``, ``ctx.wait(...)``, ...). The other hooks are optional (module docstring).
     Usable as a decorator::
 
-        @egtile.verify.register_model(MyNode, bodies=lambda n: (n.body,))
+        @egtile.verifier.register_model(MyNode, bodies=lambda n: (n.body,))
         def _trace_my_node(node, ctx):
             ctx.write(node.dst)
             ctx.walk(node.body)
@@ -173,7 +173,7 @@ def declared_model(node_cls: type, kind: str, fields: dict[str, Any]) -> dict[st
                      tx_bytes=nbytes)
 
     def effects(node, walker, lo, hi, loop) -> None:
-        from egtile.verify.violation import Violation
+        from egtile.verifier.violation import Violation
 
         if hi - lo > 1:
             s = get(node, sid)
@@ -182,7 +182,7 @@ def declared_model(node_cls: type, kind: str, fields: dict[str, Any]) -> dict[st
                                         get(node, dst).buffer.name))
 
     def structure(node, walker, lo, hi, role, divergent, serial, data_if) -> None:
-        from egtile.verify.violation import Violation
+        from egtile.verifier.violation import Violation
 
         if data_if is not None:
             b = get(node, barrier)

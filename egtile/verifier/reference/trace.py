@@ -1,6 +1,6 @@
 """Concrete enumeration of a schedule into per-agent event traces (the reference verifier).
 
-This is the verifier egtile shipped before the symbolic one (:mod:`egtile.verify.trace`), kept unchanged
+This is the verifier egtile shipped before the symbolic one (:mod:`egtile.verifier.trace`), kept unchanged
 but for one fix (a ``ThreadLoop`` with more than ``MAX_LOOP_ENUM`` iterations used to be silently truncated
 to its first ``MAX_LOOP_ENUM``; it is now refused) and one addition (a vectorized ``ThreadLoop`` gives
 groups of ``vector`` consecutive iterations to one rank, :class:`egtile.ir.scheduled.ThreadLoop`). It
@@ -34,7 +34,7 @@ agent's threads. An agent that owns no element of a ``TileOp`` or no iteration
 of a partitioned ``ThreadLoop`` does not access anything there.
 
 Statements whose control flow the verifier cannot evaluate (an ``SIf`` on loaded data) contribute the
-accesses of both branches; their synchronization is rejected by L3/L7 (:mod:`egtile.verify.structure`).
+accesses of both branches; their synchronization is rejected by L3/L7 (:mod:`egtile.verifier.structure`).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ tile's size up to the thread count). Where even the reduced grid or a materializ
 thread: no), which can only add violations.
 
 The semantics match the enumerating verifier's ``elements`` / ``owners``
-(:mod:`egtile.verify.reference.trace`): an access's owners exist only if every part of it has an owner
+(:mod:`egtile.verifier.reference.trace`): an access's owners exist only if every part of it has an owner
 and no element gets two (:attr:`Footprint.consistent`); two accesses are *same-thread* when both have
 owners and agree on every common element; flat element indices are compared (in-bounds accesses, as
 every executor requires).

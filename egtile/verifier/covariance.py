@@ -1,4 +1,4 @@
-"""The covariance domain of the loop window (hypothesis H1 of :mod:`egtile.verify.window`).
+"""The covariance domain of the loop window (hypothesis H1 of :mod:`egtile.verifier.window`).
 
 An abstract value ``Cov(q, beta, lo, hi)`` of an integer expression ``v`` over a loop variable ``k``
 restricted to a range ``M`` states: ``v(k + q) = v(k) + beta`` whenever ``k`` and ``k + q`` are in
@@ -29,8 +29,8 @@ from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, SeqLoop, SIf, SyncThreads,
     ThreadLoop, TileOp, TmaLoad, TmaStore, Wait,
 )
-from egtile.verify import registry
-from egtile.verify.registry import handler
+from egtile.verifier import registry
+from egtile.verifier.registry import handler
 
 MAX_PERIOD = 64
 """Loops whose period exceeds this are traced in full."""
@@ -425,7 +425,7 @@ def _scan_tma_store(s: TmaStore, sc: Scanner, scope: Scope) -> None:
 
 @handler("scan", SIf)
 def _scan_if(s: SIf, sc: Scanner, scope: Scope) -> None:
-    from egtile.verify.trace import loads_in
+    from egtile.verifier.trace import loads_in
 
     if loads_in(s.cond):
         sc.loads(s.cond, scope)  # data-dependent: both branches, in every iteration

@@ -1,6 +1,6 @@
 """Happens-before over agent traces: barrier counts (L3), phases (L4), data order (L1, L2), fences (L6).
 
-Input: the per-agent event traces of one block (:mod:`egtile.verify.trace`).
+Input: the per-agent event traces of one block (:mod:`egtile.verifier.trace`).
 
 **Phases (L3).** For every mbarrier stage ``b[s]`` each agent's contributions (arrivals, expect_tx,
 TMA completions, cp.async arrivals) are grouped by loop iteration (the values of the enclosing loops);
@@ -47,8 +47,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from egtile.ir.scheduled import Scheduled
-from egtile.verify.reference.trace import Agent, Event
-from egtile.verify.violation import Violation
+from egtile.verifier.reference.trace import Agent, Event
+from egtile.verifier.violation import Violation
 
 VC = dict[int, int]
 
