@@ -300,6 +300,24 @@ def no_loads(e: Expr) -> Verdict:
     return Verdict.of([f"it reads {b}" for b in loads])
 
 
+def _seal(branch: tuple[SStmt, ...], threads: ThreadRange, bar_id: int, acc: AccessSummary,
+          barriers: dict[str, MBarrier], uniform: Callable[[Expr], Verdict]) -> tuple[tuple[SStmt, ...], frozenset[Acc]]:
+    """A side of a data-dependent uniform branch that needs a barrier, *sealed*: a CTA barrier first and last.
+
+    The verifier cannot know which executions of a data-dependent side run; with the seal, every access
+    inside one execution is ordered with everything before and after it for the threads running it,
+    whichever other executions run, so it checks the side as a unit (``egtile.verifier.paths``). The
+    start barrier clears what is pending from before the branch, the end one what the side leaves."""
+    seal = SyncThreads(threads, bar_id)
+    placed, _ = _place(branch, frozenset(), threads, bar_id, acc, barriers, uniform)
+    body = list(placed)
+    while body and isinstance(body[0], SyncThreads):
+        body.pop(0)
+    while body and isinstance(body[-1], SyncThreads):
+        body.pop()
+    return (seal, *body, seal), frozenset()
+
+
 def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRange, bar_id: int,
            acc: AccessSummary, barriers: dict[str, MBarrier],
            uniform: Callable[[Expr], Verdict] = no_loads) -> tuple[tuple[SStmt, ...], frozenset[Acc]]:
@@ -328,8 +346,13 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
                 verdict = uniform(c)
                 if verdict.ok:
                     # Every thread takes the same branch: a CTA barrier inside is reached by all of them.
-                    nt, pt = _place(t, pending, threads, bar_id, acc, barriers, uniform)
-                    ne, pe = _place(e, pending, threads, bar_id, acc, barriers, uniform)
+                    sides = []
+                    for branch in (t, e):
+                        placed, end = _place(branch, pending, threads, bar_id, acc, barriers, uniform)
+                        if reads_c and any(isinstance(x, SyncThreads) for x in swalk(placed)):
+                            placed, end = _seal(branch, threads, bar_id, acc, barriers, uniform)
+                        sides.append((placed, end))
+                    (nt, pt), (ne, pe) = sides
                     out.append(SIf(c, nt, ne, s.sid))
                     pending = pt | pe
                     continue
