@@ -306,8 +306,8 @@ def _seal(branch: tuple[SStmt, ...], threads: ThreadRange, bar_id: int, acc: Acc
 
     The verifier cannot know which executions of a data-dependent side run; with the seal, every access
     inside one execution is ordered with everything before and after it for the threads running it,
-    whichever other executions run, so it checks the side as a unit (``egtile.verifier.paths``). The
-    start barrier clears what is pending from before the branch, the end one what the side leaves."""
+    whichever other executions run, so it checks the side as a unit (``egtile.verifier.paths``). Inside,
+    placement starts from nothing pending (the start barrier) and leaves nothing (the end barrier)."""
     seal = SyncThreads(threads, bar_id)
     placed, _ = _place(branch, frozenset(), threads, bar_id, acc, barriers, uniform)
     body = list(placed)
@@ -350,7 +350,11 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
                     for branch in (t, e):
                         placed, end = _place(branch, pending, threads, bar_id, acc, barriers, uniform)
                         if reads_c and any(isinstance(x, SyncThreads) for x in swalk(placed)):
-                            placed, end = _seal(branch, threads, bar_id, acc, barriers, uniform)
+                            # the seal orders the side with everything around it; what was pending before
+                            # stays pending after: the side may not run, and the verifier orders pairs
+                            # across a data-dependent branch without its barriers
+                            placed, _ = _seal(branch, threads, bar_id, acc, barriers, uniform)
+                            end = pending
                         sides.append((placed, end))
                     (nt, pt), (ne, pe) = sides
                     out.append(SIf(c, nt, ne, s.sid))
@@ -361,7 +365,7 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
                 mine = frozenset(acc.body(t + e))
                 if _conflicts(pending, mine):
                     out.append(SyncThreads(threads, bar_id))
-                    pending = frozenset()
+                    pending = reads_c  # the barrier is before the statement: its condition reads come after
                 for branch in (t, e):
                     placed, _ = _place(branch, frozenset(), threads, bar_id, acc, barriers, uniform)
                     if any(isinstance(x, SyncThreads) for x in swalk(placed)):
