@@ -18,6 +18,15 @@ region (``RoleSplit``) is one access to everything its roles touch; inside a rol
 buffers guarded by the region's mbarriers are left to the mbarrier protocol. ``local`` buffers never
 conflict (PTX ISA §5.1: per thread).
 
+Conditionals: every thread that reaches an ``SIf`` reads its condition, so those reads are accesses of
+the statement. Barriers go inside a side only when the condition is block-uniform (``uniform``,
+:meth:`egtile.analysis.uniform.Uniformity.of`; ``bar.sync`` must be reached by every thread it counts,
+PTX ISA §9.7.13.4); otherwise the whole statement is ordered from outside, and one that needs a barrier
+inside raises :class:`NonUniformBarrier`. A side on data (its condition reads memory) that needs a barrier
+is *sealed*: a barrier first and last (:func:`_seal`), and what was pending before the branch stays
+pending after it, because the side may not run; the verifier checks sealed sides as units
+(``egtile.verifier.paths``).
+
 Each scheduled node class has an *access summary* in a registry (:func:`register_accesses`): the set of
 :class:`Acc` it makes, given the owner key of the context it runs in. An asynchronous copy says what its
 agent touches: a TMA load writes its shared destination and reads its global source (both with no owner:

@@ -3,12 +3,15 @@
 ``verify(scheduled) -> list[Violation]`` checks properties L1-L8 (``docs/soundness.md``):
 
 * :mod:`.effects` L5 (nonlocal statements run once per instance);
-* :mod:`.structure` L7 (barriers in divergent code, named barrier counts) and data-dependent L3;
+* :mod:`.structure` L7 (barriers in divergent code, named barrier counts) and data-dependent L3, with
+  block-uniform conditions derived by :mod:`.uniform`;
 * :mod:`.resources` L8 (threads, shared memory, setmaxnreg);
 * :mod:`.trace` + :mod:`.order` L1-L4 and L6: each agent's events for the first and the last block of
   the grid, with symbolic footprints (:mod:`.regions`, :mod:`.affine`) instead of element sets and, for
   long periodic loops, a window of iterations instead of all of them (:mod:`.window`), then
   happens-before from the barrier semantics;
+* :mod:`.paths`: a block with barriers under data-dependent conditions (sealed sides) is traced once per
+  nesting depth of such sides, each pair of accesses decided in one of those traces;
 * :mod:`.valueflow` value flow (reported as L1): every read of a staged or local buffer observes the
   write the sequential program's read observes.
 
