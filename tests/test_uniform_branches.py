@@ -136,8 +136,9 @@ def _replace_side(stmts, old, new):
     for s in stmts:
         match s:
             case SIf():
-                s = dataclasses.replace(s, then_body=new if s.then_body is old else _replace_side(s.then_body, old, new),
-                                        else_body=new if s.else_body is old else _replace_side(s.else_body, old, new))
+                then_body = new if s.then_body is old else _replace_side(s.then_body, old, new)
+                else_body = new if s.else_body is old else _replace_side(s.else_body, old, new)
+                s = dataclasses.replace(s, then_body=then_body, else_body=else_body)
             case RoleSplit(roles=roles):
                 s = dataclasses.replace(s, roles=tuple(dataclasses.replace(r, body=_replace_side(r.body, old, new))
                                                        for r in roles))
@@ -230,6 +231,33 @@ def test_non_uniform_condition_with_a_barrier_is_refused_at_its_line():
     msg = str(err.value)
     assert "not block-uniform" in msg and "Flag" in msg and "T.If" in msg
     assert err.value.loc is not None and err.value.loc.line > 0
+
+
+def test_the_refusal_s_advice_a_shared_copy_of_the_flag_compiles():
+    """The error suggests copying the flag into shared memory: one thread reads it, every thread reads the copy."""
+
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Flag: T.Tensor((1,), "int32"), Y: T.Tensor((2, 64), "float32")):
+        with T.Kernel(2, threads=64) as bx:
+            S = T.alloc_shared((64,), "float32")
+            F = T.alloc_shared((1,), "int32")
+            F[0] = Flag[0]
+            with T.If(F[0] == 0):
+                for i in T.Parallel(64):
+                    S[i] = X[i] * 2.0
+                for i in T.Parallel(64):
+                    Y[bx, i] = S[(i + 1) % 64]
+            T.atomic_add(Flag[0], 1)
+
+    sched = egtile.optimize(main).scheduled
+    assert egtile.verify(sched) == [] and reference.verify(sched) == []
+    kernel = egtile.compile(main, target="sim")
+    X = torch.randn(64)
+    F = torch.zeros(1, dtype=torch.int32)
+    Y = torch.full((2, 64), float("nan"))
+    kernel(X, F, Y)  # blocks run in order on the CPU: block 0 sees 0, block 1 sees 1
+    assert int(F[0]) == 2
+    assert torch.equal(Y[0], torch.roll(X, -1) * 2.0) and torch.isnan(Y[1]).all()
 
 
 def test_a_non_uniform_branch_ordered_from_outside_keeps_its_condition_read_pending():
@@ -330,3 +358,56 @@ def test_a_non_uniform_condition_taken_for_uniform_is_caught_by_both_checkers(mo
     v = egtile.verify(bad)
     assert any(x.property == "L7" and "Flag" in x.message for x in v), v
     assert _keys(v) == _keys(reference.verify(bad))
+
+
+# ---------------------------------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pipelined", [True, False], ids=["pipelined", "serial"])
+def test_block_sparse_gemm_on_gpu(pipelined):
+    M, N, K, bM, bN, bK = 256, 256, 512, 64, 64, 32
+    kernel = egtile.compile(block_sparse_gemm(M, N, K, bM, bN, bK, threads=128, pipelined=pipelined),
+                            target="cuda")
+    g = torch.Generator().manual_seed(0xB5B5)
+    for density in (0.0, 0.3, 1.0):
+        A = torch.randn(M, K, generator=g).half()
+        B = torch.randn(K, N, generator=g).half()
+        mask = (torch.rand(M // bM, K // bK, generator=g) < density).int()
+        C = torch.full((M, N), float("nan"), device="cuda").half()
+        kernel(A.cuda(), B.cuda(), mask.cuda(), C)
+        torch.cuda.synchronize()
+        ref = block_sparse_ref(A, B, mask, bM, bK)
+        bound = 2.0**-11 * ref.abs() + K * 2.0**-23 * (A.double().abs() @ B.double().abs())
+        assert torch.all((C.cpu().double() - ref).abs() <= bound), density
+
+
+@pytest.mark.gpu
+def test_a_mask_around_the_gemm_on_gpu():
+    M, N, K, bM, bN, bK = 256, 256, 512, 64, 64, 32
+    kernel = egtile.compile(masked_gemm(M, N, K), target="cuda")
+    g = torch.Generator().manual_seed(0x3A5D)
+    A = torch.randn(M, K, generator=g).half()
+    B = torch.randn(K, N, generator=g).half()
+    mask = (torch.rand(M // bM, K // bK, generator=g) < 0.5).int()
+    C = torch.full((M, N), float("nan"), device="cuda").half()
+    kernel(A.cuda(), B.cuda(), mask.cuda(), C)
+    torch.cuda.synchronize()
+    ref = block_sparse_ref(A, B, mask, bM, bK)
+    bound = 2.0**-11 * ref.abs() + K * 2.0**-23 * (A.double().abs() @ B.double().abs())
+    assert torch.all((C.cpu().double() - ref).abs() <= bound)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nested", [False, True], ids=["flat", "nested"])
+def test_flag_branch_on_gpu(nested):
+    kernel = egtile.compile(flag_kernel(nested=nested), target="cuda")
+    g = torch.Generator().manual_seed(0xF1A7)
+    for flag in ([0, 0], [1, 0], [1, 1], [0, 1]):
+        X = torch.randn(64, generator=g)
+        Y = torch.full((64,), float("nan"), device="cuda")
+        kernel(X.cuda(), torch.tensor(flag, dtype=torch.int32, device="cuda"), Y)
+        torch.cuda.synchronize()
+        ref = flag_ref(X, flag, nested)
+        bound = 4 * 2.0**-24 * (4 * X.double().abs().max() + 2)
+        assert torch.all((Y.cpu().double() - ref).abs() <= bound), flag

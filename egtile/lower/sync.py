@@ -310,7 +310,8 @@ def no_loads(e: Expr) -> Verdict:
 
 
 def _seal(branch: tuple[SStmt, ...], threads: ThreadRange, bar_id: int, acc: AccessSummary,
-          barriers: dict[str, MBarrier], uniform: Callable[[Expr], Verdict]) -> tuple[tuple[SStmt, ...], frozenset[Acc]]:
+          barriers: dict[str, MBarrier],
+          uniform: Callable[[Expr], Verdict]) -> tuple[tuple[SStmt, ...], frozenset[Acc]]:
     """A side of a data-dependent uniform branch that needs a barrier, *sealed*: a CTA barrier first and last.
 
     The verifier cannot know which executions of a data-dependent side run; with the seal, every access
