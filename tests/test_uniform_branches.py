@@ -314,7 +314,7 @@ def test_a_condition_on_a_local_copy_of_written_data_is_refused():
     with pytest.raises(ScheduleError) as err:
         egtile.compile(counter_kernel(via_local=True), target="sim")
     msg = str(err.value)
-    assert "not block-uniform" in msg and "local buffer f" in msg
+    assert "not block-uniform" in msg and "it reads local buffer" in msg
 
 
 # ---------------------------------------------------------------------------------------------------- mutants
