@@ -194,3 +194,51 @@ def test_a_barrier_goes_inside_a_branch_on_a_read_only_input():
     (loop,) = [x for x in r.scheduled.body if isinstance(x, SeqLoop)]
     (branch,) = loop.body
     assert "SyncThreads" in _kinds(branch.then_body)
+
+
+def test_a_side_on_data_that_needs_a_barrier_is_sealed_one_on_a_static_condition_is_not():
+    """A side of a branch on data with barriers begins and ends with one (the seal the verifier checks it
+    through, egtile.verifier.paths); a branch on block indices is evaluated by the verifier, so no seal."""
+
+    @T.prim_func
+    def main(Mask: T.Tensor((4,), "int32"), X: T.Tensor((4, 64), "float32"), Y: T.Tensor((4, 64), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            S = T.alloc_shared((64,), "float32")
+            for k in T.serial(4):
+                with T.If(Mask[k] != 0):
+                    T.copy(X[k, 0:64], S)
+                    for i in T.Parallel(64):
+                        Y[k, i] = S[63 - i]
+            with T.If(bx == 0):
+                T.copy(X[0, 0:64], S)
+                for i in T.Parallel(64):
+                    Y[0, i] = S[63 - i] + 1.0
+
+    r = optimize(main)
+    loop, static = [x for x in r.scheduled.body if type(x).__name__ in ("SeqLoop", "SIf")]
+    (branch,) = loop.body
+    kinds = _kinds(branch.then_body)
+    assert kinds[0] == kinds[-1] == "SyncThreads" and kinds.count("SyncThreads") == 3
+    assert _kinds(static.then_body)[-1] != "SyncThreads"
+
+
+def test_what_is_pending_before_a_sealed_side_stays_pending_after_it():
+    """The side may not run: a write before the branch and a read after it still get their own barrier."""
+
+    @T.prim_func
+    def main(Flag: T.Tensor((1,), "int32"), X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            S = T.alloc_shared((64,), "float32")
+            U = T.alloc_shared((64,), "float32")
+            for i in T.Parallel(64):
+                S[i] = X[i]
+            with T.If(Flag[0] != 0):
+                for i in T.Parallel(64):
+                    U[i] = S[63 - i]
+                for i in T.Parallel(64):
+                    S[i] = U[(i + 1) % 64]
+            for i in T.Parallel(64):
+                Y[i] = S[(i + 3) % 64]
+
+    r = optimize(main)
+    assert _kinds(r.scheduled.body) == ["ThreadLoop", "SIf", "SyncThreads", "ThreadLoop"]

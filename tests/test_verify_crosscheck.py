@@ -127,3 +127,62 @@ def test_long_loops_agree_and_use_the_window(trips, soundness_long):
     finally:
         Windows.confirm = plain
     assert used and confirmed, "the window was never used: the test does not test it"
+
+
+def _branch_schedules() -> list:
+    """Schedules with barriers under data-dependent conditions (sealed sides, nested ones) and their mutants."""
+    import egtile
+    from test_uniform_branches import _sealed, block_sparse_gemm, drop_seal, flag_kernel, masked_gemm
+
+    out = []
+    for name, f in [("block-sparse-pipelined", block_sparse_gemm(64, 32, 64)),
+                    ("block-sparse-serial", block_sparse_gemm(32, 32, 64, pipelined=False)),
+                    ("flag", flag_kernel()), ("flag-nested", flag_kernel(nested=True))]:
+        sched = egtile.optimize(f).scheduled
+        out.append((name, sched))
+        for side in range(len(_sealed(sched))):
+            for which in ("start", "end"):
+                out.append((f"{name}-side{side}-drop-{which}", drop_seal(sched, which, side)))
+    ws = egtile.optimize(masked_gemm(64, 64, 128)).scheduled
+    out.append(("masked-gemm-ws", ws))
+    role = _sealed_in_role(ws)
+    out.append(("masked-gemm-ws-sealed-in-role", role))
+    for which in ("start", "end"):
+        out.append((f"masked-gemm-ws-sealed-in-role-drop-{which}", drop_seal(role, which)))
+    return out
+
+
+def _sealed_in_role(sched):
+    """``sched`` (warp specialized, a data-dependent SIf in the consumer role) with that SIf's side sealed by
+    the role's named barrier: a sealed side inside one agent, whose accesses pair with the producer's."""
+    import dataclasses
+
+    from egtile.ir import RoleSplit, SeqLoop, SIf, SyncThreads
+
+    def go(stmts, role):
+        out = []
+        for s in stmts:
+            if isinstance(s, SIf) and role is not None:
+                seal = SyncThreads(role.threads, 1)
+                s = dataclasses.replace(s, then_body=(seal, *s.then_body, seal))
+            elif isinstance(s, SeqLoop):
+                s = dataclasses.replace(s, body=go(s.body, role))
+            elif isinstance(s, RoleSplit):
+                s = dataclasses.replace(s, roles=tuple(dataclasses.replace(r, body=go(r.body, r)) for r in s.roles))
+            out.append(s)
+        return tuple(out)
+
+    return dataclasses.replace(sched, body=go(sched.body, None))
+
+
+def test_data_dependent_branch_schedules_agree():
+    seen = {}
+    for name, sched in _branch_schedules():
+        agree(sched, name=name)
+        seen[name] = keys(verify(sched))
+    assert seen["masked-gemm-ws"] == set() and seen["masked-gemm-ws-sealed-in-role"] == set()
+    for name, found in seen.items():
+        if "drop" in name:
+            assert any(k[0] == "L3" for k in found), (name, found)
+        else:
+            assert found == set(), (name, found)

@@ -9,12 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-VERIFY = Path(__file__).resolve().parents[1] / "egtile" / "verify"
+VERIFY = Path(__file__).resolve().parents[1] / "egtile" / "verifier"
 
 
 def test_no_module_of_the_verifier_imports_the_rules_or_the_analyses():
     bad = []
-    for path in sorted(VERIFY.rglob("*.py")):
+    paths = sorted(VERIFY.rglob("*.py"))
+    assert len(paths) > 10, f"no verifier modules under {VERIFY}"  # the package moved once, leaving this vacuous
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):

@@ -18,6 +18,15 @@ region (``RoleSplit``) is one access to everything its roles touch; inside a rol
 buffers guarded by the region's mbarriers are left to the mbarrier protocol. ``local`` buffers never
 conflict (PTX ISA §5.1: per thread).
 
+Conditionals: every thread that reaches an ``SIf`` reads its condition, so those reads are accesses of
+the statement. Barriers go inside a side only when the condition is block-uniform (``uniform``,
+:meth:`egtile.analysis.uniform.Uniformity.of`; ``bar.sync`` must be reached by every thread it counts,
+PTX ISA §9.7.13.4); otherwise the whole statement is ordered from outside, and one that needs a barrier
+inside raises :class:`NonUniformBarrier`. A side on data (its condition reads memory) that needs a barrier
+is *sealed*: a barrier first and last (:func:`_seal`), and what was pending before the branch stays
+pending after it, because the side may not run; the verifier checks sealed sides as units
+(``egtile.verifier.paths``).
+
 Each scheduled node class has an *access summary* in a registry (:func:`register_accesses`): the set of
 :class:`Acc` it makes, given the owner key of the context it runs in. An asynchronous copy says what its
 agent touches: a TMA load writes its shared destination and reads its global source (both with no owner:
@@ -300,6 +309,25 @@ def no_loads(e: Expr) -> Verdict:
     return Verdict.of([f"it reads {b}" for b in loads])
 
 
+def _seal(branch: tuple[SStmt, ...], threads: ThreadRange, bar_id: int, acc: AccessSummary,
+          barriers: dict[str, MBarrier],
+          uniform: Callable[[Expr], Verdict]) -> tuple[tuple[SStmt, ...], frozenset[Acc]]:
+    """A side of a data-dependent uniform branch that needs a barrier, *sealed*: a CTA barrier first and last.
+
+    The verifier cannot know which executions of a data-dependent side run; with the seal, every access
+    inside one execution is ordered with everything before and after it for the threads running it,
+    whichever other executions run, so it checks the side as a unit (``egtile.verifier.paths``). Inside,
+    placement starts from nothing pending (the start barrier) and leaves nothing (the end barrier)."""
+    seal = SyncThreads(threads, bar_id)
+    placed, _ = _place(branch, frozenset(), threads, bar_id, acc, barriers, uniform)
+    body = list(placed)
+    while body and isinstance(body[0], SyncThreads):
+        body.pop(0)
+    while body and isinstance(body[-1], SyncThreads):
+        body.pop()
+    return (seal, *body, seal), frozenset()
+
+
 def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRange, bar_id: int,
            acc: AccessSummary, barriers: dict[str, MBarrier],
            uniform: Callable[[Expr], Verdict] = no_loads) -> tuple[tuple[SStmt, ...], frozenset[Acc]]:
@@ -328,8 +356,17 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
                 verdict = uniform(c)
                 if verdict.ok:
                     # Every thread takes the same branch: a CTA barrier inside is reached by all of them.
-                    nt, pt = _place(t, pending, threads, bar_id, acc, barriers, uniform)
-                    ne, pe = _place(e, pending, threads, bar_id, acc, barriers, uniform)
+                    sides = []
+                    for branch in (t, e):
+                        placed, end = _place(branch, pending, threads, bar_id, acc, barriers, uniform)
+                        if reads_c and any(isinstance(x, SyncThreads) for x in swalk(placed)):
+                            # the seal orders the side with everything around it; what was pending before
+                            # stays pending after: the side may not run, and the verifier orders pairs
+                            # across a data-dependent branch without its barriers
+                            placed, _ = _seal(branch, threads, bar_id, acc, barriers, uniform)
+                            end = pending
+                        sides.append((placed, end))
+                    (nt, pt), (ne, pe) = sides
                     out.append(SIf(c, nt, ne, s.sid))
                     pending = pt | pe
                     continue
@@ -338,7 +375,7 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
                 mine = frozenset(acc.body(t + e))
                 if _conflicts(pending, mine):
                     out.append(SyncThreads(threads, bar_id))
-                    pending = frozenset()
+                    pending = reads_c  # the barrier is before the statement: its condition reads come after
                 for branch in (t, e):
                     placed, _ = _place(branch, frozenset(), threads, bar_id, acc, barriers, uniform)
                     if any(isinstance(x, SyncThreads) for x in swalk(placed)):

@@ -3,12 +3,15 @@
 ``verify(scheduled) -> list[Violation]`` checks properties L1-L8 (``docs/soundness.md``):
 
 * :mod:`.effects` L5 (nonlocal statements run once per instance);
-* :mod:`.structure` L7 (barriers in divergent code, named barrier counts) and data-dependent L3;
+* :mod:`.structure` L7 (barriers in divergent code, named barrier counts) and data-dependent L3, with
+  block-uniform conditions derived by :mod:`.uniform`;
 * :mod:`.resources` L8 (threads, shared memory, setmaxnreg);
 * :mod:`.trace` + :mod:`.order` L1-L4 and L6: each agent's events for the first and the last block of
   the grid, with symbolic footprints (:mod:`.regions`, :mod:`.affine`) instead of element sets and, for
   long periodic loops, a window of iterations instead of all of them (:mod:`.window`), then
   happens-before from the barrier semantics;
+* :mod:`.paths`: a block with barriers under data-dependent conditions (sealed sides) is traced once per
+  nesting depth of such sides, each pair of accesses decided in one of those traces;
 * :mod:`.valueflow` value flow (reported as L1): every read of a staged or local buffer observes the
   write the sequential program's read observes.
 
@@ -30,11 +33,13 @@ from egtile.verifier.effects import check_effects
 from egtile.verifier.ints import Ints
 from egtile.verifier.limits import Meter, VerifyLimits, default_limits
 from egtile.verifier.order import OrderAnalysis
+from egtile.verifier.paths import decides
 from egtile.verifier.reference import blocks, dedupe
 from egtile.verifier.registry import register_model, unregister_model
 from egtile.verifier.regions import Space
 from egtile.verifier.resources import check_resources
 from egtile.verifier.structure import check_structure
+from egtile.verifier.uniform import branches
 from egtile.verifier.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
 from egtile.verifier.valueflow import check_value_flow
 from egtile.verifier.violation import PROPERTIES, Violation
@@ -82,27 +87,34 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
     tracked = tracked_buffers(scheduled)
     windows = Windows(scheduled, agents, tracked[0]) if window else None
     ints = Ints()
+    sealed = branches(scheduled)
     for coords in blocks(scheduled.kernel.grid):
-        found += _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow)
+        for d in range(sealed.depth + 1):  # one trace per depth of sealed sides (egtile.verifier.paths)
+            found += _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow,
+                            sealed, d)
     return dedupe(found)
 
 
-def _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow) -> list[Violation]:
-    """L1-L4, L6 of one block; retraced without the windows whose hypotheses the trace refutes."""
+def _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow, sealed,
+           d) -> list[Violation]:
+    """L1-L4, L6 of one block in trace ``T_d``; retraced without the windows whose hypotheses the trace
+    refutes."""
+    deepest, n = sealed.depth, len(agents)
     while True:
         meter = Meter(limits, scheduled.kernel.name, coords)
         space.budget = _Charge(meter)
         if windows is not None:
             windows.start_block()
         try:
-            traces = Tracer(scheduled, agents, coords, order, space, meter, windows, ints, tracked).run()
+            traces = Tracer(scheduled, agents, coords, order, space, meter, windows, ints, tracked, sealed, d).run()
         except TraceError as err:
             return [Violation("L3", f"cannot enumerate the schedule: {err}",
                               (err.sid,) if err.sid is not None else (), block=coords)]
-        analysis = OrderAnalysis(scheduled, agents, traces, coords, space)
+        pick = None if deepest == 0 else (lambda x, y: decides(x, y, d, deepest, n))
+        analysis = OrderAnalysis(scheduled, agents, traces, coords, space, pick)
         out = analysis.run()
         if windows is None or windows.confirm(traces, analysis, space):
-            if value_flow and all(p is None for p in analysis.stuck_at):
+            if value_flow and d == deepest and all(p is None for p in analysis.stuck_at):
                 out += check_value_flow(scheduled, analysis, space, windows)
             return out
 

@@ -13,6 +13,7 @@ from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, SeqLoop, SIf, SyncThreads,
     ThreadLoop, TileOp, TmaLoad, TmaStore, Wait,
 )
+from egtile.verifier.paths import enter
 from egtile.verifier.regions import Owner
 from egtile.verifier.registry import handler
 from egtile.verifier.threadloop import sym_if
@@ -195,17 +196,27 @@ def _sif(s: SIf, ctx: Ctx) -> None:
     if ctx.sym is not None:
         sym_if(s, ctx)
         return
+    tracer = ctx.tracer
     try:
-        taken = ctx.tracer.const(c, ctx.env)
+        taken = tracer.const(c, ctx.env)
     except NotConstant:
         ctx.reads_of(c, s.sid)
-        # data-dependent branch: accesses of both sides, no synchronization (L3/L7 reject it)
-        a = ctx.child(accesses_only=True, tid=ctx.tid)
-        if a is not None:
-            ctx.tracer.walk(s.then_body, a)
-            ctx.tracer.walk(s.else_body, a)
+        # data-dependent branch: accesses of both sides; the synchronization of a sealed side only when
+        # this trace keeps its depth (egtile.verifier.paths), none of any other side (L3/L7 reject it)
+        flags = tracer.branches.of(s) if tracer.branches is not None else (False, False)
+        for side, body, sealed in ((0, s.then_body, flags[0]), (1, s.else_body, flags[1])):
+            outer = tracer.inst
+            if sealed:
+                tracer.inst = enter(outer, s, side, ctx.path)
+            try:
+                keep = sealed and not ctx.accesses_only and tracer.inst[0] <= tracer.sync_depth
+                a = ctx if keep else ctx.child(accesses_only=True, tid=ctx.tid)
+                if a is not None:
+                    tracer.walk(body, a)
+            finally:
+                tracer.inst = outer
         return
-    ctx.tracer.walk(s.then_body if taken else s.else_body, ctx)
+    tracer.walk(s.then_body if taken else s.else_body, ctx)
 
 
 @handler("trace", RoleSplit)

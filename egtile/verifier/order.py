@@ -115,8 +115,10 @@ class OrderAnalysis:
     """L1-L4 and L6 for one block."""
 
     def __init__(self, sched: Scheduled, agents: list[Agent], traces: list[list[Event]], coords: tuple[int, ...],
-                 space: Space):
+                 space: Space, decides=None):
         self.space = space
+        # which pairs of accesses this trace decides (egtile.verifier.paths); None: all of them
+        self.decides = decides
         self.sched = sched
         self.agents = agents
         self.traces = traces
@@ -540,6 +542,9 @@ class OrderAnalysis:
         for first_cls, second_cls, second_ts in orientations:
             for x in first_cls:
                 k = bisect.bisect_right(second_ts, x.ts)  # the earliest member after x in the program
+                if self.decides is not None:  # ... among those this trace decides (hb still only grows)
+                    while k < len(second_cls) and not self.decides(x, second_cls[k]):
+                        k += 1
                 if k < len(second_cls):
                     self._pair(buf, x, second_cls[k], reported)
 
@@ -576,6 +581,8 @@ class OrderAnalysis:
                 self._pair(buf, x, y, reported)
 
     def _pair(self, buf: str, x: Event, y: Event, reported: set) -> None:
+        if self.decides is not None and not self.decides(x, y):
+            return
         if x.ts is not None and y.ts is not None:
             if x.ts == y.ts:
                 return
@@ -626,6 +633,8 @@ class OrderAnalysis:
             for w in self.accesses:
                 if w.buffer != r.buffer or w.proxy != "generic" or w.mode == "r" or w.local or \
                         not self.space.overlaps(w.fp, r.fp):
+                    continue
+                if self.decides is not None and not self.decides(w, r):
                     continue
                 if not self.hb(w, r):
                     continue

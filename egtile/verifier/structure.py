@@ -10,9 +10,14 @@ executes it counts, whatever code it came from. Hence:
 * the threads that reach it must be exactly its range; ``count`` must be a multiple of the warp size
   (32) and the range warp aligned; ids are 0..15, and id 0 is ``__syncthreads`` (whole block only).
 
-An ``SIf`` is uniform when its condition uses only block indices and serial-loop variables (no loads,
-no ``ThreadLoop`` variables). mbarrier operations under a non-uniform condition make the arrivals per
-phase depend on data: L3.
+An ``SIf`` is uniform when every thread evaluates its condition to the same value
+(:mod:`egtile.verifier.uniform`: block indices, serial-loop variables, loads of read-only parameters,
+shared buffers and uniform locals); a barrier may sit inside a uniform ``SIf`` only. A condition that
+reads memory is *data-dependent*: the verifier cannot evaluate it, so
+
+* mbarrier operations (waits, arrivals, TMA loads) under it make the arrivals per phase depend on data: L3;
+* a side of a uniform data-dependent ``SIf`` that contains a ``SyncThreads`` must begin and end with one
+  (sealed, so the traces can check it as a unit, :mod:`egtile.verifier.paths`): L3 otherwise.
 
 Roles of one ``RoleSplit`` must be disjoint and inside the block.
 """
@@ -21,38 +26,22 @@ from __future__ import annotations
 
 import itertools
 
-from egtile.ir.kernel import BinOp, Cast, Expr, Load, Select, UnOp, Var
 from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, Role, RoleSplit, Scheduled, SeqLoop, SIf,
     SStmt, SyncThreads, ThreadLoop, TileOp, TmaLoad, TmaStore, Wait,
 )
 from egtile.verifier import registry
 from egtile.verifier.registry import handler
+from egtile.verifier.uniform import has_sync, sealed, uniformity
 from egtile.verifier.violation import Violation
 
 WARP = 32
 NAMED_BARRIERS = 16  # bar.sync ids 0..15 (PTX ISA 9.7.13.4)
 
 
-def _uniform(e: Expr, serial: set[str]) -> bool:
-    match e:
-        case Load():
-            return False
-        case Var(name=n):
-            return n in serial
-        case BinOp(a=a, b=b):
-            return _uniform(a, serial) and _uniform(b, serial)
-        case UnOp(a=a) | Cast(value=a):
-            return _uniform(a, serial)
-        case Select(cond=c, a=a, b=b):
-            return _uniform(c, serial) and _uniform(a, serial) and _uniform(b, serial)
-        case _:
-            return True
-
-
 def check_structure(sched: Scheduled) -> list[Violation]:
     w = StructureWalker(sched)
-    w.walk(sched.body, 0, sched.threads, None, None, {v.name for v in sched.kernel.block_vars}, None)
+    w.walk(sched.body, 0, sched.threads, None, None, set(), None)
     return w.out
 
 
@@ -65,6 +54,7 @@ class StructureWalker:
     def __init__(self, sched: Scheduled) -> None:
         self.sched = sched
         self.out: list[Violation] = []
+        self.uniformity = uniformity(sched)
 
     def walk(self, stmts: tuple[SStmt, ...], lo: int, hi: int, role: Role | None, divergent: str | None,
              serial: set[str], data_if: int | None) -> None:
@@ -98,9 +88,22 @@ def _seq(s: SeqLoop, w: StructureWalker, lo, hi, role, divergent, serial, data_i
 
 @handler("structure", SIf)
 def _if(s: SIf, w: StructureWalker, lo, hi, role, divergent, serial, data_if) -> None:
-    uniform = _uniform(s.cond, serial)
-    div = divergent if uniform else (divergent or f"an SIf on a non-uniform condition (sid {s.sid})")
-    dif = data_if if uniform else (data_if if data_if is not None else (s.sid if s.sid is not None else -1))
+    u = w.uniformity
+    if u.static(s.cond, serial):
+        div, dif = divergent, data_if
+    else:
+        reasons = u.reasons(s.cond, serial)
+        div = divergent if not reasons else (
+            divergent or f"an SIf on a non-uniform condition (sid {s.sid}: {'; '.join(reasons)})")
+        dif = data_if if data_if is not None else (s.sid if s.sid is not None else -1)
+        if div is None:
+            for name, side in (("then", s.then_body), ("else", s.else_body)):
+                if has_sync(side) and not sealed(side):
+                    w.out.append(Violation(
+                        "L3", f"the {name} side of the SIf on data (sid {s.sid}) contains a CTA barrier but does "
+                              "not begin and end with one: a side with barriers under a data-dependent condition "
+                              "must be sealed (its accesses are checked against the rest only through the seal)",
+                        (s.sid,) if s.sid is not None else (), barrier="bar.sync"))
     w.walk(s.then_body, lo, hi, role, div, serial, dif)
     w.walk(s.else_body, lo, hi, role, div, serial, dif)
 

@@ -192,6 +192,8 @@ class Event:
     hi: int = 0
     scope: int = 0  # accesses: the ThreadLoop / TileOp execution that made it (0: none)
     local: bool = False  # an access of a per-thread (local) buffer: value flow only
+    # the innermost sealed side of a data-dependent SIf the event is in (egtile.verifier.paths.Instance)
+    inst: Any = None
 
     def where(self) -> str:
         if not self.path:
@@ -425,8 +427,14 @@ class Tracer:
     """Builds the traces of every agent for one block."""
 
     def __init__(self, sched: Scheduled, agents: list[Agent], coords: tuple[int, ...], order: SourceOrder,
-                 space: Space, limits, window=None, ints: Ints | None = None, tracked=None) -> None:
+                 space: Space, limits, window=None, ints: Ints | None = None, tracked=None, branches=None,
+                 sync_depth: int = 0) -> None:
         self.ints = ints if ints is not None else Ints()
+        # sealed sides of data-dependent SIfs (egtile.verifier.uniform.Branches); those nested at most
+        # sync_depth deep are traced with their synchronization (egtile.verifier.paths)
+        self.branches = branches
+        self.sync_depth = sync_depth
+        self.inst = None
         self.sched = sched
         self.agents = agents
         self.order = order
@@ -462,6 +470,7 @@ class Tracer:
         self.limits.count_event(self.n)
         ev.seq = self.n
         ev.rounds = tuple(self.rounds)
+        ev.inst = self.inst
         self.traces[a.index].append(ev)
 
     def shape(self, name: str) -> tuple[int, ...]:
@@ -551,6 +560,7 @@ class Tracer:
             ev.fp = self.finish(buf, list(pieces), unknown, flats, owners)
             if kind == "async_write":
                 ev.rounds = tuple(self.rounds)
+                ev.inst = self.inst
                 return ev  # performed by the copy, not by the agent: attached to its tma / cp_write event
             self.emit(ctx.agent, ev, ctx)
             return ev

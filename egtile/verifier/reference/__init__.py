@@ -14,8 +14,10 @@ from egtile.ir.scheduled import Scheduled
 from egtile.verifier.effects import check_effects
 from egtile.verifier.reference.order import OrderAnalysis
 from egtile.verifier.reference.trace import SourceOrder, TraceError, Tracer, agents_of
+from egtile.verifier.paths import decides
 from egtile.verifier.resources import check_resources
 from egtile.verifier.structure import check_structure
+from egtile.verifier.uniform import branches
 from egtile.verifier.violation import Violation
 
 
@@ -49,14 +51,18 @@ def verify(scheduled: Scheduled) -> list[Violation]:
     found += check_resources(scheduled)
     agents = agents_of(scheduled)
     order = SourceOrder(scheduled.kernel)
+    sealed = branches(scheduled)
+    deepest = sealed.depth
     for coords in blocks(scheduled.kernel.grid):
-        try:
-            traces = Tracer(scheduled, agents, coords, order).run()
-        except TraceError as err:
-            found.append(Violation("L3", f"cannot enumerate the schedule: {err}",
-                                   (err.sid,) if err.sid is not None else (), block=coords))
-            continue
-        found += OrderAnalysis(scheduled, agents, traces, coords).run()
+        for d in range(deepest + 1):  # one trace per depth of sealed sides (egtile.verifier.paths)
+            try:
+                traces = Tracer(scheduled, agents, coords, order, sealed, d).run()
+            except TraceError as err:
+                found.append(Violation("L3", f"cannot enumerate the schedule: {err}",
+                                       (err.sid,) if err.sid is not None else (), block=coords))
+                break
+            pick = None if deepest == 0 else (lambda x, y, d=d: decides(x, y, d, deepest, len(agents)))
+            found += OrderAnalysis(scheduled, agents, traces, coords, pick).run()
     return dedupe(found)
 
 

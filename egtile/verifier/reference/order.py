@@ -117,7 +117,9 @@ class Phase:
 class OrderAnalysis:
     """L1-L4 and L6 for one block."""
 
-    def __init__(self, sched: Scheduled, agents: list[Agent], traces: list[list[Event]], coords: tuple[int, ...]):
+    def __init__(self, sched: Scheduled, agents: list[Agent], traces: list[list[Event]], coords: tuple[int, ...],
+                 decides=None):
+        self.decides = decides  # which pairs this trace decides (egtile.verifier.paths); None: all
         self.sched = sched
         self.agents = agents
         self.traces = traces
@@ -437,6 +439,8 @@ class OrderAnalysis:
                     self._pair(buf, x, y, reported)
 
     def _pair(self, buf: str, x: Event, y: Event, reported: set) -> None:
+        if self.decides is not None and not self.decides(x, y):
+            return
         if x.ts is not None and y.ts is not None:
             if x.ts == y.ts:
                 return
@@ -486,6 +490,8 @@ class OrderAnalysis:
         for r in reads:
             for w in self.accesses:
                 if w.buffer != r.buffer or w.proxy != "generic" or w.mode == "r" or not _overlap(w, r):
+                    continue
+                if self.decides is not None and not self.decides(w, r):
                     continue
                 if not self.hb(w, r):
                     continue

@@ -34,12 +34,13 @@ agent's threads. An agent that owns no element of a ``TileOp`` or no iteration
 of a partitioned ``ThreadLoop`` does not access anything there.
 
 Statements whose control flow the verifier cannot evaluate (an ``SIf`` on loaded data) contribute the
-accesses of both branches; their synchronization is rejected by L3/L7 (:mod:`egtile.verifier.structure`).
+accesses of both branches; their synchronization is rejected by L3/L7 (:mod:`egtile.verifier.structure`),
+except that of a sealed side of a uniform condition, kept in the traces of its depth and deeper and
+dropped from the others (:mod:`egtile.verifier.paths`, the same construction as the symbolic verifier's).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,8 @@ from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, Scheduled, SeqLoop, SIf, SStmt,
     SyncThreads, ThreadLoop, TileOp, TmaLoad, TmaStore, Wait, swalk,
 )
+
+from egtile.verifier.paths import enter
 
 MAX_EVENTS = 400_000
 MAX_LOOP_ENUM = 1 << 16
@@ -185,6 +188,7 @@ class Event:
     covered: int = 0  # the agent's events with a smaller tick are ordered before this one across its threads
     issuer: int = -1  # async writes: the agent that issued the copy
     accesses: list[Event] = field(default_factory=list)  # tma / cp_write: the async write(s)
+    inst: Any = None  # the innermost sealed side of a data-dependent SIf around the event
 
     def where(self) -> str:
         if not self.path:
@@ -259,7 +263,12 @@ class TraceError(Exception):
 class Tracer:
     """Builds the traces of every agent for one block."""
 
-    def __init__(self, sched: Scheduled, agents: list[Agent], coords: tuple[int, ...], order: SourceOrder) -> None:
+    def __init__(self, sched: Scheduled, agents: list[Agent], coords: tuple[int, ...], order: SourceOrder,
+                 branches=None, sync_depth: int = 0) -> None:
+        self.branches = branches  # egtile.verifier.uniform.Branches: the sealed sides
+        self.sync_depth = sync_depth  # sealed sides at most this deep keep their synchronization
+        self.inst = None  # the innermost sealed side being enumerated
+        self.quiet = 0  # > 0: inside a data-dependent side whose synchronization is dropped
         self.sched = sched
         self.agents = agents
         self.order = order
@@ -279,6 +288,7 @@ class Tracer:
     # -- emission -----------------------------------------------------------------------------------
 
     def emit(self, a: Agent, ev: Event) -> None:
+        ev.inst = self.inst
         self.n += 1
         if self.n > MAX_EVENTS:
             raise TraceError(f"the schedule enumerates to more than {MAX_EVENTS} events per block; the verifier "
@@ -318,6 +328,7 @@ class Tracer:
         ev = Event(kind, a.index, sid, path, buffer=buf, stage=stage, mode=mode, proxy=proxy,
                    ts=self.order.stamp(sid, env), elements=elements, owners=owners, tid=self.cur_tid)
         if kind == "async_write":
+            ev.inst = self.inst
             return ev  # performed by the copy, not by the agent: attached to its tma / cp_write event
         if self.merge is not None:
             key = (buf, mode, sid, proxy, ev.ts)
@@ -405,6 +416,8 @@ class Tracer:
         n = 1 if self.cur_tid is not None else hi - lo
         tid = self.cur_tid
         for s in stmts:
+            if self.quiet and isinstance(s, _SYNC):
+                continue
             match s:
                 case Leaf(stmt=st):
                     self.leaf(st, a, env, path)
@@ -468,15 +481,29 @@ class Tracer:
                     except NotConstant:
                         self.expr_reads(a, c, sid, path, env)
                         # data-dependent branch: accesses of both sides, no synchronization (L3/L7 reject it)
-                        self.walk(_accesses_only(t), a, lo, hi, env, path, loop_sid, tid)
-                        self.walk(_accesses_only(e), a, lo, hi, env, path, loop_sid, tid)
+                        # but that of a sealed side in the traces of its depth (egtile.verifier.paths)
+                        flags = self.branches.of(s) if self.branches is not None else (False, False)
+                        for side, body, sealed in ((0, t, flags[0]), (1, e, flags[1])):
+                            outer, quiet = self.inst, self.quiet
+                            if sealed:
+                                self.inst = enter(outer, s, side, path)
+                            if not (sealed and self.inst[0] <= self.sync_depth):
+                                self.quiet += 1
+                            try:
+                                self.walk(body, a, lo, hi, env, path, loop_sid, tid)
+                            finally:
+                                self.inst, self.quiet = outer, quiet
                         continue
                     self.walk(t if taken else e, a, lo, hi, env, path, loop_sid, tid)
                 case RoleSplit(roles=roles):
-                    for r in roles:
-                        b, e = max(lo, r.threads.begin), min(hi, r.threads.end)
-                        if b < e:
-                            self.walk(r.body, a, b, e, env, path, loop_sid)
+                    quiet, self.quiet = self.quiet, 0  # as before: roles keep their synchronization
+                    try:
+                        for r in roles:
+                            b, e = max(lo, r.threads.begin), min(hi, r.threads.end)
+                            if b < e:
+                                self.walk(r.body, a, b, e, env, path, loop_sid)
+                    finally:
+                        self.quiet = quiet
                 case _:
                     raise TypeError(f"not a scheduled statement: {s!r}")
 
@@ -620,23 +647,3 @@ def _restore(env: dict, name: str, saved) -> None:
 
 
 _SYNC = (Wait, Arrive, ArriveExpectTx, CpAsyncArrive, SyncThreads, TmaLoad)
-
-
-def _accesses_only(stmts: tuple[SStmt, ...]) -> tuple[SStmt, ...]:
-    """``stmts`` without synchronization (for data-dependent branches)."""
-    out = []
-    for s in stmts:
-        if isinstance(s, _SYNC):
-            continue
-        match s:
-            case SeqLoop(body=b):
-                out.append(SeqLoop(s.var, s.start, s.stop, _accesses_only(b), s.unroll, s.sid))
-            case SIf(then_body=t, else_body=e):
-                out.append(SIf(s.cond, _accesses_only(t), _accesses_only(e), s.sid))
-            case Elect(threads=tr, body=b):
-                out.append(Elect(tr, _accesses_only(b)))
-            case ThreadLoop():
-                out.append(dataclasses.replace(s, body=_accesses_only(s.body)))
-            case _:
-                out.append(s)
-    return tuple(out)
