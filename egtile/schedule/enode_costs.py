@@ -84,15 +84,15 @@ def _class_of(egraph: EGraph, term: Any) -> tuple[str, Any] | None:
         return None
 
 
-def _constructors(egraph: EGraph, frozen: Any) -> dict[str, int]:
-    """``egg name -> declared cost`` of every extractable constructor with rows."""
+def _constructors(egraph: EGraph, functions: Mapping[str, Any]) -> dict[str, int]:
+    """``egg name -> declared cost`` of every extractable constructor."""
     from egglog.declarations import ConstructorDecl
 
     state = egraph._state
     decls = egraph.__egg_decls__
     out: dict[str, int] = {}
-    for name, fn in frozen.functions.items():
-        if fn.is_let_binding or name.startswith(_COST_TABLE) or not fn.rows:
+    for name, fn in functions.items():
+        if fn.is_let_binding or name.startswith(_COST_TABLE):
             continue
         refs = state.egg_fn_to_callable_refs.get(name)
         if not refs:
@@ -104,10 +104,11 @@ def _constructors(egraph: EGraph, frozen: Any) -> dict[str, int]:
 
 
 def _compute(egraph: EGraph) -> ENodeCosts:
-    frozen = egraph._egraph.freeze()
+    # Every attribute of a frozen e-graph is converted from Rust on each access: read each once.
+    functions = egraph._egraph.freeze().functions
     to_i64 = egraph._egraph.value_to_i64
-    ctors = _constructors(egraph, frozen)
-    eclass_sorts = {frozen.functions[name].output_sort for name in ctors}
+    ctors = _constructors(egraph, functions)
+    eclass_sorts = {functions[name].output_sort for name in ctors}
 
     # Nodes: egg name, output class, child classes (with multiplicity), own cost (primitives included).
     names: list[str] = []
@@ -115,22 +116,24 @@ def _compute(egraph: EGraph) -> ENodeCosts:
     own: list[int] = []
     kids: list[list[tuple[str, Any]]] = []
     for name, declared in ctors.items():
-        fn = frozen.functions[name]
-        custom = frozen.functions.get(_COST_TABLE + name)
+        fn = functions[name]
+        custom = functions.get(_COST_TABLE + name)
         set_costs = {tuple(r.inputs): to_i64(r.output) for r in custom.rows} if custom is not None else {}
         sorts = fn.input_sorts
+        out_sort = fn.output_sort
         for row in fn.rows:
             if row.subsumed:
                 continue
-            c = set_costs.get(tuple(row.inputs), declared)
+            inputs = row.inputs
+            c = set_costs.get(tuple(inputs), declared)
             ks: list[tuple[str, Any]] = []
-            for sort, v in zip(sorts, row.inputs):
+            for sort, v in zip(sorts, inputs):
                 if sort in eclass_sorts:
                     ks.append((sort, v))
                 else:
                     c += 1
             names.append(name)
-            outs.append((fn.output_sort, row.output))
+            outs.append((out_sort, row.output))
             own.append(c)
             kids.append(ks)
 
