@@ -23,10 +23,12 @@ stratification: each stratum is saturated before the next, and a stratum only ne
 schedule is at its fixpoint (egglog notes §3.3). The strata:
 
 1. **access and structure** (positive): ``sid_of``; ``reads``/``writes``/``ptr`` of every statement and
-   list (union over bodies); ``has(st, kind)``; ``moves(st, var)``; ``whole(st, buf)`` (a reduce); per pipelined body form ``B`` of loop
+   list (union over bodies); ``has(st, kind)``; ``moves(st, var)`` (``var`` a pipelined loop's); ``whole(st, buf)`` (a reduce); per pipelined body form ``B`` of loop
    ``L`` (``pipelined(L, B)``; a rule that rewrites a body builds a new form, never edits one in place):
    ``body_of(L, B)``, ``member_at(st, B, i)``; what is read and written *outside* each list item
-   (``outside_read``/``outside_write``, top-down from the kernel body); ``enclosed(st)`` (inside a loop);
+   (``outside_read``/``outside_write``, top-down from the kernel body), for ``local`` buffers (stratum 4
+   adds the buffers a pipeline's barriers guard: the only two kinds a condition asks about, so the rows
+   stay linear in the statement count when every statement has its own buffer); ``enclosed(st)``;
    the cost summaries ``items(blk)`` (leaf statements) and ``work(blk)`` (their cycles).
 2. **effects**: ``nonlocal(st)`` (:func:`egtile.analysis.effect`'s definition), ``escapes(st)`` (writes a
    local buffer read outside it), ``disqualified(st)`` (cannot be a producer whatever the loop),
@@ -35,7 +37,8 @@ schedule is at its fixpoint (egglog notes §3.3). The strata:
    ``guarded(B, buf)`` (every buffer a producer writes: what ``full``/``empty`` guard, all producer kinds).
 4. **guards**: ``reads_guarded(B, st)`` / ``writes_guarded(B, st)`` for every member, and ``clist_of(cell,
    B)``: the body form a consumer list cell belongs to; a ``guarded-read`` / ``guarded-write`` witness per
-   member and buffer (what ``explain()`` names when a barrier cannot move past it).
+   member and buffer (what ``explain()`` names when a barrier cannot move past it); ``outside_read`` /
+   ``outside_write`` for the guarded buffers.
 5. **facts**, then 6. **checks**: the rules' own derivations and violation rules (``fails``, ``fails_st``,
    ``witness``; see :class:`egtile.schedule.rule.Condition`).
 7. **expansion**: the list helpers (``producers``, ``consumers``, and the rules' own) expand into lists.
@@ -101,6 +104,8 @@ list_ptr = relation("list_ptr", Block, String)
 has = relation("has", Stmt, String)
 list_has = relation("list_has", Block, String)
 moves = relation("moves", Stmt, String)
+"""``moves(st, var)``: a shared-memory write in ``st`` has an index mentioning ``var``, a ``T.Pipelined`` loop's
+variable (the only variables :func:`moves_loop` asks about)."""
 list_moves = relation("list_moves", Block, String)
 whole = relation("whole", Stmt, String)
 """``whole(st, buf)``: a ``T.reduce`` in ``st`` takes all of ``buf`` (no region, so no stage index)."""
@@ -247,7 +252,9 @@ def _access_rules() -> Iterator[Any]:
     yield rule(stmt_of(st, s), own_write(s, b)).then(writes(st, b))
     yield rule(stmt_of(st, s), own_ptr(s, b)).then(ptr(st, b))
     yield rule(stmt_of(st, s), kind(s, k)).then(has(st, k))
-    yield rule(leaf(st, s), index_var(s, k)).then(moves(st, k))
+    # Only a pipelined loop's variable is asked about (moves_loop): tracking every T.Parallel's own index
+    # variable up through every list suffix would cost statements x variables rows.
+    yield rule(leaf(st, s), index_var(s, k), loop_var(n, k), kind(n, String("pipelined"))).then(moves(st, k))
     yield rule(leaf(st, s), kind(s, String("reduce")), own_read(s, b)).then(whole(st, b))
     yield rule(leaf(st, s), kind(s, String("reduce")), own_write(s, b)).then(whole(st, b))
     for item, lst in ((reads, list_reads), (writes, list_writes), (ptr, list_ptr), (has, list_has),
@@ -284,17 +291,39 @@ def _structure_rules() -> Iterator[Any]:
     yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), loop_child(h, body)).then(in_loop(body))
     yield rule(in_loop(blk), eq(blk).to(Block.cons(h, r))).then(in_loop(r), enclosed(h))
     yield rule(in_loop(blk), eq(blk).to(Block.cons(h, r)), child(h, body)).then(in_loop(body))
-    # What is accessed outside each item: everything before it in its list (or outside the list), and the
-    # rest of its list. A compound item's bodies start with what is outside the item plus its own head.
+    yield from _outside_rules(lambda b: (scope(b, String("local")),))
+    yield rule(root(blk), list_writes(blk, b)).then(kernel_write(b))
+
+
+def _outside_rules(tracked) -> Iterator[Any]:
+    """``before_*`` / ``outside_*`` for the buffers ``b`` with ``tracked(b)`` (premises) only.
+
+    What is accessed outside each item: everything before it in its list (or outside the list), and the
+    rest of its list; a compound item's bodies start with what is outside the item plus its own head.
+    Derived for every buffer, these relations hold (list cells x buffers) rows, which grows with the square
+    of the statement count when every statement has its own buffer; the conditions ask about two kinds of
+    buffer only (a ``local`` buffer a statement writes: :func:`escapes`; a buffer a pipeline's barriers
+    guard: the warp-specialization conditions), so each is tracked in the stratum that knows it.
+    """
+    h = var("h", Stmt)
+    s = var("s", i64)
+    b = var("b", String)
+    body, r, blk = var("body", Block), var("r", Block), var("blk", Block)
     for rel, own, lst, before, outside in ((reads, own_read, list_reads, before_read, outside_read),
                                            (writes, own_write, list_writes, before_write, outside_write)):
         yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), before(blk, b)).then(before(r, b), outside(h, b))
-        yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), rel(h, b)).then(before(r, b))
-        yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), lst(r, b)).then(outside(h, b))
+        yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), rel(h, b), *tracked(b)).then(before(r, b))
+        yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), lst(r, b), *tracked(b)).then(outside(h, b))
         yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), child(h, body), outside(h, b)).then(before(body, b))
-        yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), child(h, body), stmt_of(h, s), own(s, b)).then(
-            before(body, b))
-    yield rule(root(blk), list_writes(blk, b)).then(kernel_write(b))
+        yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), child(h, body), stmt_of(h, s), own(s, b),
+                   *tracked(b)).then(before(body, b))
+
+
+def _guarded_outside_rules() -> Iterator[Any]:
+    """What is accessed outside each item, for the buffers a pipelined body form's barriers guard (the
+    warp-specialization conditions ask whether the loop's guarded buffers are accessed outside the loop)."""
+    g = var("g", Block)
+    yield from _outside_rules(lambda b: (guarded(g, b),))
 
 
 def _effect_rules() -> Iterator[Any]:
@@ -380,7 +409,7 @@ STRATA: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("access", tuple(_access_rules()) + tuple(_structure_rules())),
     ("effects", tuple(_effect_rules())),
     ("roles", tuple(_role_rules())),
-    ("guards", tuple(_guard_rules())),
+    ("guards", tuple(_guard_rules()) + tuple(_guarded_outside_rules())),
 )
 """The core strata, in order (conditions and expansion follow; see :func:`support`)."""
 

@@ -356,7 +356,7 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
         made, rejected = decisions(body, ctx, scheduled)
         scheduled = replace(scheduled, decisions=made)
         parts = breakdown(body, ctx)
-        ctx.egraph = None
+        ctx.egraph = ctx.enode_costs = None
         t3 = time.perf_counter()
     # The saturate phase above includes encoding; split it out for the report.
     timings = Timings(encode=enc.seconds, saturate=t1 - t0 - enc.seconds, extract=t2 - t1, decode=t3 - t2)

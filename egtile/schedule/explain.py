@@ -27,6 +27,7 @@ from egtile.schedule.cost import UNDECIDED
 from egtile.schedule.decision import Decision
 from egtile.schedule.decode import Node, names_of, to_node
 from egtile.schedule.encode import Encoding
+from egtile.schedule.enode_costs import ENodeCosts
 from egtile.schedule.facts import FactContext
 from egtile.schedule.rule import Condition, Rule, RuleSet
 from egtile.schedule.tables import rows
@@ -88,6 +89,9 @@ class ExplainContext:
         barrier_guards: ``loop sid -> buffers`` its barriers guard.
         cost_table: the cost pass's values.
         egraph: the saturated e-graph (only while ``optimize`` runs).
+        enode_costs: every e-node's extraction cost, read from ``egraph`` once, when the first alternative's
+            cost is asked for (:mod:`egtile.schedule.enode_costs`; ``False``: unavailable, so each
+            alternative is costed by its own extraction).
     """
 
     facts: FactContext
@@ -102,6 +106,7 @@ class ExplainContext:
     barrier_guards: dict[int, tuple[str, ...]] = field(default_factory=dict)
     cost_table: dict[tuple, int] = field(default_factory=dict)
     egraph: EGraph | None = None
+    enode_costs: ENodeCosts | bool | None = None
 
     @staticmethod
     def read(egraph: EGraph, encoding: Encoding, rules: RuleSet, cost_table: dict[tuple, int]) -> ExplainContext:
@@ -314,7 +319,31 @@ def _class_term(n: Node, r: Rule, ctx: ExplainContext):
 
 
 def _alt_costs(term, ctx: ExplainContext) -> dict[Any, int]:
-    """``constructor -> best cost`` of each e-node in ``term``'s e-class, from the declared cost functions."""
+    """``constructor -> best cost`` of each e-node in ``term``'s e-class, from the declared cost functions
+    (the cost pass's ``set_cost`` values, which :func:`subtree_cost` recomputes from the same functions),
+    read from the e-graph's costs computed once for every decision (:class:`ENodeCosts`)."""
+    if ctx.egraph is None or term is None:
+        return {}
+    if ctx.enode_costs is None:
+        ctx.enode_costs = ENodeCosts.of(ctx.egraph) or False
+    if ctx.enode_costs is False:
+        return _alt_costs_extracted(term, ctx)
+    try:
+        by_name = ctx.enode_costs.alternatives(ctx.egraph, term)
+    except (AttributeError, KeyError, TypeError):  # pragma: no cover - egglog-python's internals changed
+        return _alt_costs_extracted(term, ctx)
+    if by_name is None:
+        return {}
+    out: dict[Any, int] = {}
+    for name, c in by_name.items():
+        for fn in ctx.egraph._egg_fn_to_callables(name):
+            out[fn] = c
+    return out
+
+
+def _alt_costs_extracted(term, ctx: ExplainContext) -> dict[Any, int]:
+    """What :func:`_alt_costs` computes, by asking egglog for ``term``'s variants (an extraction over the
+    whole e-graph per call): the fallback, and the tests' reference."""
     if ctx.egraph is None or term is None:
         return {}
     names = names_of(ctx.rules.decisions)
