@@ -158,12 +158,25 @@ def load(k: str) -> tuple[CachedSchedule, Any] | None:
     return parse_entry(k, data)
 
 
+# Decoded entries of this process, keyed by (key, SHA-256 of the file's bytes): a warm compile re-reads
+# and re-hashes the file (so a changed, swapped or corrupted file is checked afresh) but does not decode
+# the same bytes twice; decoding the IR is most of a warm compile. The key's digest covers the kernel's
+# encoding, so an equal key means the same kernel. Bounded: oldest entries go first.
+_DECODED: dict[tuple[str, str], tuple[CachedSchedule, Any]] = {}
+_DECODED_MAX = 256
+
+
 def parse_entry(k: str, data: bytes) -> tuple[CachedSchedule, Any] | None:
     """The entry of key ``k`` that the file contents ``data`` hold, or ``None`` (every check of the
     module docstring; never raises)."""
     try:
         if len(data) > MAX_ENTRY_BYTES:
             return _miss(k, f"file larger than {MAX_ENTRY_BYTES} bytes")
+        memo = (str(k), hashlib.sha256(data).hexdigest())
+        hit = _DECODED.get(memo)
+        if hit is not None:
+            schedule, launch = hit
+            return schedule, None if launch is None else _built(launch, _codec())
         record = json.loads(data)
         if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("key") != str(k):
             return _miss(k, "record of another format or key")
@@ -182,6 +195,9 @@ def parse_entry(k: str, data: bytes) -> tuple[CachedSchedule, Any] | None:
         if kernel is not None and codec.dumps(schedule.scheduled.kernel) != codec.dumps(kernel):
             return _miss(k, "the entry schedules another kernel")
         built = None if data["launch"] is None else _built(data["launch"], codec)
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.pop(next(iter(_DECODED)))
+        _DECODED[memo] = (schedule, data["launch"])
         return schedule, built
     except Exception as err:  # noqa: BLE001 - MemoryError, RecursionError, CodecError, OSError...: a miss
         return _miss(k, f"{type(err).__name__}: {err}")

@@ -111,3 +111,37 @@ def test_registered_user_rule_disables_the_cache(cache_dir, monkeypatch):
     egtile.compile(make(), target="sim")
     egtile.compile(make(), target="sim")
     assert len(calls) == 2
+
+
+def test_a_decoded_entry_is_reused_only_for_the_same_bytes(cache_dir, monkeypatch):
+    """The in-process memo of decoded entries is keyed by the file's SHA-256: a warm compile decodes an
+    unchanged entry once, but an entry swapped with another kernel's or changed on disk after it was
+    decoded is checked afresh (a miss, then a correct rebuild)."""
+    import egtile.codec
+
+    egtile.compile(make(64), target="sim")
+    (a,) = cache_dir.rglob("schedules/*.json")
+    egtile.compile(make(128), target="sim")
+    (b,) = set(cache_dir.rglob("schedules/*.json")) - {a}
+    egtile.compile(make(64), target="sim")  # decoded once more: now memoized
+    decodes = []
+    real = egtile.codec.Codec.decode
+    monkeypatch.setattr(egtile.codec.Codec, "decode", lambda self, *a_, **k_: decodes.append(1) or real(self, *a_, **k_))
+    egtile.compile(make(64), target="sim")
+    assert not decodes  # same bytes: the memo
+    a_bytes, b_bytes = a.read_bytes(), b.read_bytes()
+    assert a_bytes != b_bytes
+    a.write_bytes(b_bytes)  # the other kernel's entry under this key: a miss, so the e-graph runs again
+    scheduled = []
+    real_opt = egtile.schedule.driver.optimize
+    monkeypatch.setattr(egtile.schedule.driver, "optimize",
+                        lambda k, rules=None: scheduled.append(k) or real_opt(k, rules=rules))
+    kernel = egtile.compile(make(64), target="sim")
+    assert len(scheduled) == 1
+    x = torch.randn(64)
+    y = torch.full((64,), float("nan"))
+    kernel(x, y)
+    torch.testing.assert_close(y, x * 3.0, rtol=0, atol=0)
+    a.write_bytes(a_bytes[:-40] + b"x" * 40)  # changed after it was decoded: checked afresh, a miss again
+    egtile.compile(make(64), target="sim")
+    assert len(scheduled) == 2
