@@ -249,3 +249,65 @@ class TileBuffer:
 def unwrap_buffer(x: Any) -> Buffer | None:
     """The ``ir.Buffer`` of a :class:`TileBuffer`, else ``None``."""
     return x.buffer if isinstance(x, TileBuffer) else None
+
+
+class VarBuffer(TileBuffer):
+    """``T.alloc_var(dtype)``: a per-thread scalar variable (a one-element ``local`` buffer), TileLang's
+    ``local.var``.
+
+    It reads as its value wherever a scalar is expected (``x + 1``, ``A[x]``, ``if x > 0:``) and, under the
+    source front end (:mod:`egtile.language.source`), ``x = e`` / ``x += e`` store into it; ``x[0]`` reads
+    and writes it explicitly, as in TileLang. ``fresh`` is true until the variable is first bound to a name.
+    """
+
+    __slots__ = ("fresh",)
+
+    def __init__(self, buffer: Buffer, trace: tracer.Trace | None = None) -> None:
+        super().__init__(buffer, trace)
+        self.fresh = True
+
+    def value(self) -> Value:
+        """The variable's current value (a read of element 0)."""
+        self.check_owner(tracer.user_loc())
+        return Value(Load(self.buffer, (Const(0, "int32"),)))
+
+    _egtile_value = value  # egtile.language.expr.as_expr reads a variable as its value
+
+    def assign(self, value: Any) -> None:
+        """``x = value``: one store into the variable, here."""
+        self[0] = value
+
+    def __repr__(self) -> str:
+        return f"VarBuffer({self.buffer.name}: {self.buffer.dtype})"
+
+    def __bool__(self) -> bool:
+        return bool(self.value())  # raises: a runtime value has no truth while tracing
+
+    def __index__(self) -> int:
+        return self.value().__index__()
+
+    __int__ = __index__
+
+    def __float__(self) -> float:
+        return float(self.value())
+
+    def astype(self, dtype: str) -> Value:
+        return self.value().astype(dtype)
+
+    __hash__ = object.__hash__
+
+
+def _forward(op: str):
+    def method(self: VarBuffer, *args: Any) -> Any:
+        return getattr(self.value(), op)(*args)
+
+    method.__name__ = op
+    return method
+
+
+for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+            "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__and__", "__rand__", "__or__", "__ror__",
+            "__xor__", "__rxor__", "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__eq__", "__ne__",
+            "__lt__", "__le__", "__gt__", "__ge__", "__neg__", "__pos__", "__invert__", "__abs__", "__pow__",
+            "__rpow__"):
+    setattr(VarBuffer, _op, _forward(_op))
