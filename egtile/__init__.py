@@ -28,10 +28,19 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Violation": ("egtile.verify", "Violation"),
     "simulate": ("egtile.sim", "simulate"),
     "SimResult": ("egtile.sim", "SimResult"),
+    # TileLang's host API (docs/language.md, "Porting from TileLang")
+    "autotune": ("egtile.autotuner", "autotune"),
+    "AutoTuner": ("egtile.autotuner", "AutoTuner"),
+    "Profiler": ("egtile.profiler", "Profiler"),
+    "TensorSupplyType": ("egtile.profiler", "TensorSupplyType"),
+    "do_bench": ("egtile.profiler", "do_bench"),
+    "PassConfigKey": ("egtile.options", "PassConfigKey"),
+    "cdiv": ("egtile.math", "cdiv"),
+    "next_power_of_2": ("egtile.math", "next_power_of_2"),
 }
 
 _SUBMODULES = {"language", "ir", "errors", "rules", "codegen", "analysis", "schedule", "lower", "sim", "runtime",
-               "api", "externs", "evaluate", "interp", "validate"}
+               "api", "externs", "evaluate", "interp", "validate", "profiler", "autotuner", "math", "options"}
 
 
 def __getattr__(name: str) -> Any:
