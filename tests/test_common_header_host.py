@@ -3,8 +3,8 @@
 The backend's floor division and modulo, min/max, shifts and math helpers are C++ formulas; compiling the
 very header on the CPU (device qualifiers defined away, no FMA contraction as NVRTC's ``--fmad=false``)
 and running them on random float32 and int32 inputs checks, bit for bit and without a GPU, that the
-formulas are the oracle's. What it cannot check is the GPU's own instructions (its ``exp(double)`` is
-CUDA's, not glibc's): the ``gpu`` test in test_arithmetic.py does.
+formulas are the oracle's. The math helpers (``eg_exp`` ...) are CUDA's float32 functions, which only the
+GPU has: the ``gpu`` test in test_arithmetic.py bounds their ulp distance to the oracle.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ _PRELUDE = r"""
 #include <cstdint>
 using std::exp; using std::exp2; using std::log; using std::log2; using std::sin; using std::cos; using std::tanh;
 using std::sqrt; using std::floor; using std::fmod;
+// The math helpers call CUDA's float32 functions; these host stand-ins only let the header compile.
+static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline int __float_as_int(float x) { int i; std::memcpy(&i, &x, 4); return i; }
 static inline float __int_as_float(int i) { float x; std::memcpy(&x, &i, 4); return x; }
 static inline long long __double_as_longlong(double x) { long long i; std::memcpy(&i, &x, 8); return i; }
@@ -50,12 +52,11 @@ int main() {
   if (std::fread(a, 4, n, stdin) != (size_t)n || std::fread(b, 4, n, stdin) != (size_t)n) return 1;
   if (std::fread(x, 4, n, stdin) != (size_t)n || std::fread(s, 4, n, stdin) != (size_t)n) return 1;
   for (int i = 0; i < n; ++i) {
-    float out[13] = {eg_floordiv(a[i], b[i]), eg_floormod(a[i], b[i]), eg_rem(a[i], b[i]), eg_min<float>(a[i], b[i]),
-                     eg_max<float>(a[i], b[i]), eg_exp(a[i]), eg_log(a[i]), eg_sqrt(a[i]), eg_rsqrt(a[i]),
-                     eg_exp2(a[i]), eg_tanh(a[i]), a[i] * b[i] + a[i], eg_abs(a[i])};
+    float out[8] = {eg_floordiv(a[i], b[i]), eg_floormod(a[i], b[i]), eg_rem(a[i], b[i]), eg_min<float>(a[i], b[i]),
+                    eg_max<float>(a[i], b[i]), eg_sqrt(a[i]), a[i] * b[i] + a[i], eg_abs(a[i])};
     int iout[3] = {eg_shl(x[i], (long long)s[i]), eg_shr(x[i], (long long)s[i]),
                    (int)eg_shr((unsigned)x[i], (long long)s[i])};
-    std::fwrite(out, 4, 13, stdout); std::fwrite(iout, 4, 3, stdout);
+    std::fwrite(out, 4, 8, stdout); std::fwrite(iout, 4, 3, stdout);
   }
   return 0;
 }
@@ -82,7 +83,7 @@ def _model(a: float, b: float, x: int, s: int) -> list[int]:
     fl = [_binop("//", a, b, "float", "float32"), _binop("floormod", a, b, "float", "float32"),
           _binop("%", a, b, "float", "float32"), _binop("min", a, b, "float", "float32"),
           _binop("max", a, b, "float", "float32")]
-    fl += [math_value(op, a, "float32") for op in ("exp", "log", "sqrt", "rsqrt", "exp2", "tanh")]
+    fl += [math_value("sqrt", a, "float32")]
     fl += [round_to("float32", round_to("float32", a * b) + a), abs(a)]
     ints = [round_to("int32", _binop("<<", x, s, "int")), round_to("int32", _binop(">>", x, s, "int")),
             round_to("int32", round_to("uint32", _binop(">>", round_to("uint32", x), s, "int")))]
@@ -102,11 +103,10 @@ def test_header_helpers_on_the_host_equal_the_oracle(helper_binary):
     s = np.choose(rng.integers(0, 2, n), [rng.integers(0, 32, n), rng.integers(-(2 ** 31), 2 ** 31, n)]).astype(np.int32)
     payload = np.int32(n).tobytes() + a.tobytes() + b.tobytes() + x.tobytes() + s.tobytes()
     out = subprocess.run([str(helper_binary)], input=payload, capture_output=True, check=True).stdout
-    got = np.frombuffer(out, dtype=np.int32).reshape(n, 16).copy()
-    fl = got[:, :13].view(np.float32)
-    got[:, :13][np.isnan(fl)] = 0x7FC00000
-    names = ["//", "floormod", "fmod", "min", "max", "exp", "log", "sqrt", "rsqrt", "exp2", "tanh", "a*b+a", "abs",
-             "<<", ">>", ">>u"]
+    got = np.frombuffer(out, dtype=np.int32).reshape(n, 11).copy()
+    fl = got[:, :8].view(np.float32)
+    got[:, :8][np.isnan(fl)] = 0x7FC00000
+    names = ["//", "floormod", "fmod", "min", "max", "sqrt", "a*b+a", "abs", "<<", ">>", ">>u"]
     bad = []
     for i in range(n):
         want = _model(float(a[i]), float(b[i]), int(x[i]), int(s[i]))
