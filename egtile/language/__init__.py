@@ -16,8 +16,8 @@ from egtile.language.dtypes import (
 from egtile.language.eager import const, dynamic, empty, symbolic
 from egtile.language.expr import (
     And, IntImm, Not, Or, Value, abs, bitwise_and, bitwise_or, bitwise_xor, cast, cast_to, ceildiv, clamp, cos,
-    exp, exp2, floordiv, floormod, if_then_else, infinity, log, log2, max, min, rsqrt, shift_left, shift_right,
-    select, sigmoid, sin, sqrt, tanh, truncdiv, truncmod,
+    exp, exp2, fabs, floordiv, floormod, if_then_else, infinity, likely, log, log2, max, max_value, min, min_value,
+    rsqrt, shift_left, shift_right, select, sigmoid, sin, sqrt, tanh, truncdiv, truncmod,
 )
 from egtile.language.extern import address_of, atomic_add, call_extern, import_source
 from egtile.language.fill_op import clear, fill
@@ -31,12 +31,13 @@ from egtile.language.loop import Parallel, Pipelined, Serial, Unroll, serial, un
 from egtile.language.macro import Ref, macro
 from egtile.language.reduce_op import reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum
 from egtile.language.threads import (
-    get_block_binding, get_block_extent, get_thread_binding, get_thread_bindings, get_thread_extent, sync_threads,
-    thread_binding, vectorized,
+    get_block_binding, get_block_bindings, get_block_extent, get_block_extents, get_thread_binding, get_thread_bindings,
+    get_thread_extent, get_thread_extents, sync_threads, thread_binding, vectorized,
 )
 
 Buffer = Tensor  # TileLang also spells the parameter annotation T.Buffer(shape, dtype)
 parallel = Parallel  # TVM's lower-case spelling
+cdiv = ceildiv  # TileLang's T.cdiv
 Select = select
 Cast = cast_to
 Vectorized = vectorized
@@ -55,13 +56,15 @@ __all__ = [
     "Unroll", "Value", "Vectorized", "abs", "address_of", "alloc_fragment", "alloc_local", "alloc_shared",
     "alloc_var", "annotate_compile_flags", "annotate_l2_hit_ratio", "annotate_layout", "annotate_restrict_buffers",
     "annotate_safe_value", "assume", "async_copy", "atomic_add", "bf16", "bfloat16", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "bool", "call_extern", "cast", "ceildiv", "clamp", "clear", "const", "copy", "cos",
-    "disable_warp_group_reg_alloc", "double", "dtype", "dynamic", "empty", "exp", "exp2", "f16", "f32", "f64", "fill",
-    "float", "float16", "float32", "float64", "floordiv", "floormod", "gemm", "get_block_binding", "get_block_extent",
-    "get_thread_binding", "get_thread_bindings", "get_thread_extent", "half", "i8", "i16", "i32", "i64",
-    "if_then_else", "import_source", "infinity", "int", "int8", "int16", "int32", "int64", "log", "log2", "long",
-    "macro", "make_swizzled_layout", "max", "min", "no_set_max_nreg", "parallel", "prim_func", "reduce_abssum",
-    "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum", "rsqrt", "serial", "shift_left", "shift_right",
-    "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "thread_binding", "truncdiv", "truncmod", "u8",
-    "u16", "u32", "u64", "uint8", "uint16", "uint32", "uint64", "unroll", "use_swizzle", "vectorized",
+    "bitwise_xor", "bool", "call_extern", "cast", "cdiv", "ceildiv", "clamp", "clear", "const", "copy", "cos",
+    "disable_warp_group_reg_alloc", "double", "dtype", "dynamic", "empty", "exp", "exp2", "f16", "f32", "f64",
+    "fabs", "fill", "float", "float16", "float32", "float64", "floordiv", "floormod", "gemm", "get_block_binding",
+    "get_block_bindings", "get_block_extent", "get_block_extents", "get_thread_binding", "get_thread_bindings",
+    "get_thread_extent", "get_thread_extents", "half", "i16", "i32", "i64", "i8", "if_then_else", "import_source",
+    "infinity", "int", "int16", "int32", "int64", "int8", "likely", "log", "log2", "long", "macro",
+    "make_swizzled_layout", "max", "max_value", "min", "min_value", "no_set_max_nreg", "parallel", "prim_func",
+    "reduce_absmax", "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "rsqrt", "serial", "shift_left",
+    "shift_right", "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "thread_binding", "truncdiv",
+    "truncmod", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "unroll", "use_swizzle",
+    "vectorized",
 ]

@@ -479,3 +479,40 @@ def clamp(x: Any, lo: Any, hi: Any) -> Any:
 def select(cond: Any, a: Any, b: Any) -> Any:
     """``T.Select(cond, a, b)`` (TVM's name; exported as ``Select``): as ``T.if_then_else``."""
     return if_then_else(cond, a, b)
+
+
+def fabs(x: Any) -> Any:
+    """``T.fabs(x)``: as :func:`abs`."""
+    return abs(x)
+
+
+def likely(cond: Any) -> Any:
+    """``T.likely(cond)``: ``cond`` (a branch-prediction hint to TVM; egtile's results never depend on it)."""
+    return cond
+
+
+def _limits(dtype: str) -> tuple[Any, Any]:
+    import numpy as np
+
+    d = lookup_dtype(str(dtype))
+    if d.kind == "float":
+        info = np.finfo(np.float32 if d.name == "bfloat16" else np.dtype(d.numpy))
+        if d.name == "bfloat16":  # 8 exponent bits like float32, 8 significant bits: (2 - 2^-7) * 2^127
+            return -(2 - 2 ** -7) * 2.0 ** 127, (2 - 2 ** -7) * 2.0 ** 127
+        return float(info.min), float(info.max)
+    if d.kind == "bool":
+        return False, True
+    info = np.iinfo(np.dtype(d.numpy))
+    return int(info.min), int(info.max)
+
+
+def max_value(dtype: Any) -> Value:
+    """``T.max_value(dtype)``: the largest finite value of ``dtype``."""
+    d = lookup_dtype(str(dtype)).name
+    return Value(Const(_limits(d)[1], d))
+
+
+def min_value(dtype: Any) -> Value:
+    """``T.min_value(dtype)``: the smallest (most negative) finite value of ``dtype``."""
+    d = lookup_dtype(str(dtype)).name
+    return Value(Const(_limits(d)[0], d))

@@ -160,3 +160,20 @@ def vectorized(start: Any, stop: Any = None, step: Any = None, annotations: Any 
     from egtile.language.loop import unroll
 
     return unroll(start, stop, step)
+
+
+def get_thread_extents() -> tuple[int, ...]:
+    """``T.get_thread_extents()``: the extent of each dimension of ``threads=``."""
+    return tuple(tracer.current("T.get_thread_extents").thread_dims)
+
+
+def get_block_bindings() -> tuple[Value, ...]:
+    """``T.get_block_bindings()``: the block index in each grid dimension."""
+    trace = tracer.current("T.get_block_bindings")
+    trace.require_kernel("T.get_block_bindings")
+    return tuple(Value(v) for v in trace.block_vars)
+
+
+def get_block_extents() -> tuple[int, ...]:
+    """``T.get_block_extents()``: the grid's extent in each dimension."""
+    return tuple(tracer.current("T.get_block_extents").grid or (1,))
