@@ -385,21 +385,27 @@ class AutoTuner:
                                  manual_check_prog=manual_check_prog)
         return self
 
-    def run(self, warmup: float | None = None, rep: float | None = None, timeout: float | None = None,
-            *args: Any, **kwargs: Any) -> AutotuneResult:
-        """Tune ``fn`` over the configurations (each is the factory's keyword arguments)."""
+    def run(self, warmup: float = 25, rep: float = 100, timeout: float = 180, use_pipeline: bool = False,
+            enable_grouped_compile: bool = False, group_compile_size: int = 2, benchmark_devices: Any = None,
+            benchmark_multi_gpu: bool = False, early_stop: bool = False, early_stop_factor: float = 2.0) -> AutotuneResult:
+        """Tune ``fn`` over the configurations (each is the factory's keyword arguments), with TileLang's
+        signature; ``timeout`` and the pipelining/grouping/multi-GPU options are accepted and have no effect
+        (configurations are compiled and measured one after another on the current GPU).
+
+        Raises:
+            ArgumentError: ``early_stop_factor`` below 1.
+        """
         from egtile.api import jit
 
+        if early_stop and early_stop_factor < 1.0:
+            raise ArgumentError(f"AutoTuner.run: early_stop_factor must be >= 1.0, got {early_stop_factor}")
         impl = jit(self.fn, out_idx=self.compile_args.get("out_idx"), target=self.compile_args.get("target", "auto"))
-        opts = dict(warmup=25, rep=100, timeout=30, supply_type=TensorSupplyType.Auto, ref_prog=None,
+        opts = dict(warmup=25, rep=100, timeout=timeout, supply_type=TensorSupplyType.Auto, ref_prog=None,
                     supply_prog=None, rtol=1e-2, atol=1e-2, max_mismatched_ratio=0.01, skip_check=False,
-                    manual_check_prog=None, early_stop=False, early_stop_factor=2.0, cache_results=True)
+                    manual_check_prog=None, cache_results=True)
         opts.update(self.profile_args)
-        if warmup is not None:
-            opts["warmup"] = warmup
-        if rep is not None:
-            opts["rep"] = rep
-        return _Tuned(impl, self.configs, opts).tune(args, kwargs)
+        opts.update(warmup=warmup, rep=rep, early_stop=early_stop, early_stop_factor=early_stop_factor)
+        return _Tuned(impl, self.configs, opts).tune((), {})
 
 
 __all__ = ["AutoTuner", "AutotuneResult", "autotune", "get_autotune_inputs", "set_autotune_inputs"]

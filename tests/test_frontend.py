@@ -22,6 +22,7 @@ from egtile.language.source import SourceUnavailableWarning
 
 HERE = Path(__file__).resolve()
 CPU = ("interp", "sim")
+ALL = CPU + (pytest.param("cuda", marks=pytest.mark.gpu),)  # the H200 under -m gpu
 
 
 def line_of(marker: str) -> int:
@@ -36,7 +37,15 @@ def nan(*shape, dtype=torch.float32, device="cpu"):
 
 
 def run(func, *tensors, target):
-    egtile.compile(func, target=target)(*tensors)
+    """Run on ``target``; on "cuda" the tensors go to the GPU and the results come back into them."""
+    if target != "cuda":
+        egtile.compile(func, target=target)(*tensors)
+        return
+    on_gpu = [t.cuda() for t in tensors]
+    egtile.compile(func, target="cuda")(*on_gpu)
+    torch.cuda.synchronize()
+    for t, d in zip(tensors, on_gpu):
+        t.copy_(d.cpu())
 
 
 # ---- let-bindings ------------------------------------------------------------------------------------------
@@ -108,7 +117,7 @@ def block_level_let_then_copy(n: int = 64):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_a_block_level_binding_survives_a_copy_over_what_it_read(target):
     a, b, out = torch.randn(64), torch.randn(64), nan(64)
     run(block_level_let_then_copy(), a, b, out, target=target)
@@ -127,7 +136,7 @@ def binding_used_after_its_loop(n: int = 8):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_a_binding_read_after_its_loop_holds_the_last_iteration(target):
     a, out = torch.randn(8), nan(2)
     run(binding_used_after_its_loop(), a, out, target=target)
@@ -162,7 +171,7 @@ def branches_reference(a, b):
                                    torch.where((-0.5 < a) & (a <= 0.0), 2.0, 3.0)))
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_runtime_if_elif_else_with_and_or_not_chains_and_conditional_expressions(target):
     a, b, out = torch.randn(128) * 2, torch.randn(128) * 2, nan(128)
     run(branches(), a, b, out, target=target)
@@ -268,7 +277,7 @@ def counting(rows: int = 8, cols: int = 16):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_alloc_var_and_runtime_range_loops(target):
     a = torch.randn(8, 16)
     n, s = torch.full((8,), -7, dtype=torch.int32), nan(8)
@@ -295,7 +304,7 @@ def stepped(n: int = 32):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_range_with_a_runtime_stop_and_a_step(target):
     out = nan(2, 32)
     run(stepped(), out, target=target)
@@ -378,7 +387,7 @@ def dtype_casts(n: int = 64):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_dtype_aliases_and_casts(target):
     a = torch.randn(64)
     h, i, d = nan(64, dtype=torch.float16), torch.full((64,), -7, dtype=torch.int32), nan(64, dtype=torch.float64)
@@ -403,14 +412,18 @@ def math_ops(n: int = 128):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_math_functions_match_float64_references(target):
     a = torch.randn(128) * 3
     out = nan(5, 128)
     run(math_ops(), a, out, target=target)
     x = a.double()
     ref = torch.stack([x.sin(), x.cos(), x.tanh(), torch.sigmoid(x), x.clamp(-0.5, 0.75)])
-    torch.testing.assert_close(out.double(), ref, rtol=2e-7, atol=2e-7)  # float32 results of float64 math
+    if target == "cuda":  # CUDA's sinf/cosf/tanhf/expf: within 2 ulp of the correctly rounded value
+        torch.testing.assert_close(out.double(), ref, rtol=5e-7, atol=1e-6)
+    else:  # the correctly rounded float32 value of each float64 function, float32 arithmetic around them
+        ref[3] = (1.0 / (1.0 + (-x).exp().float())).double()  # T.sigmoid is 1 / (1 + exp(-x)), rounded per step
+        torch.testing.assert_close(out, ref.float(), rtol=0, atol=0)
 
 
 def integer_ops(n: int = 128):
@@ -430,7 +443,7 @@ def integer_ops(n: int = 128):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_integer_division_shift_and_bitwise_ops(target):
     a = torch.randint(-1000, 1000, (128,), dtype=torch.int32)
     b = torch.randint(1, 50, (128,), dtype=torch.int32) * torch.where(torch.rand(128) < 0.5, -1, 1).to(torch.int32)
@@ -488,7 +501,7 @@ def threads_2d(n: int = 128):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_per_thread_code_with_two_thread_dimensions_and_a_barrier(target):
     a, b = torch.randn(128), nan(128)
     run(threads_2d(), a, b, target=target)
@@ -509,7 +522,7 @@ def thread_loops(n: int = 64):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_thread_binding_loop_and_vectorized_inner_loop(target):
     a, b = torch.randn(64, 4), nan(64)
     run(thread_loops(), a, b, target=target)
@@ -542,7 +555,7 @@ def macros(n: int = 64):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_macros_return_values_and_store_through_a_ref(target):
     a, b, m = torch.randn(64), nan(64), torch.randn(64)
     m0 = m.clone()
@@ -568,7 +581,7 @@ def hinted(n: int = 64, hints: bool = True):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_layout_and_rasterization_hints_change_no_result(target):
     a, b = torch.randn(64, 64), nan(64, 64)
     run(hinted(), a, b, target=target)
@@ -717,7 +730,7 @@ def small_helpers(n: int = 8):
     return main
 
 
-@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("target", ALL)
 def test_block_and_thread_extent_helpers_and_dtype_limits(target):
     out, i = nan(8), torch.full((4,), -7, dtype=torch.int32)
     run(small_helpers(), out, i, target=target)
