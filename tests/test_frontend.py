@@ -736,3 +736,38 @@ def test_block_and_thread_extent_helpers_and_dtype_limits(target):
     run(small_helpers(), out, i, target=target)
     assert out.tolist() == [65504.0, float(torch.finfo(torch.bfloat16).min), 2.5, 4.0, 12.0, 23.0, 162.0, 127.0]
     assert i.tolist() == [2 ** 31 - 1, -2 ** 31, 65535, 1]
+
+
+def runtime_offset_slices(rows: int = 64, cols: int = 16, block: int = 8):
+    """A slice whose start is read from memory (a grouped GEMM's row offset): its extent is known because the
+    start cancels out of ``stop - start``."""
+
+    @T.prim_func
+    def main(A: T.Tensor((rows, cols), "float32"), Offsets: T.Tensor((4,), "int32"),
+             Out: T.Tensor((4 * block, cols), "float32")):
+        with T.Kernel(4, threads=128) as g:
+            S = T.alloc_shared((block, cols), "float32")
+            start = Offsets[g] * 2 + 1
+            T.copy(A[start:start + block, 0:cols], S)
+            T.copy(S, Out[g * block:(g + 1) * block, :])
+
+    return main
+
+
+@pytest.mark.parametrize("target", ALL)
+def test_a_slice_starting_at_a_value_read_from_memory(target):
+    a, out = torch.randn(64, 16), nan(32, 16)
+    offsets = torch.randint(0, 27, (4,), dtype=torch.int32)
+    run(runtime_offset_slices(), a, offsets, out, target=target)
+    ref = torch.cat([a[2 * o + 1:2 * o + 1 + 8] for o in offsets.tolist()])
+    assert torch.equal(out, ref)
+
+
+def test_a_float_slice_bound_does_not_cancel():
+    from egtile.language.buffer import static_value
+    from egtile.ir.kernel import BinOp, Buffer, Const, Load
+
+    i = Load(Buffer("I", (4,), "int32", "global"), (Const(0, "int32"),))
+    f = Load(Buffer("F", (4,), "float32", "global"), (Const(0, "int32"),))
+    assert static_value(BinOp("-", BinOp("+", i, Const(64, "int32")), i)) == 64
+    assert static_value(BinOp("-", BinOp("+", f, Const(64, "int32")), f)) is None  # (x + 64) - x is not 64 in float

@@ -28,18 +28,24 @@ from egtile.language.expr import IntImm, Value, as_expr
 # Linear forms, for static bounds
 
 
-def linear(e: Expr) -> tuple[dict[str, int], int] | None:
-    """``e`` as ``sum(coef * var) + const`` with integer coefficients, or ``None`` if it is not linear."""
+def linear(e: Expr, atoms: bool = False) -> tuple[dict[Any, int], int] | None:
+    """``e`` as ``sum(coef * var) + const`` with integer coefficients, or ``None`` if it is not linear.
+
+    With ``atoms``, a subexpression that is not linear (a load, a division, ...) is a term of its own, keyed
+    by the expression (IR expressions compare structurally): ``(A[i] + 64) - A[i]`` is the constant 64.
+    That is sound where the occurrences are evaluated together (one slice's start and stop), since
+    expressions have no side effects; only integer terms are atoms (float ``+``/``-`` do not cancel exactly).
+    """
     match e:
         case Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
             return {}, int(v)
         case Var(name=n):
             return {n: 1}, 0
         case UnOp(op="-", a=a):
-            la = linear(a)
+            la = linear(a, atoms)
             return None if la is None else ({k: -c for k, c in la[0].items()}, -la[1])
         case BinOp(op="+" | "-" as op, a=a, b=b):
-            la, lb = linear(a), linear(b)
+            la, lb = linear(a, atoms), linear(b, atoms)
             if la is None or lb is None:
                 return None
             sign = 1 if op == "+" else -1
@@ -48,21 +54,32 @@ def linear(e: Expr) -> tuple[dict[str, int], int] | None:
                 coef[k] = coef.get(k, 0) + sign * c
             return {k: c for k, c in coef.items() if c != 0}, la[1] + sign * lb[1]
         case BinOp(op="*", a=a, b=b):
-            la, lb = linear(a), linear(b)
+            la, lb = linear(a, atoms), linear(b, atoms)
             if la is None or lb is None:
                 return None
             if not la[0]:
                 la, lb = lb, la
             if lb[0]:
-                return None  # product of two variables
+                return ({e: 1}, 0) if atoms and _integral(e) else None  # product of two variables
             k = lb[1]
             return {n: c * k for n, c in la[0].items() if c * k != 0}, la[1] * k
+    if atoms and isinstance(e, Expr) and _integral(e):
+        return {e: 1}, 0
     return None
 
 
+def _integral(e: Expr) -> bool:
+    """Whether ``e`` has an integer dtype (two's-complement ``+ - *`` cancel exactly; float ones do not)."""
+    try:
+        return lookup_dtype(dtype_of(e)).kind in ("int", "uint")
+    except Exception:  # noqa: BLE001 - an expression whose dtype cannot be read is not an atom
+        return False
+
+
 def static_value(e: Expr) -> int | None:
-    """The integer value of ``e`` if it is known while tracing."""
-    lf = linear(e)
+    """The integer value of ``e`` if it is known while tracing (terms that cancel, such as the two loads of
+    ``A[i] + 64 - A[i]``, are known: :func:`linear` with ``atoms``)."""
+    lf = linear(e, atoms=True)
     if lf is None or lf[0]:
         return None
     return lf[1]
