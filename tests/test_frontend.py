@@ -771,3 +771,33 @@ def test_a_float_slice_bound_does_not_cancel():
     f = Load(Buffer("F", (4,), "float32", "global"), (Const(0, "int32"),))
     assert static_value(BinOp("-", BinOp("+", i, Const(64, "int32")), i)) == 64
     assert static_value(BinOp("-", BinOp("+", f, Const(64, "int32")), f)) is None  # (x + 64) - x is not 64 in float
+
+
+@egtile.jit(target="interp")
+def eager_pool(X, P: int = 1, dtype=torch.float32):
+    N, H = T.const("N, H")
+    OH = (H + 2 * P - 3) // 2 + 1  # sizes computed before the annotation that binds them, as in TileLang
+    X: T.Tensor((N, H), dtype)
+    Out = T.empty((N, OH), dtype)
+    with T.Kernel(N, threads=32) as n:
+        for o in T.Parallel(OH):
+            acc = T.alloc_var(T.float32, 0.0)
+            for k in T.serial(3):
+                h = o * 2 + k - P
+                if h >= 0 and h < H:
+                    acc += X[n, h]
+            Out[n, o] = acc
+    return Out
+
+
+def test_eager_sizes_computed_before_their_annotation_and_torch_dtypes():
+    x = torch.randn(4, 15)
+    out = eager_pool(x)
+    padded = torch.nn.functional.pad(x, (1, 1))
+    ref = torch.stack([padded[:, 2 * o] + padded[:, 2 * o + 1] + padded[:, 2 * o + 2] for o in range(8)], 1)
+    assert out.shape == (4, 8)
+    torch.testing.assert_close(out, ref, rtol=0, atol=2e-6)  # float32 sums in the kernel's order
+    assert T.float16.as_torch() is torch.float16 and T.dtype(torch.bfloat16) == "bfloat16"
+    x16 = torch.randn(2, 7).half()
+    out16 = eager_pool(x16, dtype=torch.float16)
+    assert out16.dtype == torch.float16 and out16.shape == (2, 4)

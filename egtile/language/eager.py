@@ -104,7 +104,10 @@ class _StopBinding(Exception):
 
 class Sym:
     """A ``T.const`` / ``T.dynamic`` name during the binding pass: unbound until a tensor annotation (or a
-    ``compile`` keyword) gives it a value, then an int in every arithmetic use."""
+    ``compile`` keyword) gives it a value, then an int in every use. Arithmetic on an unbound name is
+    deferred (a :class:`Deferred`), as TileLang's symbolic sizes are, so ``OH = (H + 2 * P - K) // S + 1``
+    before the annotation that binds ``H`` works; a decision on an unbound value (``bool``, ``range``,
+    a comparison) ends the binding pass there."""
 
     def __init__(self, name: str, dtype: str) -> None:
         self.name = name
@@ -116,6 +119,9 @@ class Sym:
             raise _StopBinding(self.name)
         return self.value
 
+    def _bound(self) -> bool:
+        return self.value is not None
+
     def __index__(self) -> int:
         return self._int()
 
@@ -125,16 +131,40 @@ class Sym:
         return f"Sym({self.name}={self.value})"
 
 
+class Deferred(Sym):
+    """Arithmetic over :class:`Sym` names not all bound yet: evaluated when it is used as an int."""
+
+    def __init__(self, op: str, args: tuple[Any, ...]) -> None:
+        super().__init__(f"<{op}>", "int32")
+        self.op, self.args = op, args
+
+    def _bound(self) -> bool:
+        return all(a._bound() for a in self.args if isinstance(a, Sym))
+
+    def _int(self) -> int:
+        vals = [a._int() if isinstance(a, Sym) else a for a in self.args]
+        return getattr(vals[0], self.op)(*vals[1:])
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.op}, {self.args})"
+
+
+_ARITH = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__", "__rfloordiv__",
+          "__mod__", "__rmod__", "__neg__", "__pow__")
+
+
 def _forward(op: str):
     def method(self: Sym, *args: Any) -> Any:
+        if op in _ARITH and not (self._bound() and all(a._bound() for a in args if isinstance(a, Sym))):
+            if all(isinstance(a, (int, Sym)) and not isinstance(a, bool) for a in args):
+                return Deferred(op, (self, *args))
         return getattr(self._int(), op)(*[a._int() if isinstance(a, Sym) else a for a in args])
 
     return method
 
 
-for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__", "__rfloordiv__",
-            "__truediv__", "__rtruediv__", "__mod__", "__rmod__", "__neg__", "__eq__", "__ne__", "__lt__", "__le__",
-            "__gt__", "__ge__", "__pow__", "__bool__"):
+for _op in _ARITH + ("__truediv__", "__rtruediv__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+                     "__bool__"):
     setattr(Sym, _op, _forward(_op))
 Sym.__hash__ = object.__hash__  # type: ignore[method-assign]
 
@@ -235,14 +265,18 @@ class Builder:
         if actual is not None and len(actual) != len(entries):
             raise ShapeError(f"tensor {name} of {self.fn_name!r} has {len(actual)} dimension(s) {actual}; its "
                              f"annotation has {len(entries)}", loc)
-        out = []
-        for d, e in enumerate(entries):
-            if isinstance(e, Sym) and e.value is None:
+        for d, e in enumerate(entries):  # bare names first, so a deferred entry sees every name of this shape
+            if isinstance(e, Sym) and not isinstance(e, Deferred) and e.value is None:
                 if actual is None:
                     raise ArgumentError(f"{self.fn_name}.compile(): the size {e.name!r} of {name} (dimension {d}) is "
                                         f"unknown; pass {e.name}= or a tensor for {name}")
                 e.value = actual[d]
                 self.bound[e.name] = actual[d]
+        out = []
+        for d, e in enumerate(entries):
+            if isinstance(e, Deferred) and not e._bound():
+                raise DSLError(f"tensor {name} of {self.fn_name!r}: dimension {d} is computed from sizes not bound yet; "
+                               "annotate the tensors that define them first", loc)
             v = int(e)
             if actual is not None and actual[d] != v:
                 raise ShapeError(f"tensor {name} of {self.fn_name!r} has shape {tuple(actual)}; its annotation needs "
@@ -276,8 +310,9 @@ class Builder:
 
 def _dtype_name(d: Any) -> str:
     from egtile.ir.dtypes import canonical
+    from egtile.language.expr import dtype_text
 
-    return canonical(str(d))
+    return canonical(str(dtype_text(d)))
 
 
 _ACTIVE: contextvars.ContextVar[Builder | None] = contextvars.ContextVar("egtile_eager", default=None)

@@ -34,6 +34,16 @@ class IntImm(int):
         return f"IntImm({int(self)})"
 
 
+def dtype_text(d: Any) -> Any:
+    """A dtype given as TileLang accepts it, as egtile's name: a torch dtype (``torch.float16``) by its name,
+    anything else unchanged (a string is looked up, with TileLang's aliases, by egtile.ir.dtypes)."""
+    if isinstance(d, str):
+        return str(d)
+    if type(d).__module__ == "torch" and type(d).__name__ == "dtype":
+        return str(d).removeprefix("torch.")
+    return d
+
+
 class DTypeName(str):
     """A dtype constant such as ``T.float16``: the string ``"float16"``, callable as a constructor
     (``T.float16(0)`` is a float16 constant, ``T.float32(x)`` casts ``x``). ``T.dtype("float16")`` (this
@@ -43,13 +53,19 @@ class DTypeName(str):
         from egtile.ir.dtypes import canonical
 
         try:
-            return super().__new__(cls, canonical(str(name)))
+            return super().__new__(cls, canonical(dtype_text(name)))
         except DTypeError as err:
             raise DTypeError(err.message, user_loc()) from None
 
     @property
     def bits(self) -> int:
         return lookup_dtype(str(self)).bits
+
+    def as_torch(self) -> Any:
+        """The torch dtype of this dtype (TileLang's ``T.float16.as_torch()``)."""
+        import torch
+
+        return getattr(torch, lookup_dtype(str(self)).torch)
 
     def __call__(self, value: Any = 0) -> Value:
         if isinstance(value, Value):

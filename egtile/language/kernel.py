@@ -20,13 +20,13 @@ from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Buffer, Kernel as IRKernel, Var
 from egtile.language import letbind, source, tracer
 from egtile.language.buffer import TileBuffer, static_value
-from egtile.language.expr import Value, as_expr
+from egtile.language.expr import Value, as_expr, dtype_text
 
 
 def check_dtype(dtype: Any, what: str, loc: SourceLoc | None) -> str:
     """Canonical name of ``dtype``; :class:`DTypeError` naming ``what`` if unknown."""
     try:
-        return lookup_dtype(str(dtype) if isinstance(dtype, str) else dtype).name
+        return lookup_dtype(dtype_text(dtype)).name
     except DTypeError as err:
         raise DTypeError(f"{what}: {err.message}", loc) from None
 
@@ -73,7 +73,7 @@ class Tensor:
 
         entries = shape if isinstance(shape, (tuple, list)) else (shape,)
         if any(isinstance(e, Sym) for e in entries):  # an eager kernel's binding pass: names not yet ints
-            return PendingTensor(tuple(entries), str(dtype))
+            return PendingTensor(tuple(entries), str(dtype_text(dtype)))
         return object.__new__(cls)
 
     def __class_getitem__(cls, item: Any) -> Any:
