@@ -36,6 +36,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "TensorSupplyType": ("egtile.profiler", "TensorSupplyType"),
     "do_bench": ("egtile.profiler", "do_bench"),
     "PassConfigKey": ("egtile.options", "PassConfigKey"),
+    "disable_cache": ("egtile.options", "disable_cache"),
+    "set_log_level": ("egtile.options", "set_log_level"),
     "cdiv": ("egtile.math", "cdiv"),
     "next_power_of_2": ("egtile.math", "next_power_of_2"),
 }

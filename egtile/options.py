@@ -73,3 +73,18 @@ class PassConfigKey(str, enum.Enum):
     TL_PASS_PROFILE_THRESHOLD_MS = "tl.pass_profile_threshold_ms"
 
 __all__ = ["PassConfigKey"]
+
+
+def disable_cache() -> None:
+    """``tilelang.disable_cache()``: turn the schedule cache and the autotuning cache off for this process, as
+    ``EGTILE_DISABLE_CACHE=1`` does (docs/caching.md)."""
+    import os
+
+    os.environ["EGTILE_DISABLE_CACHE"] = "1"
+
+
+def set_log_level(level: object) -> None:
+    """``tilelang.set_log_level(level)``: accepted; egtile reports through exceptions and warnings, not a log."""
+
+
+__all__ += ["disable_cache", "set_log_level"]

@@ -801,3 +801,45 @@ def test_eager_sizes_computed_before_their_annotation_and_torch_dtypes():
     x16 = torch.randn(2, 7).half()
     out16 = eager_pool(x16, dtype=torch.float16)
     assert out16.dtype == torch.float16 and out16.shape == (2, 4)
+
+
+def launch_thread_form(n: int = 64):
+    @T.prim_func
+    def main(A: T.Tensor((2, n * 2), "float32"), B: T.Tensor((2, n * 2), "float32")):
+        with T.Kernel(2, threads=n) as bx:
+            tx = T.thread_binding(0, n, thread="threadIdx.x")  # TVMScript's launch-thread form: a value
+            for k in T.serial(2):
+                idx = k * n + tx
+                if idx % 3 == 0 or idx == 5:
+                    B[bx, idx] = -A[bx, idx]
+                else:
+                    B[bx, idx] = A[bx, idx] + 1.0
+
+    return main
+
+
+@pytest.mark.parametrize("target", ALL)
+def test_thread_binding_used_as_a_value_is_the_thread_index(target):
+    a, b = torch.randn(2, 128), nan(2, 128)
+    run(launch_thread_form(), a, b, target=target)
+    i = torch.arange(128)
+    assert torch.equal(b, torch.where((i % 3 == 0) | (i == 5), -a, a + 1))
+
+
+def test_a_tile_atomic_is_refused_with_the_per_element_form():
+    with pytest.raises(UnsupportedError, match=r"T.atomic_add of a tile .* T.Parallel"):
+        @T.prim_func
+        def main(C: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=128):
+                L = T.alloc_fragment((16, 16), "float32")
+                T.fill(L, 1.0)
+                T.atomic_add(C[0, 0], L)
+
+
+def test_host_helpers_disable_cache_and_set_log_level(monkeypatch):
+    monkeypatch.delenv("EGTILE_DISABLE_CACHE", raising=False)
+    egtile.set_log_level("WARNING")
+    egtile.disable_cache()
+    import os
+
+    assert os.environ["EGTILE_DISABLE_CACHE"] == "1"

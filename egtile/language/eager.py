@@ -581,6 +581,10 @@ class EagerJIT:
         """The traced prim_func for these arguments (TileLang's name)."""
         return self.compile(*args, **kwargs).prim_func
 
+    def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
+        """The CUDA source of the kernel for these arguments (TileLang's name)."""
+        return self.compile(*args, **kwargs).get_kernel_source()
+
     def par_compile(self, configs: Any, num_workers: int | None = None, ignore_error: bool = False) -> list[Any]:
         """Compile each configuration (a dict of keywords or a tuple of arguments), one after another."""
         out = []

@@ -106,5 +106,11 @@ def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_pre
     if not (isinstance(dst, Value) and isinstance(dst.expr, Load)):
         raise UnsupportedError("T.atomic_add on a region or buffer (only one element, buf[i, ...], is supported)", loc)
     ld = dst.expr
+    from egtile.language.buffer import RegionRef, TileBuffer
+
+    if isinstance(value, (TileBuffer, RegionRef)):  # TileLang's tile atomic: C[i, j] += a whole tile
+        raise UnsupportedError(f"T.atomic_add of a tile ({value!r}) into {ld.buffer.name}: only one element at a "
+                               "time is supported; write `for i, j in T.Parallel(...): T.atomic_add(dst[...], "
+                               "src[i, j])`", loc)
     check_region(ld.buffer, ld.indices, (1,) * len(ld.indices), f"T.atomic_add ({ld.buffer.name})", loc)
     trace.emit(AtomicAdd(trace.sid(), ld.buffer, ld.indices, as_expr(value, ld.buffer.dtype), loc), "T.atomic_add")

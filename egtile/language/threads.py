@@ -143,16 +143,63 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
     _open(trace, var, loc)
 
 
-def thread_binding(begin: Any, end: Any = None, thread: str = "threadIdx.x", annotations: Any = None) -> Any:
-    """``for tx in T.thread_binding(begin, end, thread="threadIdx.x")``: a loop over those threads, i.e. a
-    ``T.Parallel`` loop (module docstring)."""
-    from egtile.language.loop import Parallel
+class ThreadBinding:
+    """What ``T.thread_binding(begin, end, thread=...)`` returns: iterated (``for tx in ...``) it is a
+    ``T.Parallel`` loop over those threads; used as a value (``tx = T.thread_binding(0, 128, "threadIdx.x")``,
+    TVMScript's launch-thread form) it is this thread's index, as :func:`get_thread_binding` (the thread
+    region opens at its first use)."""
 
+    def __init__(self, end: Any, dim: int, loc: Any) -> None:
+        self.end, self.dim, self.loc = end, dim, loc
+
+    def __iter__(self) -> Any:
+        from egtile.language.loop import Parallel
+
+        return iter(Parallel(self.end))
+
+    def _egtile_value(self) -> Value:
+        trace = tracer.current("T.thread_binding")
+        dims = trace.thread_dims
+        extent = dims[self.dim] if self.dim < len(dims) else 1
+        if self.end != extent:
+            raise UnsupportedError(f"T.thread_binding(0, {self.end!r}) used as a value in a kernel with threads="
+                                   f"{dims}: as a value it names a whole thread dimension (extent {extent}); iterate "
+                                   "it in a for loop for fewer threads", tracer.user_loc() or self.loc)
+        return get_thread_binding(self.dim)
+
+
+def _forward(op: str):
+    def method(self: ThreadBinding, *args: Any) -> Any:
+        return getattr(self._egtile_value(), op)(*args)
+
+    method.__name__ = op
+    return method
+
+
+for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__", "__rfloordiv__",
+            "__mod__", "__rmod__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__neg__",
+            "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lshift__", "__rshift__"):
+    setattr(ThreadBinding, _op, _forward(_op))
+ThreadBinding.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+def thread_binding(begin: Any, end: Any = None, thread: str = "threadIdx.x", annotations: Any = None) -> ThreadBinding:
+    """``T.thread_binding(begin, end, thread="threadIdx.x")``: a loop over those threads (a ``T.Parallel``
+    loop) or, used as a value, the thread index (:class:`ThreadBinding`).
+
+    Raises:
+        UnsupportedError: a range not starting at 0, or a thread tag other than threadIdx.x/y/z.
+    """
+    loc = tracer.user_loc()
     if end is None:
         begin, end = 0, begin
     if not (isinstance(begin, int) and begin == 0):
-        raise UnsupportedError(f"T.thread_binding({begin!r}, {end!r}): only ranges starting at 0", tracer.user_loc())
-    return Parallel(end)
+        raise UnsupportedError(f"T.thread_binding({begin!r}, {end!r}): only ranges starting at 0", loc)
+    dims = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+    if thread not in dims:
+        raise UnsupportedError(f"T.thread_binding(thread={thread!r}): only threadIdx.x, threadIdx.y, threadIdx.z "
+                               "(use the block indices T.Kernel yields for blockIdx)", loc)
+    return ThreadBinding(end, dims[thread], loc)
 
 
 def vectorized(start: Any, stop: Any = None, step: Any = None, annotations: Any = None) -> Any:
