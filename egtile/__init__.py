@@ -29,10 +29,22 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Violation": ("egtile.verifier", "Violation"),
     "simulate": ("egtile.sim", "simulate"),
     "SimResult": ("egtile.sim", "SimResult"),
+    # TileLang's host API (docs/language.md, "Porting from TileLang")
+    "autotune": ("egtile.autotuner", "autotune"),
+    "AutoTuner": ("egtile.autotuner", "AutoTuner"),
+    "Profiler": ("egtile.profiler", "Profiler"),
+    "TensorSupplyType": ("egtile.profiler", "TensorSupplyType"),
+    "do_bench": ("egtile.profiler", "do_bench"),
+    "PassConfigKey": ("egtile.options", "PassConfigKey"),
+    "disable_cache": ("egtile.options", "disable_cache"),
+    "set_log_level": ("egtile.options", "set_log_level"),
+    "cdiv": ("egtile.math", "cdiv"),
+    "next_power_of_2": ("egtile.math", "next_power_of_2"),
 }
 
 _SUBMODULES = {"language", "ir", "errors", "rules", "codegen", "analysis", "schedule", "lower", "sim", "runtime",
-               "api", "externs", "evaluate", "interp", "validate", "verifier"}
+               "api", "externs", "evaluate", "interp", "validate", "verifier", "profiler", "autotuner", "math",
+               "options"}
 
 
 def __getattr__(name: str) -> Any:

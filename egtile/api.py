@@ -289,6 +289,14 @@ class JITKernel:
             return str(self.scheduled)
         return str(self.kernel)
 
+    def get_profiler(self, tensor_supply_type: Any = None) -> Any:
+        """A :class:`egtile.profiler.Profiler` for this kernel (TileLang's ``kernel.get_profiler()``): fresh
+        inputs (``tensor_supply_type``, default ``TensorSupplyType.Auto``), ``assert_allclose(reference)``,
+        ``do_bench()``."""
+        from egtile.profiler import Profiler, TensorSupplyType
+
+        return Profiler(self, tensor_supply_type or TensorSupplyType.Auto)
+
     def explain(self) -> str:
         """The schedule and why it is the way it is: the optimizer's explanation (decisions with the side
         conditions that held or failed, rejected alternatives, costs, stage reports) followed by the
@@ -425,6 +433,13 @@ def jit(func: Callable[..., Any] | PrimFunc | None = None, *, out_idx: Any = Non
         return JITKernel(func, out_idx=out_idx, target=target)
     if not callable(func):
         raise ArgumentError(f"@egtile.jit expects a function, got {type(func).__name__}")
+    from egtile.language import eager
+
+    if eager.style(func) == "eager":  # TileLang's eager style: a function of tensors (egtile.language.eager)
+        if out_idx is not None:
+            raise ArgumentError(f"@egtile.jit(out_idx=...) on eager function {func.__name__!r}: out_idx is for kernel "
+                                "factories; an eager function declares its outputs with T.empty and returns them")
+        return eager.EagerJIT(func, target, options)
     return JITFactory(func, out_idx, target)
 
 

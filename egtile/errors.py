@@ -18,14 +18,16 @@ class SourceLoc:
         file: path of the Python file.
         line: 1-based line number.
         text: the stripped source line, for messages ('' when unavailable).
+        col: 1-based column of the construct on that line (``None`` when unknown).
     """
 
     file: str
     line: int
     text: str = ""
+    col: int | None = None
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}"
+        where = f"{self.file}:{self.line}" + (f":{self.col}" if self.col is not None else "")
         return f"{where}: {self.text}" if self.text else where
 
 

@@ -121,7 +121,7 @@ def test_storing_an_extern_result_says_extern_used_as_a_value():
     assert "ExternResult" not in str(info.value) and info.value.loc is not None
 
 
-@pytest.mark.parametrize("name, hint", [("alloc_var", "T.alloc_local"), ("alloc_barrier", "barriers")])
+@pytest.mark.parametrize("name, hint", [("alloc_reducer", "T.alloc_fragment"), ("alloc_barrier", "barriers")])
 def test_unimplemented_tilelang_constructs_name_themselves_and_an_alternative(name, hint):
     with pytest.raises(MissingConstructError, match=rf"T.{name} is not supported.*{hint}") as info:
         getattr(T, name)
@@ -138,10 +138,10 @@ def test_an_unknown_construct_is_named():
     assert not isinstance(info.value, MissingConstructError)
 
 
-def test_alloc_var_inside_a_kernel_points_at_the_users_line():
+def test_a_missing_construct_inside_a_kernel_points_at_the_users_line():
     with pytest.raises(MissingConstructError) as info:
         @T.prim_func
         def main(Y: T.Tensor((32,), "int32")):
             with T.Kernel(1, threads=32) as _bx:
-                v = T.alloc_var("int32")  # noqa: F841
-    assert "T.alloc_var" in info.value.loc.text
+                v = T.alloc_reducer((32,), "int32")  # noqa: F841
+    assert "T.alloc_reducer" in info.value.loc.text

@@ -1,28 +1,46 @@
 """The egtile DSL, TileLang-compatible: ``from egtile import language as T``.
 
 This module only re-exports; each family of builtins lives in its own module (``kernel``, ``alloc``,
-``loop``, ``copy_op``, ``gemm_op``, ``fill_op``, ``reduce_op``, ``extern``, ``control``, ``expr``).
+``loop``, ``copy_op``, ``gemm_op``, ``fill_op``, ``reduce_op``, ``extern``, ``control``, ``expr``, ``eager``,
+``threads``, ``macro``, ``hints``); ``source``, ``pyops`` and ``letbind`` are the source front end.
 """
 
-from egtile.language.alloc import alloc_fragment, alloc_local, alloc_shared
+from egtile.language.alloc import alloc_fragment, alloc_local, alloc_shared, alloc_var
 from egtile.language.buffer import RegionRef, TileBuffer
 from egtile.language.control import Else, If, Then
 from egtile.language.copy_op import async_copy, copy
 from egtile.language.dtypes import (
-    bfloat16, bool, float16, float32, float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+    bf16, bfloat16, bool, double, dtype, f16, f32, f64, float, float16, float32, float64, half, i8, i16, i32, i64,
+    int, int8, int16, int32, int64, long, u8, u16, u32, u64, uint8, uint16, uint32, uint64,
 )
+from egtile.language.eager import const, dynamic, empty, symbolic
 from egtile.language.expr import (
-    And, IntImm, Not, Or, Value, abs, cast, ceildiv, exp, exp2, floormod, if_then_else, infinity, log, log2, max,
-    min, rsqrt, sqrt, truncmod,
+    And, IntImm, Not, Or, Value, abs, bitwise_and, bitwise_or, bitwise_xor, cast, cast_to, ceildiv, clamp, cos,
+    exp, exp2, fabs, floordiv, floormod, if_then_else, infinity, likely, log, log2, max, max_value, min, min_value,
+    rsqrt, shift_left, shift_right, select, sigmoid, sin, sqrt, tanh, truncdiv, truncmod,
 )
 from egtile.language.extern import address_of, atomic_add, call_extern, import_source
 from egtile.language.fill_op import clear, fill
 from egtile.language.gemm_op import GemmWarpPolicy, gemm
+from egtile.language.hints import (
+    Fragment, Layout, annotate_compile_flags, annotate_l2_hit_ratio, annotate_layout, annotate_restrict_buffers,
+    annotate_safe_value, assume, disable_warp_group_reg_alloc, make_swizzled_layout, no_set_max_nreg, use_swizzle,
+)
 from egtile.language.kernel import Kernel, PrimFunc, Tensor, prim_func
 from egtile.language.loop import Parallel, Pipelined, Serial, Unroll, serial, unroll
+from egtile.language.macro import Ref, macro
 from egtile.language.reduce_op import reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum
+from egtile.language.threads import (
+    get_block_binding, get_block_bindings, get_block_extent, get_block_extents, get_thread_binding, get_thread_bindings,
+    get_thread_extent, get_thread_extents, sync_threads, thread_binding, vectorized,
+)
 
 Buffer = Tensor  # TileLang also spells the parameter annotation T.Buffer(shape, dtype)
+parallel = Parallel  # TVM's lower-case spelling
+cdiv = ceildiv  # TileLang's T.cdiv
+Select = select
+Cast = cast_to
+Vectorized = vectorized
 
 
 def __getattr__(name: str):
@@ -31,12 +49,22 @@ def __getattr__(name: str):
 
     raise missing(name)
 
+
 __all__ = [
-    "And", "Buffer", "Else", "GemmWarpPolicy", "If", "IntImm", "Kernel", "Not", "Or", "Parallel", "Pipelined",
-    "PrimFunc", "RegionRef", "Serial", "Tensor", "Then", "TileBuffer", "Unroll", "Value", "abs", "address_of",
-    "alloc_fragment", "alloc_local", "alloc_shared", "async_copy", "atomic_add", "bfloat16", "bool", "call_extern",
-    "cast", "ceildiv", "clear", "copy", "exp", "exp2", "fill", "float16", "float32", "float64", "floormod", "gemm",
-    "if_then_else", "import_source", "infinity", "int8", "int16", "int32", "int64", "log", "log2", "max", "min",
-    "prim_func", "reduce_abssum", "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum", "rsqrt", "serial",
-    "sqrt", "truncmod", "uint8", "uint16", "uint32", "uint64", "unroll",
+    "And", "Buffer", "Cast", "Else", "Fragment", "GemmWarpPolicy", "If", "IntImm", "Kernel", "Layout", "Not", "Or",
+    "Parallel", "Pipelined", "PrimFunc", "Ref", "RegionRef", "Select", "Serial", "Tensor", "Then", "TileBuffer",
+    "Unroll", "Value", "Vectorized", "abs", "address_of", "alloc_fragment", "alloc_local", "alloc_shared",
+    "alloc_var", "annotate_compile_flags", "annotate_l2_hit_ratio", "annotate_layout", "annotate_restrict_buffers",
+    "annotate_safe_value", "assume", "async_copy", "atomic_add", "bf16", "bfloat16", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bool", "call_extern", "cast", "cdiv", "ceildiv", "clamp", "clear", "const", "copy", "cos",
+    "disable_warp_group_reg_alloc", "double", "dtype", "dynamic", "empty", "exp", "exp2", "f16", "f32", "f64",
+    "fabs", "fill", "float", "float16", "float32", "float64", "floordiv", "floormod", "gemm", "get_block_binding",
+    "get_block_bindings", "get_block_extent", "get_block_extents", "get_thread_binding", "get_thread_bindings",
+    "get_thread_extent", "get_thread_extents", "half", "i16", "i32", "i64", "i8", "if_then_else", "import_source",
+    "infinity", "int", "int16", "int32", "int64", "int8", "likely", "log", "log2", "long", "macro",
+    "make_swizzled_layout", "max", "max_value", "min", "min_value", "no_set_max_nreg", "parallel", "prim_func",
+    "reduce_absmax", "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "rsqrt", "serial", "shift_left",
+    "shift_right", "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "thread_binding", "truncdiv",
+    "truncmod", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "unroll", "use_swizzle",
+    "vectorized",
 ]

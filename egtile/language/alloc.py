@@ -11,7 +11,7 @@ from typing import Any
 
 from egtile.ir.kernel import Buffer, Scope
 from egtile.language import tracer
-from egtile.language.buffer import TileBuffer
+from egtile.language.buffer import TileBuffer, VarBuffer
 from egtile.language.kernel import check_dtype, check_shape
 
 
@@ -49,3 +49,43 @@ def alloc_fragment(shape: Any, dtype: Any, scope: str = "local.fragment") -> Til
 def alloc_local(shape: Any, dtype: Any, scope: str = "local") -> TileBuffer:
     """Per-thread registers: every thread holds the whole ``shape``."""
     return _alloc("local", shape, dtype, "T.alloc_local")
+
+
+def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None) -> VarBuffer:
+    """``T.alloc_var(dtype[, init][, scope], init=)``: a per-thread scalar variable (TileLang's ``local.var``).
+
+    ``x = T.alloc_var(T.int32, 0)`` then ``x = x + 1`` stores into it (under the source front end; ``x[0] =``
+    works everywhere), and ``x`` reads as its value. Without ``init`` its value starts undefined (executors
+    poison it). A single string positional argument is the scope, two are ``(init, scope)``, as in TileLang.
+
+    Raises:
+        DSLError: the initializer given twice, a scope that is not a string, more than two positional arguments.
+    """
+    from egtile.errors import DSLError
+
+    loc = tracer.user_loc()
+    if len(args) == 1:
+        if isinstance(args[0], str) and init is None:
+            scope = args[0]
+        elif init is not None:
+            raise DSLError("T.alloc_var: initializer given twice", loc)
+        else:
+            init = args[0]
+    elif len(args) == 2:
+        if init is not None:
+            raise DSLError("T.alloc_var: initializer given twice", loc)
+        init, scope = args
+    elif len(args) > 2:
+        raise DSLError(f"T.alloc_var expects at most 3 positional arguments, got {len(args) + 1}", loc)
+    if not isinstance(scope, str):
+        raise DSLError(f"T.alloc_var: scope must be a string, got {scope!r}", loc)
+    trace = tracer.current("T.alloc_var")
+    trace.require_kernel("T.alloc_var")
+    dtype_s = check_dtype(dtype, "T.alloc_var", loc)
+    name = trace.fresh_buffer_name(tracer.assign_target_name(loc), "var")
+    buf = Buffer(name, (1,), dtype_s, "local")
+    trace.allocs.append(buf)
+    var = VarBuffer(buf, trace)
+    if init is not None:
+        var.assign(init)
+    return var

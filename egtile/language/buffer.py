@@ -28,18 +28,24 @@ from egtile.language.expr import IntImm, Value, as_expr
 # Linear forms, for static bounds
 
 
-def linear(e: Expr) -> tuple[dict[str, int], int] | None:
-    """``e`` as ``sum(coef * var) + const`` with integer coefficients, or ``None`` if it is not linear."""
+def linear(e: Expr, atoms: bool = False) -> tuple[dict[Any, int], int] | None:
+    """``e`` as ``sum(coef * var) + const`` with integer coefficients, or ``None`` if it is not linear.
+
+    With ``atoms``, a subexpression that is not linear (a load, a division, ...) is a term of its own, keyed
+    by the expression (IR expressions compare structurally): ``(A[i] + 64) - A[i]`` is the constant 64.
+    That is sound where the occurrences are evaluated together (one slice's start and stop), since
+    expressions have no side effects; only integer terms are atoms (float ``+``/``-`` do not cancel exactly).
+    """
     match e:
         case Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
             return {}, int(v)
         case Var(name=n):
             return {n: 1}, 0
         case UnOp(op="-", a=a):
-            la = linear(a)
+            la = linear(a, atoms)
             return None if la is None else ({k: -c for k, c in la[0].items()}, -la[1])
         case BinOp(op="+" | "-" as op, a=a, b=b):
-            la, lb = linear(a), linear(b)
+            la, lb = linear(a, atoms), linear(b, atoms)
             if la is None or lb is None:
                 return None
             sign = 1 if op == "+" else -1
@@ -48,21 +54,32 @@ def linear(e: Expr) -> tuple[dict[str, int], int] | None:
                 coef[k] = coef.get(k, 0) + sign * c
             return {k: c for k, c in coef.items() if c != 0}, la[1] + sign * lb[1]
         case BinOp(op="*", a=a, b=b):
-            la, lb = linear(a), linear(b)
+            la, lb = linear(a, atoms), linear(b, atoms)
             if la is None or lb is None:
                 return None
             if not la[0]:
                 la, lb = lb, la
             if lb[0]:
-                return None  # product of two variables
+                return ({e: 1}, 0) if atoms and _integral(e) else None  # product of two variables
             k = lb[1]
             return {n: c * k for n, c in la[0].items() if c * k != 0}, la[1] * k
+    if atoms and isinstance(e, Expr) and _integral(e):
+        return {e: 1}, 0
     return None
 
 
+def _integral(e: Expr) -> bool:
+    """Whether ``e`` has an integer dtype (two's-complement ``+ - *`` cancel exactly; float ones do not)."""
+    try:
+        return lookup_dtype(dtype_of(e)).kind in ("int", "uint")
+    except Exception:  # noqa: BLE001 - an expression whose dtype cannot be read is not an atom
+        return False
+
+
 def static_value(e: Expr) -> int | None:
-    """The integer value of ``e`` if it is known while tracing."""
-    lf = linear(e)
+    """The integer value of ``e`` if it is known while tracing (terms that cancel, such as the two loads of
+    ``A[i] + 64 - A[i]``, are known: :func:`linear` with ``atoms``)."""
+    lf = linear(e, atoms=True)
     if lf is None or lf[0]:
         return None
     return lf[1]
@@ -249,3 +266,65 @@ class TileBuffer:
 def unwrap_buffer(x: Any) -> Buffer | None:
     """The ``ir.Buffer`` of a :class:`TileBuffer`, else ``None``."""
     return x.buffer if isinstance(x, TileBuffer) else None
+
+
+class VarBuffer(TileBuffer):
+    """``T.alloc_var(dtype)``: a per-thread scalar variable (a one-element ``local`` buffer), TileLang's
+    ``local.var``.
+
+    It reads as its value wherever a scalar is expected (``x + 1``, ``A[x]``, ``if x > 0:``) and, under the
+    source front end (:mod:`egtile.language.source`), ``x = e`` / ``x += e`` store into it; ``x[0]`` reads
+    and writes it explicitly, as in TileLang. ``fresh`` is true until the variable is first bound to a name.
+    """
+
+    __slots__ = ("fresh",)
+
+    def __init__(self, buffer: Buffer, trace: tracer.Trace | None = None) -> None:
+        super().__init__(buffer, trace)
+        self.fresh = True
+
+    def value(self) -> Value:
+        """The variable's current value (a read of element 0)."""
+        self.check_owner(tracer.user_loc())
+        return Value(Load(self.buffer, (Const(0, "int32"),)))
+
+    _egtile_value = value  # egtile.language.expr.as_expr reads a variable as its value
+
+    def assign(self, value: Any) -> None:
+        """``x = value``: one store into the variable, here."""
+        self[0] = value
+
+    def __repr__(self) -> str:
+        return f"VarBuffer({self.buffer.name}: {self.buffer.dtype})"
+
+    def __bool__(self) -> bool:
+        return bool(self.value())  # raises: a runtime value has no truth while tracing
+
+    def __index__(self) -> int:
+        return self.value().__index__()
+
+    __int__ = __index__
+
+    def __float__(self) -> float:
+        return float(self.value())
+
+    def astype(self, dtype: str) -> Value:
+        return self.value().astype(dtype)
+
+    __hash__ = object.__hash__
+
+
+def _forward(op: str):
+    def method(self: VarBuffer, *args: Any) -> Any:
+        return getattr(self.value(), op)(*args)
+
+    method.__name__ = op
+    return method
+
+
+for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+            "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__and__", "__rand__", "__or__", "__ror__",
+            "__xor__", "__rxor__", "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__eq__", "__ne__",
+            "__lt__", "__le__", "__gt__", "__ge__", "__neg__", "__pos__", "__invert__", "__abs__", "__pow__",
+            "__rpow__"):
+    setattr(VarBuffer, _op, _forward(_op))

@@ -16,3 +16,16 @@ uint16 = DTypeName("uint16")
 uint32 = DTypeName("uint32")
 uint64 = DTypeName("uint64")
 bool = DTypeName("bool")  # noqa: A001 - TileLang's name
+
+float = float32  # noqa: A001 - TileLang's aliases
+half = float16
+double = float64
+int = int32  # noqa: A001
+long = int64
+bf16 = bfloat16
+f16, f32, f64 = float16, float32, float64
+i8, i16, i32, i64 = int8, int16, int32, int64
+u8, u16, u32, u64 = uint8, uint16, uint32, uint64
+dtype = DTypeName
+"""``T.dtype``: the type of the dtype constants, for annotations (``dtype: T.dtype = T.float16``) and as a
+constructor (``T.dtype("float16")``)."""

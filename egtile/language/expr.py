@@ -34,11 +34,40 @@ class IntImm(int):
         return f"IntImm({int(self)})"
 
 
+def dtype_text(d: Any) -> Any:
+    """A dtype given as TileLang accepts it, as egtile's name: a torch dtype (``torch.float16``) by its name,
+    anything else unchanged (a string is looked up, with TileLang's aliases, by egtile.ir.dtypes)."""
+    if isinstance(d, str):
+        return str(d)
+    if type(d).__module__ == "torch" and type(d).__name__ == "dtype":
+        return str(d).removeprefix("torch.")
+    return d
+
+
 class DTypeName(str):
     """A dtype constant such as ``T.float16``: the string ``"float16"``, callable as a constructor
-    (``T.float16(0)`` is a float16 constant, ``T.float32(x)`` casts ``x``)."""
+    (``T.float16(0)`` is a float16 constant, ``T.float32(x)`` casts ``x``). ``T.dtype("float16")`` (this
+    class) makes one from a name; TileLang's short names (``"float"``, ``"half"``) are resolved."""
 
-    def __call__(self, value: Any) -> Value:
+    def __new__(cls, name: Any = "float32") -> DTypeName:
+        from egtile.ir.dtypes import canonical
+
+        try:
+            return super().__new__(cls, canonical(dtype_text(name)))
+        except DTypeError as err:
+            raise DTypeError(err.message, user_loc()) from None
+
+    @property
+    def bits(self) -> int:
+        return lookup_dtype(str(self)).bits
+
+    def as_torch(self) -> Any:
+        """The torch dtype of this dtype (TileLang's ``T.float16.as_torch()``)."""
+        import torch
+
+        return getattr(torch, lookup_dtype(str(self)).torch)
+
+    def __call__(self, value: Any = 0) -> Value:
         if isinstance(value, Value):
             return cast(value, str(self))
         return Value(Const(_literal_value(value, str(self)), str(self)))
@@ -84,8 +113,11 @@ def as_expr(v: Any, like: str | None = None) -> Expr:
         return v.expr
     if isinstance(v, (Const, Var, BinOp, UnOp, Load, Select, Cast, AddressOf)):
         return v
-    if getattr(type(v), "_egtile_extern_result", False):
-        v._fail()  # T.call_extern(...) used as a value: the extern module's message
+    if getattr(type(v), "_egtile_unusable", False):
+        v._fail()  # e.g. T.call_extern(...) used as a value, a name without a value: the object's own message
+    convert = getattr(v, "_egtile_value", None)
+    if convert is not None:
+        return convert().expr  # a T.alloc_var variable: its value
     try:
         import numpy as np
 
@@ -127,7 +159,14 @@ def _depth(*operands: Any) -> int:
 _CHEAP_DEPTH = 64  # below this no expression is near any limit: skip reading it
 
 
+def _v(x: Any) -> Any:
+    """A ``T.alloc_var`` variable (or another object that reads as a value) as its :class:`Value`."""
+    convert = getattr(x, "_egtile_value", None) if not isinstance(x, (Value, int, float)) else None
+    return convert() if convert is not None else x
+
+
 def _binary(op: str, a: Any, b: Any) -> Value:
+    a, b = _v(a), _v(b)
     like_a = a.dtype if isinstance(a, Value) else None
     like_b = b.dtype if isinstance(b, Value) else None
     ea, eb = as_expr(a, like_b), as_expr(b, like_a)
@@ -266,6 +305,7 @@ def cast(value: Any, dtype: str) -> Value:
 def if_then_else(cond: Any, a: Any, b: Any) -> Any:
     """``T.if_then_else(cond, a, b)``: ``a`` where ``cond`` holds else ``b`` (C's ``?:``; only the chosen
     side is read)."""
+    cond, a, b = _v(cond), _v(a), _v(b)
     if isinstance(cond, bool):
         return a if cond else b
     like_a = a.dtype if isinstance(a, Value) else None
@@ -275,6 +315,7 @@ def if_then_else(cond: Any, a: Any, b: Any) -> Any:
 
 def max(a: Any, b: Any) -> Any:  # noqa: A001 - TileLang's name
     """``T.max(a, b)``; on two Python numbers, the Python result."""
+    a, b = _v(a), _v(b)
     if not isinstance(a, Value) and not isinstance(b, Value):
         return a if a >= b else b
     return _binary("max", a, b)
@@ -282,6 +323,7 @@ def max(a: Any, b: Any) -> Any:  # noqa: A001 - TileLang's name
 
 def min(a: Any, b: Any) -> Any:  # noqa: A001 - TileLang's name
     """``T.min(a, b)``; on two Python numbers, the Python result."""
+    a, b = _v(a), _v(b)
     if not isinstance(a, Value) and not isinstance(b, Value):
         return a if a <= b else b
     return _binary("min", a, b)
@@ -301,6 +343,7 @@ def truncmod(a: Any, b: Any) -> Value:
 def ceildiv(a: Any, b: Any) -> Any:
     """``ceil(a / b)`` for positive ``b``. On Python ints returns an :class:`IntImm` (an ``int`` with
     ``.value``), usable anywhere an int is (grid sizes, loop extents, shapes)."""
+    a, b = _v(a), _v(b)
     if not isinstance(a, Value) and not isinstance(b, Value):
         a, b = int(a), int(b)
         if b == 0:
@@ -310,6 +353,7 @@ def ceildiv(a: Any, b: Any) -> Any:
 
 
 def _unary(op: str, x: Any) -> Any:
+    x = _v(x)
     if isinstance(x, Value):
         return _unop(op, x)
     if isinstance(x, (int, float)):
@@ -349,6 +393,7 @@ def rsqrt(x: Any) -> Any:
 
 def abs(x: Any) -> Any:  # noqa: A001 - TileLang's name
     """``T.abs(x)``; on a Python number, the Python result."""
+    x = _v(x)
     if isinstance(x, Value):
         return _unop("abs", x)
     return x if x >= 0 else -x
@@ -372,3 +417,118 @@ def Not(a: Any) -> Value:  # noqa: N802
 def infinity(dtype: str) -> Value:
     """``T.infinity(dtype)``: +inf of a float dtype."""
     return Value(Const(math.inf, lookup_dtype(dtype).name))
+
+
+def sin(x: Any) -> Any:
+    """``T.sin(x)``."""
+    return _unary("sin", x)
+
+
+def cos(x: Any) -> Any:
+    """``T.cos(x)``."""
+    return _unary("cos", x)
+
+
+def tanh(x: Any) -> Any:
+    """``T.tanh(x)``."""
+    return _unary("tanh", x)
+
+
+def sigmoid(x: Any) -> Any:
+    """``T.sigmoid(x)``: ``1 / (1 + exp(-x))``, built from ``T.exp`` (TileLang computes the same formula)."""
+    one = 1.0
+    return one / (one + exp(-x))
+
+
+def floordiv(a: Any, b: Any) -> Any:
+    """``T.floordiv(a, b)``: division rounded toward minus infinity (Python's ``//`` on traced values)."""
+    a, b = _v(a), _v(b)
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        return a // b
+    return _binary("//", a, b)
+
+
+def truncdiv(a: Any, b: Any) -> Any:
+    """``T.truncdiv(a, b)``: C's integer division (rounded toward zero), the partner of ``T.truncmod``."""
+    a, b = _v(a), _v(b)
+    if not isinstance(a, Value) and not isinstance(b, Value):
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+    return _binary("/", a, b)
+
+
+def shift_left(a: Any, b: Any) -> Any:
+    """``T.shift_left(a, b)``: ``a << b``."""
+    return _binary("<<", a, b)
+
+
+def shift_right(a: Any, b: Any) -> Any:
+    """``T.shift_right(a, b)``: ``a >> b`` (arithmetic for signed ``a``)."""
+    return _binary(">>", a, b)
+
+
+def bitwise_and(a: Any, b: Any) -> Any:
+    """``T.bitwise_and(a, b)``: ``a & b``."""
+    return _binary("&", a, b)
+
+
+def bitwise_or(a: Any, b: Any) -> Any:
+    """``T.bitwise_or(a, b)``: ``a | b``."""
+    return _binary("|", a, b)
+
+
+def bitwise_xor(a: Any, b: Any) -> Any:
+    """``T.bitwise_xor(a, b)``: ``a ^ b``."""
+    return _binary("^", a, b)
+
+
+def cast_to(dtype: str, value: Any) -> Value:
+    """``T.Cast(dtype, value)`` (TVM's name and argument order; exported as ``Cast``): ``T.cast(value, dtype)``."""
+    return cast(value, dtype)
+
+
+def clamp(x: Any, lo: Any, hi: Any) -> Any:
+    """``T.clamp(x, lo, hi)``: ``T.min(T.max(x, lo), hi)``."""
+    return min(max(x, lo), hi)
+
+
+def select(cond: Any, a: Any, b: Any) -> Any:
+    """``T.Select(cond, a, b)`` (TVM's name; exported as ``Select``): as ``T.if_then_else``."""
+    return if_then_else(cond, a, b)
+
+
+def fabs(x: Any) -> Any:
+    """``T.fabs(x)``: as :func:`abs`."""
+    return abs(x)
+
+
+def likely(cond: Any) -> Any:
+    """``T.likely(cond)``: ``cond`` (a branch-prediction hint to TVM; egtile's results never depend on it)."""
+    return cond
+
+
+def _limits(dtype: str) -> tuple[Any, Any]:
+    import numpy as np
+
+    d = lookup_dtype(str(dtype))
+    if d.kind == "float":
+        info = np.finfo(np.float32 if d.name == "bfloat16" else np.dtype(d.numpy))
+        if d.name == "bfloat16":  # 8 exponent bits like float32, 8 significant bits: (2 - 2^-7) * 2^127
+            return -(2 - 2 ** -7) * 2.0 ** 127, (2 - 2 ** -7) * 2.0 ** 127
+        return float(info.min), float(info.max)
+    if d.kind == "bool":
+        return False, True
+    info = np.iinfo(np.dtype(d.numpy))
+    return int(info.min), int(info.max)
+
+
+def max_value(dtype: Any) -> Value:
+    """``T.max_value(dtype)``: the largest finite value of ``dtype``."""
+    d = lookup_dtype(str(dtype)).name
+    return Value(Const(_limits(d)[1], d))
+
+
+def min_value(dtype: Any) -> Value:
+    """``T.min_value(dtype)``: the smallest (most negative) finite value of ``dtype``."""
+    d = lookup_dtype(str(dtype)).name
+    return Value(Const(_limits(d)[0], d))

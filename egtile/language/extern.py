@@ -17,12 +17,13 @@ from egtile.language import tracer
 from egtile.language.expr import Value, as_expr
 from egtile.language.kernel import check_dtype
 from egtile.language.buffer import check_region
+from egtile.language.letbind import lvalue
 
 
 class ExternResult:
     """What ``T.call_extern`` returns: using it as a value raises, because the call is a statement."""
 
-    _egtile_extern_result = True  # egtile.language.expr.as_expr refuses it with _fail's message
+    _egtile_unusable = True  # egtile.language.expr.as_expr refuses it with _fail's message
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -44,6 +45,7 @@ def address_of(element: Any) -> Value:
     """
     loc = tracer.user_loc()
     tracer.current("T.address_of")
+    element = lvalue(element)
     if not (isinstance(element, Value) and isinstance(element.expr, Load)):
         raise DSLError(f"T.address_of expects a buffer element such as buf[i], got {element!r}", loc)
     return Value(AddressOf(element.expr))
@@ -100,8 +102,15 @@ def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_pre
     trace.require_kernel("T.atomic_add")
     if return_prev or use_tma or memory_order is not None:
         raise UnsupportedError("T.atomic_add(return_prev=/use_tma=/memory_order=)", loc)
+    dst = lvalue(dst)
     if not (isinstance(dst, Value) and isinstance(dst.expr, Load)):
         raise UnsupportedError("T.atomic_add on a region or buffer (only one element, buf[i, ...], is supported)", loc)
     ld = dst.expr
+    from egtile.language.buffer import RegionRef, TileBuffer
+
+    if isinstance(value, (TileBuffer, RegionRef)):  # TileLang's tile atomic: C[i, j] += a whole tile
+        raise UnsupportedError(f"T.atomic_add of a tile ({value!r}) into {ld.buffer.name}: only one element at a "
+                               "time is supported; write `for i, j in T.Parallel(...): T.atomic_add(dst[...], "
+                               "src[i, j])`", loc)
     check_region(ld.buffer, ld.indices, (1,) * len(ld.indices), f"T.atomic_add ({ld.buffer.name})", loc)
     trace.emit(AtomicAdd(trace.sid(), ld.buffer, ld.indices, as_expr(value, ld.buffer.dtype), loc), "T.atomic_add")

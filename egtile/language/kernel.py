@@ -18,15 +18,15 @@ from egtile import limits
 from egtile.errors import DSLError, DTypeError, ResourceError, ShapeError, SourceLoc, UnsupportedError
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Buffer, Kernel as IRKernel, Var
-from egtile.language import tracer
+from egtile.language import letbind, source, tracer
 from egtile.language.buffer import TileBuffer, static_value
-from egtile.language.expr import Value, as_expr
+from egtile.language.expr import Value, as_expr, dtype_text
 
 
 def check_dtype(dtype: Any, what: str, loc: SourceLoc | None) -> str:
     """Canonical name of ``dtype``; :class:`DTypeError` naming ``what`` if unknown."""
     try:
-        return lookup_dtype(str(dtype) if isinstance(dtype, str) else dtype).name
+        return lookup_dtype(dtype_text(dtype)).name
     except DTypeError as err:
         raise DTypeError(f"{what}: {err.message}", loc) from None
 
@@ -67,6 +67,20 @@ class Tensor:
 
     shape: tuple[int, ...]
     dtype: str
+
+    def __new__(cls, shape: Any = (), dtype: Any = "float32") -> Any:
+        from egtile.language.eager import PendingTensor, Sym
+
+        entries = shape if isinstance(shape, (tuple, list)) else (shape,)
+        if any(isinstance(e, Sym) for e in entries):  # an eager kernel's binding pass: names not yet ints
+            return PendingTensor(tuple(entries), str(dtype_text(dtype)))
+        return object.__new__(cls)
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        """``T.Tensor[[M, K], dtype]``, TileLang's subscript spelling of ``T.Tensor((M, K), dtype)``."""
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise DSLError(f"T.Tensor[shape, dtype] expects a shape and a dtype, got {item!r}", tracer.user_loc())
+        return cls(item[0], item[1])
 
     def __init__(self, shape: Any, dtype: Any = "float32") -> None:
         loc = tracer.user_loc()
@@ -143,20 +157,30 @@ def prim_func(fn: Callable[..., Any]) -> PrimFunc:
         buf = Buffer(trace.fresh_buffer_name(name, "arg"), ann.shape, ann.dtype, "global")
         trace.params.append(buf)
         handles.append(TileBuffer(buf, trace))
+    runner = source.rewrite(fn, "prim_func")
     token = tracer.start(trace)
     try:
-        fn(*handles)
+        runner(*handles)
     finally:
         tracer.stop(token)
     if trace.body is None:
         raise DSLError(f"prim_func {fn.__name__!r} has no `with T.Kernel(...)` block", loc)
+    return PrimFunc(build_kernel(trace, fn.__name__, loc), fn)
+
+
+def build_kernel(trace: tracer.Trace, name: str, loc: SourceLoc | None) -> IRKernel:
+    """The ``ir.Kernel`` of a finished trace: let-bindings decided (:mod:`egtile.language.letbind`), then the
+    whole-kernel checks (:func:`check_traced`)."""
+    if trace.body is None:
+        raise DSLError(f"kernel {name!r} has no `with T.Kernel(...)` block", loc)
+    body, allocs = letbind.finish(trace, trace.body, trace.allocs)
     kernel = IRKernel(
-        name=fn.__name__, params=tuple(trace.params), grid=trace.grid or (1,), block_vars=trace.block_vars,
-        threads=trace.threads, allocs=tuple(trace.allocs), body=trace.body, sources=tuple(trace.sources),
+        name=name, params=tuple(trace.params), grid=trace.grid or (1,), block_vars=trace.block_vars,
+        threads=trace.threads, allocs=tuple(allocs), body=body, sources=tuple(trace.sources),
         loc=loc)
     depth = check_traced(kernel)
     limits.ensure_recursion(max(depth, 4 * trace.deepest))
-    return PrimFunc(kernel, fn)
+    return kernel
 
 
 def check_traced(kernel: IRKernel) -> int:
@@ -242,6 +266,9 @@ class Kernel:
     """
 
     def __init__(self, *grid: Any, threads: Any = 128, prelude: str | None = None, **kwargs: Any) -> None:
+        from egtile.language import eager
+
+        eager.stop_if_binding()
         self._loc = tracer.user_loc()
         self._trace = tracer.current("T.Kernel")
         if kwargs:
@@ -265,11 +292,12 @@ class Kernel:
                     f"kernel {self._trace.name!r}: T.Kernel grid {tuple(extents)} has {g} blocks in dimension "
                     f"{'xyz'[axis]}; sm_90 allows at most {cap} (x: 2^31-1, y and z: 65535; CUDA C++ Programming "
                     "Guide, 'Technical Specifications per Compute Capability')", self._loc)
-        if isinstance(threads, (list, tuple)):
-            if len(threads) == 1:
-                threads = threads[0]
-            else:
-                raise UnsupportedError(f"multi-dimensional threads={list(threads)} in T.Kernel", self._loc)
+        dims: tuple[int, ...] = (threads,) if not isinstance(threads, (list, tuple)) else tuple(threads)
+        if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+            raise DSLError(f"T.Kernel threads must be a positive int or 1 to 3 of them, got {threads!r}", self._loc)
+        threads = 1
+        for d in dims:
+            threads *= d  # threads=(x, y, z): x*y*z threads, x fastest (egtile.language.threads)
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise DSLError(f"T.Kernel threads must be a positive int, got {threads!r}", self._loc)
         # Roles, named barriers (bar.sync counts, PTX ISA 9.7.13.4) and warpgroup partitioning all work
@@ -281,6 +309,7 @@ class Kernel:
             raise UnsupportedError("T.Kernel(prelude=...); use T.import_source(src)", self._loc)
         self._grid = tuple(extents)
         self._threads = int(threads)
+        self._thread_dims = tuple(int(d) for d in dims)
         self._frame: tracer.Frame | None = None
 
     def __enter__(self) -> Value | tuple[Value, ...]:
@@ -293,6 +322,7 @@ class Kernel:
         for v, g in zip(block_vars, self._grid):
             trace.var_ranges[v.name] = (0, g)
         trace.grid, trace.block_vars, trace.threads = self._grid, block_vars, self._threads
+        trace.thread_dims = self._thread_dims
         trace.in_kernel = True
         self._frame = trace.open("T.Kernel", self._loc)
         handles = tuple(Value(v) for v in block_vars)

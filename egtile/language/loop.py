@@ -149,25 +149,45 @@ def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: Any = No
     return _LoopNest(kind, bounds, "T.Pipelined", int(num_stages))
 
 
-def serial(start: Any, stop: Any = None, step: Any = None, annotations: Any = None) -> _LoopNest:
-    """``for k in T.serial(n)`` / ``T.serial(start, stop)``: an ordinary sequential loop (step 1).
+class _Stepped:
+    """``T.serial(start, stop, step)`` with ``step != 1``: a loop over the iteration count ``k`` whose handle is
+    ``start + k * step`` (the IR's loops have step 1)."""
+
+    def __init__(self, nest: _LoopNest, start: Any, step: int) -> None:
+        self.nest, self.start, self.step = nest, start, step
+
+    def __iter__(self) -> Iterator[Any]:
+        for k in self.nest:
+            yield self.start + k * self.step
+
+
+def _stepped(kind: LoopKind, start: Any, stop: Any, step: Any, what: str, loc) -> Any:
+    """A loop with step 1 (``_LoopNest``) or a :class:`_Stepped` one.
 
     Raises:
-        UnsupportedError: a step other than 1.
+        DSLError: a step that is not a Python int, or 0.
     """
-    loc = tracer.user_loc()
-    if step not in (None, 1):
-        raise UnsupportedError(f"T.serial with step {step!r} (only step 1)", loc)
-    return _LoopNest("serial", [_start_stop(start, stop, "T.serial", loc)], "T.serial")
+    if step in (None, 1):
+        return _LoopNest(kind, [_start_stop(start, stop, what, loc)], what)
+    if isinstance(step, bool) or not isinstance(step, int) or step == 0:
+        raise DSLError(f"{what}: the step must be a non-zero Python int, got {step!r}", loc)
+    lo, hi = (0, start) if stop is None else (start, stop)
+    count = (hi - lo + step - 1) // step if step > 0 else (lo - hi + (-step) - 1) // (-step)
+    if isinstance(count, int):
+        count = max(count, 0)  # Python's range: an empty loop, never a negative extent
+    return _Stepped(_LoopNest(kind, [_start_stop(0, count, what, loc)], what), lo, step)
+
+
+def serial(start: Any, stop: Any = None, step: Any = None, annotations: Any = None) -> Any:
+    """``for k in T.serial(n)`` / ``T.serial(start, stop[, step])``: an ordinary sequential loop. A step (a
+    non-zero Python int) runs ``start, start + step, ...`` while short of ``stop``, as Python's ``range``."""
+    return _stepped("serial", start, stop, step, "T.serial", tracer.user_loc())
 
 
 def unroll(start: Any, stop: Any = None, step: Any = None, explicit: bool = False,  # noqa: ARG001
-           unroll_factor: int | None = None, annotations: Any = None) -> _LoopNest:
-    """``for k in T.unroll(n)``: a sequential loop the backend unrolls (step 1)."""
-    loc = tracer.user_loc()
-    if step not in (None, 1):
-        raise UnsupportedError(f"T.unroll with step {step!r} (only step 1)", loc)
-    return _LoopNest("unroll", [_start_stop(start, stop, "T.unroll", loc)], "T.unroll")
+           unroll_factor: int | None = None, annotations: Any = None) -> Any:
+    """``for k in T.unroll(n)``: a sequential loop the backend unrolls (a step as in :func:`serial`)."""
+    return _stepped("unroll", start, stop, step, "T.unroll", tracer.user_loc())
 
 
 Serial = serial

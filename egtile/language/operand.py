@@ -17,6 +17,7 @@ from egtile.errors import DSLError, ShapeError, SourceLoc
 from egtile.ir.kernel import Load, Region
 from egtile.language.buffer import RegionRef, TileBuffer, check_region
 from egtile.language.expr import Value
+from egtile.language.letbind import lvalue
 
 Operand = Region | Load
 
@@ -32,6 +33,7 @@ def operand(x: Any, what: str, role: str, loc: SourceLoc | None) -> Operand:
         return Region.full(x.buffer)
     if isinstance(x, RegionRef):
         return x.region
+    x = lvalue(x)
     if isinstance(x, Value) and isinstance(x.expr, Load):
         return x.expr
     raise DSLError(f"{what}: {role} must be a buffer, a region buf[a:b, ...] or a start point buf[i, ...], "

@@ -22,7 +22,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from types import FrameType
+from types import CodeType, FrameType
 
 from egtile.errors import DSLError, LimitError, SourceLoc
 from egtile.ir.kernel import Buffer, Stmt, Var
@@ -48,12 +48,32 @@ def user_frame() -> FrameType | None:
 
 
 def user_loc() -> SourceLoc | None:
-    """The innermost stack frame outside the egtile package, as a :class:`SourceLoc`."""
+    """The innermost stack frame outside the egtile package, as a :class:`SourceLoc` (with the column of the
+    instruction it is running: the start of the call or statement on that line)."""
     frame = user_frame()
     if frame is None:
         return None
     filename, line = frame.f_code.co_filename, frame.f_lineno or 0
-    return SourceLoc(filename, line, linecache.getline(filename, line).strip())
+    return SourceLoc(filename, line, linecache.getline(filename, line).strip(), _column(frame, line))
+
+
+_POSITIONS: dict[CodeType, list] = {}
+
+
+def _column(frame: FrameType, line: int) -> int | None:
+    """1-based column of the frame's current instruction (``co_positions``, Python 3.11+), when it starts on
+    ``line``."""
+    code = frame.f_code
+    positions = _POSITIONS.get(code)
+    if positions is None:
+        if len(_POSITIONS) > 4096:
+            _POSITIONS.clear()
+        positions = _POSITIONS[code] = list(code.co_positions())
+    i = frame.f_lasti // 2
+    if not 0 <= i < len(positions):
+        return None
+    start, _, col, _ = positions[i]
+    return col + 1 if col is not None and start == line else None
 
 
 def source_from(loc: SourceLoc | None, max_lines: int = 6) -> str:
@@ -138,6 +158,10 @@ class Trace:
     in_kernel: bool = False
     max_nesting: int = field(default_factory=lambda: _limit("EGTILE_MAX_NESTING"))
     deepest: int = 0
+    lets: list = field(default_factory=list)  # egtile.language.letbind.LetRecord, in binding order
+    hints: list = field(default_factory=list)  # (kind, value, loc) of accepted hints (egtile.language.hints)
+    thread_dims: tuple[int, ...] = (128,)  # T.Kernel(threads=(x, y, z)), x fastest
+    region: object = None  # the open thread region (egtile.language.threads.ThreadRegion), if any
 
     # -- ids and names ---------------------------------------------------------------------------
 
@@ -184,6 +208,11 @@ class Trace:
             DSLError: an inner frame was left open, which happens when a ``break``/``return`` leaves a
                 ``T.*`` loop early (its body is then never closed).
         """
+        while self.region is not None and self.frames and self.frames[-1] is not frame \
+                and self.frames[-1] is getattr(self.region, "frame", None):
+            from egtile.language.threads import close_region
+
+            close_region(self)  # a thread region ends with the statement list it stands in
         if not self.frames or self.frames[-1] is not frame:
             inner = self.frames[-1] if self.frames else None
             where = inner.loc if inner is not None else frame.loc

@@ -1,0 +1,243 @@
+"""Port TileLang's example programs to egtile by changing only their imports, and report how far each gets.
+
+Usage::
+
+    python benchmarks/tilelang_port.py /path/to/tilelang/examples [--timeout 60] [--json out.json]
+
+For every example file with a kernel (``T.Kernel`` in its source) the script
+
+1. lists the ``T.*`` names it uses that ``egtile.language`` lacks (a static count: what would stop it);
+2. rewrites its imports (``import tilelang`` -> ``import egtile as tilelang``, ``import tilelang.language as T``
+   -> ``from egtile import language as T``, ``tilelang.profiler`` / ``tilelang.autotuner`` -> egtile's) into a
+   temporary copy (never written next to the original, never committed), and runs the copy's ``__main__`` in a
+   subprocess on this machine's CPU with two stand-ins: tensors asked for on ``"cuda"`` are made on the CPU,
+   and the first call of a compiled kernel stops the run (reported as *compiled*: traced, scheduled and
+   verified by egtile), or with ``--stage trace`` the first kernel traced (*traced*: the front end accepted
+   it). The stand-ins only decide where the run stops; nothing is computed for the report.
+
+Each file ends in one outcome: ``compiled`` (or ``traced``), ``refused: <egtile error and construct>`` (at the file's line),
+``needs: <module>`` (a third-party library or a TileLang module outside the language), or ``error: <text>``.
+Running the compiled kernels against torch on the simulator needs sizes the simulator can afford, which this
+script does not change; docs/language.md lists the files ported that way by hand and what they print.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+_IMPORTS = [
+    (re.compile(r"^(\s*)import tilelang\.language as T\b", re.M), r"\1from egtile import language as T"),
+    (re.compile(r"^(\s*)from tilelang import language as T\b", re.M), r"\1from egtile import language as T"),
+    (re.compile(r"^(\s*)import tilelang as tl\b", re.M), r"\1import egtile as tl"),
+    (re.compile(r"^(\s*)import tilelang\s*$", re.M), r"\1import egtile as tilelang"),
+    (re.compile(r"^(\s*)from tilelang\.profiler import", re.M), r"\1from egtile.profiler import"),
+    (re.compile(r"^(\s*)from tilelang\.autotuner import", re.M), r"\1from egtile.autotuner import"),
+    (re.compile(r"^(\s*)from tilelang\.tileop\.base import GemmWarpPolicy", re.M),
+     r"\1from egtile.language import GemmWarpPolicy"),
+    (re.compile(r"^(\s*)from tilelang\.layout import", re.M), r"\1from egtile.language import"),
+    (re.compile(r"^(\s*)from tilelang import ", re.M), r"\1from egtile import "),
+]
+
+_RUNNER = r'''
+import os, runpy, signal, sys, torch, egtile, egtile.api
+
+class Reached(BaseException):
+    pass
+
+class Timeout(BaseException):
+    pass
+
+def _cpu(kw):
+    d = kw.get("device")
+    if d is not None and "cuda" in str(d):
+        kw["device"] = "cpu"
+    return kw
+
+for _name in ("randn", "rand", "zeros", "ones", "empty", "full", "arange", "randint", "tensor", "randn_like",
+              "rand_like", "zeros_like", "ones_like", "empty_like", "full_like", "linspace", "eye", "randperm",
+              "normal", "as_tensor"):
+    _f = getattr(torch, _name)
+    setattr(torch, _name, (lambda f: lambda *a, **k: f(*a, **_cpu(k)))(_f))
+_to = torch.Tensor.to
+def _to_cpu(self, *a, **k):
+    a = tuple("cpu" if (isinstance(x, (str, torch.device)) and "cuda" in str(x)) else x for x in a)
+    return _to(self, *a, **_cpu(k))
+torch.Tensor.to = _to_cpu
+torch.Tensor.cuda = lambda self, *a, **k: self
+torch.cuda.synchronize = lambda *a, **k: None
+
+STAGE = os.environ.get("EGTILE_PORT_STAGE")
+if STAGE == "trace":
+    def _traced(self, func, *a, **k):
+        raise Reached(getattr(getattr(func, "kernel", func), "name", "?"))
+    egtile.api.JITKernel.__init__ = _traced
+elif STAGE == "compile":
+    def _reached(self, *a, **k):
+        raise Reached(self.kernel.name)
+    egtile.api.JITKernel.__call__ = _reached
+# STAGE == "run": the kernels run (on the simulator: no GPU here) and the example checks its own results
+
+def _alarm(*_):
+    raise Timeout()
+signal.signal(signal.SIGALRM, _alarm)
+
+def one(path, argv, timeout):
+    sys.argv = [path] + argv
+    here = os.path.dirname(path)
+    sys.path.insert(0, here)
+    before = set(sys.modules)
+    signal.alarm(int(timeout))
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except Reached as r:
+        return ("traced " if STAGE == "trace" else "compiled ") + str(r.args[0])
+    except Timeout:
+        return f"timeout after {timeout:.0f} s"
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            return f"exited {e.code} (the example stops itself: no GPU)"
+    except egtile.errors.EgtileError as e:
+        loc = getattr(e, "loc", None)
+        line = loc.line if loc is not None and str(loc.file) == path else "-"
+        return f"refused {type(e).__name__} | {str(e.message).splitlines()[0]} | line {line}"
+    except ModuleNotFoundError as e:
+        return f"needs {e.name}"
+    except AssertionError as e:
+        return "mismatch | " + (str(e).splitlines()[0] if str(e) else "")
+    except BaseException as e:
+        return f"error {type(e).__name__} | " + (str(e).splitlines()[0] if str(e) else "")
+    finally:
+        signal.alarm(0)
+        sys.path.remove(here)
+        for m in set(sys.modules) - before:  # the example's own helper modules: not shared with the next file
+            mod = sys.modules.get(m)
+            if getattr(mod, "__file__", None) and str(mod.__file__).startswith(os.path.dirname(here)):
+                del sys.modules[m]
+    return "ran" if STAGE == "run" else "finished without calling a kernel"
+
+timeout = float(sys.argv[1])
+for spec in sys.stdin:
+    path, *argv = spec.rstrip("\n").split("\t")
+    os.chdir(os.path.dirname(path))
+    print("EGTILE-PORT:", path, "\t", one(path, argv, timeout), flush=True)
+'''
+
+
+#: Files run whole on the simulator (``--stage run``), with command-line sizes the CPU can afford; the examples'
+#: own ``main()`` compares against torch.
+SMALL: dict[str, list[str]] = {
+    "elementwise/example_elementwise_add.py": ["--m", "256", "--n", "128"],
+    "flash_attention/example_mha_fwd_bshd.py": ["--batch", "1", "--heads", "2", "--seq_len", "128", "--dim", "64"],
+    "flash_attention/example_mha_fwd_bhsd.py": ["--batch", "1", "--heads", "2", "--seq_q", "128", "--seq_kv", "128",
+                                                 "--dim", "64"],
+}
+
+
+def kernel_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.py") if "T.Kernel" in p.read_text(errors="replace"))
+
+
+def t_names(src: str) -> collections.Counter[str]:
+    tree = ast.parse(src)
+    return collections.Counter(n.attr for n in ast.walk(tree)
+                               if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "T")
+
+
+def port(src: str) -> str:
+    for pattern, repl in _IMPORTS:
+        src = pattern.sub(repl, src)
+    return src
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("examples", type=Path)
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--only", default="", help="a substring of the file paths to run")
+    ap.add_argument("--stage", choices=("trace", "compile", "run"), default="compile",
+                    help="stop at the first kernel traced (trace) or at its first call, once compiled (compile); "
+                         "or run the files of SMALL (their own checks against torch) on the simulator (run)")
+    args = ap.parse_args()
+    from egtile import language as T
+
+    def lacks(n: str) -> bool:
+        try:
+            getattr(T, n)
+        except AttributeError:
+            return True
+        return False
+
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = Path(tmp) / "_runner.py"
+        runner.write_text(_RUNNER)
+        jobs = []
+        for path in kernel_files(args.examples):
+            rel = str(path.relative_to(args.examples))
+            if args.only not in rel or (args.stage == "run" and rel not in SMALL):
+                continue
+            src = path.read_text(errors="replace")
+            try:
+                missing = sorted(n for n in t_names(src) if lacks(n))
+            except SyntaxError:
+                results[rel] = {"missing": [], "outcome": "error: SyntaxError"}
+                continue
+            copy = Path(tmp) / path.parent.relative_to(args.examples) / path.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            for sib in path.parent.glob("*.py"):  # helper modules next to the example, ported the same way
+                (copy.parent / sib.name).write_text(port(sib.read_text(errors="replace")))
+            results[rel] = {"missing": missing, "outcome": "no outcome (the runner stopped)", "src": port(src)}
+            jobs.append((rel, copy, SMALL.get(rel, []) if args.stage == "run" else []))
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="", EGTILE_PORT_STAGE=args.stage)
+        by_copy = {str(c): rel for rel, c, _ in jobs}
+        pending = list(jobs)
+        while pending:  # one process for all files; restarted after a file that kills it
+            stdin = "".join("\t".join([str(c), *a]) + "\n" for _, c, a in pending)
+            proc = subprocess.Popen([sys.executable, str(runner), str(args.timeout)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True, env=env)
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+            done = set()
+            for line in proc.stdout:
+                if not line.startswith("EGTILE-PORT: "):
+                    continue
+                path, _, outcome = line[len("EGTILE-PORT: "):].partition(" \t ")
+                rel = by_copy[path]
+                outcome = outcome.strip()
+                if outcome.startswith("needs tilelang"):  # name the TileLang module outside the language
+                    rest = sorted(set(re.findall(r"^\s*(?:from|import) (tilelang[\w.]*)", results[rel]["src"], re.M)))
+                    outcome = "needs " + ", ".join(rest or ["tilelang"])
+                results[rel]["outcome"] = outcome
+                done.add(rel)
+                missing = results[rel]["missing"]
+                print(f"{rel}: {outcome}" + (f"  [lacks T.{', T.'.join(missing)}]" if missing else ""), flush=True)
+            proc.wait()
+            rest = [j for j in pending if j[0] not in done]
+            if rest and len(rest) == len(pending):
+                results[rest[0][0]]["outcome"] = f"error: the runner exited with {proc.returncode}"
+                rest = rest[1:]
+            elif rest:
+                results[rest[0][0]]["outcome"] = f"error: the runner exited with {proc.returncode}"
+                rest = rest[1:]
+            pending = rest
+    for r in results.values():
+        r.pop("src", None)
+    counts = collections.Counter(r["outcome"].split(" ")[0] for r in results.values())
+    free = sum(1 for r in results.values() if not r["missing"])
+    print(f"\n{len(results)} files with a kernel; {free} use no T.* name egtile lacks; outcomes: {dict(counts)}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

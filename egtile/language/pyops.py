@@ -1,0 +1,339 @@
+"""Python's control flow and bindings on traced values: what the source front end's rewritten code calls.
+
+:mod:`egtile.language.source` replaces ``if``, ``while``, ``and``/``or``/``not``, ``x if c else y``,
+comparison chains, ``range`` loops and assignments to names with calls into this module. Each helper keeps
+Python's own behaviour on Python values (so a kernel that traced before traces to the same IR) and gives
+TileLang's meaning on traced ones (:class:`~egtile.language.expr.Value`, ``T.alloc_var`` variables):
+
+* a runtime ``if`` is ``T.If`` / ``T.Else`` with both branches traced (:class:`Branch`);
+* ``and`` / ``or`` / ``not`` are ``T.And`` / ``T.Or`` / ``T.Not`` of the operands' truth (``x != 0`` for a
+  number), folded when one side is a Python value, short-circuit as in Python otherwise;
+* ``x if c else y`` is ``T.if_then_else(c, x, y)``;
+* ``range`` with a traced bound is ``T.serial`` (any static step);
+* ``v = e`` stores into ``v`` when ``v`` is a ``T.alloc_var`` variable, and binds the value of ``e`` read
+  there when ``e`` reads memory (a let-binding, :mod:`egtile.language.letbind`).
+
+Names that are assigned inside a runtime branch have no value after it: they are bound to an object whose
+every use raises :class:`~egtile.errors.DSLError` naming the variable and the branch's line.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from typing import Any, Callable
+
+from egtile.errors import DSLError, UnsupportedError
+from egtile.ir.kernel import Expr, Load
+from egtile.language import tracer
+from egtile.language.expr import And, Not, Or, Value, if_then_else
+
+
+class Unusable:
+    """A name without a value while tracing (assigned inside a runtime branch, or annotated and never
+    assigned): any use raises :class:`DSLError` with the reason."""
+
+    _egtile_unusable = True  # egtile.language.expr.as_expr refuses it with _fail's message
+
+    def __init__(self, name: str, reason: str, loc: Any = None) -> None:
+        self._name = name
+        self._reason = reason
+        self._loc = loc
+
+    def _fail(self, *_: Any, **__: Any) -> Any:
+        raise DSLError(f"`{self._name}` {self._reason}", tracer.user_loc() or self._loc)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):  # Python's and egtile's own protocol probes (hasattr) are not uses
+            raise AttributeError(attr)
+        return self._fail()
+
+    __bool__ = __index__ = __int__ = __float__ = __iter__ = __call__ = __getitem__ = __setitem__ = _fail
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _fail
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __neg__ = __pos__ = __abs__ = __invert__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _fail
+    __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = __pow__ = __rpow__ = _fail
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._fail()
+
+    __ne__ = __eq__  # type: ignore[assignment]
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"<egtile: {self._name} {self._reason}>"
+
+
+UNBOUND = Unusable("<unbound>", "is not bound")
+
+
+def _traced(x: Any) -> bool:
+    from egtile.language.buffer import VarBuffer
+
+    return isinstance(x, (Value, VarBuffer)) or hasattr(x, "_egtile_value")
+
+
+def _value(x: Any) -> Value:
+    convert = getattr(x, "_egtile_value", None)
+    return convert() if convert is not None else x
+
+
+def truth(x: Any) -> Value:
+    """A traced value as a condition: itself when it is a ``bool``, ``x != 0`` otherwise (Python's truth)."""
+    v = _value(x)
+    return v if v.dtype == "bool" else (v != 0)
+
+
+# ---- if -----------------------------------------------------------------------------------------------
+
+
+class Branch:
+    """``if test: ... else: ...`` (rewritten as ``with Branch(test) as b: if b.then(): ... if b.orelse(): ...``).
+
+    On a Python ``test`` its truth is taken once and :meth:`then` / :meth:`orelse` run the branch Python would.
+    On a traced ``test`` the branch is *dynamic*: :meth:`then` opens ``T.If``, :meth:`orelse` closes it and
+    opens ``T.Else``, leaving the ``with`` closes what is open, and both branches are traced.
+    """
+
+    def __init__(self, test: Any, scope: dict[str, Any], line: int) -> None:
+        self.line = line
+        self.dynamic = _traced(test)
+        self._open: Any = None
+        if self.dynamic:
+            self.cond = truth(test)
+            self.snapshot = dict(scope)
+            self.loc = tracer.user_loc()
+        else:
+            self.truth = bool(test)
+
+    def __enter__(self) -> Branch:
+        return self
+
+    def then(self) -> bool:
+        if not self.dynamic:
+            return self.truth
+        from egtile.language.control import If
+
+        self._open = If(self.cond)
+        self._open.__enter__()
+        return True
+
+    def orelse(self) -> bool:
+        if not self.dynamic:
+            return not self.truth
+        from egtile.language.control import Else
+
+        if self._open is not None:
+            self._open.__exit__(None, None, None)
+        self._open = Else()
+        self._open.__enter__()
+        return True
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self.dynamic and self._open is not None and exc_type is None:
+            self._open.__exit__(None, None, None)
+        self._open = None
+
+    def after(self, name: str, scope: dict[str, Any]) -> Any:
+        """What ``name`` means after a dynamic branch: unchanged if the branch left it alone (a ``T.alloc_var``
+        assigned inside keeps its identity), else :class:`Unusable`."""
+        cur, pre = scope.get(name, UNBOUND), self.snapshot.get(name, UNBOUND)
+        if cur is pre and cur is not UNBOUND:
+            return cur
+        return Unusable(name, f"is assigned inside the `if` on a runtime value at line {self.line}, so it has no "
+                        "value after the branch (each branch is traced once and only one runs); declare it before the "
+                        f"`if` with `{name} = T.alloc_var(dtype)` and assign it in the branches, or use "
+                        "T.if_then_else(cond, a, b)", self.loc)
+
+
+def check_jump(kind: str, line: int, *branches: Branch) -> None:
+    """Refuse ``break`` / ``continue`` / ``return`` that would leave a runtime branch.
+
+    Raises:
+        UnsupportedError: one of ``branches`` is dynamic.
+    """
+    for b in branches:
+        if b.dynamic:
+            target = "the function" if kind == "return" else "the loop"
+            raise UnsupportedError(
+                f"`{kind}` inside an `if` on a runtime value (line {b.line}): the branch is traced once and runs on "
+                f"the GPU later, so it cannot leave {target} while tracing. Guard the rest of the body with the "
+                "negated condition instead (or keep the condition a Python value)", tracer.user_loc())
+
+
+# ---- while and range ---------------------------------------------------------------------------------------
+
+
+def while_cond(test: Any, line: int) -> Any:
+    """The test of a Python ``while``; a traced one is refused.
+
+    Raises:
+        UnsupportedError: ``test`` is a traced value.
+    """
+    if _traced(test):
+        raise UnsupportedError(
+            "`while` on a runtime value: egtile has no runtime while loop (its loops have bounds known when the "
+            "kernel starts). Write `for k in T.serial(max_iterations):` with `if <condition>:` inside", tracer.user_loc())
+    return test
+
+
+def range_(rng: Any, *args: Any) -> Any:
+    """``range(*args)`` in a kernel: Python's ``range`` (unrolled while tracing) when every bound is a Python
+    int, ``T.serial`` when one is traced (the step must be a Python int)."""
+    if rng is not builtins.range or not any(_traced(a) for a in args):
+        return rng(*args)
+    from egtile.language.loop import serial
+
+    if not 1 <= len(args) <= 3:
+        raise DSLError(f"range expected 1 to 3 arguments, got {len(args)}", tracer.user_loc())
+    start, stop = (0, args[0]) if len(args) == 1 else (args[0], args[1])
+    step = args[2] if len(args) == 3 else 1
+    return serial(_value(start) if _traced(start) else start, _value(stop) if _traced(stop) else stop, step)
+
+
+# ---- bindings ----------------------------------------------------------------------------------------------
+
+
+def prior(scope: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The bindings of ``names`` before an assignment (:data:`UNBOUND` where a name has none)."""
+    return {n: scope.get(n, UNBOUND) for n in names}
+
+
+def _reads_memory(e: Expr) -> bool:
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Load):
+            return True
+        for f in ("a", "b", "cond", "value", "load"):
+            y = getattr(x, f, None)
+            if y is not None and not isinstance(y, (int, float, bool, str)):
+                stack.append(y)
+        stack.extend(getattr(x, "indices", ()))
+    return False
+
+
+def assign(name: str, before: dict[str, Any], value: Any, line: int) -> Any:
+    """What ``name`` is bound to after ``name = value`` (the assignment itself already ran).
+
+    * ``name`` was a ``T.alloc_var`` variable: ``value`` is stored into it (a statement here) and ``name``
+      stays the variable (unless ``value`` is a new ``T.alloc_var``);
+    * ``value`` is a traced value that reads memory: a let-binding, the value read here
+      (:func:`egtile.language.letbind.bind`);
+    * otherwise ``value`` itself.
+
+    Outside a ``T.Kernel`` body the assignment is Python's.
+    """
+    from egtile.language.buffer import VarBuffer
+
+    trace = tracer.active()
+    if trace is None or not trace.in_kernel or not trace.frames:
+        if isinstance(value, VarBuffer):
+            value.fresh = False
+        return value
+    old = before.get(name, UNBOUND)
+    if isinstance(value, VarBuffer):
+        if value.fresh:
+            value.fresh = False
+            return value
+        if value is old:
+            return value
+        value = value.value()
+    if isinstance(old, VarBuffer):
+        old.assign(value)
+        return old
+    store = getattr(old, "_egtile_assign", None)
+    if store is not None and value is not old:  # a T.Ref macro parameter: store through the reference
+        store(value)
+        return old
+    if isinstance(value, Value) and _reads_memory(value.expr):
+        from egtile.language import letbind
+
+        return letbind.bind(trace, name, value)
+    return value
+
+
+def annotate(name: str, scope: dict[str, Any], annotation: Callable[[], Any], line: int) -> Any:
+    """``name: annotation`` without a value. In an eager kernel (:mod:`egtile.language.eager`) it declares the
+    parameter ``name``; elsewhere it does nothing (the annotation is not evaluated, as Python does not)."""
+    from egtile.language import eager
+
+    current = scope.get(name, UNBOUND)
+    builder = eager.active()
+    if builder is not None:
+        return builder.annotate(name, current, annotation())
+    return current
+
+
+# ---- boolean operators and conditional expressions ------------------------------------------------------
+
+
+def and_(first: Any, *rest: Callable[[], Any]) -> Any:
+    """``a and b and ...``: Python's on Python values (short circuit, the deciding operand returned);
+    ``T.And`` of the truths once a traced operand is met, a Python operand folded into it."""
+    acc = first
+    for thunk in rest:
+        if not _traced(acc):
+            if not acc:
+                return acc
+            acc = thunk()
+            continue
+        b = thunk()
+        if not _traced(b):
+            if not b:
+                return False  # traced and False: False whatever the traced side is
+            continue  # traced and True: the traced side decides
+        acc = And(truth(acc), truth(b))
+    return truth(acc) if _traced(acc) else acc
+
+
+def or_(first: Any, *rest: Callable[[], Any]) -> Any:
+    """``a or b or ...``: Python's on Python values; ``T.Or`` of the truths once a traced operand is met."""
+    acc = first
+    for thunk in rest:
+        if not _traced(acc):
+            if acc:
+                return acc
+            acc = thunk()
+            continue
+        b = thunk()
+        if not _traced(b):
+            if b:
+                return True
+            continue
+        acc = Or(truth(acc), truth(b))
+    return truth(acc) if _traced(acc) else acc
+
+
+def not_(x: Any) -> Any:
+    """``not x``: ``T.Not`` of a traced value's truth, Python's ``not`` otherwise."""
+    return Not(truth(x)) if _traced(x) else not x
+
+
+def ifexp(test: Any, body: Callable[[], Any], orelse: Callable[[], Any]) -> Any:
+    """``body if test else orelse``: ``T.if_then_else`` on a traced test, Python's otherwise."""
+    if not _traced(test):
+        return body() if test else orelse()
+    a, b = body(), orelse()
+    return if_then_else(truth(test), _value(a) if _traced(a) else a, _value(b) if _traced(b) else b)
+
+
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt,
+    "GtE": operator.ge, "Is": operator.is_, "IsNot": operator.is_not, "In": lambda a, b: a in b,
+    "NotIn": lambda a, b: a not in b,
+}
+
+
+def chain(left: Any, *pairs: tuple[str, Callable[[], Any]]) -> Any:
+    """``a < b <= c ...``: each operand evaluated once, the comparisons joined as by ``and`` (a Python
+    ``False`` stops the chain before the next operand is evaluated, as in Python)."""
+    acc: Any = None
+    for n, (op, thunk) in enumerate(pairs):
+        right = thunk()
+        r = _COMPARE[op](left, right)
+        acc = r if n == 0 else and_(acc, lambda r=r: r)
+        if not _traced(acc) and not acc:
+            return acc
+        left = right
+    return acc

@@ -1,0 +1,468 @@
+"""The source front end: a kernel function's own source, rewritten so that Python means what TileLang means.
+
+TileLang (like TVMScript and Triton) parses the kernel function instead of running it, so ``if``, ``while``,
+``and``/``or``/``not``, ``x if c else y``, ``a < b < c`` and ``range`` on values known only when the kernel
+runs are kernel control flow, and ``v = A[i]`` binds the value read there. egtile keeps its tracer (the body
+runs once with symbolic values and ``T.*`` calls record statements) and puts it under this front end: the
+function's source (``inspect``) is parsed with :mod:`ast`, each of those constructs is replaced by a call
+into :mod:`egtile.language.pyops`, and the result is compiled again with the user's file name and line
+and column numbers, so every error still points at the user's line and column. Rewritten, in order:
+
+1. ``if c: ... else: ...`` becomes a :class:`~egtile.language.pyops.Branch`: on a Python value it runs the
+   branch Python would (nothing changes); on a traced value it records ``T.If`` / ``T.Else`` and traces both
+   branches. A name assigned in a runtime branch has no value after it (using it is an error that says so).
+   ``break`` / ``continue`` / ``return`` inside a runtime branch are refused (the branch is traced once).
+2. ``and``, ``or``, ``not``, ``x if c else y`` and comparison chains: Python's short-circuit semantics on
+   Python values, ``T.And`` / ``T.Or`` / ``T.Not`` / ``T.if_then_else`` on traced ones.
+3. ``while c:`` on a traced value is refused with the alternative; on Python values it is Python's loop.
+4. ``for i in range(...)``: with Python ints the loop unrolls while tracing, as before (the statements are
+   the same a serial loop would run); with a traced bound it is ``T.serial`` (with its step).
+5. Assignments to names (``v = e``, ``v += e``, ``v: T = e``, tuple targets) go through
+   :func:`~egtile.language.pyops.assign`: a name bound to ``T.alloc_var`` stores into the variable; a value
+   that reads memory is a let-binding, evaluated once where it stands (:mod:`egtile.language.letbind`);
+   anything else binds as Python binds it. ``A: T.Tensor(...)`` without a value annotates a parameter of an
+   eager kernel (:mod:`egtile.language.eager`); elsewhere it does nothing, as in Python.
+
+Everything else runs unchanged, so a kernel that traced before traces to the same IR.
+
+Fallback: when the source cannot be read (a function made by ``exec`` or in a REPL, a lambda, a source file
+changed since import) or ``EGTILE_SOURCE_FRONTEND=0`` is set, the function runs as written under the
+tracer alone, and :class:`SourceUnavailableWarning` says so once per function: Python ``if``/``while``/
+``and``/``or``/``not`` on a traced value then raise :class:`~egtile.errors.DSLError` at their line, and a
+name bound to an expression is re-evaluated at each use (write ``T.alloc_var`` to snapshot a value).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import linecache
+import os
+import textwrap
+import types
+import warnings
+from typing import Any, Callable
+
+RT = "_egtile_rt"
+"""The name under which the rewritten code reaches :mod:`egtile.language.pyops` (a closure variable)."""
+
+
+class SourceUnavailableWarning(UserWarning):
+    """egtile could not read a kernel function's source and traces it without the source front end."""
+
+
+_WARNED: set[int] = set()
+_CACHE: dict[Any, types.CodeType] = {}
+
+
+def enabled() -> bool:
+    """Whether the source front end is on (``EGTILE_SOURCE_FRONTEND=0`` turns it off, for comparison)."""
+    return os.environ.get("EGTILE_SOURCE_FRONTEND", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def rewrite(fn: Callable[..., Any], what: str = "kernel") -> Callable[..., Any]:
+    """``fn`` with its source rewritten (module docstring), or ``fn`` itself when the source is not available
+    (with a :class:`SourceUnavailableWarning`, once per function) or the front end is off.
+
+    The result takes the same arguments as ``fn``, sees the same globals and the same closure cells.
+    """
+    if not enabled() or not isinstance(fn, types.FunctionType):
+        return fn
+    code = _rewritten_code(fn)
+    if code is None:
+        if id(fn.__code__) not in _WARNED:
+            _WARNED.add(id(fn.__code__))
+            warnings.warn(
+                f"egtile cannot read the source of {what} {fn.__qualname__!r}; it is traced without the source front "
+                "end: Python if/while/and/or/not on runtime values raise, and a name bound to an expression is "
+                "re-evaluated at each use (docs/language.md, 'Porting from TileLang')", SourceUnavailableWarning,
+                stacklevel=3)
+        return fn
+    from egtile.language import pyops
+
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    closure = []
+    for name in code.co_freevars:
+        if name == RT:
+            closure.append(types.CellType(pyops))
+        elif name in cells:
+            closure.append(cells[name])
+        else:  # pragma: no cover - the wrapper defines exactly fn's free variables
+            return fn
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, tuple(closure))
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = fn.__qualname__
+    new.__wrapped__ = fn  # type: ignore[attr-defined]
+    return new
+
+
+def _rewritten_code(fn: types.FunctionType) -> types.CodeType | None:
+    key = (fn.__code__, fn.__code__.co_filename, _mtime(fn.__code__.co_filename))
+    if key in _CACHE:
+        return _CACHE[key]
+    code = _compile(fn)
+    if code is not None:
+        _CACHE[key] = code
+    return code
+
+
+def _mtime(filename: str) -> float | None:
+    try:
+        return os.stat(filename).st_mtime
+    except OSError:
+        return None
+
+
+def _compile(fn: types.FunctionType) -> types.CodeType | None:
+    """The code object of ``fn`` rewritten, or ``None`` when its source cannot be found or does not match."""
+    filename = fn.__code__.co_filename
+    try:
+        lines, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError, IndexError):
+        return None
+    if not lines or start < 1:
+        return None
+    text = "".join(lines)
+    first = next((ln for ln in lines if ln.strip()), "")
+    indent = len(first) - len(first.lstrip())
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except SyntaxError:
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.FunctionDef,)):
+        return None
+    node = tree.body[0]
+    if not _matches(node, fn):
+        return None
+    for sub in ast.walk(node):
+        if hasattr(sub, "col_offset") and getattr(sub, "lineno", None) is not None:
+            sub.col_offset += indent
+            if getattr(sub, "end_col_offset", None) is not None:
+                sub.end_col_offset += indent
+    ast.increment_lineno(node, start - 1)
+    node.decorator_list = []
+    _strip_signature(node)
+    node = _Rewriter(fn.__code__.co_freevars).rewrite_function(node)
+    params = [ast.arg(arg=RT)] + [ast.arg(arg=n) for n in fn.__code__.co_freevars]
+    wrapper = ast.FunctionDef(
+        name="_egtile_make", args=ast.arguments(posonlyargs=[], args=params, vararg=None, kwonlyargs=[],
+                                                kw_defaults=[], kwarg=None, defaults=[]),
+        body=[node, ast.Return(value=ast.Name(id=node.name, ctx=ast.Load()))], decorator_list=[], returns=None,
+        type_params=[])
+    ast.copy_location(wrapper, node)
+    module = ast.Module(body=[wrapper], type_ignores=[])
+    ast.fix_missing_locations(module)
+    try:
+        compiled = compile(module, filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, TypeError):
+        return None
+    make = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
+    inner = next((c for c in make.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.__name__), None)
+    if inner is None or not set(inner.co_freevars) <= set(fn.__code__.co_freevars) | {RT}:
+        return None
+    if linecache.getline(filename, start) == "":  # pragma: no cover - getsourcelines read it
+        return None
+    return inner
+
+
+def _matches(node: ast.FunctionDef, fn: types.FunctionType) -> bool:
+    """Whether ``node`` is the source of ``fn`` (its name and parameters), so that a file edited since import,
+    or a ``co_filename`` that names another file, is never compiled in its place."""
+    code = fn.__code__
+    if node.name != code.co_name:
+        return False
+    a = node.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    if a.vararg is not None:
+        names.append(a.vararg.arg)
+    if a.kwarg is not None:
+        names.append(a.kwarg.arg)
+    nargs = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & inspect.CO_VARARGS) + \
+        bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return names == list(code.co_varnames[:nargs])
+
+
+def _strip_signature(node: ast.FunctionDef) -> None:
+    """Drop annotations and defaults from the rewritten ``def``: the new function takes ``fn``'s defaults
+    object, and evaluating the annotations again (``T.Tensor((M, K), ...)``) would repeat their work."""
+    a = node.args
+    for arg in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x is not None]:
+        arg.annotation = None
+    a.defaults = []
+    a.kw_defaults = [None] * len(a.kwonlyargs)
+    node.returns = None
+
+
+def _call(fn: str, args: list[ast.expr], node: ast.AST, keywords: list[ast.keyword] | None = None) -> ast.Call:
+    call = ast.Call(func=ast.Attribute(value=ast.Name(id=RT, ctx=ast.Load()), attr=fn, ctx=ast.Load()),
+                    args=args, keywords=keywords or [])
+    return ast.copy_location(call, node)
+
+
+def _head(node: ast.AST, upto: ast.AST | None = None) -> ast.AST:
+    """A location on the first line of ``node`` (to the end of ``upto`` when that ends there): what the
+    statements synthesized for a multi-line ``if`` or assignment carry, so that the line a traced statement
+    records (the frame's current line) is the line the construct starts on."""
+    h = ast.Pass()
+    h.lineno = h.end_lineno = node.lineno
+    h.col_offset = node.col_offset
+    end = upto if upto is not None else node
+    h.end_col_offset = end.end_col_offset if end.end_lineno == node.lineno else node.col_offset + 1
+    return h
+
+
+def _method(obj: str, attr: str, node: ast.AST, args: list[ast.expr] | None = None) -> ast.Call:
+    call = ast.Call(func=ast.Attribute(value=ast.Name(id=obj, ctx=ast.Load()), attr=attr, ctx=ast.Load()),
+                    args=args or [], keywords=[])
+    return ast.copy_location(call, node)
+
+
+def _const(v: Any, node: ast.AST) -> ast.Constant:
+    return ast.copy_location(ast.Constant(value=v), node)
+
+
+def _thunk(e: ast.expr) -> ast.Lambda:
+    lam = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
+                                        kwarg=None, defaults=[]), body=e)
+    return ast.copy_location(lam, e)
+
+
+def _locals(node: ast.AST) -> ast.Call:
+    return ast.copy_location(ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[]), node)
+
+
+def _target_names(t: ast.expr) -> list[str]:
+    """Names a target binds (``a``, ``a, (b, *c)``); attribute and subscript targets bind none."""
+    match t:
+        case ast.Name(id=n):
+            return [n]
+        case ast.Tuple(elts=elts) | ast.List(elts=elts):
+            return [n for e in elts for n in _target_names(e)]
+        case ast.Starred(value=v):
+            return _target_names(v)
+    return []
+
+
+def _assigned_in(stmts: list[ast.stmt]) -> list[str]:
+    """Names assigned anywhere in ``stmts``, not descending into nested functions or classes."""
+    out: list[str] = []
+
+    class V(ast.NodeVisitor):
+        def visit_FunctionDef(self, n):  # noqa: N802
+            out.append(n.name)
+
+        visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815
+
+        def visit_ClassDef(self, n):  # noqa: N802
+            out.append(n.name)
+
+        def visit_Lambda(self, n):  # noqa: N802
+            pass
+
+        def visit_Name(self, n):  # noqa: N802
+            if isinstance(n.ctx, ast.Store):
+                out.append(n.id)
+
+    for s in stmts:
+        V().visit(s)
+    seen: dict[str, None] = {}
+    for n in out:
+        if not n.startswith("_egtile"):
+            seen.setdefault(n)
+    return list(seen)
+
+
+class _Rewriter(ast.NodeTransformer):
+    """The rewrite of one function body (module docstring). ``_open`` holds the branch variables of the
+    ``if`` statements that lexically enclose the node being visited, with a marker per loop and function,
+    so that a ``break``/``continue``/``return`` knows which branches it would leave."""
+
+    def __init__(self, freevars: tuple[str, ...]) -> None:
+        self.count = 0
+        self._open: list[str | None] = []  # branch names; None marks a loop, "<def>" a function
+
+    def fresh(self, stem: str) -> str:
+        self.count += 1
+        return f"_egtile_{stem}{self.count}"
+
+    # -- functions --------------------------------------------------------------------------------
+
+    def rewrite_function(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        self._open.append("<def>")
+        node.body = self._body(node.body)
+        self._open.pop()
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:  # nested def in the kernel body
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        return self.rewrite_function(node)
+
+    def visit_AsyncFunctionDef(self, node):  # noqa: N802 - not a kernel construct; left as written
+        return node
+
+    def visit_ClassDef(self, node):  # noqa: N802
+        return node
+
+    def _body(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for s in stmts:
+            r = self.visit(s)
+            if r is None:
+                continue
+            out.extend(r if isinstance(r, list) else [r])
+        if not out and stmts:
+            out.append(ast.copy_location(ast.Pass(), stmts[0]))
+        return out
+
+    # -- statements -------------------------------------------------------------------------------
+
+    def visit_If(self, node: ast.If) -> list[ast.stmt]:  # noqa: N802
+        name = self.fresh("b")
+        head = _head(node, node.test)
+        test = self.visit(node.test)
+        self._open.append(name)
+        body = self._body(node.body)
+        orelse = self._body(node.orelse) if node.orelse else []
+        self._open.pop()
+        inner: list[ast.stmt] = [ast.copy_location(ast.If(test=_method(name, "then", head), body=body, orelse=[]),
+                                                   node)]
+        if orelse:
+            inner.append(ast.copy_location(ast.If(test=_method(name, "orelse", head), body=orelse, orelse=[]), head))
+        branch = _call("Branch", [test, _locals(head), _const(node.lineno, head)], head)
+        with_ = ast.copy_location(ast.With(items=[ast.withitem(context_expr=branch,
+                                                               optional_vars=ast.Name(id=name, ctx=ast.Store()))],
+                                           body=inner), head)
+        out: list[ast.stmt] = [with_]
+        names = _assigned_in(node.body + node.orelse)
+        if names:
+            # after a runtime branch, a name it assigned has no value (pyops.Branch.after)
+            rebinds = [ast.copy_location(ast.Assign(
+                targets=[ast.Name(id=n, ctx=ast.Store())],
+                value=_method(name, "after", head, [_const(n, head), _locals(head)])),
+                head) for n in names]
+            dynamic = ast.copy_location(ast.Attribute(value=ast.Name(id=name, ctx=ast.Load()), attr="dynamic",
+                                                      ctx=ast.Load()), head)
+            out.append(ast.copy_location(ast.If(test=dynamic, body=rebinds, orelse=[]), head))
+        return out
+
+    def visit_While(self, node: ast.While) -> ast.While:  # noqa: N802
+        node.test = _call("while_cond", [self.visit(node.test), _const(node.lineno, node)], node.test)
+        self._open.append(None)
+        node.body = self._body(node.body)
+        self._open.pop()
+        node.orelse = self._body(node.orelse) if node.orelse else []
+        return node
+
+    def visit_For(self, node: ast.For) -> ast.For:  # noqa: N802
+        it = self.visit(node.iter)
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords \
+                and not any(isinstance(a, ast.Starred) for a in it.args):
+            it = _call("range_", [ast.copy_location(ast.Name(id="range", ctx=ast.Load()), it)] + it.args, it)
+        node.iter = it
+        node.target = self.visit(node.target)
+        self._open.append(None)
+        node.body = self._body(node.body)
+        self._open.pop()
+        node.orelse = self._body(node.orelse) if node.orelse else []
+        return node
+
+    def _jump(self, node: ast.stmt, kind: str) -> list[ast.stmt]:
+        """``break``/``continue``/``return`` preceded by a check that no runtime branch is left by it."""
+        branches = []
+        for entry in reversed(self._open):
+            if entry is None and kind != "return":
+                break
+            if entry == "<def>":
+                break
+            if entry is not None:
+                branches.append(entry)
+        if not branches:
+            return [node]
+        check = _call("check_jump", [_const(kind, node), _const(node.lineno, node)]
+                      + [ast.Name(id=b, ctx=ast.Load()) for b in branches], node)
+        return [ast.copy_location(ast.Expr(value=check), node), node]
+
+    def visit_Break(self, node):  # noqa: N802
+        return self._jump(node, "break")
+
+    def visit_Continue(self, node):  # noqa: N802
+        return self._jump(node, "continue")
+
+    def visit_Return(self, node):  # noqa: N802
+        if node.value is not None:
+            node.value = self.visit(node.value)
+        return self._jump(node, "return")
+
+    def _rebind(self, node: ast.stmt, names: list[str]) -> list[ast.stmt]:
+        """``node`` (an assignment) framed by the snapshot of the names' old bindings and the ``assign`` calls
+        that decide what each name means afterwards."""
+        names = [n for n in dict.fromkeys(names) if not n.startswith("_egtile")]
+        if not names:
+            return [node]
+        p = self.fresh("p")
+        loc, node = node, _head(node)
+        snap = ast.copy_location(ast.Assign(targets=[ast.Name(id=p, ctx=ast.Store())], value=_call(
+            "prior", [_locals(node), ast.copy_location(ast.Tuple(elts=[_const(n, node) for n in names],
+                                                                 ctx=ast.Load()), node)], node)), node)
+        out: list[ast.stmt] = [snap, loc]
+        for n in names:
+            out.append(ast.copy_location(ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=_call(
+                "assign", [_const(n, node), ast.Name(id=p, ctx=ast.Load()), ast.Name(id=n, ctx=ast.Load()),
+                           _const(node.lineno, node)], node)), node))
+        return out
+
+    def visit_Assign(self, node: ast.Assign) -> list[ast.stmt]:  # noqa: N802
+        node.value = self.visit(node.value)
+        node.targets = [self.visit(t) for t in node.targets]
+        return self._rebind(node, [n for t in node.targets for n in _target_names(t)])
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> list[ast.stmt]:  # noqa: N802
+        node.value = self.visit(node.value)
+        node.target = self.visit(node.target)
+        return self._rebind(node, _target_names(node.target))
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> list[ast.stmt]:  # noqa: N802
+        if not isinstance(node.target, ast.Name):
+            if node.value is None:
+                return []
+            return [ast.copy_location(ast.Assign(targets=[self.visit(node.target)], value=self.visit(node.value)),
+                                      node)]
+        name = node.target.id
+        if node.value is None:
+            # ``A: T.Tensor(...)``: an eager kernel's parameter annotation; evaluated only by eager tracing
+            call = _call("annotate", [_const(name, node), _locals(node), _thunk(node.annotation),
+                                      _const(node.lineno, node)], node)
+            return [ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=call), node)]
+        assign = ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                              value=self.visit(node.value)), node)
+        return self._rebind(assign, [name])
+
+    # -- expressions ------------------------------------------------------------------------------
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.Call:  # noqa: N802
+        values = [self.visit(v) for v in node.values]
+        fn = "and_" if isinstance(node.op, ast.And) else "or_"
+        return _call(fn, [values[0]] + [_thunk(v) for v in values[1:]], node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:  # noqa: N802
+        node.operand = self.visit(node.operand)
+        if isinstance(node.op, ast.Not):
+            return _call("not_", [node.operand], node)
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.Call:  # noqa: N802
+        return _call("ifexp", [self.visit(node.test), _thunk(self.visit(node.body)), _thunk(self.visit(node.orelse))],
+                     node)
+
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:  # noqa: N802
+        node.left = self.visit(node.left)
+        node.comparators = [self.visit(c) for c in node.comparators]
+        if len(node.ops) == 1:
+            return node
+        pairs = [ast.copy_location(ast.Tuple(elts=[_const(type(op).__name__, node), _thunk(c)], ctx=ast.Load()), node)
+                 for op, c in zip(node.ops, node.comparators)]
+        return _call("chain", [node.left] + pairs, node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:  # noqa: N802
+        node.body = self.visit(node.body)
+        return node

@@ -1,0 +1,226 @@
+"""Per-thread code: ``T.get_thread_binding``, ``threads=(x, y, z)``, ``T.thread_binding``, ``T.vectorized``,
+``T.get_block_binding``, ``T.sync_threads``.
+
+egtile's model is TileLang's tile model: statements of a block run as if once (the scheduler decides which
+threads run them), and ``T.Parallel`` iterations are independent and spread over the threads. TileLang also
+lets a kernel name its own thread (``tx = T.get_thread_binding()``) and write per-thread (SIMT) code.
+egtile expresses that code in its own model:
+
+* ``tx = T.get_thread_binding(dim)`` opens a *thread region*: every statement traced after it, up to the end
+  of the statement list it stands in, is the body of one ``T.Parallel`` loop over the block's threads, and
+  ``tx`` is that loop's index (``threads=(x, y, z)``: thread ``t`` has ``(t % x, t // x % y, t // (x*y))``,
+  threadIdx.x fastest, as in CUDA). The scheduler partitions such a loop one iteration per thread, so the
+  region's code runs as the per-thread code it was written as; the simulator checks the iterations are
+  independent (a race is reported, never hidden).
+* What the region cannot express is threads talking to each other inside it: a ``T.sync_threads()`` inside
+  a region ends it and starts another over the same thread index (egtile places the CTA barrier between the
+  two from their dataflow), so values in per-thread variables do not cross it (the scheduler refuses a local
+  written before and read after). Shuffles and warp reductions are refused (:mod:`egtile.language.missing`
+  names the tile-level alternative, ``T.reduce_*`` over a fragment).
+* Outside a region ``T.sync_threads()`` has nothing to order: block-level statements already run in program
+  order with the barriers egtile derives.
+* ``for tx in T.thread_binding(begin, end, thread="threadIdx.x")`` is a ``T.Parallel`` loop over those threads;
+  ``T.vectorized(n)`` is a serial loop run by one thread (egtile picks vector widths itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from egtile.errors import DSLError, UnsupportedError
+from egtile.ir.kernel import Const, For, Var
+from egtile.language import tracer
+from egtile.language.expr import Value
+
+
+@dataclass
+class ThreadRegion:
+    """An open thread region: its loop variable and the frame its statements go to."""
+
+    var: Var
+    frame: tracer.Frame
+    parent: tracer.Frame
+    sid: int
+    loc: Any
+
+
+def _open(trace: tracer.Trace, var: Var | None, loc: Any) -> ThreadRegion:
+    if var is None:
+        wanted = tracer.assign_target_name(loc) if len(trace.thread_dims) == 1 else None
+        var = Var(trace.fresh_var_name(wanted or "tid", "tid"))
+    trace.var_ranges[var.name] = (0, trace.threads)
+    parent = trace.frames[-1]
+    sid = trace.sid()
+    frame = trace.open("thread region", loc)
+    region = ThreadRegion(var, frame, parent, sid, loc)
+    trace.region = region
+    return region
+
+
+def close_region(trace: tracer.Trace) -> None:
+    """Close the open thread region into its ``T.Parallel`` loop (the region frame must be innermost)."""
+    region = trace.region
+    assert region is not None and trace.frames[-1] is region.frame
+    trace.region = None
+    body = trace.close(region.frame)
+    trace.var_ranges.pop(region.var.name, None)
+    loop = For(region.sid, region.var, Const(0, "int32"), Const(trace.threads, "int32"), "parallel", body, 0,
+               region.loc)
+    region.parent.stmts.append(loop)
+
+
+def get_thread_binding(dim: int = 0) -> Value:
+    """``tx = T.get_thread_binding(dim)``: this thread's index in dimension ``dim`` of ``T.Kernel(threads=)``
+    (module docstring: the rest of the statement list becomes per-thread code).
+
+    Raises:
+        DSLError: outside ``T.Kernel``, or ``dim`` outside the kernel's thread dimensions.
+    """
+    loc = tracer.user_loc()
+    trace = tracer.current("T.get_thread_binding")
+    trace.require_kernel("T.get_thread_binding")
+    dims = trace.thread_dims
+    if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < 3:
+        raise DSLError(f"T.get_thread_binding: dim must be 0, 1 or 2, got {dim!r}", loc)
+    region = trace.region
+    if region is None or region.frame not in trace.frames:
+        region = _open(trace, None, loc)
+    t = Value(region.var)
+    if dim >= len(dims):
+        return Value(Const(0, "int32"))
+    stride = 1
+    for d in dims[:dim]:
+        stride *= d
+    v = t if stride == 1 else t // stride
+    return v if dim == len(dims) - 1 else v % dims[dim]
+
+
+def get_thread_bindings() -> tuple[Value, ...]:
+    """``T.get_thread_bindings()``: the thread index in each dimension of ``threads=``."""
+    trace = tracer.current("T.get_thread_bindings")
+    return tuple(get_thread_binding(d) for d in range(len(trace.thread_dims)))
+
+
+def get_thread_extent(dim: int = 0) -> int:
+    """``T.get_thread_extent(dim)``: the number of threads in dimension ``dim``."""
+    trace = tracer.current("T.get_thread_extent")
+    return trace.thread_dims[dim] if dim < len(trace.thread_dims) else 1
+
+
+def get_block_binding(dim: int = 0) -> Value:
+    """``T.get_block_binding(dim)``: the block index in grid dimension ``dim`` (what ``T.Kernel`` yields)."""
+    loc = tracer.user_loc()
+    trace = tracer.current("T.get_block_binding")
+    trace.require_kernel("T.get_block_binding")
+    if not 0 <= dim < len(trace.block_vars):
+        if 0 <= dim < 3:
+            return Value(Const(0, "int32"))
+        raise DSLError(f"T.get_block_binding: dim must be 0, 1 or 2, got {dim!r}", loc)
+    return Value(trace.block_vars[dim])
+
+
+def get_block_extent(dim: int = 0) -> int:
+    """``T.get_block_extent(dim)``: the grid's extent in dimension ``dim``."""
+    trace = tracer.current("T.get_block_extent")
+    grid = trace.grid or (1,)
+    return grid[dim] if dim < len(grid) else 1
+
+
+def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
+    """``T.sync_threads()``: inside a thread region, end it and open another over the same thread index;
+    elsewhere nothing to do (module docstring)."""
+    loc = tracer.user_loc()
+    trace = tracer.current("T.sync_threads")
+    region = trace.region
+    if region is None or region.frame not in trace.frames:
+        return
+    if trace.frames[-1] is not region.frame:
+        raise UnsupportedError("T.sync_threads() inside a loop or branch of per-thread code: egtile splits the "
+                               "thread region at a barrier, which it can do only at the region's own level", loc)
+    var = region.var
+    close_region(trace)
+    _open(trace, var, loc)
+
+
+class ThreadBinding:
+    """What ``T.thread_binding(begin, end, thread=...)`` returns: iterated (``for tx in ...``) it is a
+    ``T.Parallel`` loop over those threads; used as a value (``tx = T.thread_binding(0, 128, "threadIdx.x")``,
+    TVMScript's launch-thread form) it is this thread's index, as :func:`get_thread_binding` (the thread
+    region opens at its first use)."""
+
+    def __init__(self, end: Any, dim: int, loc: Any) -> None:
+        self.end, self.dim, self.loc = end, dim, loc
+
+    def __iter__(self) -> Any:
+        from egtile.language.loop import Parallel
+
+        return iter(Parallel(self.end))
+
+    def _egtile_value(self) -> Value:
+        trace = tracer.current("T.thread_binding")
+        dims = trace.thread_dims
+        extent = dims[self.dim] if self.dim < len(dims) else 1
+        if self.end != extent:
+            raise UnsupportedError(f"T.thread_binding(0, {self.end!r}) used as a value in a kernel with threads="
+                                   f"{dims}: as a value it names a whole thread dimension (extent {extent}); iterate "
+                                   "it in a for loop for fewer threads", tracer.user_loc() or self.loc)
+        return get_thread_binding(self.dim)
+
+
+def _forward(op: str):
+    def method(self: ThreadBinding, *args: Any) -> Any:
+        return getattr(self._egtile_value(), op)(*args)
+
+    method.__name__ = op
+    return method
+
+
+for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__", "__rfloordiv__",
+            "__mod__", "__rmod__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__neg__",
+            "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lshift__", "__rshift__"):
+    setattr(ThreadBinding, _op, _forward(_op))
+ThreadBinding.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+def thread_binding(begin: Any, end: Any = None, thread: str = "threadIdx.x", annotations: Any = None) -> ThreadBinding:
+    """``T.thread_binding(begin, end, thread="threadIdx.x")``: a loop over those threads (a ``T.Parallel``
+    loop) or, used as a value, the thread index (:class:`ThreadBinding`).
+
+    Raises:
+        UnsupportedError: a range not starting at 0, or a thread tag other than threadIdx.x/y/z.
+    """
+    loc = tracer.user_loc()
+    if end is None:
+        begin, end = 0, begin
+    if not (isinstance(begin, int) and begin == 0):
+        raise UnsupportedError(f"T.thread_binding({begin!r}, {end!r}): only ranges starting at 0", loc)
+    dims = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
+    if thread not in dims:
+        raise UnsupportedError(f"T.thread_binding(thread={thread!r}): only threadIdx.x, threadIdx.y, threadIdx.z "
+                               "(use the block indices T.Kernel yields for blockIdx)", loc)
+    return ThreadBinding(end, dims[thread], loc)
+
+
+def vectorized(start: Any, stop: Any = None, step: Any = None, annotations: Any = None) -> Any:
+    """``for k in T.vectorized(n)``: a loop one thread runs (egtile chooses vector widths itself)."""
+    from egtile.language.loop import unroll
+
+    return unroll(start, stop, step)
+
+
+def get_thread_extents() -> tuple[int, ...]:
+    """``T.get_thread_extents()``: the extent of each dimension of ``threads=``."""
+    return tuple(tracer.current("T.get_thread_extents").thread_dims)
+
+
+def get_block_bindings() -> tuple[Value, ...]:
+    """``T.get_block_bindings()``: the block index in each grid dimension."""
+    trace = tracer.current("T.get_block_bindings")
+    trace.require_kernel("T.get_block_bindings")
+    return tuple(Value(v) for v in trace.block_vars)
+
+
+def get_block_extents() -> tuple[int, ...]:
+    """``T.get_block_extents()``: the grid's extent in each dimension."""
+    return tuple(tracer.current("T.get_block_extents").grid or (1,))
