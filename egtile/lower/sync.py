@@ -262,8 +262,10 @@ def _sif(s: SIf, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
 
 @register_accesses(RoleSplit)
 def _role_split(s: RoleSplit, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
-    # roles run concurrently: no element belongs to one thread across the region
-    return {Acc(a.buffer, a.write) for r in s.roles for a in acc.body(r.body)}
+    # roles run concurrently: no element belongs to one thread across the region, except a register
+    # fragment's (its owner holds it whatever role it runs)
+    return {Acc(a.buffer, a.write, a.owner if isinstance(a.owner, tuple) and a.owner[:1] == ("fragment",) else None)
+            for r in s.roles for a in acc.body(r.body)}
 
 
 def _none(s: Any, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:

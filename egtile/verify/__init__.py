@@ -17,6 +17,7 @@ from __future__ import annotations
 from egtile._entrypoint import make_callable
 from egtile.ir.scheduled import Scheduled
 from egtile.verify.effects import check_effects
+from egtile.verify.mma import check_fragments, check_wgmma_waits
 from egtile.verify.order import OrderAnalysis
 from egtile.verify.resources import check_resources
 from egtile.verify.structure import check_structure
@@ -50,6 +51,8 @@ def verify(scheduled: Scheduled) -> list[Violation]:
     found += check_effects(scheduled)
     found += check_structure(scheduled)
     found += check_resources(scheduled)
+    found += check_fragments(scheduled)
+    found += check_wgmma_waits(scheduled)
     agents = agents_of(scheduled)
     order = SourceOrder(scheduled.kernel)
     for coords in _blocks(scheduled.kernel.grid):
