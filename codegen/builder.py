@@ -80,12 +80,12 @@ def build(s: Scheduled, *, arch: str = nvrtc.DEFAULT_ARCH) -> BuiltKernel:
     t0 = time.perf_counter()
     low: Generated = generate(s)
     key = cache.cache_key(low.source, nvrtc.header_texts(), nvrtc.options(arch), nvrtc.nvrtc_version(), __version__)
-    hit = cache.load(key)
+    hit = cache.load(key, low.symbol)  # None unless the cached cubin checks out (codegen/cache.py)
     if hit is not None:
         cubin, log = hit
     else:
         out = nvrtc.compile_cuda(low.source, f"{low.symbol}.cu", arch, locate=_locator(s, low.source))
         cubin, log = out.cubin, out.log
-        cache.store(key, cubin, log)
+        cache.store(key, cubin, log, low.symbol)
     return BuiltKernel(low.symbol, low.source, cubin, arch, low.threads, low.grid, low.smem_bytes, low.params,
                        low.tma, log, hit is not None, time.perf_counter() - t0)

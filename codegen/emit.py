@@ -41,7 +41,7 @@ from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
 from egtile.codegen.exprs import ctype
 from egtile.codegen.layout import SMEM_BASE_ALIGN, TmaOperand, collect_tma, plan_smem, scratch_ident
-from egtile.codegen.names import barrier_ident, ident, kernel_symbol
+from egtile.codegen.names import barrier_ident, ident, kernel_symbol, schedule_scope
 from egtile.codegen.registry import EMITTERS, emit_stmts
 from egtile.codegen.resources import KernelNeeds, kernel_needs
 from egtile.codegen.threads import TID, indent
@@ -177,6 +177,11 @@ def generate(s: Scheduled) -> Generated:
             (message names it and the user's line).
         ResourceError: shared memory or threads beyond what an sm_90 block may use.
     """
+    with schedule_scope(s):  # user names -> C identifiers, injective for this kernel (codegen/names.py)
+        return _generate(s)
+
+
+def _generate(s: Scheduled) -> Generated:
     needs = kernel_needs(s)
     smem = plan_smem(s, needs)
     tma = collect_tma(s, needs)

@@ -1,18 +1,20 @@
 """Scalar expressions of the tile IR as C expressions.
 
 Typing is :func:`egtile.evaluate.dtype_of` / :func:`egtile.evaluate.promote`, the element-wise semantics
-the interpreter and the simulator share, so that the GPU computes what the oracle computes: C's usual
-arithmetic conversions (any float beats any integer, the wider float wins, ``float16`` with
-``bfloat16`` gives ``float32``, integers narrower than 32 bits promote to ``int32``); comparisons and
-logic give ``bool``; math intrinsics of integers give ``float32``.
+the interpreter and the simulator share, so that the GPU computes what the oracle computes, bit for bit
+(``docs/language.md``, "Arithmetic"): C's usual arithmetic conversions (any float beats any integer, the
+wider float wins, ``float16`` with ``bfloat16`` gives ``float32``, integers narrower than 32 bits promote
+to ``int32``); comparisons and logic give ``bool``; math intrinsics of integers give ``float32``.
 
 Arithmetic follows C: integer ``/`` truncates toward zero and ``%`` takes the dividend's sign; ``//``
-floors (``eg_floordiv``); float ``%`` is ``fmod``; float ``min``/``max`` ignore a NaN operand
-(``fminf``/``fmaxf``). ``float16``/``bfloat16`` arithmetic is done in float32 and rounded once to the
+floors (``eg_floordiv``: ``floorf`` of the float32 quotient for floats); float ``%`` is ``fmod``; float
+``min``/``max`` are IEEE 754-2019 minimumNumber/maximumNumber (``eg_min``/``eg_max``: a NaN operand is
+ignored, ``-0 < +0``); shifts by a count outside ``[0, width)`` clamp as PTX ``shl``/``shr`` do
+(``eg_shl``/``eg_shr``). ``float16``/``bfloat16`` arithmetic is done in float32 and rounded once to the
 result type, which equals correctly rounded binary16/bfloat16 arithmetic for ``+ - * /`` and ``sqrt``
-(binary32 has more than 2p+2 significand bits). Math intrinsics use CUDA's float32 functions
-(``expf`` ...: within 2 ulp, CUDA C++ Programming Guide, "Mathematical Functions"), so they may differ
-from the oracle's correctly rounded values in the last place.
+(binary32 has more than 2p+2 significand bits). NVRTC runs with ``--fmad=false`` so ``a * b + c`` rounds
+twice, as the oracle does. Math intrinsics below float64 are CUDA's float32 functions
+(``eg_exp`` ...: within their documented 1-2 ulp of the correctly rounded value the oracle computes).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ PTR = "pointer"
 _CMP = {"==", "!=", "<", "<=", ">", ">="}
 _LOGIC = {"and": "&&", "or": "||"}
 _PLAIN = {"+", "-", "*", "&", "|", "^", "<<", ">>"}
-_F32_MATH = {"exp": "expf", "log": "logf", "sqrt": "sqrtf", "exp2": "exp2f", "rsqrt": "rsqrtf", "log2": "log2f",
-             "sin": "sinf", "cos": "cosf", "tanh": "tanhf"}
+_F32_MATH = {op: f"eg_{op}" for op in ("exp", "log", "sqrt", "exp2", "rsqrt", "log2", "sin", "cos", "tanh")}
+"""Math intrinsics -> egtile_common.cuh helpers (float32 and float64 overloads; see there for precision)."""
 _LOWP = {"float16", "bfloat16"}
 
 
@@ -76,15 +78,16 @@ def literal(value: int | float | bool, dt: str) -> str:
             return f"({v + 1}{suffix} - 1{suffix})"
         return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
     x = float(value)
+    # a negative literal, -0.0 included, is parenthesized: `-(-0.0f)` must not become `--0.0f`
     if d.name == "float64":
         if math.isfinite(x):
-            return f"({x!r})" if x < 0 else repr(x)
+            return f"({x!r})" if math.copysign(1.0, x) < 0 else repr(x)
         bits = int(np.array(x, dtype=np.float64).view(np.uint64))
         return f"__longlong_as_double({bits:#x}LL)"
     f32 = float(np.float32(x))
     if math.isfinite(f32):
         text = repr(f32) + "f"
-        text = f"({text})" if f32 < 0 else text
+        text = f"({text})" if math.copysign(1.0, f32) < 0 else text
     else:
         bits = int(np.array(f32, dtype=np.float32).view(np.uint32))
         text = f"__int_as_float({bits:#x})"
@@ -173,7 +176,12 @@ def _emit_binop(e: BinOp, ctx: Ctx) -> str:
         return f"({emit_as(e.a, t, ctx)} {e.op} {emit_as(e.b, t, ctx)})"
     if e.op in ("<<", ">>"):
         res = type_of(e, ctx)
-        return f"({emit_as(e.a, res, ctx)} {e.op} {emit(e.b, ctx)})"
+        a = emit_as(e.a, res, ctx)
+        count = e.b.value if isinstance(e.b, Const) and not isinstance(e.b.value, (bool, float)) else None
+        if count is not None and 0 <= count < dtype(res).bits:
+            return f"({a} {e.op} {emit(e.b, ctx)})"
+        # counts outside [0, width) (or unknown) clamp as PTX shl/shr do (egtile.evaluate._shift_count)
+        return f"eg_{'shl' if e.op == '<<' else 'shr'}({a}, (long long)({emit(e.b, ctx)}))"
     res = type_of(e, ctx)
     t = _compute_type(res)
     a, b = emit_as(e.a, t, ctx), emit_as(e.b, t, ctx)
@@ -208,7 +216,7 @@ def _emit_unop(e: UnOp, ctx: Ctx) -> str:
         case "abs":
             code = f"eg_abs({a})"
         case op if op in _F32_MATH:
-            code = f"{_F32_MATH[op]}({a})" if t == "float32" else f"{op}({a})"
+            code = f"{_F32_MATH[op]}({a})"
         case _:
             raise codegen_error(ctx, f"unknown unary operator {e.op!r}")
     return code if t == res else f"eg_cast<{ctype(res)}>({code})"

@@ -2,6 +2,8 @@
 
 Options: ``--gpu-architecture=sm_90a`` (``setmaxnreg`` and the other arch-specific instructions need the
 ``a`` target), ``-std=c++17``, ``-lineinfo`` (compute-sanitizer and cuobjdump map SASS back to lines),
+``--fmad=false --ftz=false --prec-div=true --prec-sqrt=true`` (one arithmetic with the simulator, see
+:data:`BASE_OPTIONS`),
 and two include directories: egtile's own headers (``codegen/include``) and the CUDA headers of the
 ``nvidia-cuda-runtime`` pip package (``cuda_fp16.h``, ``cuda_bf16.h``), located with ``cuda.pathfinder``
 (the locator that ``cuda-bindings`` itself uses) and, failing that, from the installed distribution's
@@ -24,7 +26,10 @@ from egtile.errors import CompileError, SourceLoc
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 DEFAULT_ARCH = "sm_90a"
-BASE_OPTIONS = ("-std=c++17", "-lineinfo")
+BASE_OPTIONS = ("-std=c++17", "-lineinfo", "--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
+"""``--fmad=false``: no contraction of ``a * b + c`` into one FFMA, which rounds once where the tile IR (and
+the simulator) round the product and the sum separately; the other three are NVRTC's defaults, spelled out
+because the oracle relies on them (subnormals kept, IEEE division and square root)."""
 _LOG_LINE = re.compile(r"^(?P<file>[^\n()]*)\((?P<line>\d+)\): (?P<kind>catastrophic error|error|warning)", re.M)
 
 
@@ -151,9 +156,11 @@ def compile_cuda(source: str, name: str, arch: str = DEFAULT_ARCH,
         (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         err, size = nvrtc.nvrtcGetProgramLogSize(prog)
         _check(err, "nvrtcGetProgramLogSize", name)
-        buf = b" " * size
+        # NVRTC writes into the buffer it is given: a fresh bytearray, never a bytes object (``b" " * 1`` is
+        # CPython's shared one-byte b" ", which an empty log would overwrite with NUL for the whole process)
+        buf = bytearray(size)
         (err,) = nvrtc.nvrtcGetProgramLog(prog, buf)
-        log = buf.rstrip(b"\x00 ").decode(errors="replace").strip()
+        log = bytes(buf).rstrip(b"\x00 ").decode(errors="replace").strip()
         if result != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             hint = "" if cuda_inc is not None else (
                 "\n  (no CUDA include directory was found: install nvidia-cuda-runtime or set CUDA_HOME)")
@@ -161,7 +168,7 @@ def compile_cuda(source: str, name: str, arch: str = DEFAULT_ARCH,
                                f"\nNVRTC log:\n{log}{hint}")
         err, size = nvrtc.nvrtcGetCUBINSize(prog)
         _check(err, "nvrtcGetCUBINSize", name)
-        cubin = b" " * size
+        cubin = bytearray(size)
         (err,) = nvrtc.nvrtcGetCUBIN(prog, cubin)
         _check(err, "nvrtcGetCUBIN", name)
         return NvrtcOutput(bytes(cubin), log)

@@ -328,6 +328,35 @@ def _check_options(options: dict[str, Any]) -> None:
         raise ArgumentError(f"unknown option(s) {', '.join(sorted(unknown))}")
 
 
+def _typed_key(v: Any) -> Any:
+    """A hashable key of factory argument ``v`` that equals another's only when both would trace the same
+    kernel: the exact type is part of it (``1``, ``1.0`` and ``True`` differ), floats are keyed by their
+    IEEE bits (``-0.0`` differs from ``0.0``; every NaN payload is its own key), and tuples, lists, dicts,
+    sets and frozensets are keyed element by element with their own type. Other values are keyed as
+    ``(type, value)``.
+
+    Raises:
+        TypeError: ``v`` (or an element) is unhashable and not one of the containers above.
+    """
+    t = type(v)
+    if isinstance(v, float):
+        import struct
+
+        return (t, struct.pack("<d", v))
+    if isinstance(v, complex):
+        return (t, _typed_key(v.real), _typed_key(v.imag))
+    if t.__module__ == "numpy" and hasattr(v, "tobytes") and getattr(v, "ndim", None) == 0:
+        return (t, v.tobytes())  # a numpy scalar: np.float32(-0.0) == 0.0 too
+    if isinstance(v, (tuple, list)):
+        return (t, tuple(_typed_key(x) for x in v))
+    if isinstance(v, dict):
+        return (t, frozenset((_typed_key(k), _typed_key(x)) for k, x in v.items()))
+    if isinstance(v, (set, frozenset)):
+        return (t, frozenset(_typed_key(x) for x in v))
+    hash(v)
+    return (t, v)
+
+
 class JITFactory:
     """``@egtile.jit`` applied to a kernel factory: calling it with the factory's Python arguments returns a
     :class:`JITKernel`, compiled once per distinct argument values."""
@@ -341,13 +370,18 @@ class JITFactory:
         functools.update_wrapper(self, fn)
 
     def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The cache key of one call: every bound argument as ``(name, typed key)``, or ``None`` (not
+        cached) when an argument cannot be keyed. Values are keyed with their type, because Python's
+        ``2 == 2.0 == True`` and ``0.0 == -0.0`` (with equal hashes) would otherwise share one kernel
+        between factory calls that trace different programs (an int or float literal, the sign of a
+        zero constant)."""
         try:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as err:
             raise ArgumentError(f"kernel factory {self.fn.__name__!r}: {err}") from None
         bound.apply_defaults()
-        key = tuple(bound.arguments.items())
         try:
+            key = tuple((name, _typed_key(v)) for name, v in bound.arguments.items())
             hash(key)
         except TypeError:
             return None

@@ -98,3 +98,15 @@ class LaunchError(EgtileError, RuntimeError):
 
 class SimulationError(EgtileError, RuntimeError):
     """The simulator found a race, a deadlock or a repeated nonlocal iteration (target="sim" raises this)."""
+
+
+class LimitError(EgtileError):
+    """A kernel reached one of egtile's own limits (expression depth, statement nesting, blocks or steps of a
+    CPU run); the message names the kernel, the limit and the knob (environment variable) that raises it
+    (:mod:`egtile.limits`, ``docs/language.md`` "Limits")."""
+
+
+class MissingConstructError(UnsupportedError, AttributeError):
+    """``T.<name>`` for a name ``egtile.language`` does not have: a TileLang construct egtile does not
+    implement yet (the message says what to use instead) or an unknown name. Also an ``AttributeError``,
+    so ``hasattr(T, name)`` and ``getattr(T, name, default)`` keep working."""

@@ -13,12 +13,25 @@ Semantics (chosen to match what the CUDA backend's C++ computes):
   Comparisons and ``and``/``or``/``not`` give ``bool``.
 * Integer ``/`` truncates toward zero and ``%`` takes the dividend's sign (C); ``//`` floors. Integer
   results wrap modulo 2**bits (two's complement). Division by zero raises :class:`EgtileError`.
-* Float ``/`` is true division, ``//`` is ``floor(a / b)``, ``%`` is C ``fmod``. Results are correctly
-  rounded to the dtype: a Python float (IEEE double) holds the exact result of ``+ - * /`` and ``sqrt``
+  Shifts read their count as PTX ``shl``/``shr`` do: a count below 0 or at least the width is clamped
+  to the width (``x << n`` is 0, ``x >> n`` is the sign fill), never a Python big-integer shift.
+* Float ``+ - * /`` are correctly rounded to the dtype: a Python float (IEEE double) holds the exact result
   of two float32 (or narrower) operands closely enough that one rounding to the target gives the
-  correctly rounded value (double has more than 2p+2 significand bits for p = 24).
+  correctly rounded value (double has more than 2p+2 significand bits for p = 24). There is no fused
+  multiply-add: ``a * b + c`` rounds the product, then the sum (the backend compiles with
+  ``--fmad=false``). ``//`` is ``floor`` of the quotient rounded to :func:`compute_dtype` (float32 below
+  float64), and ``floormod`` is ``a - floor(q) * b`` with the quotient, product and difference each
+  rounded to that dtype: the float32 sequence the GPU runs. ``%`` is C ``fmod`` (exact). ``min``/``max``
+  are IEEE 754-2019 minimumNumber/maximumNumber (a NaN operand is ignored; ``-0.0 < +0.0``).
+* Math intrinsics (``exp``, ``log`` ...) are evaluated in float64 and, below float64, rounded to float32
+  before the result dtype (:func:`math_value`): the correctly rounded float32 value (but in the rare
+  double-rounding case). The GPU's float32 functions are within 1-2 ulp of it (docs/language.md), the only
+  place where the oracle and the GPU are not bit for bit the same.
 * Float to integer conversion truncates toward zero, saturates at the integer range and maps NaN to 0,
-  as PTX ``cvt.rzi`` does (PTX ISA 9.7.9.21 "cvt"). Integer to float rounds to nearest even.
+  as PTX ``cvt.rzi`` does (PTX ISA 9.7.9.21 "cvt"). Integer to float rounds to nearest even, once.
+  ``float16`` and ``bfloat16`` are always reached through float32 (two roundings from float64 or a wide
+  integer), as the backend's ``eg_cast`` converts.
+* NaN results are NaN on every target; their sign and payload are not specified.
 
 Values are plain Python ``int`` / ``float`` / ``bool`` already rounded to their dtype. Memory is numpy
 arrays in the storage dtype of :mod:`egtile.ir.dtypes` (``bfloat16`` is stored in float32 arrays holding
@@ -67,34 +80,63 @@ def promote(a: str, b: str) -> str:
     return f"{'u' if unsigned else ''}int{bits}"
 
 
-def dtype_of(e: Expr) -> str:
-    """The static dtype of expression ``e``."""
+def node_dtype(e: Expr, a: str | None = None, b: str | None = None) -> str:
+    """The static dtype of ``e`` given the dtypes ``a`` (and ``b``) of its operands: ``BinOp``'s ``a`` and
+    ``b``, ``UnOp``'s ``a``, ``Select``'s two branches. Lets callers that build or walk an expression
+    bottom-up (the tracer, :func:`evaluate`) type each node once instead of re-walking its operands."""
     match e:
         case Const(dtype=d) | Var(dtype=d) | Cast(dtype=d):
             return d
-        case Load(buffer=b):
-            return b.dtype
-        case BinOp(op=op, a=a, b=b):
+        case Load(buffer=buf):
+            return buf.dtype
+        case BinOp(op=op):
             if op in _COMPARE or op in _LOGIC:
                 return "bool"
             if op in ("<<", ">>"):
-                return promote(dtype_of(a), "int32")
-            return promote(dtype_of(a), dtype_of(b))
-        case UnOp(op=op, a=a):
+                return promote(a, "int32")
+            return promote(a, b)
+        case UnOp(op=op):
             if op == "not":
                 return "bool"
-            d = dtype_of(a)
-            if op in _MATH and lookup_dtype(d).kind != "float":
+            if op in _MATH and lookup_dtype(a).kind != "float":
                 return "float32"
-            if op == "-" and d == "bool":
+            if op == "-" and a == "bool":
                 return "int32"
-            return d
-        case Select(a=a, b=b):
-            da, db = dtype_of(a), dtype_of(b)
-            return da if da == db else promote(da, db)
+            return a
+        case Select():
+            return a if a == b else promote(a, b)
         case AddressOf(load=ld):
             return ld.buffer.dtype
     raise TypeError(f"not an expression: {e!r}")
+
+
+def dtype_of(e: Expr) -> str:
+    """The static dtype of expression ``e``.
+
+    The result of an operator node is memoized on the node (attribute ``_dtype``, outside the dataclass
+    fields, so equality, hashing, ``replace`` and the cache encoding never see it): every stage asks
+    for the dtype of every subexpression, which would otherwise cost the square of an expression's size.
+    """
+    try:
+        d = e.__dict__.get("_dtype")
+    except AttributeError:
+        raise TypeError(f"not an expression: {e!r}") from None
+    if d is not None:
+        return d
+    match e:
+        case BinOp(op=op, a=a, b=b):
+            if op in _COMPARE or op in _LOGIC:
+                d = "bool"
+            else:
+                d = node_dtype(e, dtype_of(a), None if op in ("<<", ">>") else dtype_of(b))
+        case UnOp(op=op, a=a):
+            d = "bool" if op == "not" else node_dtype(e, dtype_of(a))
+        case Select(a=a, b=b):
+            d = node_dtype(e, dtype_of(a), dtype_of(b))
+        case _:
+            return node_dtype(e)
+    object.__setattr__(e, "_dtype", d)
+    return d
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -127,6 +169,8 @@ def cast_array(dtype: str, values: np.ndarray) -> np.ndarray:
         case "bool":
             return v.astype(bool)
         case "float":
+            if d.name in ("bfloat16", "float16") and v.dtype != np.float32:
+                v = cast_array("float32", v)  # through float32, as the backend's eg_cast converts
             if d.name == "bfloat16":
                 return _round_bfloat16(v.astype(np.float64)).astype(np.float32)
             with np.errstate(over="ignore"):
@@ -162,14 +206,37 @@ def round_to(dtype: str, value: Scalar) -> Scalar:
                 v -= 1 << d.bits
             return v
         case "float":
-            v = float(value)
             if d.name == "float64":
-                return v
+                return float(value)
+            v32 = _to_float32(value)
+            if d.name == "float32":
+                return v32
             if d.name == "bfloat16":
-                return float(_round_bfloat16(np.float64(v)))
+                return float(_round_bfloat16(np.float64(v32)))
             with np.errstate(over="ignore"):
-                return float(np.dtype(d.numpy).type(v))
+                return float(np.float16(v32))
     raise AssertionError(d.kind)
+
+
+def _to_float32(value: Scalar) -> float:
+    """``value`` correctly rounded to float32 (nearest even), as a Python float. Integers wider than a
+    double's 53 bits are first cut to 53 bits with a sticky bit (round to odd), so that the one rounding
+    of ``float`` and the one to float32 together give the correctly rounded result (PTX ``cvt.rn.f32.s64``)
+    instead of a double rounding."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        mag = abs(value)
+        extra = mag.bit_length() - 53
+        if extra > 0:
+            mag = (mag >> extra) | (1 if mag & ((1 << extra) - 1) else 0)
+            value = math.ldexp(float(mag), extra) * (1 if value > 0 else -1)
+    with np.errstate(over="ignore"):
+        return float(np.float32(float(value)))
+
+
+def compute_dtype(dtype: str) -> str:
+    """The dtype ``dtype``'s arithmetic is done in: ``float32`` for ``float16`` and ``bfloat16`` (the
+    backend computes in float32 and rounds once to the result), else ``dtype`` itself."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -192,7 +259,40 @@ def _fdiv(a: float, b: float) -> float:
     return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
-def _binop(op: str, a: Scalar, b: Scalar, kind: str) -> Scalar:
+def _floor(q: float) -> float:
+    """``floor(q)`` as C's ``floor``: infinities, NaN and signed zeros pass through (Python's
+    ``math.floor`` returns an int and turns ``-0.0`` into ``0``)."""
+    if q == 0.0 or not math.isfinite(q):
+        return q
+    return float(math.floor(q))
+
+
+def _minmax(op: str, a: float, b: float) -> float:
+    """IEEE 754-2019 minimumNumber / maximumNumber: a NaN operand is ignored (NaN only if both are),
+    and ``-0.0 < +0.0``. The backend's ``eg_min``/``eg_max`` implement the same definition."""
+    if math.isnan(a):
+        return b
+    if math.isnan(b):
+        return a
+    if a == b:  # equal values differ at most in the sign of a zero
+        neg = math.copysign(1.0, a) < 0
+        return (a if neg else b) if op == "min" else (b if neg else a)
+    return (a if a < b else b) if op == "min" else (a if a > b else b)
+
+
+def _shift_count(b: int) -> int:
+    """A shift count as PTX ``shl``/``shr`` read it (PTX ISA, "Logic and Shift Instructions"): unsigned, and
+    counts beyond the operand width clamped to the width, so a negative count acts as a huge one.
+    Clamping at 64 gives every egtile integer type (at most 64 bits) the clamped result after wrapping:
+    ``x << n`` is 0 and ``x >> n`` is 0 or -1 (arithmetic shift) for every ``n`` >= the width."""
+    return b if 0 <= b < 64 else 64
+
+
+def _binop(op: str, a: Scalar, b: Scalar, kind: str, dtype: str | None = None) -> Scalar:
+    """``a op b`` on operands already converted to the result dtype ``dtype`` (of kind ``kind``); the
+    caller rounds the result to ``dtype``. Float ``//`` and ``floormod`` round their intermediate results
+    to ``compute_dtype(dtype)`` (float32 for float16/bfloat16/float32), as the backend's float32 code
+    ``floorf(a / b)`` and ``a - floorf(a / b) * b`` does (compiled without FMA contraction)."""
     if kind == "float":
         a, b = float(a), float(b)
         match op:
@@ -202,14 +302,15 @@ def _binop(op: str, a: Scalar, b: Scalar, kind: str) -> Scalar:
             case "/":
                 return _fdiv(a, b)
             case "//":
-                q = _fdiv(a, b)
-                return float(math.floor(q)) if math.isfinite(q) else q
+                rnd = _rounding(dtype)
+                return _floor(rnd(_fdiv(a, b)))
             case "%":
-                return math.fmod(a, b) if b != 0.0 else math.nan
+                return math.fmod(a, b) if b != 0.0 and math.isfinite(a) and not math.isnan(b) else math.nan
             case "floormod":
-                return a % b if b != 0.0 else math.nan
-            case "min": return min(a, b) if not (math.isnan(a) or math.isnan(b)) else (b if math.isnan(a) else a)
-            case "max": return max(a, b) if not (math.isnan(a) or math.isnan(b)) else (b if math.isnan(a) else a)
+                rnd = _rounding(dtype)
+                return rnd(a - rnd(_floor(rnd(_fdiv(a, b))) * b))
+            case "min" | "max":
+                return _minmax(op, a, b)
         raise UnsupportedError(f"operator {op!r} on floating-point operands")
     a, b = int(a), int(b)
     match op:
@@ -234,9 +335,15 @@ def _binop(op: str, a: Scalar, b: Scalar, kind: str) -> Scalar:
         case "&": return a & b
         case "|": return a | b
         case "^": return a ^ b
-        case "<<": return a << b
-        case ">>": return a >> b
+        case "<<": return a << _shift_count(b)
+        case ">>": return a >> _shift_count(b)
     raise UnsupportedError(f"operator {op!r}")
+
+
+def _rounding(dtype: str | None) -> Callable[[float], float]:
+    if dtype is None or compute_dtype(dtype) == "float64":
+        return float
+    return _to_float32
 
 
 def _compare(op: str, a: Scalar, b: Scalar) -> bool:
@@ -258,7 +365,7 @@ def _math(op: str, x: float) -> float:
             case "log": return math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)
             case "log2": return math.log2(x) if x > 0 else (-math.inf if x == 0 else math.nan)
             case "sqrt": return math.sqrt(x) if x >= 0 else math.nan
-            case "rsqrt": return 1.0 / math.sqrt(x) if x > 0 else (math.inf if x == 0 else math.nan)
+            case "rsqrt": return _fdiv(1.0, math.sqrt(x)) if x >= 0 else math.nan  # rsqrt(-0) = -inf
             case "sin": return math.sin(x)
             case "cos": return math.cos(x)
             case "tanh": return math.tanh(x)
@@ -267,6 +374,15 @@ def _math(op: str, x: float) -> float:
     except ValueError:
         return math.nan
     raise UnsupportedError(f"math function {op!r}")
+
+
+def math_value(op: str, x: Scalar, dtype: str) -> float:
+    """Math intrinsic ``op`` of ``x`` for a result of dtype ``dtype``, before the final rounding to
+    ``dtype``. Below float64 the function is evaluated in float64 and rounded to float32 first (the
+    backend's float32 function is within its ulp bound of that value), so that a float16 result rounds twice
+    (float32 -> float16) as on the GPU."""
+    v = _math(op, float(x))
+    return v if compute_dtype(dtype) == "float64" else _to_float32(v)
 
 
 def evaluate(e: Expr, env: Mapping[str, Scalar], load: LoadFn) -> Scalar:
@@ -283,47 +399,53 @@ def evaluate(e: Expr, env: Mapping[str, Scalar], load: LoadFn) -> Scalar:
         UnsupportedError: ``AddressOf`` outside an extern argument, or an unknown operator.
         KeyError: a variable not in ``env`` (an executor bug, not a user error).
     """
+    return _ev(e, env, load)[0]
+
+
+def _ev(e: Expr, env: Mapping[str, Scalar], load: LoadFn) -> tuple[Scalar, str]:
+    """``(value, dtype)`` of ``e``: every node is typed once, from its operands' dtypes, so evaluating a
+    long expression costs its size (not its size squared)."""
     match e:
         case Const(value=v, dtype=d):
-            return round_to(d, v)
-        case Var(name=n):
-            return env[n]
+            return round_to(d, v), d
+        case Var(name=n, dtype=d):
+            return env[n], d
         case Load(buffer=buf, indices=idx):
-            return load(buf, tuple(int(evaluate(i, env, load)) for i in idx))
+            return load(buf, tuple(int(_ev(i, env, load)[0]) for i in idx)), buf.dtype
         case Cast(dtype=d, value=v):
-            return round_to(d, evaluate(v, env, load))
+            return round_to(d, _ev(v, env, load)[0]), d
         case Select(cond=c, a=a, b=b):
             d = dtype_of(e)
             # Both sides are expressions without side effects; only the chosen one is read, as C's ?:.
-            return round_to(d, evaluate(a if evaluate(c, env, load) else b, env, load))
+            return round_to(d, _ev(a if _ev(c, env, load)[0] else b, env, load)[0]), d
         case BinOp(op=op, a=a, b=b):
             if op == "and":
-                return bool(evaluate(a, env, load)) and bool(evaluate(b, env, load))
+                return bool(_ev(a, env, load)[0]) and bool(_ev(b, env, load)[0]), "bool"
             if op == "or":
-                return bool(evaluate(a, env, load)) or bool(evaluate(b, env, load))
-            da, db = dtype_of(a), dtype_of(b)
-            va, vb = evaluate(a, env, load), evaluate(b, env, load)
+                return bool(_ev(a, env, load)[0]) or bool(_ev(b, env, load)[0]), "bool"
+            va, da = _ev(a, env, load)
+            vb, db = _ev(b, env, load)
             if op in _COMPARE:
                 common = promote(da, db)
-                return _compare(op, round_to(common, va), round_to(common, vb))
-            result = dtype_of(e)
+                return _compare(op, round_to(common, va), round_to(common, vb)), "bool"
+            result = node_dtype(e, da, db)
             if op in ("<<", ">>"):
-                return round_to(result, _binop(op, round_to(result, va), int(vb), "int"))
+                return round_to(result, _binop(op, round_to(result, va), int(vb), "int")), result
             kind = lookup_dtype(result).kind
-            return round_to(result, _binop(op, round_to(result, va), round_to(result, vb), kind))
+            return round_to(result, _binop(op, round_to(result, va), round_to(result, vb), kind, result)), result
         case UnOp(op=op, a=a):
-            v = evaluate(a, env, load)
-            result = dtype_of(e)
+            v, da = _ev(a, env, load)
+            result = node_dtype(e, da)
             match op:
                 case "not":
-                    return not bool(v)
+                    return not bool(v), "bool"
                 case "-":
-                    return round_to(result, -v)
+                    return round_to(result, -v), result
                 case "~":
-                    return round_to(result, ~int(v))
+                    return round_to(result, ~int(v)), result
                 case "abs":
-                    return round_to(result, abs(v))
-            return round_to(result, _math(op, float(v)))
+                    return round_to(result, abs(v)), result
+            return round_to(result, math_value(op, v, result)), result
         case AddressOf():
             raise UnsupportedError("T.address_of(...) is only valid as an argument of T.call_extern")
     raise TypeError(f"not an expression: {e!r}")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from egtile.errors import ExternModelError, SourceLoc
+from egtile.errors import EgtileError, ExternModelError, SourceLoc
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,22 @@ class ExternModel:
     fn: Callable[..., Any]
     pure: bool = False
 
+    def call(self, *args: Any) -> Any:
+        """``fn(*args)`` as an executor runs it: an exception of the user's model becomes
+        :class:`ExternModelError` naming the extern and the arguments (the executor adds the statement,
+        thread, block and the ``T.call_extern`` line); egtile's own errors raised through a
+        :class:`Pointer` (an access out of range, a race) pass through."""
+        try:
+            return self.fn(*args)
+        except EgtileError:
+            raise
+        except Exception as err:  # noqa: BLE001 - any failure of user code, reported with its context
+            shown = ", ".join(repr(a) for a in args)
+            raise ExternModelError(f"the CPU model of extern {self.name!r} (registered with egtile.register_extern) "
+                                   f"raised {type(err).__name__}: {err} -- called with ({shown})") from err
+
 
 _REGISTRY: dict[str, ExternModel] = {}
-
-
 def register_extern(name: str, fn: Callable[..., Any] | None = None, *, pure: bool = False) -> Any:
     """Register ``fn`` as the CPU model of the extern ``name`` (replacing any earlier model).
 
@@ -74,7 +86,7 @@ def registered(name: str) -> ExternModel | None:
 
 
 def lookup(name: str, loc: SourceLoc | None = None) -> ExternModel:
-    """The model of ``name``.
+    """The model of ``name`` (executors run it with :meth:`ExternModel.call`).
 
     Raises:
         ExternModelError: no model is registered; the message names the extern and how to register one,

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from egtile import externs
+from egtile import externs, limits
 from egtile.errors import ArgumentError, DTypeError, EgtileError, ShapeError
 from egtile.evaluate import Scalar, cast_array, evaluate, poison, round_to
 from egtile.ir.dtypes import dtype as lookup_dtype
@@ -35,6 +35,10 @@ from egtile.ir.kernel import (
 from egtile.tilemath import accumulator, fold, matmul, matrix_shape, reduce_accumulator, reduce_along
 
 
+class _OutOfSteps(Exception):
+    """Raised through the block's statements when the call's step budget is spent."""
+
+
 def _matrix(arr: np.ndarray, r: Region) -> np.ndarray:
     return arr.reshape(matrix_shape(r))
 
@@ -42,10 +46,11 @@ def _matrix(arr: np.ndarray, r: Region) -> np.ndarray:
 class _Block:
     """Executes the body of one block over ``memory`` (buffer name -> numpy array)."""
 
-    def __init__(self, memory: dict[str, np.ndarray], env: dict[str, Scalar]) -> None:
+    def __init__(self, memory: dict[str, np.ndarray], env: dict[str, Scalar], budget: list[int]) -> None:
         self.memory = memory
         self.env = env
         self.stmt: Stmt | None = None
+        self.budget = budget  # [statements left for the whole call] (EGTILE_MAX_CPU_STEPS)
 
     # -- memory access ------------------------------------------------------------------------------
 
@@ -93,6 +98,9 @@ class _Block:
     def run(self, stmts: tuple[Stmt, ...]) -> None:
         for s in stmts:
             self.stmt = s
+            self.budget[0] -= 1
+            if self.budget[0] < 0:
+                raise _OutOfSteps
             try:
                 self.exec(s)
             except EgtileError as err:
@@ -122,7 +130,7 @@ class _Block:
             case Extern(name=name, args=args):
                 model = externs.lookup(name, s.loc)
                 values = [self.pointer(a.load) if isinstance(a, AddressOf) else self.ev(a) for a in args]
-                model.fn(*values)
+                model.call(*values)
             case For(var=var, start=start, stop=stop, body=body):
                 lo, hi = int(self.ev(start)), int(self.ev(stop))
                 saved = self.env.get(var.name)
@@ -189,7 +197,9 @@ def interpret(kernel: Kernel, *tensors: Any) -> None:
         ArgumentError, DTypeError, ShapeError, DeviceError: arguments that do not match the parameters
             (ArgumentError also for an inference tensor the kernel writes, outside inference mode).
         ShapeError: an access outside a buffer while running (at the statement's line).
-        ExternModelError: an extern without a registered model.
+        ExternModelError: an extern without a registered model, or one whose model raised.
+        LimitError: more than ``EGTILE_MAX_CPU_BLOCKS`` blocks (refused before running) or
+            ``EGTILE_MAX_CPU_STEPS`` statements (:mod:`egtile.limits`).
     """
     import torch
 
@@ -212,12 +222,18 @@ def interpret(kernel: Kernel, *tensors: Any) -> None:
                             f"expected a torch.Tensor or numpy array, got {type(tensors[bad]).__name__}")
     arrays = [_to_array(p, t, i, kernel) for i, (p, t) in enumerate(zip(kernel.params, tensors))]
     globals_ = {p.name: a for p, a in zip(kernel.params, arrays)}
-    for coords in itertools.product(*(range(g) for g in kernel.grid)):
-        memory = dict(globals_)
-        for b in kernel.allocs:
-            memory[b.name] = poison(b.dtype, b.shape)
-        env: dict[str, Scalar] = {v.name: c for v, c in zip(kernel.block_vars, coords)}
-        _Block(memory, env).run(kernel.body)
+    limits.check_blocks(kernel.name, kernel.grid, "interpreter")
+    steps = limits.limit("EGTILE_MAX_CPU_STEPS")
+    budget = [steps]
+    try:
+        for coords in itertools.product(*(range(g) for g in kernel.grid)):
+            memory = dict(globals_)
+            for b in kernel.allocs:
+                memory[b.name] = poison(b.dtype, b.shape)
+            env: dict[str, Scalar] = {v.name: c for v, c in zip(kernel.block_vars, coords)}
+            _Block(memory, env, budget).run(kernel.body)
+    except _OutOfSteps:
+        raise limits.step_error(kernel.name, steps, "interpreter") from None
     for p, t, a in zip(kernel.params, tensors, arrays):
         if isinstance(t, torch.Tensor) and p.name in written:  # what the kernel only reads is left untouched
             t.copy_(torch.from_numpy(a).to(t.dtype))

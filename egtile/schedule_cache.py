@@ -1,35 +1,53 @@
-"""On-disk cache of compiled kernels: tile IR -> (schedule, explanation, cubin).
+"""On-disk cache of compiled kernels: tile IR -> (schedule, explanation, launch metadata); data only.
 
 A warm compile (the same kernel traced again, in this or a later process) skips the e-graph and NVRTC:
-it costs the trace, one SHA-256 over the pickled IR and one file read.
+it costs the trace, one encoding of the IR, one file read, and for ``"cuda"`` the cubin read from the
+cubin cache (:mod:`egtile.codegen.cache`).
 
-Key: SHA-256 over the pickled ``ir.Kernel`` (statement locations included, so error messages never
-point at stale lines), the target architecture, egtile's version, the names of the registered rules,
-and the text of every source file of the scheduler and the backend (``egtile/``, ``rules/``,
-``codegen/``), so that any change to what would decide or emit the schedule misses. Only egtile's own
-rules are cached: while a user rule is registered (``egtile.rules.register``), whose code lives outside
-egtile and cannot be fingerprinted, :func:`enabled` is false and every compile runs the e-graph;
-``optimize(..., rules=...)`` always runs it.
+Key (:func:`key`): SHA-256 over the kernel's canonical encoding (:mod:`egtile.codec`; statement locations
+included, so error messages never point at stale lines), the target architecture, egtile's version, the
+names of the builtin rules, and the text of every source file of the scheduler and the backend
+(``egtile/``, ``rules/``, ``codegen/``), so that any change to what would decide or emit the schedule
+misses. Only egtile's own rules are cached: while a user rule is registered (``egtile.rules.register``),
+whose code lives outside egtile and cannot be fingerprinted, :func:`enabled` is false and every compile
+runs the e-graph; ``optimize(..., rules=...)`` always runs it.
 
-Location and switches are the cubin cache's (:mod:`egtile.codegen.cache`): ``$EGTILE_CACHE_DIR``
-(default ``~/.cache/egtile``), ``EGTILE_DISABLE_CACHE=1``. Entries are pickles written atomically; an
-entry that cannot be read (truncated, from another Python) is ignored and rebuilt.
+Entry: ``schedules/<key>.json``, a JSON record holding the entry's whole key (the fields above, each as
+itself or as a digest), the SHA-256 of its payload, and the payload: the schedule, its cost and
+explanation, and for ``"cuda"`` the launch metadata and generated source (never the cubin, which stays
+in the cubin cache with its own checks). Nothing in it is executable: it is decoded by
+:class:`egtile.codec.Codec`, which builds only IR dataclasses, each checked against its field types.
+:func:`load` returns an entry only if the record parses, is this key's, repeats these fields, its payload
+digest matches, the payload decodes, and the decoded schedule is of this very kernel; anything else (a
+corrupted, truncated, swapped or crafted file, an old pickle, a huge file, any exception, ``MemoryError``
+included) is a miss, and the compile that follows overwrites the entry. Writes are atomic (temporary file
++ ``os.replace``). ``docs/caching.md`` says what a shared cache directory may be trusted with.
+
+Location and switches are the cubin cache's: ``$EGTILE_CACHE_DIR`` (default ``~/.cache/egtile``),
+``EGTILE_DISABLE_CACHE=1``.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import pickle
+import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from egtile import __version__
+from egtile.codec import Codec, CodecError
 from egtile.ir.kernel import Kernel
 from egtile.ir.scheduled import Scheduled
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent
+_LOG = logging.getLogger("egtile.cache")
+
+FORMAT = "egtile-schedule/1"
+MAX_ENTRY_BYTES = 64 << 20
+"""Larger entry files are not read (a miss)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +61,22 @@ class CachedSchedule:
 
     def explain(self) -> str:
         return self.explanation
+
+
+@functools.lru_cache(maxsize=1)
+def _codec() -> Codec:
+    from egtile.codec import ir_classes
+    from egtile.codegen.emit import ParamSpec
+    from egtile.codegen.layout import TmaOperand
+
+    return Codec((*ir_classes(), CachedSchedule, ParamSpec, TmaOperand))
+
+
+def _launch_hints() -> dict[str, Any]:
+    from egtile.codegen.emit import ParamSpec
+    from egtile.codegen.layout import TmaOperand
+
+    return {"params": tuple[ParamSpec, ...], "tma": tuple[TmaOperand, ...]}
 
 
 @functools.lru_cache(maxsize=1)
@@ -68,51 +102,135 @@ def enabled() -> bool:
     return len(rules.catalog()) == len(rules.BUILTIN)
 
 
-def key(kernel: Kernel, arch: str) -> str:
-    """Cache key of ``kernel`` compiled for ``arch`` with the registered default rules."""
+class ScheduleKey(str):
+    """The hex key of an entry (a ``str``) with the fields it was computed from and the kernel it is for,
+    which :func:`load` checks an entry against."""
+
+    fields: dict[str, Any]
+    kernel: Kernel
+
+    def __new__(cls, digest: str, fields: dict[str, Any], kernel: Kernel) -> ScheduleKey:
+        self = super().__new__(cls, digest)
+        self.fields = fields
+        self.kernel = kernel
+        return self
+
+
+def key(kernel: Kernel, arch: str) -> ScheduleKey:
+    """Cache key of ``kernel`` compiled for ``arch`` with the builtin rules."""
     from egtile import rules
 
-    h = hashlib.sha256()
-    h.update(pickle.dumps(kernel, protocol=5))
-    h.update(arch.encode())
-    h.update("\0".join(r.name for r in rules.BUILTIN).encode())
-    h.update(_compiler_fingerprint().encode())
-    return h.hexdigest()
+    fields = {"kernel_sha256": hashlib.sha256(_codec().dumps(kernel).encode()).hexdigest(), "arch": arch,
+              "egtile": __version__, "rules": [r.name for r in rules.BUILTIN], "compiler": _compiler_fingerprint()}
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+    return ScheduleKey(digest, fields, kernel)
 
 
 def _path(k: str) -> Path | None:
     from egtile.codegen.cache import cache_dir
 
     d = cache_dir()
-    return None if d is None else d / "schedules" / f"{k}.pkl"
+    return None if d is None else d / "schedules" / f"{k}.json"
+
+
+def _miss(k: str, why: str) -> None:
+    _LOG.info("schedule cache entry %s ignored: %s", k, why)
+    return None
 
 
 def load(k: str) -> tuple[CachedSchedule, Any] | None:
-    """``(schedule, built kernel or None)`` stored under ``k``, or ``None``."""
+    """``(schedule, built kernel or None)`` stored under ``k``, or ``None`` (a miss: see module docstring).
+
+    The built kernel is ``None`` when the entry has no launch metadata (stored by a ``"sim"`` compile) or
+    its cubin is not in the cubin cache (or fails the cubin cache's checks)."""
     path = _path(k)
     if path is None:
         return None
     try:
+        if path.stat().st_size > MAX_ENTRY_BYTES:
+            return _miss(k, f"file larger than {MAX_ENTRY_BYTES} bytes")
         with path.open("rb") as f:
-            entry = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError, ValueError):
+            data = f.read(MAX_ENTRY_BYTES + 1)
+    except FileNotFoundError:
         return None
-    if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], CachedSchedule)):
+    except Exception as err:  # noqa: BLE001 - any I/O failure is a miss
+        return _miss(k, f"{type(err).__name__}: {err}")
+    return parse_entry(k, data)
+
+
+def parse_entry(k: str, data: bytes) -> tuple[CachedSchedule, Any] | None:
+    """The entry of key ``k`` that the file contents ``data`` hold, or ``None`` (every check of the
+    module docstring; never raises)."""
+    try:
+        if len(data) > MAX_ENTRY_BYTES:
+            return _miss(k, f"file larger than {MAX_ENTRY_BYTES} bytes")
+        record = json.loads(data)
+        if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("key") != str(k):
+            return _miss(k, "record of another format or key")
+        fields = getattr(k, "fields", None)
+        if fields is not None and record.get("fields") != fields:
+            return _miss(k, "record fields differ from the key's")
+        payload = record.get("payload")
+        if not isinstance(payload, str) or hashlib.sha256(payload.encode()).hexdigest() != record.get("payload_sha256"):
+            return _miss(k, "payload SHA-256 differs from the record")
+        data = json.loads(payload)
+        if not isinstance(data, dict) or set(data) != {"schedule", "launch"}:
+            return _miss(k, "payload is not a schedule entry")
+        codec = _codec()
+        schedule = codec.decode(data["schedule"], CachedSchedule, "schedule")
+        kernel = getattr(k, "kernel", None)
+        if kernel is not None and codec.dumps(schedule.scheduled.kernel) != codec.dumps(kernel):
+            return _miss(k, "the entry schedules another kernel")
+        built = None if data["launch"] is None else _built(data["launch"], codec)
+        return schedule, built
+    except Exception as err:  # noqa: BLE001 - MemoryError, RecursionError, CodecError, OSError...: a miss
+        return _miss(k, f"{type(err).__name__}: {err}")
+
+
+def _built(data: Any, codec: Codec) -> Any:
+    """The BuiltKernel of stored launch metadata with its cubin from the cubin cache (``None``: no valid
+    cubin there)."""
+    from egtile.codegen import builder, cache, nvrtc
+
+    if not isinstance(data, dict):
+        raise CodecError("launch metadata is not an object")
+    hints = _launch_hints()
+    fields = {"symbol": str, "source": str, "arch": str, "threads": int, "grid": tuple[int, ...], "smem_bytes": int,
+              "log": str, **hints}
+    if set(data) != set(fields):
+        raise CodecError("launch metadata has the wrong fields")
+    v = {n: codec.decode(data[n], t, f"launch.{n}") for n, t in fields.items()}
+    ck = cache.cache_key(v["source"], nvrtc.header_texts(), nvrtc.options(v["arch"]), nvrtc.nvrtc_version(), __version__)
+    hit = cache.load(ck, v["symbol"])
+    if hit is None:
         return None
-    return entry
+    cubin, log = hit
+    return builder.BuiltKernel(v["symbol"], v["source"], cubin, v["arch"], v["threads"], v["grid"], v["smem_bytes"],
+                               v["params"], v["tma"], log, True, 0.0)
 
 
 def store(k: str, result: Any, built: Any = None) -> None:
-    """Save ``result`` (a ScheduleResult) and the ``built`` kernel (or None) under ``k``; no-op when the
-    cache is disabled or not writable."""
+    """Save ``result`` (a ScheduleResult) and the ``built`` kernel's launch metadata (or None) under ``k``;
+    no-op when the cache is disabled or not writable."""
     from egtile.codegen.cache import atomic_write
 
     path = _path(k)
     if path is None:
         return
-    entry = (CachedSchedule(result.scheduled, int(result.cost), result.explain()), built)
     try:
+        codec = _codec()
+        entry = CachedSchedule(result.scheduled, int(result.cost), result.explain())
+        launch = None
+        if built is not None:
+            launch = {"symbol": built.symbol, "source": built.source, "arch": built.arch, "threads": built.threads,
+                      "grid": codec.encode(tuple(built.grid)), "smem_bytes": built.smem_bytes,
+                      "params": codec.encode(tuple(built.params)), "tma": codec.encode(tuple(built.tma)),
+                      "log": built.log}
+        payload = json.dumps({"schedule": codec.encode(entry), "launch": launch}, sort_keys=True,
+                             separators=(",", ":"), allow_nan=True)
+        record = {"format": FORMAT, "key": str(k), "fields": getattr(k, "fields", None),
+                  "payload_sha256": hashlib.sha256(payload.encode()).hexdigest(), "payload": payload}
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, pickle.dumps(entry, protocol=5))
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        atomic_write(path, json.dumps(record, sort_keys=True).encode())
+    except (OSError, CodecError, TypeError, ValueError, RecursionError):
         pass

@@ -124,3 +124,73 @@ def test_issue15_kernel_on_the_gpu_matches_torch():
         kernel(a, x, out)
         torch.cuda.synchronize()
         assert torch.equal(x, ref_x) and torch.equal(out, ref_out)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Conditions (issue 9 item 5): a T.If's condition is a read by every thread, and a barrier may sit inside
+# a branch only when the condition is block-uniform (egtile.analysis.uniform).
+
+
+def test_a_condition_reading_shared_memory_waits_for_the_writes_it_reads():
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            S = T.alloc_shared((64,), "float32")
+            for i in T.Parallel(64):
+                S[i] = X[63 - i]
+            with T.If(S[5] > 0.0):              # thread 0..127 all read S[5], written by another thread
+                for i in T.Parallel(64):
+                    Y[i] = S[i]
+
+    r = optimize(main)
+    assert _kinds(r.scheduled.body) == ["ThreadLoop", "SyncThreads", "SIf"]
+    for seed in (0, 1, 2, 3):                   # random X: both branches taken across seeds
+        K.check_schedule(r.scheduled, ("Y",), seed=seed, full=False)
+
+
+def test_a_write_after_a_condition_read_it_waits_for_every_thread_to_evaluate_the_condition():
+    @T.prim_func
+    def main(Flag: T.Tensor((1,), "int32"), X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            with T.If(Flag[0] == 0):
+                for i in T.Parallel(64):
+                    Y[i] = X[i] * 2.0
+            T.atomic_add(Flag[0], 1)
+
+    r = optimize(main)
+    assert _kinds(r.scheduled.body) == ["SIf", "SyncThreads", "Elect"]
+
+
+def test_a_barrier_under_a_condition_threads_may_disagree_on_is_a_named_limitation():
+    from egtile.errors import ScheduleError
+
+    @T.prim_func
+    def main(Flag: T.Tensor((1,), "int32"), X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(2, threads=128) as _bx:
+            S = T.alloc_shared((64,), "float32")
+            with T.If(Flag[0] == 0):
+                T.copy(X, S)
+                for i in T.Parallel(64):
+                    Y[i] = S[63 - i]
+            T.atomic_add(Flag[0], 1)
+
+    with pytest.raises(ScheduleError, match=r"T.If\(Flag\[0\] == 0\).*not block-uniform: it reads global buffer "
+                                            r"Flag, which the kernel writes"):
+        optimize(main)
+
+
+def test_a_barrier_goes_inside_a_branch_on_a_read_only_input():
+    @T.prim_func
+    def main(Mask: T.Tensor((4,), "int32"), X: T.Tensor((4, 64), "float32"), Y: T.Tensor((4, 64), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            S = T.alloc_shared((64,), "float32")
+            for k in T.serial(4):
+                with T.If(Mask[k] != 0):
+                    T.copy(X[k, 0:64], S)
+                    for i in T.Parallel(64):
+                        Y[k, i] = S[63 - i]
+
+    r = optimize(main)
+    (loop,) = [x for x in r.scheduled.body if isinstance(x, SeqLoop)]
+    (branch,) = loop.body
+    assert "SyncThreads" in _kinds(branch.then_body)

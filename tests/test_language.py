@@ -628,3 +628,19 @@ def test_threads_must_be_whole_warps(threads):
         def main(X: T.Tensor((16,), "float32")):
             with T.Kernel(1, threads=threads) as _bx:
                 X[0] = 1.0
+
+
+@pytest.mark.parametrize("names", [("S", "S", "S"), ("S", "B_s", "S"), ("A_s", "S", "S")])
+def test_gemm_whose_accumulator_is_an_operand_is_refused_at_the_call(names):
+    from egtile.errors import DSLError
+
+    with pytest.raises(DSLError, match=r"T.gemm: operand [AB] and the accumulator C are the same buffer \(S\)") as ei:
+        @T.prim_func
+        def main(X: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=128) as _bx:
+                S = T.alloc_shared((16, 16), "float32")
+                A_s = T.alloc_shared((16, 16), "float32")
+                B_s = T.alloc_shared((16, 16), "float32")
+                bufs = {"S": S, "A_s": A_s, "B_s": B_s}
+                T.gemm(*(bufs[n] for n in names))
+    assert "test_language.py" in str(ei.value)

@@ -82,13 +82,13 @@ def test_disabled_cache_always_schedules(cache_dir, monkeypatch):
     monkeypatch.setattr(egtile.schedule.driver, "optimize", lambda k, rules=None: calls.append(k) or real(k, rules=rules))
     egtile.compile(make(), target="sim")
     assert len(calls) == 1
-    assert not list(cache_dir.rglob("*.pkl"))
+    assert not list(cache_dir.rglob("*.json")) and not list(cache_dir.rglob("*.pkl"))
 
 
 def test_corrupt_entry_is_rebuilt(cache_dir):
     egtile.compile(make(), target="sim")
-    (entry,) = cache_dir.rglob("*.pkl")
-    entry.write_bytes(b"not a pickle")
+    (entry,) = cache_dir.rglob("schedules/*.json")
+    entry.write_bytes(b"not an entry")
     kernel = egtile.compile(make(), target="sim")
     assert kernel.scheduled is not None
 

@@ -47,7 +47,9 @@ __device__ __forceinline__ To eg_cast(From x) {
 
 // ---- integer and float helpers -------------------------------------------------------------------
 // Floor division and floor modulo (the tile IR's `//` and `floormod`, TVM's floordiv/floormod); the
-// IR's `%` and `/` on integers are C's truncating ones and are emitted as plain operators.
+// IR's `%` and `/` on integers are C's truncating ones and are emitted as plain operators. On floats both
+// work on the rounded quotient of the value's precision (float32 below float64) and floormod rounds the
+// product and the difference separately (NVRTC runs with --fmad=false), exactly as egtile.evaluate does.
 template <typename T>
 __device__ __forceinline__ T eg_floordiv(T a, T b) {
   T q = a / b;
@@ -65,11 +67,84 @@ __device__ __forceinline__ double eg_floormod(double a, double b) { return a - f
 
 template <typename T> __device__ __forceinline__ T eg_min(T a, T b) { return b < a ? b : a; }
 template <typename T> __device__ __forceinline__ T eg_max(T a, T b) { return a < b ? b : a; }
-// Floats: a NaN operand is ignored (IEEE 754 minNum/maxNum, as the interpreter does).
-template <> __device__ __forceinline__ float eg_min<float>(float a, float b) { return fminf(a, b); }
-template <> __device__ __forceinline__ float eg_max<float>(float a, float b) { return fmaxf(a, b); }
-template <> __device__ __forceinline__ double eg_min<double>(double a, double b) { return fmin(a, b); }
-template <> __device__ __forceinline__ double eg_max<double>(double a, double b) { return fmax(a, b); }
+// Floats: IEEE 754-2019 minimumNumber / maximumNumber, written out rather than left to fminf/fmaxf so that
+// the sign of a zero result is defined (as egtile.evaluate computes it): a NaN operand is ignored, and
+// -0.0 < +0.0.
+template <> __device__ __forceinline__ float eg_min<float>(float a, float b) {
+  if (a != a) return b;
+  if (b != b) return a;
+  if (a == b) return __float_as_int(a) < 0 ? a : b;
+  return a < b ? a : b;
+}
+template <> __device__ __forceinline__ float eg_max<float>(float a, float b) {
+  if (a != a) return b;
+  if (b != b) return a;
+  if (a == b) return __float_as_int(a) < 0 ? b : a;
+  return a > b ? a : b;
+}
+template <> __device__ __forceinline__ double eg_min<double>(double a, double b) {
+  if (a != a) return b;
+  if (b != b) return a;
+  if (a == b) return __double_as_longlong(a) < 0 ? a : b;
+  return a < b ? a : b;
+}
+template <> __device__ __forceinline__ double eg_max<double>(double a, double b) {
+  if (a != a) return b;
+  if (b != b) return a;
+  if (a == b) return __double_as_longlong(a) < 0 ? b : a;
+  return a > b ? a : b;
+}
+
+// Fused multiply-add for tile-op accumulations (SIMT gemm): `acc + a * b` rounded once. Written out because
+// egtile compiles with --fmad=false, which keeps scalar expressions unfused, as the oracle evaluates them.
+__device__ __forceinline__ float eg_fma(float acc, float a, float b) { return fmaf(a, b, acc); }
+__device__ __forceinline__ double eg_fma(double acc, double a, double b) { return fma(a, b, acc); }
+template <typename T> __device__ __forceinline__ T eg_fma(T acc, T a, T b) { return acc + a * b; }
+
+// Shifts with a non-constant count, as PTX shl/shr define them (PTX ISA, "Logic and Shift Instructions"):
+// the count is unsigned and clamped to the operand width, so a count < 0 or >= the width gives 0 for
+// `<<` and the sign fill (0 or -1) for `>>`; C leaves both undefined. The left shift goes through the
+// unsigned type (a negative left operand is undefined in C++17).
+template <typename T> struct eg_unsigned;
+template <> struct eg_unsigned<int> { typedef unsigned int type; };
+template <> struct eg_unsigned<unsigned int> { typedef unsigned int type; };
+template <> struct eg_unsigned<long long> { typedef unsigned long long type; };
+template <> struct eg_unsigned<unsigned long long> { typedef unsigned long long type; };
+template <typename T>
+__device__ __forceinline__ T eg_shl(T a, long long s) {
+  constexpr long long bits = sizeof(T) * 8;
+  return (s < 0 || s >= bits) ? T(0) : T(typename eg_unsigned<T>::type(a) << s);
+}
+template <typename T>
+__device__ __forceinline__ T eg_shr(T a, long long s) {
+  constexpr long long bits = sizeof(T) * 8;
+  return (s < 0 || s >= bits) ? T((a >> (bits - 1)) >> 1) : T(a >> s);
+}
+
+// Math intrinsics below float64 are CUDA's float32 functions (CUDA C++ Programming Guide, "Mathematical
+// Functions", maximum ulp error without -use_fast_math: expf 2, exp2f 2, logf 1, log2f 1, sinf 2, cosf 2,
+// tanhf 2, rsqrtf 2): the speed a softmax or an activation needs. The CPU oracle (egtile.evaluate) returns
+// the correctly rounded float32 value, so the two differ by at most those bounds (docs/language.md). The
+// float64 overloads are CUDA's float64 functions.
+__device__ __forceinline__ float eg_exp(float x) { return expf(x); }
+__device__ __forceinline__ float eg_exp2(float x) { return exp2f(x); }
+__device__ __forceinline__ float eg_log(float x) { return logf(x); }
+__device__ __forceinline__ float eg_log2(float x) { return log2f(x); }
+__device__ __forceinline__ float eg_sin(float x) { return sinf(x); }
+__device__ __forceinline__ float eg_cos(float x) { return cosf(x); }
+__device__ __forceinline__ float eg_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ float eg_rsqrt(float x) { return rsqrtf(x); }
+// sqrt is correctly rounded in both precisions (IEEE 754; NVRTC --prec-sqrt=true).
+__device__ __forceinline__ float eg_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double eg_exp(double x) { return exp(x); }
+__device__ __forceinline__ double eg_exp2(double x) { return exp2(x); }
+__device__ __forceinline__ double eg_log(double x) { return log(x); }
+__device__ __forceinline__ double eg_log2(double x) { return log2(x); }
+__device__ __forceinline__ double eg_sin(double x) { return sin(x); }
+__device__ __forceinline__ double eg_cos(double x) { return cos(x); }
+__device__ __forceinline__ double eg_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ double eg_rsqrt(double x) { return 1.0 / sqrt(x); }
+__device__ __forceinline__ double eg_sqrt(double x) { return sqrt(x); }
 template <typename T> __device__ __forceinline__ T eg_abs(T a) { return a < T(0) ? -a : a; }
 __device__ __forceinline__ float eg_abs(float a) { return fabsf(a); }
 __device__ __forceinline__ double eg_abs(double a) { return fabs(a); }

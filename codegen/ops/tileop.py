@@ -6,7 +6,9 @@ and no tile op needs a barrier inside it.
 
 * ``simt`` ``Copy``/``Fill``: one load/store per element, with a C conversion between dtypes.
 * ``simt`` ``Gemm``: one output element per iteration, a serial ``k`` loop accumulating in float32
-  (float64 when an operand is float64; int32/int64 for integer operands).
+  (float64 when an operand is float64; int32/int64 for integer operands) with an explicit fused
+  multiply-add (``eg_fma``: one FFMA per step although NVRTC runs with ``--fmad=false``; a gemm's order
+  and rounding of its sums are not part of the bit-exact contract, ``docs/language.md``).
 * ``simt`` ``Reduce``: one output element per iteration, a serial loop over the reduced dimension,
   accumulating like ``Gemm``.
 * ``cp_async`` ``Copy`` (global -> shared): :mod:`egtile.codegen.ops.cp_async`.
@@ -77,7 +79,7 @@ def _gemm(g: Gemm, r: ThreadRange, ctx: Ctx) -> list[str]:
             f"  const int {n} = {e} % {N};",
             f"  {ctype(acc)} {a_} = {init};",
             f"  for (int {kk} = 0; {kk} < {ka}; ++{kk}) {{",
-            f"    {a_} += eg_cast<{ctype(acc)}>({aref}) * eg_cast<{ctype(acc)}>({bref});",
+            f"    {a_} = eg_fma({a_}, eg_cast<{ctype(acc)}>({aref}), eg_cast<{ctype(acc)}>({bref}));",
             "  }",
             f"  {cref} = eg_cast<{ctype(tc)}>({a_});",
             "}"]

@@ -24,6 +24,13 @@ from egtile.language.reduce_op import reduce_abssum, reduce_absmax, reduce_max, 
 
 Buffer = Tensor  # TileLang also spells the parameter annotation T.Buffer(shape, dtype)
 
+
+def __getattr__(name: str):
+    """``T.<missing name>``: an error naming the construct (:mod:`egtile.language.missing`)."""
+    from egtile.language.missing import missing
+
+    raise missing(name)
+
 __all__ = [
     "And", "Buffer", "Else", "GemmWarpPolicy", "If", "IntImm", "Kernel", "Not", "Or", "Parallel", "Pipelined",
     "PrimFunc", "RegionRef", "Serial", "Tensor", "Then", "TileBuffer", "Unroll", "Value", "abs", "address_of",

@@ -24,7 +24,7 @@ def _alloc(scope: Scope, shape: Any, dtype: Any, what: str) -> TileBuffer:
     name = trace.fresh_buffer_name(tracer.assign_target_name(loc), f"{scope}_buf")
     buf = Buffer(name, shape_t, dtype_s, scope)
     trace.allocs.append(buf)
-    return TileBuffer(buf)
+    return TileBuffer(buf, trace)
 
 
 def alloc_shared(shape: Any, dtype: Any, scope: str = "shared.dyn") -> TileBuffer:

@@ -12,6 +12,7 @@ guard may be what keeps a symbolic one in range.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,12 +142,27 @@ class TileBuffer:
 
     Attributes:
         buffer: the ``ir.Buffer``.
+        owner: the name of the prim_func whose trace made it (``None`` for a handle made outside tracing).
+
+    A handle belongs to the trace that made it: using it while another prim_func is traced (a handle kept
+    in a closure or a global) raises :class:`DSLError` naming the buffer and both functions.
     """
 
-    __slots__ = ("buffer",)
+    __slots__ = ("buffer", "owner", "_trace")
 
-    def __init__(self, buffer: Buffer) -> None:
+    def __init__(self, buffer: Buffer, trace: tracer.Trace | None = None) -> None:
         self.buffer = buffer
+        self.owner = trace.name if trace is not None else None
+        self._trace = weakref.ref(trace) if trace is not None else None
+
+    def check_owner(self, loc: SourceLoc | None) -> None:
+        """Raise :class:`DSLError` if the active trace is not the one this handle belongs to."""
+        trace = tracer.active()
+        if trace is None or self._trace is None or self._trace() is trace:
+            return
+        raise DSLError(f"buffer {self.buffer.name!r} belongs to prim_func {self.owner!r} but is used while tracing "
+                       f"prim_func {trace.name!r}; a prim_func can only use its own parameters and allocations "
+                       "(pass the tensor as a parameter instead)", loc)
 
     @property
     def name(self) -> str:
@@ -179,6 +195,7 @@ class TileBuffer:
 
     def __getitem__(self, key: Any) -> Value | RegionRef:
         loc = tracer.user_loc()
+        self.check_owner(loc)
         key = self._key(key, loc)
         if any(isinstance(k, slice) for k in key):
             return RegionRef(self._region(key, loc))
@@ -194,6 +211,7 @@ class TileBuffer:
     def __setitem__(self, key: Any, value: Any) -> None:
         loc = tracer.user_loc()
         trace = tracer.current(f"storing to {self.buffer.name}")
+        self.check_owner(loc)
         key = self._key(key, loc)
         if any(isinstance(k, slice) for k in key):
             raise UnsupportedError(f"slice assignment to {self.buffer.name}; use T.fill(region, value) or "

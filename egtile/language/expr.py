@@ -12,11 +12,12 @@ thread), so Python ``if``/``while``/``and``/``or``/``not`` on it cannot be trace
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any
 
-from egtile.errors import DSLError, DTypeError, UnsupportedError
-from egtile.evaluate import dtype_of
+from egtile.errors import DSLError, DTypeError, LimitError, UnsupportedError
+from egtile.evaluate import dtype_of, node_dtype
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Expr, Load, Select, UnOp, Var
 from egtile.language.tracer import user_loc
@@ -83,6 +84,8 @@ def as_expr(v: Any, like: str | None = None) -> Expr:
         return v.expr
     if isinstance(v, (Const, Var, BinOp, UnOp, Load, Select, Cast, AddressOf)):
         return v
+    if getattr(type(v), "_egtile_extern_result", False):
+        v._fail()  # T.call_extern(...) used as a value: the extern module's message
     try:
         import numpy as np
 
@@ -93,10 +96,48 @@ def as_expr(v: Any, like: str | None = None) -> Expr:
     return _literal(v, like)
 
 
+def _dtype(v: Any, e: Expr) -> str:
+    """dtype of the operand ``v`` whose expression is ``e`` (a Value's cached dtype, else computed)."""
+    return v.dtype if isinstance(v, Value) else dtype_of(e)
+
+
+def _depth(*operands: Any) -> int:
+    """Nesting depth of a new node over ``operands`` (their cached depths; 1 for literals), checked against
+    ``EGTILE_MAX_EXPR_DEPTH`` (:mod:`egtile.limits`).
+
+    Raises:
+        LimitError: the expression would nest deeper than the limit; names the kernel, line and knob.
+    """
+    d = 1 + builtins.max((v._depth if isinstance(v, Value) else 1) for v in operands)
+    if d > _CHEAP_DEPTH:
+        from egtile import limits
+        from egtile.language.tracer import active
+
+        cap = limits.limit("EGTILE_MAX_EXPR_DEPTH")
+        if d > cap:
+            trace = active()
+            where = f"kernel {trace.name!r}: " if trace is not None else ""
+            raise LimitError(f"{where}this expression nests {d} levels deep; egtile's limit is {cap} "
+                             "(EGTILE_MAX_EXPR_DEPTH). An accumulation in a Python loop (acc = acc + X[i]) nests "
+                             "one level per step: accumulate in a T.serial loop into a T.alloc_local buffer, or "
+                             "raise the limit", user_loc())
+    return d
+
+
+_CHEAP_DEPTH = 64  # below this no expression is near any limit: skip reading it
+
+
 def _binary(op: str, a: Any, b: Any) -> Value:
     like_a = a.dtype if isinstance(a, Value) else None
     like_b = b.dtype if isinstance(b, Value) else None
-    return Value(BinOp(op, as_expr(a, like_b), as_expr(b, like_a)))
+    ea, eb = as_expr(a, like_b), as_expr(b, like_a)
+    e = BinOp(op, ea, eb)
+    return Value(e, node_dtype(e, _dtype(a, ea), _dtype(b, eb)), _depth(a, b))
+
+
+def _unop(op: str, v: Value) -> Value:
+    e = UnOp(op, v.expr)
+    return Value(e, node_dtype(e, v.dtype), _depth(v))
 
 
 class Value:
@@ -106,15 +147,21 @@ class Value:
         expr: the ``ir.Expr`` it stands for.
     """
 
-    __slots__ = ("expr",)
+    __slots__ = ("expr", "_dtype", "_depth")
     __hash__ = object.__hash__  # ``==`` builds an expression, so hash by identity
 
-    def __init__(self, expr: Expr) -> None:
+    def __init__(self, expr: Expr, dtype: str | None = None, depth: int = 1) -> None:
         self.expr = expr
+        self._dtype = dtype
+        self._depth = depth
 
     @property
     def dtype(self) -> str:
-        return dtype_of(self.expr)
+        # cached: a loop such as ``acc = acc + X[i]`` asks every step, and re-typing the whole
+        # expression each time would make tracing quadratic in its length
+        if self._dtype is None:
+            self._dtype = dtype_of(self.expr)
+        return self._dtype
 
     def __repr__(self) -> str:
         from egtile.ir.printer import format_expr
@@ -177,10 +224,10 @@ class Value:
     def __le__(self, o): return _binary("<=", self, o)
     def __gt__(self, o): return _binary(">", self, o)
     def __ge__(self, o): return _binary(">=", self, o)
-    def __neg__(self): return Value(UnOp("-", self.expr))
+    def __neg__(self): return _unop("-", self)
     def __pos__(self): return self
-    def __invert__(self): return Value(UnOp("~", self.expr))
-    def __abs__(self): return Value(UnOp("abs", self.expr))
+    def __invert__(self): return _unop("~", self)
+    def __abs__(self): return _unop("abs", self)
 
     def __pow__(self, o):
         raise UnsupportedError("`**` on a symbolic value (write the product, or T.exp/T.log)", user_loc())
@@ -212,8 +259,8 @@ def cast(value: Any, dtype: str) -> Value:
         raise DTypeError(f"T.cast: {err.message}", user_loc()) from None
     e = as_expr(value, d if not isinstance(value, Value) else None)
     if isinstance(e, Const) and e.dtype == d:
-        return Value(e)
-    return Value(Cast(d, e))
+        return Value(e, d)
+    return Value(Cast(d, e), d, _depth(value))
 
 
 def if_then_else(cond: Any, a: Any, b: Any) -> Any:
@@ -223,7 +270,7 @@ def if_then_else(cond: Any, a: Any, b: Any) -> Any:
         return a if cond else b
     like_a = a.dtype if isinstance(a, Value) else None
     like_b = b.dtype if isinstance(b, Value) else None
-    return Value(Select(as_expr(cond), as_expr(a, like_b), as_expr(b, like_a)))
+    return Value(Select(as_expr(cond), as_expr(a, like_b), as_expr(b, like_a)), None, _depth(cond, a, b))
 
 
 def max(a: Any, b: Any) -> Any:  # noqa: A001 - TileLang's name
@@ -264,7 +311,7 @@ def ceildiv(a: Any, b: Any) -> Any:
 
 def _unary(op: str, x: Any) -> Any:
     if isinstance(x, Value):
-        return Value(UnOp(op, x.expr))
+        return _unop(op, x)
     if isinstance(x, (int, float)):
         return Value(UnOp(op, as_expr(float(x))))
     raise DSLError(f"T.{op} expects a number or symbolic value, got {type(x).__name__}", user_loc())
@@ -303,23 +350,23 @@ def rsqrt(x: Any) -> Any:
 def abs(x: Any) -> Any:  # noqa: A001 - TileLang's name
     """``T.abs(x)``; on a Python number, the Python result."""
     if isinstance(x, Value):
-        return Value(UnOp("abs", x.expr))
+        return _unop("abs", x)
     return x if x >= 0 else -x
 
 
 def And(a: Any, b: Any) -> Value:  # noqa: N802 - TileLang's name
     """Logical and of two conditions (Python's ``and`` cannot be traced)."""
-    return Value(BinOp("and", as_expr(a), as_expr(b)))
+    return Value(BinOp("and", as_expr(a), as_expr(b)), "bool", _depth(a, b))
 
 
 def Or(a: Any, b: Any) -> Value:  # noqa: N802
     """Logical or of two conditions."""
-    return Value(BinOp("or", as_expr(a), as_expr(b)))
+    return Value(BinOp("or", as_expr(a), as_expr(b)), "bool", _depth(a, b))
 
 
 def Not(a: Any) -> Value:  # noqa: N802
     """Logical negation of a condition."""
-    return Value(UnOp("not", as_expr(a)))
+    return Value(UnOp("not", as_expr(a)), "bool", _depth(a))
 
 
 def infinity(dtype: str) -> Value:

@@ -22,6 +22,8 @@ from egtile.language.buffer import check_region
 class ExternResult:
     """What ``T.call_extern`` returns: using it as a value raises, because the call is a statement."""
 
+    _egtile_extern_result = True  # egtile.language.expr.as_expr refuses it with _fail's message
+
     def __init__(self, name: str) -> None:
         self.name = name
 
@@ -30,6 +32,8 @@ class ExternResult:
                                "calls as statements only", tracer.user_loc())
 
     __bool__ = __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = __rsub__ = __index__ = _fail
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __neg__ = __float__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = __int__ = _fail
 
 
 def address_of(element: Any) -> Value:

@@ -40,7 +40,8 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
 
     Raises:
         ShapeError: operands that are not 2-D, or M/N/K that disagree (the message gives all shapes).
-        DSLError: a global-memory C, or ``mbar`` (manual wgmma synchronization).
+        DSLError: a global-memory C, an accumulator that is also operand A or B, or ``mbar`` (manual wgmma
+            synchronization).
     """
     loc = tracer.user_loc()
     trace = tracer.current("T.gemm")
@@ -65,4 +66,12 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
     if rc.buffer.scope == "global":
         raise DSLError(f"T.gemm: accumulator C ({rc.buffer.name}) must be a fragment, shared or local buffer, not "
                        "a global tensor", loc)
+    for name, r in (("A", ra), ("B", rb)):
+        if r.buffer.name == rc.buffer.name:
+            # C's elements are rewritten while the threads computing other elements still read the operand:
+            # no order of the cooperative update reproduces C += A @ B (every instruction egtile could pick,
+            # SIMT or MMA, reads operand tiles while accumulators are stored).
+            raise DSLError(f"T.gemm: operand {name} and the accumulator C are the same buffer ({rc.buffer.name}); the "
+                           f"result would depend on the order threads update C. Copy the operand into another buffer "
+                           f"first", loc)
     trace.emit(Gemm(trace.sid(), ra, rb, rc, bool(transpose_A), bool(transpose_B), bool(clear_accum), loc), "T.gemm")

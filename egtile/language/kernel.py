@@ -14,7 +14,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from egtile.errors import DSLError, DTypeError, ShapeError, SourceLoc, UnsupportedError
+from egtile import limits
+from egtile.errors import DSLError, DTypeError, ResourceError, ShapeError, SourceLoc, UnsupportedError
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Buffer, Kernel as IRKernel, Var
 from egtile.language import tracer
@@ -141,7 +142,7 @@ def prim_func(fn: Callable[..., Any]) -> PrimFunc:
                            f"T.Tensor(shape, dtype), got {ann!r}", loc)
         buf = Buffer(trace.fresh_buffer_name(name, "arg"), ann.shape, ann.dtype, "global")
         trace.params.append(buf)
-        handles.append(TileBuffer(buf))
+        handles.append(TileBuffer(buf, trace))
     token = tracer.start(trace)
     try:
         fn(*handles)
@@ -153,7 +154,76 @@ def prim_func(fn: Callable[..., Any]) -> PrimFunc:
         name=fn.__name__, params=tuple(trace.params), grid=trace.grid or (1,), block_vars=trace.block_vars,
         threads=trace.threads, allocs=tuple(trace.allocs), body=trace.body, sources=tuple(trace.sources),
         loc=loc)
+    depth = check_traced(kernel)
+    limits.ensure_recursion(max(depth, 4 * trace.deepest))
     return PrimFunc(kernel, fn)
+
+
+def check_traced(kernel: IRKernel) -> int:
+    """Check what tracing cannot see locally and return the deepest expression's depth.
+
+    Every buffer a statement names must be one of this kernel's parameters or allocations (the very
+    objects: a Value built while tracing another prim_func may carry a load of that one's buffer).
+
+    Raises:
+        DSLError: a statement uses a buffer of another prim_func; names the buffer and the statement's line.
+    """
+    from egtile.ir.kernel import AddressOf, BinOp, Cast, Load, Select, UnOp, walk
+
+    own = {id(b) for b in kernel.params + kernel.allocs}
+    deepest = 0
+    for st in walk(kernel.body):
+        stack: list[tuple[Any, int]] = [(x, 1) for x in _operands(st)]
+        while stack:
+            x, d = stack.pop()
+            deepest = max(deepest, d)
+            buf = getattr(x, "buffer", None)
+            if buf is not None and id(buf) not in own:
+                raise DSLError(f"prim_func {kernel.name!r} uses buffer {buf.name!r} of another prim_func "
+                               f"(statement {st.sid}); a prim_func can only use its own parameters and "
+                               "allocations", st.loc)
+            match x:
+                case BinOp(a=a, b=b):
+                    stack += [(a, d + 1), (b, d + 1)]
+                case UnOp(a=a) | Cast(value=a):
+                    stack.append((a, d + 1))
+                case Select(cond=c, a=a, b=b):
+                    stack += [(c, d + 1), (a, d + 1), (b, d + 1)]
+                case Load(indices=idx):
+                    stack += [(i, d + 1) for i in idx]
+                case AddressOf(load=ld):
+                    stack.append((ld, d + 1))
+                case _:
+                    stack += [(o, d + 1) for o in getattr(x, "offsets", ())]
+    return deepest
+
+
+def _operands(st: Any) -> list[Any]:
+    """The expressions and regions of one statement (not of nested statements)."""
+    from egtile.ir.kernel import AtomicAdd, Copy, Extern, Fill, For, Gemm, If, Load, Reduce, Store
+
+    match st:
+        case Store(buffer=b, indices=idx, value=v) | AtomicAdd(buffer=b, indices=idx, value=v):
+            return [Load(b, idx), v]
+        case Copy(src=a, dst=b):
+            return [a, b]
+        case Fill(dst=d, value=v):
+            return [d, v]
+        case Gemm(a=a, b=b, c=c):
+            return [a, b, c]
+        case Reduce(src=a, dst=b):
+            return [Load(a, ()), Load(b, ())]
+        case Extern(args=args):
+            return list(args)
+        case For(start=a, stop=b):
+            return [a, b]
+        case If(cond=c):
+            return [c]
+    return []
+
+
+GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
+"""Maximum grid extent per dimension (x, y, z) on compute capability 9.0."""
 
 
 class Kernel:
@@ -168,6 +238,7 @@ class Kernel:
     Raises:
         DSLError: nested or repeated ``T.Kernel``.
         UnsupportedError: symbolic grid, multi-dimensional ``threads``, ``prelude``.
+        ResourceError: a grid beyond sm_90's limits (:data:`GRID_LIMITS`), on every target.
     """
 
     def __init__(self, *grid: Any, threads: Any = 128, prelude: str | None = None, **kwargs: Any) -> None:
@@ -188,6 +259,12 @@ class Kernel:
             if isinstance(g, bool) or not isinstance(g, int) or g < 1:
                 raise DSLError(f"T.Kernel grid extents must be positive ints, got {g!r}", self._loc)
             extents.append(int(g))
+        for axis, (g, cap) in enumerate(zip(extents, GRID_LIMITS)):
+            if g > cap:
+                raise ResourceError(
+                    f"kernel {self._trace.name!r}: T.Kernel grid {tuple(extents)} has {g} blocks in dimension "
+                    f"{'xyz'[axis]}; sm_90 allows at most {cap} (x: 2^31-1, y and z: 65535; CUDA C++ Programming "
+                    "Guide, 'Technical Specifications per Compute Capability')", self._loc)
         if isinstance(threads, (list, tuple)):
             if len(threads) == 1:
                 threads = threads[0]

@@ -85,9 +85,20 @@ class _LoopNest:
 
 
 def _start_stop(start: Any, stop: Any, what: str, loc) -> tuple[Expr, Expr]:
-    if stop is None:
-        return Const(0, "int32"), _bound(start, what, loc)
-    return _bound(start, what, loc), _bound(stop, what, loc)
+    """``[start, stop)`` bounds (``[0, start)`` with one argument).
+
+    Raises:
+        DSLError: static bounds with ``stop < start`` (a negative extent such as ``T.serial(-4)``: almost
+            always a sign error; Python's ``range`` would silently run nothing).
+    """
+    lo, hi = (Const(0, "int32"), _bound(start, what, loc)) if stop is None else \
+        (_bound(start, what, loc), _bound(stop, what, loc))
+    a, b = static_value(lo), static_value(hi)
+    if a is not None and b is not None and b < a:
+        args = f"{start!r}" if stop is None else f"{start!r}, {stop!r}"
+        raise DSLError(f"{what}({args}): the loop has a negative extent ({b} - {a} = {b - a}); expected "
+                       "stop >= start", loc)
+    return lo, hi
 
 
 def Parallel(*extents: Any, coalesced_width: int | None = None, loop_layout: Any = None,  # noqa: N802
@@ -107,9 +118,12 @@ def Parallel(*extents: Any, coalesced_width: int | None = None, loop_layout: Any
     bounds = []
     for n in extents:
         e = _bound(n, "T.Parallel", loc)
-        if static_value(e) is None:
+        v = static_value(e)
+        if v is None:
             raise UnsupportedError("symbolic extent in T.Parallel (extents must be static ints)", loc)
-        bounds.append((Const(0, "int32"), Const(static_value(e), "int32")))
+        if v < 0:
+            raise DSLError(f"T.Parallel{tuple(extents)!r}: extent {v} is negative; expected an int >= 0", loc)
+        bounds.append((Const(0, "int32"), Const(v, "int32")))
     return _LoopNest("parallel", bounds, "T.Parallel")
 
 

@@ -28,6 +28,7 @@ def operand(x: Any, what: str, role: str, loc: SourceLoc | None) -> Operand:
         DSLError: ``x`` is not a buffer, region or buffer element.
     """
     if isinstance(x, TileBuffer):
+        x.check_owner(loc)
         return Region.full(x.buffer)
     if isinstance(x, RegionRef):
         return x.region

@@ -23,6 +23,7 @@ def _reduce(kind: ReduceKind, src: Any, dst: Any, dim: int, clear: bool) -> None
         if not isinstance(x, TileBuffer):
             raise DSLError(f"{what}: {role} must be a whole buffer (regions are not supported), got "
                            f"{type(x).__name__}", loc)
+        x.check_owner(loc)
     s, d = src.buffer, dst.buffer
     nd = len(s.shape)
     if isinstance(dim, bool) or not isinstance(dim, int) or not -nd <= dim < nd:

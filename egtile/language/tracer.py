@@ -24,8 +24,14 @@ import sys
 from dataclasses import dataclass, field
 from types import FrameType
 
-from egtile.errors import DSLError, SourceLoc
+from egtile.errors import DSLError, LimitError, SourceLoc
 from egtile.ir.kernel import Buffer, Stmt, Var
+
+def _limit(name: str) -> int:
+    from egtile import limits
+
+    return limits.limit(name)
+
 
 _EGTILE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -130,6 +136,8 @@ class Trace:
     var_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
     guard_depth: int = 0
     in_kernel: bool = False
+    max_nesting: int = field(default_factory=lambda: _limit("EGTILE_MAX_NESTING"))
+    deepest: int = 0
 
     # -- ids and names ---------------------------------------------------------------------------
 
@@ -140,15 +148,31 @@ class Trace:
         return s
 
     def fresh_var_name(self, wanted: str | None, fallback: str = "i") -> str:
-        """``wanted`` (or ``fallback``) made unique within the kernel: ``i``, ``i_1``, ``i_2``..."""
-        return _unique(wanted or fallback, self.var_names)
+        """``wanted`` (or ``fallback``) made unique within the kernel: ``i``, ``i_1``, ``i_2``... Variables
+        and buffers share one namespace: the backend declares both as C identifiers in one scope."""
+        name = _unique(wanted or fallback, self.var_names | self.buffer_names)
+        self.var_names.add(name)
+        return name
 
     def fresh_buffer_name(self, wanted: str | None, fallback: str) -> str:
-        return _unique(wanted or fallback, self.buffer_names)
+        name = _unique(wanted or fallback, self.var_names | self.buffer_names)
+        self.buffer_names.add(name)
+        return name
 
     # -- statement lists ------------------------------------------------------------------------
 
     def open(self, kind: str, loc: SourceLoc | None) -> Frame:
+        """Open a statement list for ``kind``.
+
+        Raises:
+            LimitError: more than ``EGTILE_MAX_NESTING`` nested loops and ``T.If`` blocks (the
+                ``T.Kernel`` body itself does not count).
+        """
+        depth = len(self.frames)  # frames[0] is the T.Kernel body
+        if depth > self.max_nesting:
+            raise LimitError(f"kernel {self.name!r}: {kind} opens nesting level {depth}; egtile's limit is "
+                             f"{self.max_nesting} nested loops and T.If blocks (EGTILE_MAX_NESTING)", loc)
+        self.deepest = max(self.deepest, depth)
         frame = Frame(kind, loc)
         self.frames.append(frame)
         return frame

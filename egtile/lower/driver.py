@@ -22,11 +22,13 @@ from typing import Any
 from egtile.errors import ScheduleError
 from egtile.ir import Buffer, Expr, For, If, MBarrier, Scheduled, SStmt, Stmt, ThreadRange, Var
 from egtile.lower.irmap import restage, substitute
+from egtile.analysis.uniform import uniformity
 from egtile.layout.fragment import Fragment
 from egtile.lower import mma_access  # noqa: F401  (access summaries of the fragment and wgmma nodes)
-from egtile.lower.sync import place_syncs
+from egtile.lower.sync import NonUniformBarrier, place_syncs
 from egtile.schedule.decision import Decision
 from egtile.schedule.decode import Node
+from egtile.schedule.describe import describe
 from egtile.schedule.facts import FactContext
 
 
@@ -319,7 +321,18 @@ def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, De
     buffers = tuple(lw.staged.get(b.name, b) for b in facts.kernel.allocs) + tuple(lw.extra)
     buffers = tuple(replace(b, layout=lw.swizzle(b.name)) if b.scope == "shared" else b for b in buffers)
     fragments = tuple((b.name, f) for b in buffers if (f := lw.fragment(b.name)) is not None)
-    stmts = place_syncs(stmts, everyone, barriers=tuple(lw.barriers), ordered=frozenset(lw.ordered))
+    uni = uniformity(facts.kernel)
+    try:
+        stmts = place_syncs(stmts, everyone, barriers=tuple(lw.barriers), ordered=frozenset(lw.ordered),
+                            uniform=uni.of)
+    except NonUniformBarrier as e:
+        st = facts.stmts.get(e.sid) if e.sid is not None else None
+        what = describe(st) if st is not None else "a T.If"
+        raise ScheduleError(
+            f"{what} needs a CTA barrier (__syncthreads) inside its branch, but its condition is not block-uniform: "
+            f"{e.reason}. bar.sync must be reached by every thread of the block (PTX ISA 9.7.13.4), so egtile cannot "
+            "schedule this: evaluate the condition from read-only inputs, shared memory or block indices (e.g. copy "
+            "the flag into a shared buffer first)", getattr(st, "loc", None)) from None
     return Scheduled(facts.kernel, total, buffers, tuple(lw.barriers), stmts, staged=tuple(lw.stages.items()),
                      fragments=fragments)
 

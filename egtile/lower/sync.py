@@ -34,9 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from egtile.analysis import ANY_BUFFER, Access, free_vars, reads, writes
+from egtile.analysis.access import walk_expr
 from egtile.errors import RuleError
 from egtile.ir import (
     Arrive,
+    Expr,
+    Load,
     ArriveExpectTx,
     Copy,
     CpAsyncArrive,
@@ -58,8 +61,10 @@ from egtile.ir import (
     TmaStore,
     Var,
     Wait,
+    swalk,
 )
 from egtile.ir.registry import Registry
+from egtile.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -255,9 +260,15 @@ def _seq_loop(s: SeqLoop, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
     return acc.body(s.body, owner_of)
 
 
+def cond_reads(e: Expr, acc: AccessSummary) -> set[Acc]:
+    """The reads of a condition: every thread that reaches it loads the same elements (no owner)."""
+    return {Acc(x.buffer.name, False) for x in walk_expr(e)
+            if isinstance(x, Load) and acc.keep(x.buffer.scope, x.buffer.name)}
+
+
 @register_accesses(SIf)
 def _sif(s: SIf, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
-    return acc.body(s.then_body + s.else_body, owner_of)
+    return cond_reads(s.cond, acc) | acc.body(s.then_body + s.else_body, owner_of)
 
 
 @register_accesses(RoleSplit)
@@ -276,8 +287,24 @@ for _cls in (Wait, Arrive, ArriveExpectTx, CpAsyncArrive, SyncThreads, FenceProx
     register_accesses(_cls, _none)  # synchronization only: no buffer access
 
 
+class NonUniformBarrier(Exception):
+    """A block-level ``T.If`` whose condition threads may evaluate differently needs a CTA barrier inside."""
+
+    def __init__(self, sid: int | None, reason: str) -> None:
+        super().__init__(sid, reason)
+        self.sid = sid
+        self.reason = reason
+
+
+def no_loads(e: Expr) -> Verdict:
+    """The conservative uniformity of a condition when the kernel's facts are not at hand: no memory reads."""
+    loads = sorted({x.buffer.name for x in walk_expr(e) if isinstance(x, Load)})
+    return Verdict.of([f"it reads {b}" for b in loads])
+
+
 def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRange, bar_id: int,
-           acc: AccessSummary, barriers: dict[str, MBarrier]) -> tuple[tuple[SStmt, ...], frozenset[Acc]]:
+           acc: AccessSummary, barriers: dict[str, MBarrier],
+           uniform: Callable[[Expr], Verdict] = no_loads) -> tuple[tuple[SStmt, ...], frozenset[Acc]]:
     out: list[SStmt] = []
     for s in stmts:
         match s:
@@ -286,19 +313,40 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
                 pending = frozenset()
             case SeqLoop(body=body):
                 start = pending
-                new_body, end = _place(body, start, threads, bar_id, acc, barriers)
+                new_body, end = _place(body, start, threads, bar_id, acc, barriers, uniform)
                 for _ in range(8):
-                    again, end2 = _place(body, start | end, threads, bar_id, acc, barriers)
+                    again, end2 = _place(body, start | end, threads, bar_id, acc, barriers, uniform)
                     if again == new_body and end2 == end:
                         break
                     new_body, end = again, end2
                 out.append(SeqLoop(s.var, s.start, s.stop, new_body, s.unroll, s.sid))
                 pending = start | end
-            case SIf(then_body=t, else_body=e):
-                nt, pt = _place(t, pending, threads, bar_id, acc, barriers)
-                ne, pe = _place(e, pending, threads, bar_id, acc, barriers)
-                out.append(SIf(s.cond, nt, ne, s.sid))
-                pending = pt | pe
+            case SIf(cond=c, then_body=t, else_body=e):
+                reads_c = frozenset(cond_reads(c, acc))
+                if _conflicts(pending, reads_c):
+                    out.append(SyncThreads(threads, bar_id))
+                    pending = frozenset()
+                pending = pending | reads_c
+                verdict = uniform(c)
+                if verdict.ok:
+                    # Every thread takes the same branch: a CTA barrier inside is reached by all of them.
+                    nt, pt = _place(t, pending, threads, bar_id, acc, barriers, uniform)
+                    ne, pe = _place(e, pending, threads, bar_id, acc, barriers, uniform)
+                    out.append(SIf(c, nt, ne, s.sid))
+                    pending = pt | pe
+                    continue
+                # Threads may disagree: order the whole statement from outside, and it must need no
+                # barrier inside (bar.sync must be reached by every thread it counts, PTX ISA 9.7.13.4).
+                mine = frozenset(acc.body(t + e))
+                if _conflicts(pending, mine):
+                    out.append(SyncThreads(threads, bar_id))
+                    pending = frozenset()
+                for branch in (t, e):
+                    placed, _ = _place(branch, frozenset(), threads, bar_id, acc, barriers, uniform)
+                    if any(isinstance(x, SyncThreads) for x in swalk(placed)):
+                        raise NonUniformBarrier(s.sid, "; ".join(verdict.reasons))
+                out.append(s)
+                pending = pending | mine
             case RoleSplit(roles=roles):
                 mine = frozenset(acc.of(s))
                 if _conflicts(pending, mine):
@@ -308,7 +356,7 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
                 inner = AccessSummary(acc.staged, acc.ignore | guarded)
                 new_roles = []
                 for i, r in enumerate(roles):
-                    body, _ = _place(r.body, frozenset(), r.threads, i + 1, inner, barriers)
+                    body, _ = _place(r.body, frozenset(), r.threads, i + 1, inner, barriers, uniform)
                     new_roles.append(type(r)(r.name, r.threads, r.setmaxnreg, body))
                 out.append(RoleSplit(tuple(new_roles), s.sid))
                 pending = pending | mine
@@ -323,7 +371,8 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
 
 
 def place_syncs(stmts: tuple[SStmt, ...], everyone: ThreadRange, *, barriers: tuple[MBarrier, ...] = (),
-                staged: frozenset[str] = frozenset(), ordered: frozenset[str] = frozenset()) -> tuple[SStmt, ...]:
+                staged: frozenset[str] = frozenset(), ordered: frozenset[str] = frozenset(),
+                uniform: Callable[[Expr], Verdict] = no_loads) -> tuple[SStmt, ...]:
     """``stmts`` (a block's body, run by ``everyone``) with ``SyncThreads`` added where needed.
 
     Args:
@@ -334,8 +383,14 @@ def place_syncs(stmts: tuple[SStmt, ...], everyone: ThreadRange, *, barriers: tu
         ordered: buffers whose every access the lowering has already ordered itself, everywhere (the
             stages of a software-pipelined loop: private to the loop, read-after-write through ``full``
             mbarriers, write-after-read through the CTA barrier it placed); they are not tracked.
+        uniform: whether a block-level ``SIf`` condition is block-uniform
+            (:meth:`egtile.analysis.uniform.Uniformity.of`); a barrier goes inside such a branch, while a
+            branch on a condition threads may disagree on is ordered from outside.
+
+    Raises:
+        NonUniformBarrier: a branch on a condition that is not block-uniform needs a barrier inside.
     """
     staged = staged | frozenset(g for b in barriers for g in b.guards)
     acc = AccessSummary(staged, ordered)
-    out, _ = _place(stmts, frozenset(), everyone, 0, acc, {b.name: b for b in barriers})
+    out, _ = _place(stmts, frozenset(), everyone, 0, acc, {b.name: b for b in barriers}, uniform)
     return out

@@ -8,6 +8,7 @@ ruleset stage by stage with limits (:mod:`egtile.schedule.saturate`), extract th
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -188,10 +189,28 @@ _POOLS = threading.local()
 _MAX_TEMPLATES = 8
 
 
-def _pool() -> OrderedDict[RuleSet, EGraph]:
+class _Templates(OrderedDict):
+    """One thread's templates. An e-graph must also be *freed* on its thread: dropped on another, pyo3
+    refuses ("EGraph is unsendable, but is being dropped on another thread") and leaks it. Every
+    ``EGraph.run`` leaves a reference cycle holding the e-graph's state (egglog-python's schedule
+    processing closure), and such garbage is freed by the cycle collector in whichever thread happens to
+    run it. So wherever this pool lets go of templates -- eviction, a failed call, and the end of the
+    thread (the thread-local pool is released on its own thread) -- it collects cycles right away, on
+    the owning thread, while nothing else holds the e-graphs."""
+
+    @staticmethod
+    def release() -> None:
+        gc.collect()
+
+    def __del__(self) -> None:
+        self.clear()
+        gc.collect()
+
+
+def _pool() -> _Templates:
     pool = getattr(_POOLS, "pool", None)
     if pool is None:
-        pool = _POOLS.pool = OrderedDict()
+        pool = _POOLS.pool = _Templates()
     return pool
 
 
@@ -222,8 +241,13 @@ def _scratch(rules: RuleSet, prog: Program):
             ok = False
         if ok:
             pool[rules] = g
-            while len(pool) > _MAX_TEMPLATES:
-                pool.popitem(last=False)
+            if len(pool) > _MAX_TEMPLATES:
+                while len(pool) > _MAX_TEMPLATES:
+                    pool.popitem(last=False)
+                pool.release()
+        else:
+            del g
+            pool.release()
 
 
 @dataclass

@@ -18,7 +18,7 @@ import numpy as np
 
 from egtile.errors import UnsupportedError
 # the evaluator's private operator functions, on purpose: the very same semantics
-from egtile.evaluate import _binop, _compare, _math, dtype_of, promote, round_to
+from egtile.evaluate import _binop, _compare, dtype_of, math_value, promote, round_to
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Expr, Load, Select, UnOp, Var
 
@@ -35,9 +35,10 @@ def rounder(dtype: str) -> Callable[[Any], Any]:
         case "float":
             if d.name == "float64":
                 return float
-            if d.name in ("float32", "float16"):
-                t = np.float32 if d.name == "float32" else np.float16
-                return lambda v: float(t(float(v)))
+            if d.name == "float32":
+                return lambda v: float(np.float32(v)) if type(v) is float else round_to("float32", v)
+            if d.name == "float16":  # through float32, as round_to (and the backend) convert
+                return lambda v: float(np.float16(np.float32(v))) if type(v) is float else round_to("float16", v)
             return lambda v: round_to(d.name, v)
         case "int" | "uint":
             bits, signed = d.bits, d.kind == "int"
@@ -123,7 +124,7 @@ def _binop_fn(e: BinOp, op: str, a: Expr, b: Expr) -> Fn:
                 return lambda env, load: r(int(r(fa(env, load))) - int(r(fb(env, load))))
             case "*":
                 return lambda env, load: r(int(r(fa(env, load))) * int(r(fb(env, load))))
-    return lambda env, load: r(_binop(op, r(fa(env, load)), r(fb(env, load)), kind))
+    return lambda env, load: r(_binop(op, r(fa(env, load)), r(fb(env, load)), kind, result))
 
 
 def _unop_fn(e: UnOp, op: str, a: Expr) -> Fn:
@@ -138,5 +139,6 @@ def _unop_fn(e: UnOp, op: str, a: Expr) -> Fn:
             return lambda env, load: r(~int(f(env, load)))
         case "abs":
             return lambda env, load: r(abs(f(env, load)))
-    return lambda env, load: r(_math(op, float(f(env, load))))
+    result = dtype_of(e)
+    return lambda env, load: r(math_value(op, f(env, load), result))
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from egtile.errors import ArgumentError, DTypeError, ShapeError, SimulationError
+from egtile import limits
+from egtile.errors import ArgumentError, DTypeError, ShapeError
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Kernel
 from egtile.ir.scheduled import Scheduled
@@ -16,7 +17,7 @@ from egtile.sim.memory import InterBlock, Mem, RaceLog
 from egtile.sim.policy import make_policy
 from egtile.sim.report import SimResult
 
-MAX_STEPS = 20_000_000
+MAX_STEPS = limits.DEFAULTS["EGTILE_MAX_CPU_STEPS"]  # default of the knob (egtile.limits)
 
 
 def _schedule_of(obj: Any) -> Scheduled:
@@ -85,11 +86,15 @@ def simulate(kernel_or_schedule: Any, *tensors: Any, policy: str = "round_robin"
         ExternModelError: an extern without a registered model.
         SimulationError: a malformed schedule (unknown buffer, barrier stage out of range, more than 1024
             threads per block, ...).
+        LimitError: more than ``EGTILE_MAX_CPU_BLOCKS`` blocks (refused before running) or
+            ``EGTILE_MAX_CPU_STEPS`` scheduling steps (:mod:`egtile.limits`).
         Errors raised while running a statement name its sid, thread and block and carry the user's line
         (``err.loc``) of the innermost enclosing tile-IR statement; the thread limit carries the kernel's.
     """
     sched = _schedule_of(kernel_or_schedule)
     kernel = sched.kernel
+    limits.check_blocks(kernel.name, kernel.grid, "simulator")
+    max_steps = limits.limit("EGTILE_MAX_CPU_STEPS")
     if len(tensors) != len(kernel.params):
         names = ", ".join(p.name for p in kernel.params)
         raise ArgumentError(f"kernel {kernel.name!r} expects {len(kernel.params)} tensor argument(s) ({names}), "
@@ -104,9 +109,10 @@ def simulate(kernel_or_schedule: Any, *tensors: Any, policy: str = "round_robin"
     repeated: list = []
     barrier_errors: list = []
     steps = 0
+    budget = [max_steps]  # statements of all threads of all blocks (Block.run), the same knob
     with np.errstate(all="ignore"):
         for coords in itertools.product(*(range(g) for g in kernel.grid)):
-            block = Block(prog, coords, globals_, log)
+            block = Block(prog, coords, globals_, log, budget)
             while True:
                 choice = pol.pick(block)
                 if choice is None:
@@ -117,8 +123,8 @@ def simulate(kernel_or_schedule: Any, *tensors: Any, policy: str = "round_robin"
                 else:
                     block.complete(x)
                 steps += 1
-                if steps > MAX_STEPS:
-                    raise SimulationError(f"simulation of {kernel.name!r} exceeded {MAX_STEPS} scheduling steps")
+                if steps > max_steps:
+                    raise limits.step_error(kernel.name, max_steps, "simulator")
             stuck = any(not th.done for th in block.threads)
             out = block.finish(stuck)
             repeated += out.repeated

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from egtile import limits
 from egtile.errors import EgtileError, SimulationError, SourceLoc
 from egtile.evaluate import poison, round_to
 from egtile.ir.kernel import Buffer, Copy, Expr, Region, Store, walk
@@ -268,9 +269,15 @@ class Block:
     PREEMPT: tuple[None] = (None,)
     """Return this from a handler to yield one plain preemption point after the statement."""
 
-    def __init__(self, prog: Program, coords: tuple[int, ...], globals_: dict[str, Mem], log: RaceLog) -> None:
+    def __init__(self, prog: Program, coords: tuple[int, ...], globals_: dict[str, Mem], log: RaceLog,
+                 budget: list[int] | None = None) -> None:
         self.prog = prog
         self.coords = coords
+        # statements every thread may still run in this simulate() call, shared by its blocks
+        # (EGTILE_MAX_CPU_STEPS, egtile.limits): a step never blocks, so a long serial loop is one
+        # scheduling step and only this counter bounds it
+        self.budget = budget if budget is not None else [limits.limit("EGTILE_MAX_CPU_STEPS")]
+        self.max_steps = self.budget[0]
         self.mems: dict[str, Mem] = dict(globals_)
         for m in globals_.values():
             if m.shadowed:
@@ -497,6 +504,9 @@ class Block:
         """
         table = SEMANTICS.table
         for s in stmts:
+            self.budget[0] -= 1
+            if self.budget[0] < 0:
+                raise limits.step_error(self.prog.sched.kernel.name, self.max_steps, "simulator")
             try:
                 sem = table.get(type(s)) or SEMANTICS.lookup(type(s))
                 requests = sem.run(self, s, th)

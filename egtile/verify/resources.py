@@ -4,6 +4,10 @@ Limits (CUDA C++ Programming Guide, "Technical Specifications per Compute Capabi
 capability 9.0): at most 1024 threads per block; at most 227 KB (232448 bytes) of shared memory per
 block (opt-in dynamic shared memory); 64K 32-bit registers per block.
 
+Local memory: at most 512 KB per thread (the same table, "Maximum amount of local memory per thread");
+every ``local`` buffer is a per-thread array, so their sizes add up (the backend declares them as
+arrays in the kernel: registers, or stack when indexed dynamically or too large).
+
 Shared memory is counted as the backend lays it out: every ``shared`` and ``fragment`` buffer (fragments
 live in shared memory, ``docs/architecture.md``), each aligned to 128 bytes (TMA destinations need
 128-byte alignment, PTX ISA 9.7.9.27), plus 8 bytes per mbarrier.
@@ -21,6 +25,7 @@ from egtile.verify.violation import Violation
 
 MAX_THREADS = 1024
 MAX_SHARED_BYTES = 227 * 1024
+MAX_LOCAL_BYTES_PER_THREAD = 512 * 1024
 REGISTERS_PER_BLOCK = 65536
 SMEM_ALIGN = 128
 WARPGROUP = 128
@@ -48,6 +53,13 @@ def check_resources(sched: Scheduled) -> list[Violation]:
         out.append(Violation("L8", f"the block needs {used} bytes of shared memory; sm_90 allows {MAX_SHARED_BYTES} "
                                    f"(227 KB) per block. Largest buffers: {desc}",
                              buffer=big[0].name if big else None))
+    local = sorted((b for b in sched.buffers if b.scope == "local"), key=lambda b: -b.numel * lookup_dtype(b.dtype).bytes)
+    local_bytes = sum(b.numel * lookup_dtype(b.dtype).bytes for b in local)
+    if local_bytes > MAX_LOCAL_BYTES_PER_THREAD:
+        desc = ", ".join(f"{b.name} {b.shape} {b.dtype} ({b.numel * lookup_dtype(b.dtype).bytes} B)" for b in local[:3])
+        out.append(Violation("L8", f"the kernel needs {local_bytes} bytes of local memory per thread (T.alloc_local "
+                                   f"buffers: {desc}); sm_90 allows {MAX_LOCAL_BYTES_PER_THREAD} (512 KB) per thread",
+                             buffer=local[0].name))
     for s in swalk(sched.body):
         if not isinstance(s, RoleSplit):
             continue

@@ -78,7 +78,7 @@ def _run(m, s: Store | AtomicAdd | Extern, th) -> None:
                     values.append(m.ev(a, th))
             if pointers == 0 and not (pure or model.pure):
                 th.effect = True  # an opaque call whose count matters (see the module docstring)
-            model.fn(*values)
+            model.call(*values)
         case _:
             raise TypeError(f"not a leaf statement: {s!r}")
 

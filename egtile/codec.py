@@ -1,0 +1,209 @@
+"""A data-only text encoding of frozen dataclass values (the IR, schedules, launch metadata), for caches.
+
+Unlike pickle, decoding never runs code and never builds an object the caller did not ask for: a
+:class:`Codec` knows a fixed set of dataclasses, and :meth:`Codec.loads` rebuilds a value *directed by the
+type it is expected to have* (``typing.get_type_hints`` of each field), checking every value against its
+field's declared type. Anything else -- an unknown class, a missing or extra field, an ``int`` where a
+``str`` belongs, a string outside a ``Literal`` -- raises :class:`CodecError`. So a corrupted or crafted
+entry either decodes to a well-typed value of the expected type or is refused; it cannot make a
+``Const`` with a list as its value, or an object of another class.
+
+Format: JSON. A dataclass is an object ``{"$": "<class name>", "<field>": ..., ...}`` holding every field
+(those excluded from equality too, such as ``loc``, so error messages keep their lines); tuples are
+arrays; ``None``, ``bool``, ``int``, ``float`` and ``str`` are JSON's own (``int`` and ``float`` stay
+apart: ``2`` and ``2.0`` decode to what was encoded; ``NaN``, ``Infinity`` and ``-0.0`` round-trip).
+:meth:`Codec.dumps` is canonical (sorted keys, no whitespace), so equal values have equal text and the
+text can be hashed as a fingerprint.
+
+Supported field types: ``None``, ``bool``, ``int``, ``float``, ``str``, ``tuple[X, ...]``,
+``tuple[X, Y, ...]``, ``Literal[...]``, unions of these (``X | None``), and the codec's dataclasses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+import typing
+from collections.abc import Iterable
+from typing import Any, Literal, Union
+
+
+class CodecError(ValueError):
+    """The text is not an encoding of a value of the expected type (the message says where and why)."""
+
+
+class Codec:
+    """Encodes and decodes values made of the dataclasses ``classes`` (and of the primitive types).
+
+    Args:
+        classes: frozen dataclasses, each with a class name unique in the set; field annotations must be
+            resolvable by ``typing.get_type_hints`` in the class's module.
+    """
+
+    def __init__(self, classes: Iterable[type]) -> None:
+        self._classes: dict[str, type] = {}
+        for cls in classes:
+            if not dataclasses.is_dataclass(cls):
+                raise TypeError(f"{cls!r} is not a dataclass")
+            if self._classes.setdefault(cls.__name__, cls) is not cls:
+                raise TypeError(f"two classes are named {cls.__name__!r}")
+        self._fields: dict[type, tuple[tuple[str, Any], ...]] = {}
+
+    def _hints(self, cls: type) -> tuple[tuple[str, Any], ...]:
+        got = self._fields.get(cls)
+        if got is None:
+            module = sys.modules[cls.__module__]
+            hints = typing.get_type_hints(cls, vars(module))
+            got = tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+            self._fields[cls] = got
+        return got
+
+    # -- encoding -----------------------------------------------------------------------------------
+
+    def encode(self, value: Any) -> Any:
+        """``value`` as JSON-compatible data (see module docstring).
+
+        Raises:
+            CodecError: a value of a type the codec does not know.
+        """
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        if isinstance(value, float):
+            return value
+        if isinstance(value, tuple):
+            return [self.encode(v) for v in value]
+        cls = type(value)
+        if self._classes.get(cls.__name__) is cls:
+            out: dict[str, Any] = {"$": cls.__name__}
+            for name, _ in self._hints(cls):
+                out[name] = self.encode(getattr(value, name))
+            return out
+        raise CodecError(f"cannot encode a {cls.__module__}.{cls.__qualname__}")
+
+    def dumps(self, value: Any) -> str:
+        """Canonical JSON text of ``value``."""
+        return json.dumps(self.encode(value), sort_keys=True, separators=(",", ":"), allow_nan=True,
+                          ensure_ascii=True)
+
+    # -- decoding -----------------------------------------------------------------------------------
+
+    def decode(self, data: Any, tp: Any, where: str = "value") -> Any:
+        """The value of type ``tp`` that ``data`` encodes.
+
+        Raises:
+            CodecError: ``data`` is not an encoding of a ``tp``.
+        """
+        origin = typing.get_origin(tp)
+        if tp is Any:
+            raise CodecError(f"{where}: field type Any cannot be decoded safely")
+        if tp is None or tp is type(None):
+            if data is None:
+                return None
+            raise CodecError(f"{where}: expected null, got {_kind(data)}")
+        if tp is bool:
+            if type(data) is bool:
+                return data
+            raise CodecError(f"{where}: expected a bool, got {_kind(data)}")
+        if tp is int:
+            if type(data) is int:
+                return data
+            raise CodecError(f"{where}: expected an int, got {_kind(data)}")
+        if tp is float:
+            if type(data) in (float, int):  # an int stored in a float field decodes as it was encoded
+                return data
+            raise CodecError(f"{where}: expected a number, got {_kind(data)}")
+        if tp is str:
+            if type(data) is str:
+                return data
+            raise CodecError(f"{where}: expected a string, got {_kind(data)}")
+        if origin is Literal:
+            for allowed in typing.get_args(tp):
+                if type(data) is type(allowed) and data == allowed:
+                    return allowed
+            raise CodecError(f"{where}: {data!r} is not one of {typing.get_args(tp)}")
+        if origin is tuple:
+            args = typing.get_args(tp)
+            if type(data) is not list:
+                raise CodecError(f"{where}: expected an array, got {_kind(data)}")
+            if len(args) == 2 and args[1] is Ellipsis:
+                return tuple(self.decode(v, args[0], f"{where}[{i}]") for i, v in enumerate(data))
+            if len(args) != len(data):
+                raise CodecError(f"{where}: expected {len(args)} items, got {len(data)}")
+            return tuple(self.decode(v, t, f"{where}[{i}]") for i, (v, t) in enumerate(zip(data, args)))
+        if origin in (Union, types.UnionType):
+            return self._decode_union(data, typing.get_args(tp), where)
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            return self._decode_dataclass(data, (tp,), where)
+        raise CodecError(f"{where}: unsupported field type {tp!r}")
+
+    def _decode_union(self, data: Any, alts: tuple[Any, ...], where: str) -> Any:
+        classes = tuple(a for a in alts if isinstance(a, type) and dataclasses.is_dataclass(a))
+        if type(data) is dict:
+            if not classes:
+                raise CodecError(f"{where}: expected one of {alts}, got an object")
+            return self._decode_dataclass(data, classes, where)
+        # primitive alternatives, in an order that keeps bool, int and float apart
+        for a in sorted((a for a in alts if a not in classes), key=_primitive_rank):
+            try:
+                return self.decode(data, a, where)
+            except CodecError:
+                continue
+        raise CodecError(f"{where}: {_kind(data)} matches none of {alts}")
+
+    def _decode_dataclass(self, data: Any, allowed: tuple[type, ...], where: str) -> Any:
+        if type(data) is not dict:
+            raise CodecError(f"{where}: expected an object, got {_kind(data)}")
+        name = data.get("$")
+        cls = self._classes.get(name) if type(name) is str else None
+        if cls is None or cls not in allowed:
+            raise CodecError(f"{where}: class {name!r} is not one of {[c.__name__ for c in allowed]}")
+        fields = self._hints(cls)
+        if set(data) != {"$"} | {n for n, _ in fields}:
+            extra = sorted(set(data) - {"$"} - {n for n, _ in fields})
+            missing = sorted({n for n, _ in fields} - set(data))
+            raise CodecError(f"{where}: {name} has fields {missing} missing and {extra} unknown")
+        kwargs = {n: self.decode(data[n], t, f"{where}.{n}") for n, t in fields}
+        try:
+            return cls(**kwargs)
+        except Exception as err:  # noqa: BLE001 - a constructor's own check: the data is not a valid value
+            raise CodecError(f"{where}: {name}(...) refused the data: {err}") from None
+
+    def loads(self, text: str, tp: Any) -> Any:
+        """The value of type ``tp`` encoded by ``text``.
+
+        Raises:
+            CodecError: not JSON, or not an encoding of a ``tp``.
+        """
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as err:
+            raise CodecError(f"not valid JSON: {err}") from None
+        return self.decode(data, tp)
+
+
+def _primitive_rank(t: Any) -> int:
+    return {bool: 0, int: 1, float: 2, str: 3, type(None): 4, None: 4}.get(t, 5)
+
+
+def _kind(data: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a bool", int: "an int", float: "a number",
+            type(None): "null"}.get(type(data), type(data).__name__)
+
+
+def ir_classes() -> tuple[type, ...]:
+    """The dataclasses of the tile IR (:mod:`egtile.ir.kernel`), the scheduled IR
+    (:mod:`egtile.ir.scheduled`) and :class:`egtile.errors.SourceLoc`."""
+    from egtile.errors import SourceLoc
+    from egtile.ir import kernel, scheduled
+
+    out: list[type] = [SourceLoc]
+    for module in (kernel, scheduled):
+        for obj in vars(module).values():
+            if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__:
+                out.append(obj)
+    return tuple(out)
+
+
+__all__ = ["Codec", "CodecError", "ir_classes"]
