@@ -14,7 +14,8 @@ constructors' declarations (cost, lowering, explanation) and its rules in one pl
 * :mod:`.partition`: thread mapping of ``T.Parallel`` and scalar statements;
 * :mod:`.fragment`: when a fragment can live in registers, and how its users then run (by layout);
 * :mod:`.swizzle`: the shared layouts (swizzle modes) a wgmma operand buffer may take, and their cost;
-* :mod:`.mma`: ``T.gemm`` -> ``wgmma.mma_async`` (accumulator split, operand swizzles).
+* :mod:`.mma`: ``T.gemm`` -> ``wgmma.mma_async`` (accumulator split, operand swizzles);
+* :mod:`.epilogue`: ``T.copy(fragment, global)`` through a swizzled shared tile and a TMA store.
 
 API: :class:`Rule`, :class:`Condition`, :class:`Violation`, :func:`form_condition`, :func:`stmt_condition`,
 :class:`FactSpec`, :class:`NumSpec` (hardware oracles), :class:`Decision`, :class:`Cost`,
@@ -28,6 +29,7 @@ from __future__ import annotations
 from egtile.rules import copy  # noqa: I001 - copy first: barrier and the loop schedules read its oracles
 from egtile.rules import (
     barrier,
+    epilogue,
     fission,
     fragment,
     mma,
@@ -54,12 +56,12 @@ from egtile.schedule.rule import (
 from egtile.verdict import Verdict
 
 BUILTIN: tuple[Rule, ...] = (fission.RULES + pipeline.RULES + warp_specialize.RULES + software_pipeline.RULES
-                             + copy.RULES + barrier.RULES + partition.RULES + mma.RULES)
+                             + copy.RULES + epilogue.RULES + barrier.RULES + partition.RULES + mma.RULES)
 """egtile's own rules, in stage order."""
 
 BUILTIN_DECISIONS: tuple[Decision, ...] = (structure.DECISIONS + pipeline.DECISIONS + warp_specialize.DECISIONS
                                            + software_pipeline.DECISIONS + copy.DECISIONS + barrier.DECISIONS
-                                           + partition.DECISIONS + mma.DECISIONS)
+                                           + partition.DECISIONS + mma.DECISIONS + epilogue.DECISIONS)
 """The declarations of every constructor the builtin rules use."""
 
 _REGISTERED: dict[str, Rule] = {}
@@ -235,6 +237,6 @@ def mutant(name: str) -> RuleSet:
 __all__ = [
     "BUILTIN", "BUILTIN_DECISIONS", "MUTANTS", "MUTANT_GAPS", "STAGES", "Condition", "Cost", "CostInput", "Decision", "FactSpec",
     "NumSpec", "Rule", "RuleSet", "Verdict", "Violation", "barrier", "builtin", "catalog", "copy", "declarations",
-    "default", "fission", "form_condition", "fragment", "holds", "mma", "mutant", "partition", "pipeline", "register",
+    "default", "epilogue", "fission", "form_condition", "fragment", "holds", "mma", "mutant", "partition", "pipeline", "register",
     "software_pipeline", "static", "stmt_condition", "structure", "swizzle", "unregister", "warp_specialize",
 ]

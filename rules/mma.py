@@ -21,8 +21,8 @@ fits) and the swizzle of each operand's shared buffer (``swa`` / ``swb``, :mod:`
 The declaration fixes those layouts for the whole schedule (``Decision.layouts``): the accumulator
 fragment goes to registers in the tiling's layout (:mod:`egtile.rules.fragment`), the operand buffers are
 laid out in their swizzle (the TMA loads that fill them, and any SIMT access, use the same layout). Its
-lowering is ``fence.proxy.async`` (for operands written by generic stores), the wgmma issue, and
-``wait_group 0``: ``T.gemm`` is synchronous, so its accumulator is complete and its operands free when the
+lowering is the wgmma issue and ``wait_group 0`` (operands written by generic stores get their
+``fence.proxy.async`` with the CTA barrier that orders the stores before the wgmma, :mod:`egtile.lower.sync`): ``T.gemm`` is synchronous, so its accumulator is complete and its operands free when the
 next statement runs (the stage release that follows it in a pipeline comes after the wait).
 
 Side conditions:
@@ -49,7 +49,7 @@ from math import ceil
 
 from egglog import Bool, String, StringLike, eq, function, i64, i64Like, ne, relation, rule, var
 
-from egtile.ir import FenceProxyAsync, Gemm, ThreadRange, dtype
+from egtile.ir import Gemm, ThreadRange, dtype
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 from egtile.layout import LayoutError, Major, WgmmaOperand
 from egtile.layout.tiling import SPLITS, AccumulatorTiling
@@ -152,6 +152,8 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
     K = A.shape[0] if g.trans_a else A.shape[1]
     if K % K_STEP:
         why.append(f"K = {K} is not a multiple of {K_STEP} (wgmma k16)")
+        ctx._memo[key] = (0, why)
+        return 0, why
     W = k.threads // 128
     mask = 0
     for split in SPLITS:
@@ -161,7 +163,7 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
             p = [f"{tiling.registers_per_thread} accumulator registers per thread exceed the budget of "
                  f"{max_accumulators(k.threads)} (setmaxnreg {WS.consumer_regs(k.threads)} less {ACC_RESERVE}); "
                  f"more consumer threads (T.Kernel(..., threads=)) or a smaller tile"]
-        if p or why:
+        if p:
             why += [f"{split} split: {x}" for x in p]
             continue
         for la in SW.LAYOUTS:
@@ -211,6 +213,12 @@ def _option_rules():
 
 
 OPTION_RULES = tuple(_option_rules())
+
+WGMMA_OPTION = Condition(
+    "wgmma-option", "(split, swa, swb) is one of the legal options of the oracle's mask (it binds them: one "
+    "alternative per option)", lambda v: (wgmma_option(v.sid, v.split, v.swa, v.swb),), derive=OPTION_RULES,
+    oracles=(WGMMA_OPTIONS,), oracle=True,
+    explain=lambda ctx, sid: "no (split, swizzle) option is legal")
 
 # ----------------------------------------------------------------------------------------------------
 # wgmma-operands-async-proxy (derived in the e-graph)
@@ -295,7 +303,7 @@ def _lower(n, lw, ctx):
         raise ScheduleError(f"wgmma T.gemm (sid {n.sid}) needs threads [0, {tiling.threads}) but runs on "
                             f"[{ctx.threads.begin}, {ctx.threads.end})", lw.facts.stmts[n.sid].loc)
     a_major, b_major = _majors(g)
-    return [FenceProxyAsync(), WgmmaMma(g, tiling, a_major, b_major, str(swa), str(swb), threads),
+    return [WgmmaMma(g, tiling, a_major, b_major, str(swa), str(swb), threads),
             WgmmaWait(0, threads, sid=n.sid, fragments=(g.c.buffer.name,))]
 
 
@@ -332,11 +340,9 @@ gemm_to_wgmma = Rule(
         "operands' shared buffers take the swizzle (see the module docstring for the legality argument).",
     variables=(("sid", i64), ("split", String), ("swa", String), ("swb", String)),
     lhs=lambda v: Stmt.tile(v.sid),
-    bindings=lambda v: (wgmma_option(v.sid, v.split, v.swa, v.swb),),
+    bindings=lambda v: (D.kind(v.sid, String("gemm")),),
     rhs=lambda v: wgmma(v.sid, v.split, v.swa, v.swb),
-    conditions=(holds(WGMMA_ELIGIBLE), F.USERS_ADMIT_REGISTERS, OPERANDS_ASYNC_PROXY),
-    oracles=(WGMMA_OPTIONS,),
-    support=OPTION_RULES,
+    conditions=(holds(WGMMA_ELIGIBLE), WGMMA_OPTION, F.USERS_ADMIT_REGISTERS, OPERANDS_ASYNC_PROXY),
 )
 
 RULES = (gemm_to_wgmma,)

@@ -4,8 +4,8 @@ A register fragment's element is touched by one thread only (its owner in the la
 it by a by-layout statement carries the owner key ``("fragment", name)``: two such statements never need a
 CTA barrier between them. wgmma's accumulator accesses have the same key (the tensor core works for the
 owner, and ``wait_group`` orders them for that thread). wgmma's shared operands are read by the async
-proxy: no thread owns those reads, so a write of the operand by other threads before it gets a barrier
-(and a ``fence.proxy.async``, which the wgmma lowering puts before the instructions).
+proxy: no thread owns those reads, so a generic write of the operand before it gets a barrier with a
+``fence.proxy.async`` before it (:func:`egtile.lower.sync._barrier`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def _layout_loop(s: LayoutLoop, acc: AccessSummary, owner_of) -> set[Acc]:
 def _wgmma(s: WgmmaMma, acc: AccessSummary, owner_of) -> set[Acc]:
     g = s.gemm
     key = ("fragment", g.c.buffer.name)
-    return (acc.region(g.a, write=False) | acc.region(g.b, write=False) | acc.region(g.c, write=True, owner=key)
-            | acc.region(g.c, write=False, owner=key))
+    operands = {Acc(a.buffer, False, None, proxy=True) for a in acc.region(g.a, write=False) | acc.region(g.b, write=False)}
+    return operands | acc.region(g.c, write=True, owner=key) | acc.region(g.c, write=False, owner=key)
 
 
 @register_accesses(WgmmaWait)
