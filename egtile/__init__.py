@@ -5,7 +5,8 @@ Public entry points (imported lazily so that ``import egtile`` stays cheap):
 * kernel authors: :func:`jit`, :func:`compile`, :func:`optimize` (-> ``ScheduleResult.explain()``),
   :func:`register_extern`, and the DSL ``from egtile import language as T``;
 * rule authors: :mod:`egtile.rules` (``register``, ``catalog``);
-* soundness-test authors: :func:`verify`, :func:`simulate`, :func:`interpret`.
+* soundness-test authors: :func:`verify`, :func:`simulate`, :func:`interpret`, :mod:`egtile.verifier`
+  (``register_model``, ``VerifyLimits``).
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ _LAZY: dict[str, tuple[str, str]] = {
     "interpret": ("egtile.interp", "interpret"),
     "optimize": ("egtile.schedule.driver", "optimize"),
     "ScheduleResult": ("egtile.schedule.driver", "ScheduleResult"),
-    "verify": ("egtile.verify", "verify"),
-    "Violation": ("egtile.verify", "Violation"),
+    "verify": ("egtile.verifier", "verify"),
+    "Violation": ("egtile.verifier", "Violation"),
     "simulate": ("egtile.sim", "simulate"),
     "SimResult": ("egtile.sim", "SimResult"),
 }
 
 _SUBMODULES = {"language", "ir", "errors", "rules", "codegen", "analysis", "schedule", "lower", "sim", "runtime",
-               "api", "externs", "evaluate", "interp", "validate"}
+               "api", "externs", "evaluate", "interp", "validate", "verifier"}
 
 
 def __getattr__(name: str) -> Any:

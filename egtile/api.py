@@ -91,7 +91,7 @@ def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
     what the hardware would: L8 (shared memory, threads, registers) raises ResourceError; any other
     property means the scheduler produced an illegal schedule, which is egtile's bug, never the user's,
     and raises ScheduleError rather than running it."""
-    from egtile.verify import verify
+    from egtile.verifier import verify
 
     violations = verify(scheduled)
     if not violations:

@@ -110,3 +110,9 @@ class MissingConstructError(UnsupportedError, AttributeError):
     """``T.<name>`` for a name ``egtile.language`` does not have: a TileLang construct egtile does not
     implement yet (the message says what to use instead) or an unknown name. Also an ``AttributeError``,
     so ``hasattr(T, name)`` and ``getattr(T, name, default)`` keep working."""
+
+
+class VerifyLimitError(LimitError):
+    """The static verifier's budget (events, listed elements, enumerated loop iterations per block) ran out
+    before the schedule was checked; the message names the kernel, what was too large and the knob
+    (``egtile.verifier.VerifyLimits``, environment variable ``EGTILE_VERIFY_BUDGET``)."""

@@ -229,7 +229,7 @@ def accesses(s: BulkCopy, acc, owner_of):
 def _verifier_model():
     """The verifier's own model (it stays independent of the rules): an asynchronous write of ``dst`` that
     completes ``nbytes`` transaction bytes on ``barrier[stage]``, exactly like a TMA load."""
-    from egtile import verify as V
+    from egtile import verifier as V
 
     return getattr(V, "register_model", None)
 
@@ -250,7 +250,7 @@ def register() -> None:
 
 def unregister() -> None:
     """Undo :func:`register`."""
-    from egtile import verify as V
+    from egtile import verifier as V
 
     if getattr(V, "unregister_model", None) is not None:
         with contextlib.suppress(Exception):

@@ -205,7 +205,7 @@ def check_schedule(scheduled, outputs: tuple[str, ...], *, seed: int = 0, policy
 
     from egtile.interp import interpret
     from egtile.sim import simulate
-    from egtile.verify import verify
+    from egtile.verifier import verify
 
     violations = verify(scheduled)
     assert not violations, [str(v) for v in violations[:3]]

@@ -30,7 +30,7 @@ def _consumer_body(result):
 def _caught(scheduled, prop: str, sim_text: str) -> None:
     """The verifier reports ``prop`` and the simulator a report containing ``sim_text``."""
     from egtile.sim import simulate
-    from egtile.verify import verify
+    from egtile.verifier import verify
 
     assert any(v.property == prop for v in verify(scheduled)), [str(v) for v in verify(scheduled)]
     res = simulate(scheduled, *K.random_inputs(scheduled.kernel, ("B_out", "A_out")), policy="adversarial")

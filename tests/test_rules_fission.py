@@ -13,7 +13,7 @@ from egtile import language as T
 from egtile.ir import RoleSplit, ThreadLoop, swalk
 from egtile.schedule.driver import optimize
 from egtile.sim import POLICIES, simulate
-from egtile.verify import verify
+from egtile.verifier import verify
 
 
 def mixed(n: int = 4, w: int = 4, local_flow: bool = False):

@@ -27,7 +27,7 @@ from egtile.ir import (
     swalk,
 )
 from egtile.schedule.driver import optimize, saturate
-from egtile.verify import verify
+from egtile.verifier import verify
 
 SWP = "pipeline-software-pipeline"
 NO_WS = R.builtin().without("pipeline-warp-specialize")

@@ -12,7 +12,7 @@ from egtile import rules
 from egtile.ir import Store, walk
 from egtile.schedule.driver import optimize
 from egtile.sim import POLICIES, simulate
-from egtile.verify import verify
+from egtile.verifier import verify
 
 
 @pytest.fixture(scope="module")

@@ -61,9 +61,11 @@ def test_compile_in_worker_threads_free_in_main_thread(monkeypatch):
         return _rss_mb() - before
 
     # The first round also warms malloc's per-thread arenas (freed memory stays in them); a leak grows
-    # every round by the same amount, so the second round measures it.
+    # every round by the same amount.
     round_of_compiles()
-    growth = round_of_compiles()
+    # A leak grows every round by the same amount; allocator noise (other tests' memory in this process
+    # returning to arenas) does not, so the least growth of three rounds measures a leak.
+    growth = min(round_of_compiles() for _ in range(3))
     assert not unraisable, unraisable[:3]
     # each leaked template was ~2.4 MB (review: 230 -> 518 MB over 120 compiles); allow noise, not leaks
     assert growth < 1.0 * n, f"RSS grew {growth:.1f} MB over {n} more compiles in fresh threads"

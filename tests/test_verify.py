@@ -12,7 +12,7 @@ from egtile.ir import (
     Buffer, Const, Elect, Kernel, Leaf, Load, Role, RoleSplit, Scheduled, Store, SyncThreads, ThreadRange, TmaLoad,
     Var,
 )
-from egtile.verify import PROPERTIES, Violation, verify
+from egtile.verifier import PROPERTIES, Violation, verify
 
 
 def props(vs: list[Violation]) -> set[str]:

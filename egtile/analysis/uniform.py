@@ -26,7 +26,7 @@ whose stores only read uniform values stays uniform, also when it reads itself).
 Why it matters: ``bar.sync`` must be reached by every thread it counts (PTX ISA 9.7.13.4 "bar"), so a CTA
 barrier may sit inside a block-level ``T.If`` only when its condition is block-uniform (TileLang's
 block-sparse GEMM ``T.If(Mask[by, k])`` pattern). The verifier applies the same definition to the
-scheduled kernel (:mod:`egtile.verify`), independently.
+scheduled kernel (:mod:`egtile.verifier`), independently.
 """
 
 from __future__ import annotations

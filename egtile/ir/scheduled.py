@@ -1,7 +1,7 @@
 """The scheduled IR: a kernel with every scheduling decision made explicit.
 
 ``ir.Scheduled`` is what extraction decodes to and what the three executors read: the verifier
-(:mod:`egtile.verify`), the simulator (:mod:`egtile.sim`) and the CUDA backend (:mod:`egtile.codegen`).
+(:mod:`egtile.verifier`), the simulator (:mod:`egtile.sim`) and the CUDA backend (:mod:`egtile.codegen`).
 It is still data only. Leaf computations reuse the tile IR's nodes (``Store``, ``AtomicAdd``,
 ``Extern``, ``Copy``, ``Fill``, ``Gemm``, ``Reduce`` and expressions); what is new is *who* runs a
 statement (thread ranges, roles, elected threads), *which instruction* moves data, and the explicit

@@ -12,7 +12,7 @@ from egtile.errors import ScheduleError
 from egtile.ir import Scheduled
 from egtile.schedule.driver import optimize
 from egtile.sim import POLICIES, simulate
-from egtile.verify import verify
+from egtile.verifier import verify
 
 # Rule subsets that force other legal schedules than the cheapest one: each removes alternatives, so
 # extraction has to pick a different legal term (serial pipeline, other copy instructions, early waits,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.scheduled import RoleSplit, Scheduled, swalk
-from egtile.verify.violation import Violation
+from egtile.verifier.violation import Violation
 
 MAX_THREADS = 1024
 MAX_SHARED_BYTES = 227 * 1024

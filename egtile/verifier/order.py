@@ -1,6 +1,8 @@
 """Happens-before over agent traces: barrier counts (L3), phases (L4), data order (L1, L2), fences (L6).
 
-Input: the per-agent event traces of one block (:mod:`egtile.verify.trace`).
+Input: the per-agent event traces of one block (:mod:`egtile.verifier.trace`); element sets are symbolic
+footprints, decided by :class:`egtile.verifier.regions.Space` (overlap, same thread on every common
+element).
 
 **Phases (L3).** For every mbarrier stage ``b[s]`` each agent's contributions (arrivals, expect_tx,
 TMA completions, cp.async arrivals) are grouped by loop iteration (the values of the enclosing loops);
@@ -9,8 +11,11 @@ contributing agent to contribute the same number of groups, and each phase to re
 ``arrive_count`` arrivals and as many expected transaction bytes as its TMA loads deliver.
 
 **Happens-before.** Agents are processed in a topological order of the synchronization: an event is
-processed once everything it depends on is. Each agent and each async copy has a vector-clock
-component. A wait with parity ``P`` whose agent already knows that ``lo`` phases completed observes
+processed once everything it depends on is. Each agent has a vector-clock component, and each barrier
+stage one that counts its completed phases: an async copy's write (TMA, cp.async) is visible exactly to
+those that know the phase it completes (for cp.async, the phase of the thread's next
+``cp.async.mbarrier.arrive``) completed, so no component per copy is needed and clocks stay as small as
+the schedule's barriers. A wait with parity ``P`` whose agent already knows that ``lo`` phases completed observes
 phase ``lo`` if ``P == lo % 2`` (it blocks until phase ``lo`` completes) and phase ``lo - 1`` otherwise
 (it returns at once); it acquires that phase's clock (phase clocks are cumulative). If no agent can
 proceed, the schedule deadlocks (L3 when the awaited phase has no arrivals at all, else L4).
@@ -35,7 +40,8 @@ all its agent's threads, or of the one thread that made it (``_thread``).
 **Data order (L1, L2).** Two conflicting accesses (one writes, they share an element) must be ordered by
 happens-before in the order of the sequential program (their logical timestamps): a read after the
 write it must see (L1), a write after the reads of the value it overwrites and after earlier writes
-(L2). Accesses without a timestamp must at least be ordered one way (else L1).
+(L2). Accesses without a timestamp must at least be ordered one way (else L1). The pairs are decided
+per class of accesses rather than one by one (:meth:`OrderAnalysis.check_data`), with the same result.
 
 **Proxy fences (L6).** A TMA store reads its source through the async proxy: every generic write of
 that region ordered before it needs a ``fence.proxy.async`` of the writing agent after the write and
@@ -44,11 +50,13 @@ before the store (PTX ISA 9.7.13.3.2, memory consistency model "proxies").
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from egtile.ir.scheduled import Scheduled
-from egtile.verify.trace import Agent, Event
-from egtile.verify.violation import Violation
+from egtile.verifier.regions import Space
+from egtile.verifier.trace import Agent, Event
+from egtile.verifier.violation import Violation
 
 VC = dict[int, int]
 
@@ -63,31 +71,20 @@ def _leq(a: VC, b: VC) -> bool:
     return all(b.get(k, 0) >= v for k, v in a.items())
 
 
-def _overlap(x: Event, y: Event) -> bool:
-    if x.elements is None or y.elements is None:
-        return True
-    return not x.elements.isdisjoint(y.elements)
-
-
 def _all(a: int):
     """Clock component: the latest event of agent ``a`` released by all its threads."""
     return -(a + 1)
 
 
+def _phase(bname: str, s: int):
+    """Clock component: how many phases of ``bname[s]`` completed (an async copy's write is known to have
+    landed once the phase it completes is)."""
+    return ("phase", bname, s)
+
+
 def _thread(a: int, tid: int):
     """Clock component: the latest event of thread ``tid`` of agent ``a`` released by that thread."""
     return (a, tid)
-
-
-def _same_thread(x: Event, y: Event) -> bool:
-    """Is every element both touch touched by one and the same thread in both?"""
-    if x.elements is None or y.elements is None or x.owners is None or y.owners is None:
-        return False
-    for f in x.elements & y.elements:
-        t = x.owners.get(f)
-        if t is None or t != y.owners.get(f):
-            return False
-    return True
 
 
 @dataclass
@@ -117,7 +114,9 @@ class Phase:
 class OrderAnalysis:
     """L1-L4 and L6 for one block."""
 
-    def __init__(self, sched: Scheduled, agents: list[Agent], traces: list[list[Event]], coords: tuple[int, ...]):
+    def __init__(self, sched: Scheduled, agents: list[Agent], traces: list[list[Event]], coords: tuple[int, ...],
+                 space: Space):
+        self.space = space
         self.sched = sched
         self.agents = agents
         self.traces = traces
@@ -129,6 +128,10 @@ class OrderAnalysis:
         self.accesses: list[Event] = []
         self.fences: dict[int, list[int]] = {}
         self.next_comp = len(agents)
+        self.first_open: dict[tuple[str, int], int] = {}
+        self.groups: dict = {}
+        self.stuck_at: list[int | None] = [None] * len(agents)
+        self.sync_groups: list[list[Event]] = []  # the participants of each completed bar.sync
 
     def v(self, prop, msg, sids=(), buffer=None, barrier=None, stage=None) -> None:
         self.out.append(Violation(prop, msg, tuple(s for s in sids if s is not None), buffer, barrier, stage,
@@ -157,6 +160,7 @@ class OrderAnalysis:
                     groups[-1][1].append(ev)
                 else:
                     groups.append((ev.path, [ev]))
+        self.groups = per
         known = {b.name: b for b in self.sched.barriers}
         for (bname, s), by_agent in per.items():
             spec = known.get(bname)
@@ -204,15 +208,26 @@ class OrderAnalysis:
         _join(ph.acc, vc)
         ph.contribs.append(ev)
         ph.remaining -= 1
-        for k in range(len(phases)):
+        # phases complete in order: resume from the first incomplete one
+        k = self.first_open.get((bname, s), 0)
+        while k < len(phases):
             p = phases[k]
-            if p.clock is not None:
-                continue
-            if p.remaining > 0 or (k > 0 and phases[k - 1].clock is None):
+            if p.remaining > 0:
                 break
             clock = dict(phases[k - 1].clock) if k > 0 else {}
             _join(clock, p.acc)
+            clock[_phase(bname, s)] = k + 1
             p.clock = clock
+            k += 1
+        self.first_open[(bname, s)] = k
+
+    def _epoch(self, ev: Event) -> tuple | None:
+        """``(phase component, phases completed)`` once the phase ``ev`` contributes to completes."""
+        key = self.phase_of.get(id(ev))
+        if key is None:
+            return None
+        bname, s, j = key
+        return _phase(bname, s), j + 1
 
     @staticmethod
     def _stamp(ev: Event, vc: VC, a: int) -> None:
@@ -239,18 +254,22 @@ class OrderAnalysis:
         arrival of all its agent's threads after it, or of the one thread that made it."""
         a, n = x.comp, len(self.agents)
         if a >= n:  # an async copy's write: acquired through the phase it completed
-            return y.vc.get(a, 0) >= x.tick
+            ep = x.epoch
+            return ep is not None and y.vc.get(ep[0], 0) >= ep[1]
         if y.vc.get(a, 0) < x.tick:
             return False
         if y.comp == a or (y.comp >= n and y.issuer == a):
-            return x.tick < y.covered or _same_thread(x, y)
+            return x.tick < y.covered or self.space.same_thread(x.fp, y.fp)
         if y.vc.get(_all(a), 0) > x.tick:
             return True
         return x.tid is not None and y.vc.get(_thread(a, x.tid), 0) > x.tick
 
-    def _lo(self, vc: VC, bname: str, s: int) -> int:
-        lo = 0
-        for p in self.phases.get((bname, s), []):
+    def _lo(self, vc: VC, bname: str, s: int, start: int = 0) -> int:
+        """How many phases of ``bname[s]`` happen before ``vc`` (at least ``start``, known to)."""
+        lo = start
+        phases = self.phases.get((bname, s), [])
+        while lo < len(phases):
+            p = phases[lo]
             if p.clock is None or not _leq(p.clock, vc):
                 break
             lo += 1
@@ -260,9 +279,10 @@ class OrderAnalysis:
         n = len(self.agents)
         vcs: list[VC] = [{b: 1 for b in range(n)} for _ in range(n)]
         pos = [0] * n
-        pending_cp: list[list[VC]] = [[] for _ in range(n)]
+        pending_cp: list[list[Event]] = [[] for _ in range(n)]
         sync_wait: dict[int, list[tuple[int, Event]]] = {}
         blocked_sync = [False] * n
+        known: dict[tuple[int, str, int], int] = {}
         progress = True
         while progress:
             progress = False
@@ -273,7 +293,9 @@ class OrderAnalysis:
                     vc = vcs[a]
                     whole = ev.count == self.agents[a].count  # every thread of the agent takes part
                     if ev.kind == "wait":
-                        lo = self._lo(vc, ev.barrier, ev.bstage)
+                        # an agent's clock only grows: its count of completed phases too
+                        lo = self._lo(vc, ev.barrier, ev.bstage, known.get((a, ev.barrier, ev.bstage), 0))
+                        known[(a, ev.barrier, ev.bstage)] = lo
                         f = lo if (lo & 1) == ev.parity else lo - 1
                         if f >= 0:
                             phases = self.phases.get((ev.barrier, ev.bstage), [])
@@ -297,6 +319,7 @@ class OrderAnalysis:
                                              f"({', '.join(self.agents[x].name for x, _ in lst)}) but counts "
                                              f"{sorted({e.tx for _, e in lst})} threads",
                                        [e.sid for _, e in lst], barrier=f"bar.sync {ev.sync_id}")
+                            self.sync_groups.append([e for _, e in lst])
                             joined: VC = {}
                             for x, e in lst:
                                 _join(joined, e.vc)
@@ -324,25 +347,29 @@ class OrderAnalysis:
                                 self._contribute(ev, self._release(ev, dict(vc), a, whole))
                             case "cp_arrive":
                                 contrib = self._release(ev, dict(vc), a, whole)
-                                for c in pending_cp[a]:
-                                    _join(contrib, c)
+                                ep = self._epoch(ev)
+                                for w in pending_cp[a]:
+                                    w.epoch = ep
                                 pending_cp[a] = []
                                 self._contribute(ev, contrib)
                             case "tma" | "cp_write":
+                                # the copy's writes become visible with the phase it (or the next
+                                # cp.async arrival) completes: their epoch, (barrier stage, phases done)
                                 node = dict(vc)
-                                node[self.next_comp] = 1
+                                ep = self._epoch(ev) if ev.kind == "tma" else None
                                 for w in ev.accesses:
-                                    w.vc, w.comp, w.tick = node, self.next_comp, 1
+                                    w.vc, w.comp, w.tick, w.epoch = node, self.next_comp, 1, ep
                                     w.covered, w.issuer = ev.covered, a
                                     self.accesses.append(w)
+                                    if ev.kind == "cp_write":
+                                        pending_cp[a].append(w)
                                 self.next_comp += 1
                                 if ev.kind == "tma":
                                     self._contribute(ev, node)
-                                else:
-                                    pending_cp[a].append(node)
                     pos[a] += 1
                     progress = True
         stuck = [a for a in range(n) if pos[a] < len(self.traces[a])]
+        self.stuck_at = [pos[a] if pos[a] < len(self.traces[a]) else None for a in range(n)]
         for a in stuck:
             ev = self.traces[a][pos[a]]
             name = self.agents[a].name
@@ -370,7 +397,8 @@ class OrderAnalysis:
             phases = self.phases.get((w.barrier, w.bstage), [])
             tick = w.vc[w.comp]
             hi = len(phases)
-            for j in range(max(lo, 0), len(phases)):
+            # only whether hi exceeds lo (+ 1) matters: look at phases lo and lo + 1
+            for j in range(max(lo, 0), min(len(phases), max(lo, 0) + 2)):
                 if any(c.vc.get(w.comp, 0) >= tick for c in phases[j].contribs) or \
                         any(self._node_after(c, w.comp, tick) for c in phases[j].contribs):
                     hi = j
@@ -423,18 +451,129 @@ class OrderAnalysis:
     # -- L1 / L2 --------------------------------------------------------------------------------------
 
     def check_data(self) -> None:
+        """L1/L2 over every conflicting pair, without enumerating the pairs.
+
+        Accesses of a buffer are grouped into *classes*: the same agent (or the async copies one agent
+        issues), statement, mode, proxy, footprint and thread, so that two members differ only in their
+        position in that agent's program and their timestamp. Within a class timestamps grow with the
+        program (checked; otherwise its pairs are enumerated). For a fixed first access ``x``,
+        ``hb(x, y)`` only grows as ``y`` moves later in its agent's program (clocks only grow), so among
+        the members of a class that come after ``x`` in the sequential program, the earliest one
+        decides: one check per ``x`` and class, and the same violations (by property, statements and
+        buffer) as checking every pair. Classes of one agent that share a footprint whose every element
+        has one owner are ordered by program order alone; there a conflict is a violation exactly when
+        program order and the sequential order disagree, which one sorted scan finds."""
         regions: dict[str, list[Event]] = {}
         for ev in self.accesses:
-            regions.setdefault(ev.buffer, []).append(ev)
+            if not ev.local:  # a per-thread buffer: no two threads share an element
+                regions.setdefault(ev.buffer, []).append(ev)
         reported: set = set()
+        n = len(self.agents)
         for buf, evs in regions.items():
-            for i, x in enumerate(evs):
-                for y in evs[i + 1:]:
-                    if (x.mode == "r" and y.mode == "r") or (x.mode == "a" and y.mode == "a"):
+            timeless = [e for e in evs if e.ts is None]
+            if timeless:
+                self._all_pairs(buf, evs, reported, only=set(map(id, timeless)))
+            classes: dict[tuple, list[Event]] = {}
+            for e in evs:
+                if e.ts is None:
+                    continue
+                who = e.comp if e.comp < n else ("async", e.issuer)
+                classes.setdefault((who, e.sid, e.mode, e.proxy, id(e.fp), e.tid), []).append(e)
+            cls = []
+            for key, members in classes.items():
+                members.sort(key=lambda e: (self._position(e), e.seq))
+                ts = [e.ts for e in members]
+                cls.append((key, members, ts, all(a <= b for a, b in zip(ts, ts[1:]))))
+            groups: dict[tuple, list[int]] = {}
+            for i, (key, members, _, _) in enumerate(cls):
+                who = key[0]
+                if isinstance(who, int) and self.space.consistent(members[0].fp):
+                    groups.setdefault((who, key[4]), []).append(i)
+            parts: list[list[int]] = []  # classes whose mutual pairs one scan decides, and singletons
+            grouped: set[int] = set()
+            for idx in groups.values():
+                if len(idx) > 1:
+                    self._group(buf, [e for i in idx for e in cls[i][1]], reported)
+                    parts.append(idx)
+                    grouped |= set(idx)
+            parts += [[i] for i in range(len(cls)) if i not in grouped]
+            part_of = {i: k for k, idx in enumerate(parts) for i in idx}
+            writer = [c[0][2] != "r" for c in cls]
+            # candidates by bounding box along the first dimension (sorted sweep): classes whose boxes
+            # are disjoint there cannot conflict
+            boxes = [self.space.bbox(c[1][0].fp) for c in cls]
+            order = sorted(range(len(cls)), key=lambda i: boxes[i][0][0] if boxes[i] else 0)
+            los = [boxes[i][0][0] if boxes[i] else 0 for i in order]
+            for i in range(len(cls)):
+                if not writer[i]:
+                    continue
+                if len(parts[part_of[i]]) == 1:
+                    self._class_pair(buf, cls[i], cls[i], reported)
+                lo_i, hi_i = boxes[i][0] if boxes[i] else (0, 0)
+                for j in order[:bisect.bisect_right(los, hi_i)]:
+                    if boxes[j] and boxes[j][0][1] < lo_i:
                         continue
-                    if not _overlap(x, y):
-                        continue
-                    self._pair(buf, x, y, reported)
+                    if part_of[j] == part_of[i] or (writer[j] and j < i):
+                        continue  # one scan decides the part; (j, i) was handled with j as the writer
+                    self._class_pair(buf, cls[i], cls[j], reported)
+
+    def _position(self, e: Event) -> int:
+        """Where ``e`` is in its agent's program (an async write: where its copy was issued)."""
+        if e.comp < len(self.agents):
+            return e.tick
+        return e.vc.get(e.issuer, 0)
+
+    def _class_pair(self, buf: str, cx, cy, reported: set) -> None:
+        (kx, xs, tx, okx), (ky, ys, ty, oky) = cx, cy
+        mx, my = kx[2], ky[2]
+        if (mx == "r" and my == "r") or (mx == "a" and my == "a"):
+            return
+        if not self.space.overlaps(xs[0].fp, ys[0].fp):
+            return
+        if not (okx and oky):
+            for x in xs:
+                for y in ys:
+                    if x is not y and (cx is not cy or id(x) < id(y)):
+                        self._pair(buf, x, y, reported)
+            return
+        orientations = ((xs, ys, ty),) if cx is cy else ((xs, ys, ty), (ys, xs, tx))
+        for first_cls, second_cls, second_ts in orientations:
+            for x in first_cls:
+                k = bisect.bisect_right(second_ts, x.ts)  # the earliest member after x in the program
+                if k < len(second_cls):
+                    self._pair(buf, x, second_cls[k], reported)
+
+    def _group(self, buf: str, evs: list[Event], reported: set) -> None:
+        """Accesses of one agent with one single-owner footprint: ordered iff program order agrees with
+        the sequential order on every conflicting pair."""
+        evs = sorted(evs, key=lambda e: (e.tick, e.seq))
+        worst = {"r": None, "w": None, "a": None, "x": None}  # largest timestamp so far, per mode
+        bad = False
+        for y in evs:
+            for m, ts in worst.items():
+                if ts is None or ts <= y.ts:
+                    continue
+                if (m == "r" and y.mode == "r") or (m == "a" and y.mode == "a"):
+                    continue
+                bad = True
+                break
+            if bad:
+                break
+            if worst[y.mode] is None or y.ts > worst[y.mode]:
+                worst[y.mode] = y.ts
+        if bad:
+            self._all_pairs(buf, evs, reported)
+
+    def _all_pairs(self, buf: str, evs: list[Event], reported: set, only: set | None = None) -> None:
+        for i, x in enumerate(evs):
+            for y in evs[i + 1:]:
+                if only is not None and id(x) not in only and id(y) not in only:
+                    continue
+                if (x.mode == "r" and y.mode == "r") or (x.mode == "a" and y.mode == "a"):
+                    continue
+                if not self.space.overlaps(x.fp, y.fp):
+                    continue
+                self._pair(buf, x, y, reported)
 
     def _pair(self, buf: str, x: Event, y: Event, reported: set) -> None:
         if x.ts is not None and y.ts is not None:
@@ -481,11 +620,12 @@ class OrderAnalysis:
     # -- L6 -------------------------------------------------------------------------------------------
 
     def check_fences(self) -> None:
-        reads = [e for e in self.accesses if e.proxy == "async" and e.mode == "r"]
+        reads = [e for e in self.accesses if e.proxy == "async" and e.mode == "r" and not e.local]
         reported: set = set()
         for r in reads:
             for w in self.accesses:
-                if w.buffer != r.buffer or w.proxy != "generic" or w.mode == "r" or not _overlap(w, r):
+                if w.buffer != r.buffer or w.proxy != "generic" or w.mode == "r" or w.local or \
+                        not self.space.overlaps(w.fp, r.fp):
                     continue
                 if not self.hb(w, r):
                     continue
@@ -497,13 +637,13 @@ class OrderAnalysis:
                                  f"without a fence.proxy.async by its writers between them", (w.sid, r.sid),
                            buffer=w.buffer, stage=w.stage)
 
-    @staticmethod
-    def _fences_writer(f: Event, w: Event) -> bool:
+    def _fences_writer(self, f: Event, w: Event) -> bool:
         """Is fence ``f`` executed by every thread that made write ``w``?"""
         if f.tid is None:
             return True
-        owners = set(w.owners.values()) if w.owners else ({w.tid} if w.tid is not None else {None})
-        return owners == {f.tid}
+        if self.space.consistent(w.fp):
+            return self.space.sole_owner(w.fp) == f.tid
+        return w.tid is not None and w.tid == f.tid
 
     def _before(self, f: Event, r: Event) -> bool:
         """Does the (non-access) event ``f`` happen before ``r`` for the threads that ran them?"""

@@ -23,10 +23,12 @@ import itertools
 
 from egtile.ir.kernel import BinOp, Cast, Expr, Load, Select, UnOp, Var
 from egtile.ir.scheduled import (
-    Arrive, ArriveExpectTx, CpAsyncArrive, Elect, Leaf, Role, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, SyncThreads,
-    ThreadLoop, TileOp, TmaLoad, Wait,
+    Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, Role, RoleSplit, Scheduled, SeqLoop, SIf,
+    SStmt, SyncThreads, ThreadLoop, TileOp, TmaLoad, TmaStore, Wait,
 )
-from egtile.verify.violation import Violation
+from egtile.verifier import registry
+from egtile.verifier.registry import handler
+from egtile.verifier.violation import Violation
 
 WARP = 32
 NAMED_BARRIERS = 16  # bar.sync ids 0..15 (PTX ISA 9.7.13.4)
@@ -49,47 +51,83 @@ def _uniform(e: Expr, serial: set[str]) -> bool:
 
 
 def check_structure(sched: Scheduled) -> list[Violation]:
-    out: list[Violation] = []
-    serial = {v.name for v in sched.kernel.block_vars}
-    _walk(sched.body, sched, out, 0, sched.threads, None, None, serial, None)
-    return out
+    w = StructureWalker(sched)
+    w.walk(sched.body, 0, sched.threads, None, None, {v.name for v in sched.kernel.block_vars}, None)
+    return w.out
 
 
-def _walk(stmts: tuple[SStmt, ...], sched: Scheduled, out: list[Violation], lo: int, hi: int, role: Role | None,
-          divergent: str | None, serial: set[str], data_if: int | None) -> None:
-    for s in stmts:
-        match s:
-            case SyncThreads(threads=tr, barrier_id=bid):
-                _sync(tr, bid, sched, out, lo, hi, role, divergent)
-            case Wait() | Arrive() | ArriveExpectTx() | CpAsyncArrive() | TmaLoad():
-                if data_if is not None:
-                    name = type(s).__name__
-                    out.append(Violation("L3", f"{name} on {s.barrier} is under a data-dependent condition "
-                                               f"(SIf sid {data_if}): the arrivals and waits of a phase differ "
-                                               "between paths", (data_if,), barrier=s.barrier))
-            case SeqLoop(var=v, body=b):
-                _walk(b, sched, out, lo, hi, role, divergent, serial | {v.name}, data_if)
-            case SIf(cond=c, then_body=t, else_body=e, sid=sid):
-                uniform = _uniform(c, serial)
-                div = divergent if uniform else (divergent or f"an SIf on a non-uniform condition (sid {sid})")
-                dif = data_if if uniform else (data_if if data_if is not None else (sid if sid is not None else -1))
-                _walk(t, sched, out, lo, hi, role, div, serial, dif)
-                _walk(e, sched, out, lo, hi, role, div, serial, dif)
-            case Elect(threads=tr, body=b):
-                _walk(b, sched, out, tr.begin, tr.begin + 1, role, divergent or "an Elect (one thread)", serial,
-                      data_if)
-            case ThreadLoop(threads=tr, body=b, sid=sid):
-                _walk(b, sched, out, tr.begin, tr.end, role,
-                      divergent or f"a ThreadLoop body (sid {sid}), which threads without an iteration skip",
-                      serial, data_if)
-            case RoleSplit(roles=roles, sid=sid):
-                _roles(roles, sid, sched, out)
-                for r in roles:
-                    _walk(r.body, sched, out, r.threads.begin, r.threads.end, r, divergent, serial, data_if)
-            case Leaf() | TileOp():
-                pass
-            case _:
-                pass
+class StructureWalker:
+    """The L7 walk: the threads ``[lo, hi)`` reaching each statement, the role around it, why it is
+    divergent (if it is), the uniform (serial) variables, and the data-dependent ``SIf`` around it.
+    Dispatches through the verifier's registry (concern ``"structure"``); a node whose model gives no
+    ``structure`` hook has its bodies walked with the same state."""
+
+    def __init__(self, sched: Scheduled) -> None:
+        self.sched = sched
+        self.out: list[Violation] = []
+
+    def walk(self, stmts: tuple[SStmt, ...], lo: int, hi: int, role: Role | None, divergent: str | None,
+             serial: set[str], data_if: int | None) -> None:
+        for s in stmts:
+            fn = registry.lookup("structure", s)
+            if fn is not None:
+                fn(s, self, lo, hi, role, divergent, serial, data_if)
+            else:
+                for b in registry.bodies(s):
+                    self.walk(b, lo, hi, role, divergent, serial, data_if)
+
+
+@handler("structure", SyncThreads)
+def _sync_threads(s: SyncThreads, w: StructureWalker, lo, hi, role, divergent, serial, data_if) -> None:
+    _sync(s.threads, s.barrier_id, w.sched, w.out, lo, hi, role, divergent)
+
+
+@handler("structure", Wait, Arrive, ArriveExpectTx, CpAsyncArrive, TmaLoad)
+def _mbarrier_op(s, w: StructureWalker, lo, hi, role, divergent, serial, data_if) -> None:
+    if data_if is not None:
+        name = type(s).__name__
+        w.out.append(Violation("L3", f"{name} on {s.barrier} is under a data-dependent condition "
+                                     f"(SIf sid {data_if}): the arrivals and waits of a phase differ "
+                                     "between paths", (data_if,), barrier=s.barrier))
+
+
+@handler("structure", SeqLoop)
+def _seq(s: SeqLoop, w: StructureWalker, lo, hi, role, divergent, serial, data_if) -> None:
+    w.walk(s.body, lo, hi, role, divergent, serial | {s.var.name}, data_if)
+
+
+@handler("structure", SIf)
+def _if(s: SIf, w: StructureWalker, lo, hi, role, divergent, serial, data_if) -> None:
+    uniform = _uniform(s.cond, serial)
+    div = divergent if uniform else (divergent or f"an SIf on a non-uniform condition (sid {s.sid})")
+    dif = data_if if uniform else (data_if if data_if is not None else (s.sid if s.sid is not None else -1))
+    w.walk(s.then_body, lo, hi, role, div, serial, dif)
+    w.walk(s.else_body, lo, hi, role, div, serial, dif)
+
+
+@handler("structure", Elect)
+def _elect(s: Elect, w: StructureWalker, lo, hi, role, divergent, serial, data_if) -> None:
+    tr = s.threads
+    w.walk(s.body, tr.begin, tr.begin + 1, role, divergent or "an Elect (one thread)", serial, data_if)
+
+
+@handler("structure", ThreadLoop)
+def _thread_loop(s: ThreadLoop, w: StructureWalker, lo, hi, role, divergent, serial, data_if) -> None:
+    tr = s.threads
+    w.walk(s.body, tr.begin, tr.end, role,
+           divergent or f"a ThreadLoop body (sid {s.sid}), which threads without an iteration skip", serial, data_if)
+
+
+@handler("structure", RoleSplit)
+def _role_split(s: RoleSplit, w: StructureWalker, lo, hi, role, divergent, serial, data_if) -> None:
+    _roles(s.roles, s.sid, w.sched, w.out)
+    for r in s.roles:
+        w.walk(r.body, r.threads.begin, r.threads.end, r, divergent, serial, data_if)
+
+
+@handler("structure", Leaf, TileOp, TmaStore, FenceProxyAsync)
+def _plain(s, w: StructureWalker, lo, hi, role, divergent, serial, data_if) -> None:
+    pass
 
 
 def _sync(tr, bid, sched, out, lo, hi, role, divergent) -> None:

@@ -1,4 +1,12 @@
-"""Concrete enumeration of a schedule into per-agent event traces.
+"""Concrete enumeration of a schedule into per-agent event traces (the reference verifier).
+
+This is the verifier egtile shipped before the symbolic one (:mod:`egtile.verifier.trace`), kept unchanged
+but for one fix (a ``ThreadLoop`` with more than ``MAX_LOOP_ENUM`` iterations used to be silently truncated
+to its first ``MAX_LOOP_ENUM``; it is now refused) and one addition (a vectorized ``ThreadLoop`` gives
+groups of ``vector`` consecutive iterations to one rank, :class:`egtile.ir.scheduled.ThreadLoop`). It
+enumerates every element and every loop iteration, so its cost grows with tile size and trip count: it
+is a cross-check for tests on small kernels (``tests/test_verify_crosscheck.py``), never called by
+``egtile.verify``.
 
 The verifier does not reason per thread. It splits the block's threads into *agents*: maximal thread
 ranges that no ``Role`` boundary cuts (a warp-specialized schedule has a consumer agent and a producer
@@ -26,11 +34,12 @@ agent's threads. An agent that owns no element of a ``TileOp`` or no iteration
 of a partitioned ``ThreadLoop`` does not access anything there.
 
 Statements whose control flow the verifier cannot evaluate (an ``SIf`` on loaded data) contribute the
-accesses of both branches; their synchronization is rejected by L3/L7 (:mod:`egtile.verify.structure`).
+accesses of both branches; their synchronization is rejected by L3/L7 (:mod:`egtile.verifier.structure`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +58,7 @@ from egtile.ir.scheduled import (
 )
 
 MAX_EVENTS = 400_000
-MAX_LOOP_ENUM = 4096
+MAX_LOOP_ENUM = 1 << 16
 
 
 class NotConstant(Exception):
@@ -231,7 +240,7 @@ def tracked_buffers(sched: Scheduled) -> tuple[set[str], set[str]]:
                 if b.name in params:
                     tracked.add(b.name)
             case _:
-                from egtile.verify import mma
+                from egtile.verifier.reference import mma
 
                 tracked |= mma.tracked(s, params)
     return tracked, {n for n, _ in sched.staged}
@@ -471,7 +480,7 @@ class Tracer:
                         if b < e:
                             self.walk(r.body, a, b, e, env, path, loop_sid)
                 case _:
-                    from egtile.verify import mma  # the register-fragment and wgmma nodes' model
+                    from egtile.verifier.reference import mma  # the register-fragment and wgmma nodes' model
 
                     if not mma.trace(self, s, a, lo, hi, env, path, loop_sid):
                         raise TypeError(f"not a scheduled statement: {s!r}")
@@ -511,16 +520,18 @@ class Tracer:
         total = 1
         for x in s.extents:
             total *= x
+        w = max(1, getattr(s, "vector", 1))  # vectorized: groups of w consecutive iterations per rank
         if s.mapping == "partitioned":
             r0, r1 = b - tr.begin, e - tr.begin
-            its = [i for i in range(total) if r0 <= i % tr.count < r1]
-            e = min(e, tr.begin + total)  # ranks past the extent get no iteration
+            its = [i for i in range(total // w * w) if r0 <= (i // w) % tr.count < r1]
+            e = min(e, tr.begin + total // w)  # ranks past the last group get no iteration
         else:
             its = list(range(total))
         if not its:
             return
         if len(its) > MAX_LOOP_ENUM:
-            its = its[:MAX_LOOP_ENUM]  # stage indices rarely depend on the parallel index; bound the work
+            raise TraceError(f"ThreadLoop (sid {s.sid}) has {len(its)} iterations; the reference verifier enumerates "
+                             f"at most {MAX_LOOP_ENUM}", s.sid)
         names = [v.name for v in s.vars]
         saved = [env.get(n_) for n_ in names]
         outer_merge = self.merge
@@ -533,7 +544,7 @@ class Tracer:
                 rem //= x
             for n_, v in zip(names, reversed(vals)):
                 env[n_] = v
-            tid = tr.begin + i % tr.count if s.mapping == "partitioned" else None
+            tid = tr.begin + (i // w) % tr.count if s.mapping == "partitioned" else None
             self.walk(s.body, a, b, e, env, path, s.sid if s.sid is not None else loop_sid, tid)
         self.merge = outer_merge
         for n_, v in zip(names, saved):
@@ -630,7 +641,7 @@ def _accesses_only(stmts: tuple[SStmt, ...]) -> tuple[SStmt, ...]:
             case Elect(threads=tr, body=b):
                 out.append(Elect(tr, _accesses_only(b)))
             case ThreadLoop():
-                out.append(ThreadLoop(s.vars, s.extents, s.mapping, s.threads, _accesses_only(s.body), s.sid))
+                out.append(dataclasses.replace(s, body=_accesses_only(s.body)))
             case _:
                 out.append(s)
     return tuple(out)

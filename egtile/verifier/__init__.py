@@ -1,0 +1,115 @@
+"""Static legality verifier of scheduled kernels, independent of the rules that built them.
+
+``verify(scheduled) -> list[Violation]`` checks properties L1-L8 (``docs/soundness.md``):
+
+* :mod:`.effects` L5 (nonlocal statements run once per instance);
+* :mod:`.structure` L7 (barriers in divergent code, named barrier counts) and data-dependent L3;
+* :mod:`.resources` L8 (threads, shared memory, setmaxnreg);
+* :mod:`.mma` register-fragment ownership, layout agreement (wgmma descriptors, TMA tensor maps) and
+  wgmma asynchrony (L1/L2), and the trace models of the fragment and wgmma nodes;
+* :mod:`.trace` + :mod:`.order` L1-L4 and L6: each agent's events for the first and the last block of
+  the grid, with symbolic footprints (:mod:`.regions`, :mod:`.affine`) instead of element sets and, for
+  long periodic loops, a window of iterations instead of all of them (:mod:`.window`), then
+  happens-before from the barrier semantics;
+* :mod:`.valueflow` value flow (reported as L1): every read of a staged or local buffer observes the
+  write the sequential program's read observes.
+
+Its cost does not grow with tile size or trip count; a schedule too large for the budget raises
+:class:`egtile.errors.VerifyLimitError` (:mod:`.limits`). The enumerating verifier it replaced is kept
+as a cross-check for tests (:mod:`.reference`).
+
+The verifier re-derives everything from ``ir.Scheduled`` and the tile-IR kernel it implements; it imports
+neither :mod:`egtile.rules` nor :mod:`egtile.analysis`, and it dispatches over scheduled statements
+through its own registry (:mod:`.registry`, :func:`register_model`).
+"""
+
+from __future__ import annotations
+
+from egtile.ir.scheduled import Scheduled
+from egtile.verifier import covariance as _covariance  # noqa: F401  (registers the window models of the builtin nodes)
+from egtile.verifier import models as _models  # noqa: F401  (registers the trace models of the builtin nodes)
+from egtile.verifier.effects import check_effects
+from egtile.verifier.ints import Ints
+from egtile.verifier.limits import Meter, VerifyLimits, default_limits
+from egtile.verifier.mma import check_fragments, check_wgmma_waits  # (also registers the fragment and wgmma models)
+from egtile.verifier.order import OrderAnalysis
+from egtile.verifier.reference import blocks, dedupe
+from egtile.verifier.registry import register_model, unregister_model
+from egtile.verifier.regions import Space
+from egtile.verifier.resources import check_resources
+from egtile.verifier.structure import check_structure
+from egtile.verifier.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
+from egtile.verifier.valueflow import check_value_flow
+from egtile.verifier.violation import PROPERTIES, Violation
+from egtile.verifier.window import Windows
+
+
+class _Charge:
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+
+    def charge(self, n: int) -> None:
+        self.meter.charge_elements(n)
+
+
+def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: bool = True,
+           value_flow: bool = True) -> list[Violation]:
+    """Check a scheduled kernel; an empty list means every property holds.
+
+    Args:
+        scheduled: the schedule (``egtile.optimize(kernel).scheduled`` or hand-built).
+        limits: the verifier's budget per block (default :func:`egtile.verifier.limits.default_limits`).
+        window: trace long periodic loops on a window of iterations (:mod:`egtile.verifier.window`);
+            ``False`` traces every iteration (for tests of the window argument).
+        value_flow: check that every read of a staged or local buffer observes the write the
+            sequential program's read observes (:mod:`egtile.verifier.valueflow`); ``False`` for the
+            comparison with the enumerating verifier, which does not.
+
+    Returns:
+        One :class:`Violation` per (property, statements, buffer, barrier), in property order.
+
+    Raises:
+        TypeError: ``scheduled`` is not an ``ir.Scheduled``.
+        egtile.errors.VerifyLimitError: the schedule needs more work than ``limits`` allow.
+    """
+    if not isinstance(scheduled, Scheduled):
+        raise TypeError(f"verify expects an ir.Scheduled, got {type(scheduled).__name__}")
+    limits = limits if limits is not None else default_limits()
+    found: list[Violation] = []
+    found += check_effects(scheduled)
+    found += check_structure(scheduled)
+    found += check_resources(scheduled)
+    found += check_fragments(scheduled)
+    found += check_wgmma_waits(scheduled)
+    agents = agents_of(scheduled)
+    order = SourceOrder(scheduled.kernel)
+    space = Space()
+    tracked = tracked_buffers(scheduled)
+    windows = Windows(scheduled, agents, tracked[0]) if window else None
+    ints = Ints()
+    for coords in blocks(scheduled.kernel.grid):
+        found += _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow)
+    return dedupe(found)
+
+
+def _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow) -> list[Violation]:
+    """L1-L4, L6 of one block; retraced without the windows whose hypotheses the trace refutes."""
+    while True:
+        meter = Meter(limits, scheduled.kernel.name, coords)
+        space.budget = _Charge(meter)
+        if windows is not None:
+            windows.start_block()
+        try:
+            traces = Tracer(scheduled, agents, coords, order, space, meter, windows, ints, tracked).run()
+        except TraceError as err:
+            return [Violation("L3", f"cannot enumerate the schedule: {err}",
+                              (err.sid,) if err.sid is not None else (), block=coords)]
+        analysis = OrderAnalysis(scheduled, agents, traces, coords, space)
+        out = analysis.run()
+        if windows is None or windows.confirm(traces, analysis, space):
+            if value_flow and all(p is None for p in analysis.stuck_at):
+                out += check_value_flow(scheduled, analysis, space, windows)
+            return out
+
+
+__all__ = ["PROPERTIES", "Ctx", "VerifyLimits", "Violation", "register_model", "unregister_model", "verify"]

@@ -1,0 +1,89 @@
+"""The verifier's budget: a schedule too large to check is a clear error, never a hang.
+
+Work is counted, per block examined, in three units, each with a limit (:class:`VerifyLimits`):
+
+* ``events``: trace events (accesses, waits, arrivals, copies, barriers) of all agents;
+* ``elements``: elements the verifier lists explicitly (accesses whose index is not monomial-affine,
+  ``ThreadLoop`` iterations it enumerates, residue grids of footprint decisions);
+* ``iterations``: serial-loop iterations it traces (a long loop that the window argument of
+  :mod:`egtile.verifier.window` does not cover is traced in full).
+
+Exceeding a limit raises :class:`egtile.errors.VerifyLimitError` naming the kernel, the unit and the
+statement that was too large. The knob: ``egtile.verifier.verify(sched, limits=VerifyLimits(...))``, or the
+environment variable ``EGTILE_VERIFY_BUDGET`` (a factor applied to every default limit, e.g. ``4``), read
+when a verification starts. The counts are deterministic: the same schedule hits the same limit on
+every machine.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+from egtile.errors import VerifyLimitError
+
+ENV = "EGTILE_VERIFY_BUDGET"
+
+
+@dataclass(frozen=True)
+class VerifyLimits:
+    """Per-block limits of the verifier's work (see the module docstring)."""
+
+    events: int = 400_000
+    elements: int = 20_000_000
+    iterations: int = 200_000
+
+    def scaled(self, factor: float) -> VerifyLimits:
+        return replace(self, events=int(self.events * factor), elements=int(self.elements * factor),
+                       iterations=int(self.iterations * factor))
+
+
+def default_limits() -> VerifyLimits:
+    """:class:`VerifyLimits` scaled by ``EGTILE_VERIFY_BUDGET`` (default 1)."""
+    raw = os.environ.get(ENV, "").strip()
+    if not raw:
+        return VerifyLimits()
+    try:
+        factor = float(raw)
+    except ValueError:
+        raise VerifyLimitError(f"{ENV}={raw!r} is not a number (a factor for the verifier's default limits)") from None
+    if factor <= 0:
+        raise VerifyLimitError(f"{ENV}={raw!r} must be positive (a factor for the verifier's default limits)")
+    return VerifyLimits().scaled(factor)
+
+
+class Meter:
+    """Counts one block's work against :class:`VerifyLimits`."""
+
+    def __init__(self, limits: VerifyLimits, kernel: str, block: tuple[int, ...]) -> None:
+        self.limits = limits
+        self.kernel = kernel
+        self.block = block
+        self.elements = 0
+        self.iterations = 0
+
+    def _fail(self, unit: str, used: int, limit: int, what: str) -> None:
+        raise VerifyLimitError(
+            f"verifying kernel {self.kernel!r} (block {self.block}) needs more than {limit} {unit}{what}; the "
+            f"verifier stops instead of running unbounded. Raise the limit with "
+            f"egtile.verifier.verify(scheduled, limits=egtile.verifier.VerifyLimits({unit}={max(2 * limit, used)})) or "
+            f"the environment variable {ENV}=<factor> (e.g. {ENV}=4)")
+
+    def count_event(self, n: int) -> None:
+        if n > self.limits.events:
+            self._fail("events", n, self.limits.events, " (accesses and synchronization events of all agents)")
+
+    def charge_elements(self, n: int) -> None:
+        self.elements += n
+        if self.elements > self.limits.elements:
+            self._fail("elements", self.elements, self.limits.elements,
+                       " listed explicitly (non-affine indices, enumerated ThreadLoop iterations)")
+
+    def count_iterations(self, n: int, loop=None) -> None:
+        self.iterations += n
+        if self.iterations > self.limits.iterations:
+            where = ""
+            if loop is not None:
+                where = f"; loop over {loop.var.name} (sid {loop.sid}) is traced in full"
+            self._fail("iterations", self.iterations, self.limits.iterations,
+                       f" of serial loops{where} (it is not windowed: see egtile.verifier.window)")
