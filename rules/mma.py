@@ -292,26 +292,43 @@ def _majors(g: Gemm) -> tuple[str, str]:
     return ("MN" if g.trans_a else "K"), ("K" if g.trans_b else "MN")
 
 
-def _lower(n, lw, ctx):
-    split, swa, swb = n.params
-    g = lw.stmt(n.sid, ctx)
-    tiling = tiling_of(lw.kernel, lw.facts.stmts[n.sid], split)
-    threads = ThreadRange(0, tiling.threads)
-    if not (ctx.threads.begin <= 0 and tiling.threads <= ctx.threads.end):
-        from egtile.errors import ScheduleError
+def wgmma_lowering(wait: int | None = 0):
+    """The lowering of ``wgmma(sid, split, swa, swb)``: the issue, then ``wait_group wait`` (``0``: ``T.gemm`` is
+    synchronous; anything else is a mutant, :data:`MUTANTS`)."""
 
-        raise ScheduleError(f"wgmma T.gemm (sid {n.sid}) needs threads [0, {tiling.threads}) but runs on "
-                            f"[{ctx.threads.begin}, {ctx.threads.end})", lw.facts.stmts[n.sid].loc)
-    a_major, b_major = _majors(g)
-    return [WgmmaMma(g, tiling, a_major, b_major, str(swa), str(swb), threads),
-            WgmmaWait(0, threads, sid=n.sid, fragments=(g.c.buffer.name,))]
+    def lower(n, lw, ctx):
+        split, swa, swb = n.params
+        g = lw.stmt(n.sid, ctx)
+        tiling = tiling_of(lw.kernel, lw.facts.stmts[n.sid], split)
+        threads = ThreadRange(0, tiling.threads)
+        if not (ctx.threads.begin <= 0 and tiling.threads <= ctx.threads.end):
+            from egtile.errors import ScheduleError
+
+            raise ScheduleError(f"wgmma T.gemm (sid {n.sid}) needs threads [0, {tiling.threads}) but runs on "
+                                f"[{ctx.threads.begin}, {ctx.threads.end})", lw.facts.stmts[n.sid].loc)
+        a_major, b_major = _majors(g)
+        out = [WgmmaMma(g, tiling, a_major, b_major, str(swa), str(swb), threads)]
+        if wait is not None:
+            out.append(WgmmaWait(wait, threads, sid=n.sid, fragments=(g.c.buffer.name,)))
+        return out
+
+    return lower
 
 
-def _layouts(n, facts):
-    split, swa, swb = n.params
-    g = facts.stmts[n.sid]
-    return [(g.c.buffer.name, tiling_of(facts.kernel, g, split).fragment()), (g.a.buffer.name, str(swa)),
-            (g.b.buffer.name, str(swb))]
+def wgmma_layouts(operands: bool = True):
+    """The layouts the decision fixes: the accumulator's register layout and (``operands``) each operand
+    buffer's swizzle; without them the buffers stay linear while the descriptors still read the swizzle (a
+    mutant)."""
+
+    def layouts(n, facts):
+        split, swa, swb = n.params
+        g = facts.stmts[n.sid]
+        out = [(g.c.buffer.name, tiling_of(facts.kernel, g, split).fragment())]
+        if operands:
+            out += [(g.a.buffer.name, str(swa)), (g.b.buffer.name, str(swb))]
+        return out
+
+    return layouts
 
 
 def _details(n, lowered) -> str:
@@ -327,7 +344,7 @@ def _details(n, lowered) -> str:
 WGMMA = Decision("wgmma", wgmma, (("sid", i64), ("split", String), ("swa", String), ("swb", String)), "decision",
                  Cost(_cost, doc="M N K / WGMMA_MACS_PER_CYCLE + shared bytes read / (4 SMEM_BYTES_PER_CYCLE) + "
                                  "WGMMA_GROUP + swizzle_cost(A) + swizzle_cost(B)"),
-                 lower=_lower, label="wgmma", details=_details, layouts=_layouts)
+                 lower=wgmma_lowering(), label="wgmma", details=_details, layouts=wgmma_layouts())
 
 # ----------------------------------------------------------------------------------------------------
 # The rule
@@ -348,5 +365,41 @@ gemm_to_wgmma = Rule(
 RULES = (gemm_to_wgmma,)
 DECISIONS = (WGMMA,)
 
-__all__ = ["DECISIONS", "OPERANDS_ASYNC_PROXY", "RULES", "WGMMA", "WGMMA_ELIGIBLE", "WGMMA_OPTIONS", "gemm_to_wgmma",
-           "max_accumulators", "operand", "option_bit", "tiling_of", "wgmma", "wgmma_cost", "wgmma_options"]
+# ----------------------------------------------------------------------------------------------------
+# Mutants (soundness tests of the checkers: tests/test_rules_mma.py)
+
+MUTANTS: dict[str, str] = {
+    "wgmma-no-wait": "the wgmma lowering drops wait_group: the accumulator is read, and the operand stage released "
+                     "for refill, while the tensor core may still be working",
+    "wgmma-wait-one-pending": "wait_group 1 instead of 0: the group issued last stays in flight past the stage "
+                              "release that lets the producer refill its operands, and past the epilogue's read",
+    "wgmma-swizzle-disagreement": "the operand buffers keep the linear layout (TMA writes them unswizzled) while "
+                                  "the wgmma descriptors still read them swizzled",
+}
+"""Protocol mutants of the wgmma decision; the simulator and the verifier must each catch every one."""
+
+
+def mutant(name: str):
+    """The builtin ruleset with wgmma mutant ``name`` (:data:`MUTANTS`) applied.
+
+    Raises:
+        KeyError: unknown name (the message lists the known ones).
+    """
+    from dataclasses import replace
+
+    from egtile.rules import builtin
+
+    match name:
+        case "wgmma-no-wait":
+            d = replace(WGMMA, lower=wgmma_lowering(wait=None))
+        case "wgmma-wait-one-pending":
+            d = replace(WGMMA, lower=wgmma_lowering(wait=1))
+        case "wgmma-swizzle-disagreement":
+            d = replace(WGMMA, layouts=wgmma_layouts(operands=False))
+        case _:
+            raise KeyError(f"unknown wgmma mutant {name!r}; known: {sorted(MUTANTS)}")
+    return builtin().replace_decision(d, name=f"mutant:{name}")
+
+__all__ = ["DECISIONS", "MUTANTS", "OPERANDS_ASYNC_PROXY", "RULES", "WGMMA", "WGMMA_ELIGIBLE", "WGMMA_OPTIONS", "gemm_to_wgmma",
+           "max_accumulators", "operand", "option_bit", "tiling_of", "mutant", "wgmma", "wgmma_cost", "wgmma_layouts",
+           "wgmma_lowering", "wgmma_options"]

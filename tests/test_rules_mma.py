@@ -198,3 +198,75 @@ def test_layout_conflict_names_both_statements():
     other = Node(w.op, w.sid, ("N", w.params[1], "linear"), w.kids, w.lists)
     with pytest.raises(ScheduleError, match="needs two layouts"):
         collect_layouts((w, other), facts, decisions)
+
+
+# ---- wgmma asynchrony and layout agreement: mutants caught by both checkers -------------------------
+
+
+WGMMA_MUTANT_FINDINGS = {
+    # what each checker must say (the verifier statically, the simulator by running the schedule)
+    "wgmma-no-wait": ({"L1", "L2"}, "race on"),
+    "wgmma-wait-one-pending": ({"L1", "L2"}, "race on"),
+    "wgmma-swizzle-disagreement": ({"L1"}, "descriptors read A_s as swizzle64 but it is laid out linear"),
+}
+
+
+def test_every_wgmma_mutant_has_an_expected_finding():
+    from egtile.rules import mma
+
+    assert set(WGMMA_MUTANT_FINDINGS) == set(mma.MUTANTS)
+
+
+@pytest.mark.parametrize("name", sorted(WGMMA_MUTANT_FINDINGS))
+def test_wgmma_mutant_is_caught_by_the_verifier_and_the_simulator(name):
+    from egtile.errors import SimulationError
+    from egtile.rules import mma
+    from egtile.sim import POLICIES, simulate
+
+    props, sim_says = WGMMA_MUTANT_FINDINGS[name]
+    pf = gemm_kernel(64, 64, 128)  # 4 K tiles over 2 stages: every stage is refilled while the loop runs
+    good = egtile.optimize(pf)
+    assert egtile.verify(good.scheduled) == []
+    r = egtile.optimize(pf, rules=mma.mutant(name))
+    assert r.scheduled.body != good.scheduled.body
+    found = egtile.verify(r.scheduled)
+    assert props <= {v.property for v in found}, found
+    A, B, ref, _ = inputs(64, 64, 128, "float16", False, False, "cpu")
+    for policy in POLICIES:
+        C = poisoned((64, 64), torch.float16, "cpu")
+        try:
+            errors = [str(e) for e in simulate(r.scheduled, A, B, C, policy=policy, seed=3).errors()]
+        except SimulationError as e:
+            errors = [str(e)]
+        assert any(sim_says in e for e in errors), (policy, errors[:3])
+
+
+def _before_wait(body: tuple, node) -> tuple:
+    """``body`` with ``node`` inserted right before the first ``WgmmaWait`` (searched through nested bodies)."""
+    import dataclasses
+
+    for k, x in enumerate(body):
+        if isinstance(x, WgmmaWait):
+            return body[:k] + (node,) + body[k:]
+        if hasattr(x, "roles"):
+            roles = tuple(dataclasses.replace(r, body=_before_wait(r.body, node)) for r in x.roles)
+            if roles != x.roles:
+                return body[:k] + (dataclasses.replace(x, roles=roles),) + body[k + 1:]
+        elif isinstance(getattr(x, "body", None), tuple):
+            inner = _before_wait(x.body, node)
+            if inner != x.body:
+                return body[:k] + (dataclasses.replace(x, body=inner),) + body[k + 1:]
+    return body
+
+
+def test_accumulator_read_before_the_wait_is_an_l1_violation():
+    # a by-layout statement on the accumulator (its first, T.clear) also placed between the wgmma and its wait:
+    # an access of registers the tensor core may still be writing
+    import dataclasses
+
+    r = egtile.optimize(gemm_kernel(64, 64, 32, epilogue="direct"))
+    epilogue = _node(r, FragmentOp)
+    body = _before_wait(r.scheduled.body, epilogue)
+    assert body != r.scheduled.body
+    found = egtile.verify(dataclasses.replace(r.scheduled, body=body))
+    assert any(v.property == "L1" and "before the wgmma.wait_group" in v.message for v in found), found

@@ -85,6 +85,8 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
     order = SourceOrder(scheduled.kernel)
     space = Space()
     tracked = tracked_buffers(scheduled)
+    # register fragments: every access is its owner's (check_fragments), so none can race (egtile.verifier.mma)
+    tracked = (tracked[0] - {n for n, _ in scheduled.fragments}, tracked[1])
     windows = Windows(scheduled, agents, tracked[0]) if window else None
     ints = Ints()
     for coords in blocks(scheduled.kernel.grid):

@@ -2,11 +2,16 @@
 :mod:`egtile.ir.wgmma`), independent of the rules that produce them.
 
 Ownership. A register fragment (``Scheduled.fragments``) is thread-private: element ``(row, col)`` belongs
-to thread ``threads.begin + layout.owner(row, col)[0]``. Every access of it is an event whose elements
-carry that owner (an explicit :class:`~egtile.verifier.regions.Points` footprint), so a cross-thread
-access is an ordinary race of the order analysis; a statement that could touch a register fragment by
-another thread at all (a ``ThreadLoop`` or ``TileOp`` splitting it by element index, a by-layout statement
-whose fragment is not in registers) is reported statically (L1, :func:`check_fragments`).
+to thread ``threads.begin + layout.owner(row, col)[0]``. :func:`check_fragments` proves statically that
+every access of one is made by that thread, or reports L1: only by-layout statements touch it (a
+``FragmentOp``, a ``LayoutLoop`` whose scalar statements access it at the iteration's own element, a wgmma
+whose tiling is its layout); a ``TileOp`` splitting it by element index, a scalar statement anywhere else,
+or a by-layout statement on a fragment not in registers is a violation. Since every access of a register
+fragment is then its owner's, in that thread's program order, no two can race, and the trace leaves the
+register fragments out (:func:`egtile.verifier.verify` does not track them; the enumerating reference
+still lists their elements with their owners). What the trace does model is the shared and global side
+of the by-layout statements: each element by its owner (an owner-carrying
+:class:`~egtile.verifier.regions.Points` footprint).
 
 * ``FragmentOp``: element ``e`` (row-major) of each region of the op by the owner of fragment element
   ``e``; a gemm's ``A`` and ``B`` are read whole by every running thread.
@@ -40,7 +45,7 @@ import numpy as np
 from egtile.ir.fragment import FragmentOp, LayoutLoop
 from egtile.ir.kernel import AddressOf, AtomicAdd, Copy, Extern, Fill, Gemm, Reduce, Region, Store
 from egtile.ir.scheduled import (
-    Arrive, ArriveExpectTx, CpAsyncArrive, Leaf, Scheduled, SIf, SStmt, ThreadLoop, TileOp, TmaLoad, TmaStore,
+    Arrive, ArriveExpectTx, CpAsyncArrive, Leaf, Scheduled, SIf, SStmt, TileOp, TmaLoad, TmaStore,
 )
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 from egtile.verifier import registry
@@ -310,28 +315,79 @@ def check_wgmma_waits(sched: Scheduled) -> list[Violation]:
     return out
 
 
+def _fragment_indices(e, frag: str, out: list) -> None:
+    """The index tuples of every access of buffer ``frag`` in expression ``e``."""
+    for ld in loads_in(e):
+        if ld.buffer.name == frag:
+            out.append(ld.indices)
+
+
+def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None) -> str | None:
+    """Why scalar statement ``st`` may touch a register fragment from a thread that does not hold the element
+    (``None``: it does not). In a ``LayoutLoop`` over fragment ``f`` the iteration's thread holds exactly
+    ``f[i, j]`` for the loop variables ``(i, j)``; anywhere else no scalar statement may touch one."""
+    match st:
+        case Store(buffer=b, indices=idx, value=v) | AtomicAdd(buffer=b, indices=idx, value=v):
+            hit = ({b.name} | _expr_names(v, *idx)) & regs
+        case Extern(args=args):
+            hit = _expr_names(*args) & regs
+        case _:
+            return None
+    if not hit:
+        return None
+    if loop is None:
+        return f"statement {st.sid} touches register fragment {sorted(hit)[0]} outside a loop by its layout"
+    if hit - {loop.fragment}:
+        return (f"statement {st.sid} in the loop by the layout of {loop.fragment} touches another register fragment, "
+                f"{sorted(hit - {loop.fragment})[0]}")
+    own = tuple(loop.vars)
+    idxs: list = []
+    for e in ((v, *idx) if not isinstance(st, Extern) else tuple(st.args)):
+        _fragment_indices(e, loop.fragment, idxs)
+    if isinstance(st, (Store, AtomicAdd)) and st.buffer.name == loop.fragment:
+        idxs.append(tuple(st.indices))
+    if isinstance(st, Extern):
+        idxs += [a.load.indices for a in st.args if isinstance(a, AddressOf) and a.load.buffer.name == loop.fragment]
+    for ix in idxs:
+        if tuple(ix) != own:
+            return (f"statement {st.sid} accesses {loop.fragment} at another element than the iteration's own "
+                    f"({', '.join(v.name for v in own)}): the thread running it does not hold that element")
+    return None
+
+
 def check_fragments(sched: Scheduled) -> list[Violation]:
     """L1 for register fragments and layouts (module docstring): only by-layout statements in the fragment's
-    own layout touch a register fragment; a wgmma's tiling is its accumulator's layout and its swizzles its
-    operands' layouts; a TMA copy's swizzle is its shared buffer's layout."""
+    own layout touch a register fragment (a scalar statement only inside a ``LayoutLoop``, at the
+    iteration's own element); a wgmma's tiling is its accumulator's layout and its swizzles its operands'
+    layouts; a TMA copy's swizzle is its shared buffer's layout."""
     regs = {n for n, _ in sched.fragments}
     out: list[Violation] = []
-    for s in registry.walk(sched.body):
+
+    def walk(stmts, loop: LayoutLoop | None) -> None:
+        for s in stmts:
+            check(s, loop)
+            inner = s if isinstance(s, LayoutLoop) else loop
+            for b in registry.bodies(s):
+                walk(b, inner)
+
+    def check(s, loop: LayoutLoop | None) -> None:
         match s:
+            case Leaf(stmt=st) if regs:
+                why = _leaf_fragment_problem(st, regs, loop)
+                if why:
+                    out.append(Violation("L1", why, (st.sid,), sorted(names_touched(s) & regs)[0]))
             case FragmentOp(fragment=f) if sched.fragment(f) is None:
                 out.append(Violation("L1", f"a statement runs by the layout of {f}, which is not a register fragment",
                                      (s.sid,), f))
+            case LayoutLoop(fragment=f) if sched.fragment(f) is None:
+                out.append(Violation("L1", f"a loop runs by the layout of {f}, which is not a register fragment",
+                                     (s.sid,) if s.sid is not None else (), f))
             case TileOp(op=op):
                 hit = _op_names(op) & regs
                 if hit:
                     out.append(Violation("L1", f"a cooperative tile op (sid {op.sid}) splits register fragment "
                                                f"{sorted(hit)[0]} by element index over threads that do not hold it",
                                          (op.sid,), sorted(hit)[0]))
-            case ThreadLoop(body=body, sid=sid):
-                if any(names_touched(x) & regs for x in body if isinstance(x, Leaf)):
-                    out.append(Violation("L1", f"a thread loop (sid {sid}) touches a register fragment by iteration "
-                                               "index; only the thread holding an element may access it",
-                                         (sid,) if sid is not None else ()))
             case WgmmaMma():
                 acc = sched.fragment(s.gemm.c.buffer.name)
                 if acc is None or acc != s.tiling.fragment():
@@ -351,6 +407,8 @@ def check_fragments(sched: Scheduled) -> list[Violation]:
                                                f"out {layout}", (sid,) if sid is not None else (), r.buffer.name))
             case _:
                 pass
+
+    walk(sched.body, None)
     return out
 
 
