@@ -17,10 +17,11 @@ clock drift lands on every contender alike. A contender's ratio in a round is cu
 in that round (above 1: faster than cuBLAS); the table gives the median ratio over rounds and TFLOP/s from
 the median time. Without Triton, only egtile and cuBLAS; without an sm_90 GPU it says so and exits 0.
 
-    python benchmarks/gemm.py [--rounds 5] [--quick] [--dtypes float16,bfloat16] [--explain] [--jobs N]
+    python benchmarks/gemm.py [--rounds 5] [--quick] [--dtypes float16,bfloat16] [--explain] [--jobs N] [--compile-only]
 
 ``--jobs N`` first compiles every egtile kernel of the run in N processes (the e-graph and the verifier are
-single-threaded; each compile lands in the on-disk schedule cache, which the timed run then reads).
+single-threaded; each compile lands in the on-disk schedule cache, which the timed run then reads);
+``--compile-only`` stops after that.
 """
 
 from __future__ import annotations
@@ -148,6 +149,7 @@ def main() -> int:
     ap.add_argument("--dtypes", default="float16,bfloat16")
     ap.add_argument("--explain", action="store_true", help="print egtile's schedule decisions for the first shape")
     ap.add_argument("--jobs", type=int, default=1, help="compile the egtile kernels in this many processes first")
+    ap.add_argument("--compile-only", action="store_true", help="only compile (fill the schedule cache), then exit")
     args = ap.parse_args()
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         print("benchmarks/gemm.py: skipped (needs an sm_90 GPU)")
@@ -157,8 +159,10 @@ def main() -> int:
 
     shapes = SHAPES[:1] if args.quick else SHAPES
     rounds = 3 if args.quick else args.rounds
-    if args.jobs > 1:
-        precompile([(M, N, K, dt) for dt in args.dtypes.split(",") for M, N, K in shapes], args.jobs)
+    if args.jobs > 1 or args.compile_only:
+        precompile([(M, N, K, dt) for dt in args.dtypes.split(",") for M, N, K in shapes], max(args.jobs, 1))
+        if args.compile_only:
+            return 0
     bench = timer()
     tri = triton_matmul()
     if not callable(tri):
