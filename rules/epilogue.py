@@ -147,11 +147,6 @@ def _option_rules():
 
 OPTION_RULES = tuple(_option_rules())
 
-STAGING_OPTION = Condition(
-    "tma-store-layout", "the staging layout is one the oracle's mask allows (it binds it: one alternative per layout)",
-    lambda v: (staging_option(v.sid, v.layout),), derive=OPTION_RULES, oracles=(STAGING_LAYOUTS,), oracle=True,
-    explain=lambda ctx, sid: "no staging layout is legal")
-
 
 @function
 def copy_tma_store(sid: i64Like, layout: StringLike) -> Stmt:
@@ -209,8 +204,12 @@ copy_via_tma_store = Rule(
         "the store writes them out as a box.",
     variables=(("sid", i64), ("layout", String)),
     lhs=lambda v: Stmt.copy(v.sid),
+    # the staging layouts the oracle's mask allows bind the variable (one alternative per layout)
+    bindings=lambda v: (staging_option(v.sid, v.layout),),
     rhs=lambda v: copy_tma_store(v.sid, v.layout),
-    conditions=(holds(TMA_STORE_ELIGIBLE), STAGING_OPTION, PREFER_ALLOWS_TMA),
+    conditions=(holds(TMA_STORE_ELIGIBLE), PREFER_ALLOWS_TMA),
+    oracles=(STAGING_LAYOUTS,),
+    support=OPTION_RULES,
 )
 
 RULES = (copy_via_tma_store,)

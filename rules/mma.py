@@ -214,11 +214,6 @@ def _option_rules():
 
 OPTION_RULES = tuple(_option_rules())
 
-WGMMA_OPTION = Condition(
-    "wgmma-option", "(split, swa, swb) is one of the legal options of the oracle's mask (it binds them: one "
-    "alternative per option)", lambda v: (wgmma_option(v.sid, v.split, v.swa, v.swb),), derive=OPTION_RULES,
-    oracles=(WGMMA_OPTIONS,), oracle=True,
-    explain=lambda ctx, sid: "no (split, swizzle) option is legal")
 
 # ----------------------------------------------------------------------------------------------------
 # wgmma-operands-async-proxy (derived in the e-graph)
@@ -357,9 +352,13 @@ gemm_to_wgmma = Rule(
         "operands' shared buffers take the swizzle (see the module docstring for the legality argument).",
     variables=(("sid", i64), ("split", String), ("swa", String), ("swb", String)),
     lhs=lambda v: Stmt.tile(v.sid),
-    bindings=lambda v: (D.kind(v.sid, String("gemm")),),
+    # the legal (split, swa, swb) of the oracle's mask bind the variables (one alternative per option): a
+    # binding, not a side condition, since without it the variables would be unbound
+    bindings=lambda v: (D.kind(v.sid, String("gemm")), wgmma_option(v.sid, v.split, v.swa, v.swb)),
     rhs=lambda v: wgmma(v.sid, v.split, v.swa, v.swb),
-    conditions=(holds(WGMMA_ELIGIBLE), WGMMA_OPTION, F.USERS_ADMIT_REGISTERS, OPERANDS_ASYNC_PROXY),
+    conditions=(holds(WGMMA_ELIGIBLE), F.USERS_ADMIT_REGISTERS, OPERANDS_ASYNC_PROXY),
+    oracles=(WGMMA_OPTIONS,),
+    support=OPTION_RULES,
 )
 
 RULES = (gemm_to_wgmma,)
