@@ -278,3 +278,39 @@ def test_accumulator_read_before_the_wait_is_an_l1_violation():
     assert body != r.scheduled.body
     found = egtile.verify(dataclasses.replace(r.scheduled, body=body))
     assert any(v.property == "L1" and "before the wgmma.wait_group" in v.message for v in found), found
+
+
+def _retag_tma(body: tuple, buffer: str, swizzle: str) -> tuple:
+    """``body`` with every TMA load into ``buffer`` given tensor-map swizzle ``swizzle``."""
+    import dataclasses
+
+    from egtile.ir.scheduled import TmaLoad
+
+    out = []
+    for x in body:
+        if isinstance(x, TmaLoad) and x.dst.buffer.name == buffer:
+            x = dataclasses.replace(x, swizzle=swizzle)
+        elif hasattr(x, "roles"):
+            x = dataclasses.replace(x, roles=tuple(dataclasses.replace(r, body=_retag_tma(r.body, buffer, swizzle))
+                                                   for r in x.roles))
+        elif isinstance(getattr(x, "body", None), tuple):
+            x = dataclasses.replace(x, body=_retag_tma(x.body, buffer, swizzle))
+        out.append(x)
+    return tuple(out)
+
+
+def test_tensor_map_that_disagrees_with_the_buffer_layout_is_caught_by_both():
+    import dataclasses
+
+    from egtile.errors import SimulationError
+    from egtile.sim import simulate
+
+    r = egtile.optimize(gemm_kernel(64, 64, 64))
+    assert r.scheduled.buffer("B_s").layout == "swizzle128"
+    bad = dataclasses.replace(r.scheduled, body=_retag_tma(r.scheduled.body, "B_s", "swizzle64"))
+    assert bad.body != r.scheduled.body
+    found = egtile.verify(bad)
+    assert any(v.property == "L1" and "swizzle64 tensor map on B_s" in v.message for v in found), found
+    A, B, _, _ = inputs(64, 64, 64, "float16", False, False, "cpu")
+    with pytest.raises(SimulationError, match="the tensor map is swizzle64 but B_s is laid out swizzle128"):
+        simulate(bad, A, B, poisoned((64, 64), torch.float16, "cpu"), policy="round_robin", seed=3)
