@@ -314,3 +314,18 @@ def test_tensor_map_that_disagrees_with_the_buffer_layout_is_caught_by_both():
     A, B, _, _ = inputs(64, 64, 64, "float16", False, False, "cpu")
     with pytest.raises(SimulationError, match="the tensor map is swizzle64 but B_s is laid out swizzle128"):
         simulate(bad, A, B, poisoned((64, 64), torch.float16, "cpu"), policy="round_robin", seed=3)
+
+
+def test_wgmma_schedule_round_trips_through_the_schedule_cache(tmp_path, monkeypatch):
+    # the fragment layouts, wgmma nodes and tilings are IR the cache's codec knows: a warm compile skips the e-graph
+    from egtile import schedule_cache
+    from egtile.api import ARCH
+
+    monkeypatch.setenv("EGTILE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("EGTILE_DISABLE_CACHE", raising=False)
+    pf = gemm_kernel(128, 128, 64, block_M=128, threads=256)
+    k = egtile.compile(pf, target="sim")
+    hit = schedule_cache.load(schedule_cache.key(k.kernel, ARCH))
+    assert hit is not None
+    assert hit[0].scheduled == k.scheduled
+    assert any(isinstance(x, WgmmaMma) for x in swalk(hit[0].scheduled.body))
