@@ -61,12 +61,13 @@ class Ctx:
         """Element strides of ``buf`` as the kernel lays it out (global buffers are row-major)."""
         return self.smem.strides_of(buf)
 
-    def tmap_for(self, buffer: str, box: tuple[int, ...]) -> TmaOperand:
-        """The tensor-map parameter of ``(buffer, box)`` (a statement declared it in ``Needs.tensor_maps``)."""
+    def tmap_for(self, buffer: str, box: tuple[int, ...], swizzle: str = "linear") -> TmaOperand:
+        """The tensor-map parameter of ``(buffer, box, swizzle)`` (a statement declared it in
+        ``Needs.tensor_maps``)."""
         for t in self.tma:
-            if t.buffer == buffer and t.box == box:
+            if t.buffer == buffer and t.box == box and t.swizzle == swizzle:
                 return t
-        raise KeyError((buffer, box))
+        raise KeyError((buffer, box, swizzle))
 
     def scratch(self, name: str) -> str:
         """C name of the ``unsigned char*`` to the scratch area ``name`` (declared in ``Needs.scratch``).

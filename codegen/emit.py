@@ -101,7 +101,14 @@ def _signature(s: Scheduled, symbol: str, tma: tuple[TmaOperand, ...]) -> str:
 
 
 def _prologue(s: Scheduled, ctx: Ctx) -> list[str]:
-    lines = [f"extern __shared__ __align__({SMEM_BASE_ALIGN}) unsigned char smem[];"]
+    if ctx.smem.base_align > 128:
+        # the dynamic shared window is not aligned beyond 16 bytes by itself: round the base up (the layout
+        # reserved the slack) so that every swizzle pattern starts where its buffer's offset says
+        a = ctx.smem.base_align
+        lines = [f"extern __shared__ __align__({SMEM_BASE_ALIGN}) unsigned char eg_smem_raw[];",
+                 f"unsigned char* const smem = eg_smem_raw + (({a}u - (eg_smem_addr(eg_smem_raw) & {a - 1}u)) & {a - 1}u);"]
+    else:
+        lines = [f"extern __shared__ __align__({SMEM_BASE_ALIGN}) unsigned char smem[];"]
     for name, off in ctx.smem.buffers:
         t = ctype(s.buffer(name).dtype)
         lines.append(f"{t}* {ident(name)} = reinterpret_cast<{t}*>(smem + {off});")
@@ -112,6 +119,9 @@ def _prologue(s: Scheduled, ctx: Ctx) -> list[str]:
     for b in s.buffers:
         if b.scope == "local":
             lines.append(f"{ctype(b.dtype)} {ident(b.name)}[{b.numel}];")
+        elif (f := s.fragment(b.name)) is not None:
+            # a register fragment: each thread holds its slots (egtile.ir.fragment); indexed by constants only
+            lines.append(f"{ctype(b.dtype)} {ident(b.name)}[{f.values_per_thread}];  // registers: {f.name}")
     lines.append(f"const int {TID} = (int)threadIdx.x;")
     if len(s.kernel.block_vars) > len(_GRID_AXES):
         raise codegen_error(ctx, f"grid has {len(s.kernel.block_vars)} dimensions; CUDA supports 3")

@@ -121,13 +121,29 @@ def _term(code: str, stride: int) -> str:
 
 
 def flat_index(buf: Buffer, indices: tuple[str, ...], ctx: Ctx) -> str:
-    """Flat element index of ``buf[indices]`` (indices already emitted as C) in the kernel's layout."""
+    """Flat element index of ``buf[indices]`` (indices already emitted as C) in the kernel's layout (a
+    swizzled shared buffer through its swizzle, :func:`egtile.codegen.layout.swizzle_index`)."""
+    if buf.scope == "shared" and buf.layout != "linear":
+        from egtile.codegen.layout import swizzle_index
+
+        return swizzle_index(buf, indices, ctx.strides(buf)[0] if len(buf.shape) == 3 else None)
     terms = [t for t in (_term(c, s) for c, s in zip(indices, ctx.strides(buf))) if t]
     return " + ".join(terms) if terms else "0"
 
 
 def element(buf_name: str, indices: tuple[Expr, ...], ctx: Ctx) -> str:
-    """C lvalue of one element ``buf_name[indices]`` of a scheduled buffer or parameter."""
+    """C lvalue of one element ``buf_name[indices]`` of a scheduled buffer or parameter (an element a
+    substitution of ``ctx.loads`` names is that C lvalue: a register fragment's slot in a by-layout loop).
+
+    Raises:
+        CodegenError: a register fragment accessed where no layout names the element's slot.
+    """
+    for ld, text in ctx.loads:
+        if isinstance(ld, Load) and ld.buffer.name == buf_name and tuple(ld.indices) == tuple(indices):
+            return text
+    if ctx.sched.fragment(buf_name) is not None:
+        raise codegen_error(ctx, f"register fragment {buf_name!r} is accessed at {tuple(indices)} outside a statement "
+                                 "that runs by its layout (only its element's owner holds it)")
     buf = ctx.buffer(buf_name)
     if len(indices) != len(buf.shape):
         raise codegen_error(ctx, f"buffer {buf_name!r} of shape {buf.shape} indexed with {len(indices)} indices; "

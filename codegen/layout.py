@@ -56,6 +56,10 @@ class SmemLayout:
     total: int
     padded: tuple[tuple[str, tuple[int, ...]], ...] = ()
     scratch: tuple[tuple[str, int], ...] = ()
+    base_align: int = BUFFER_ALIGN
+    """Alignment the kernel gives its shared base at run time: the dynamic shared window is only guaranteed
+    to be 16-byte aligned, so a kernel whose buffers need more than 128 bytes (a swizzled tile: its swizzle
+    pattern, up to 1024) rounds its base up and asks for that much slack (included in ``total``)."""
 
     def strides_of(self, buf: Buffer) -> tuple[int, ...]:
         """Element strides of ``buf`` as laid out (row-major unless padded)."""
@@ -79,11 +83,13 @@ class TmaOperand:
         param: C name of the parameter.
         buffer: the global buffer (kernel parameter) it describes.
         box: box extents, outermost first, in elements (the runtime passes them innermost first).
+        swizzle: the shared layout TMA reads or writes boxes in (a ``Layout`` name: ``CUtensorMapSwizzle``).
     """
 
     param: str
     buffer: str
     box: tuple[int, ...]
+    swizzle: str = "linear"
 
 
 def scratch_ident(name: str) -> str:
@@ -106,6 +112,8 @@ def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 def _layout_strides(b: Buffer, align: int | None) -> tuple[int, ...]:
     st = row_major(b.shape)
     nbytes = dtype(b.dtype).bytes
+    if b.layout != "linear" and len(b.shape) == 2:
+        return st  # one swizzled tile: its own layout inside (swizzle_index), a whole number of patterns
     if align is not None and len(b.shape) >= 2 and (st[0] * nbytes) % align:
         st = (_align(st[0] * nbytes, align) // nbytes,) + st[1:]
     return st
@@ -130,8 +138,11 @@ def plan_smem(s: Scheduled, needs: KernelNeeds | None = None) -> SmemLayout:
     off = 0
     bufs: list[tuple[str, int]] = []
     padded: list[tuple[str, tuple[int, ...]]] = []
+    base_align = max([BUFFER_ALIGN] + [a for _, a in needs.shared_align])
+    if base_align > BUFFER_ALIGN:
+        off = base_align  # slack for rounding the base up at run time
     for b in s.buffers:
-        if b.scope in ("shared", "fragment"):
+        if b.scope in ("shared", "fragment") and s.fragment(b.name) is None:  # register fragments: per thread
             want = needs.alignment(b.name)
             off = _align(off, max(BUFFER_ALIGN, want or 1))
             bufs.append((b.name, off))
@@ -159,7 +170,11 @@ def plan_smem(s: Scheduled, needs: KernelNeeds | None = None) -> SmemLayout:
         raise ResourceError(
             f"kernel {s.kernel.name!r} launches {s.threads} threads per block; expected a multiple of 32 in "
             f"[32, {MAX_THREADS_PER_BLOCK}]", s.kernel.loc)
-    return SmemLayout(tuple(bufs), tuple(bars), off, tuple(padded), tuple(scratch))
+    if base_align > BUFFER_ALIGN:  # offsets are from the rounded-up base; the slack came first
+        bufs = [(n, o - base_align) for n, o in bufs]
+        bars = [(n, o - base_align) for n, o in bars]
+        scratch = [(n, o - base_align) for n, o in scratch]
+    return SmemLayout(tuple(bufs), tuple(bars), off, tuple(padded), tuple(scratch), base_align)
 
 
 def collect_tma(s: Scheduled, needs: KernelNeeds | None = None) -> tuple[TmaOperand, ...]:
@@ -167,7 +182,35 @@ def collect_tma(s: Scheduled, needs: KernelNeeds | None = None) -> tuple[TmaOper
     boxes of one buffer)."""
     needs = kernel_needs(s) if needs is None else needs
     seen: list[TmaOperand] = []
-    for name, box in needs.tensor_maps:
+    for name, box, *rest in needs.tensor_maps:
         n = sum(1 for t in seen if t.buffer == name)
-        seen.append(TmaOperand(f"eg_tmap_{ident(name)}_{n}", name, box))
+        seen.append(TmaOperand(f"eg_tmap_{ident(name)}_{n}", name, box, rest[0] if rest else "linear"))
     return tuple(seen)
+
+
+def swizzle_index(buf: Buffer, indices: tuple[str, ...], stage_stride: int | None) -> str:
+    """Element index (C) of ``buf[indices]`` for a shared buffer in a swizzle layout: a 2-D tile
+    (``indices = (row, col)``), or a staged one (``(stage, row, col)``, stages ``stage_stride`` elements
+    apart), laid out as :class:`egtile.layout.SmemTile` (column panels of the swizzle span, 16-byte chunks
+    XOR-permuted by the 128-byte row bits; :mod:`egtile.layout.swizzle`). Within a panel row, chunk ``k``
+    of pattern row ``q`` is stored at chunk ``k ^ (q & mask)``, with ``q = (row * span) >> 7`` (the buffer
+    and every stage start on a swizzle pattern, so the pattern of absolute addresses is that of offsets)."""
+    from egtile.layout import SmemTile
+    from egtile.rules.swizzle import mode_of
+
+    mode = mode_of(buf.layout)
+    eb = dtype(buf.dtype).bytes
+    rows, cols = buf.shape[-2], buf.shape[-1]
+    tile = SmemTile(rows, cols, eb, mode)
+    pc, span = tile.panel_cols, mode.span
+    per_chunk = 16 // eb
+    *stage, r, c = indices
+    shift = {128: 0, 64: 1, 32: 2}[span]
+    q = f"({r})" if shift == 0 else f"(({r}) >> {shift})"
+    chunk = f"((({c}) % {pc}) / {per_chunk})" if tile.num_panels > 1 else f"(({c}) / {per_chunk})"
+    within = f"(({c}) % {per_chunk})"
+    panel = f"(({c}) / {pc}) * {rows * pc} + " if tile.num_panels > 1 else ""
+    idx = f"{panel}({r}) * {pc} + (({chunk} ^ ({q} & {mode.xor_mask})) * {per_chunk} + {within})"
+    if stage:
+        idx = f"({stage[0]}) * {stage_stride} + {idx}"
+    return idx

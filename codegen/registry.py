@@ -62,7 +62,8 @@ class Needs:
         scratch: private shared-memory areas (:class:`Scratch`).
     """
 
-    tensor_maps: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    tensor_maps: tuple[tuple, ...] = ()
+    """``(global buffer, box)`` or ``(global buffer, box, swizzle)`` (a ``Layout`` name; default linear)."""
     shared_align: tuple[tuple[str, int], ...] = ()
     scratch: tuple[Scratch, ...] = ()
 

@@ -63,8 +63,8 @@ def kernel_needs(s: Scheduled) -> KernelNeeds:
         if em.needs is None:
             continue
         n = em.needs(node, s)
-        for name, box in n.tensor_maps:
-            key = (name, tuple(box))
+        for name, box, *swizzle in n.tensor_maps:
+            key = (name, tuple(box), *swizzle) if swizzle and swizzle[0] != "linear" else (name, tuple(box))
             if key not in tmaps:
                 tmaps.append(key)
         for name, a in n.shared_align:

@@ -141,6 +141,12 @@ class JITKernel:
         hit = schedule_cache.load(key) if key is not None else None
         if hit is not None and (self.target != "cuda" or hit[1] is not None):
             self.schedule_result, self._built = hit
+        elif hit is not None:
+            # the schedule is cached (and was verified when stored) but its cubin is not, e.g. under another
+            # NVRTC version: build the cubin only, not the e-graph again
+            self.schedule_result = hit[0]
+            self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled)
+            schedule_cache.store(key, self.schedule_result, self._built)
         else:
             optimize = importlib.import_module("egtile.schedule.driver").optimize
             self.schedule_result = optimize(self.kernel, rules=self.rules)

@@ -193,13 +193,16 @@ def _kind(data: Any) -> str:
 
 
 def ir_classes() -> tuple[type, ...]:
-    """The dataclasses of the tile IR (:mod:`egtile.ir.kernel`), the scheduled IR
-    (:mod:`egtile.ir.scheduled`) and :class:`egtile.errors.SourceLoc`."""
+    """The dataclasses of the tile IR (:mod:`egtile.ir.kernel`), the scheduled IR (:mod:`egtile.ir.scheduled`,
+    its register-fragment and wgmma nodes, :mod:`egtile.ir.fragment`, :mod:`egtile.ir.wgmma`), the layouts they
+    carry (:mod:`egtile.layout.fragment`, :mod:`egtile.layout.tiling`) and :class:`egtile.errors.SourceLoc`."""
     from egtile.errors import SourceLoc
-    from egtile.ir import kernel, scheduled
+    from egtile.ir import fragment, kernel, scheduled, wgmma
+    from egtile.layout import fragment as layout_fragment
+    from egtile.layout import tiling
 
     out: list[type] = [SourceLoc]
-    for module in (kernel, scheduled):
+    for module in (kernel, scheduled, fragment, wgmma, layout_fragment, tiling):
         for obj in vars(module).values():
             if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__:
                 out.append(obj)

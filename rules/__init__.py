@@ -11,7 +11,11 @@ constructors' declarations (cost, lowering, explanation) and its rules in one pl
   iterations ahead on full mbarriers, with a CTA barrier before a stage is reused;
 * :mod:`.copy`: copy instruction per issuing context (TMA | cp.async | SIMT);
 * :mod:`.barrier`: consumer wait / release positions;
-* :mod:`.partition`: thread mapping of ``T.Parallel`` and scalar statements.
+* :mod:`.partition`: thread mapping of ``T.Parallel`` and scalar statements;
+* :mod:`.fragment`: when a fragment can live in registers, and how its users then run (by layout);
+* :mod:`.swizzle`: the shared layouts (swizzle modes) a wgmma operand buffer may take, and their cost;
+* :mod:`.mma`: ``T.gemm`` -> ``wgmma.mma_async`` (accumulator split, operand swizzles);
+* :mod:`.epilogue`: ``T.copy(fragment, global)`` through a swizzled shared tile and a TMA store.
 
 API: :class:`Rule`, :class:`Condition`, :class:`Violation`, :func:`form_condition`, :func:`stmt_condition`,
 :class:`FactSpec`, :class:`NumSpec` (hardware oracles), :class:`Decision`, :class:`Cost`,
@@ -25,11 +29,15 @@ from __future__ import annotations
 from egtile.rules import copy  # noqa: I001 - copy first: barrier and the loop schedules read its oracles
 from egtile.rules import (
     barrier,
+    epilogue,
     fission,
+    fragment,
+    mma,
     partition,
     pipeline,
     software_pipeline,
     structure,
+    swizzle,
     warp_specialize,
 )
 from egtile.schedule.decision import Cost, CostInput, Decision, static
@@ -48,12 +56,12 @@ from egtile.schedule.rule import (
 from egtile.verdict import Verdict
 
 BUILTIN: tuple[Rule, ...] = (fission.RULES + pipeline.RULES + warp_specialize.RULES + software_pipeline.RULES
-                             + copy.RULES + barrier.RULES + partition.RULES)
+                             + copy.RULES + epilogue.RULES + barrier.RULES + partition.RULES + mma.RULES)
 """egtile's own rules, in stage order."""
 
 BUILTIN_DECISIONS: tuple[Decision, ...] = (structure.DECISIONS + pipeline.DECISIONS + warp_specialize.DECISIONS
                                            + software_pipeline.DECISIONS + copy.DECISIONS + barrier.DECISIONS
-                                           + partition.DECISIONS)
+                                           + partition.DECISIONS + mma.DECISIONS + epilogue.DECISIONS)
 """The declarations of every constructor the builtin rules use."""
 
 _REGISTERED: dict[str, Rule] = {}
@@ -229,6 +237,6 @@ def mutant(name: str) -> RuleSet:
 __all__ = [
     "BUILTIN", "BUILTIN_DECISIONS", "MUTANTS", "MUTANT_GAPS", "STAGES", "Condition", "Cost", "CostInput", "Decision", "FactSpec",
     "NumSpec", "Rule", "RuleSet", "Verdict", "Violation", "barrier", "builtin", "catalog", "copy", "declarations",
-    "default", "fission", "form_condition", "holds", "mutant", "partition", "pipeline", "register",
-    "software_pipeline", "static", "stmt_condition", "structure", "unregister", "warp_specialize",
+    "default", "epilogue", "fission", "form_condition", "fragment", "holds", "mma", "mutant", "partition", "pipeline", "register",
+    "software_pipeline", "static", "stmt_condition", "structure", "swizzle", "unregister", "warp_specialize",
 ]

@@ -36,6 +36,7 @@ from egglog import String, StringLike, eq, function, i64, i64Like, ne, relation,
 
 from egtile import analysis
 from egtile.ir import Arrive, ArriveExpectTx, Copy, CpAsyncArrive, Elect, TileOp, TmaLoad, dtype
+from egtile.rules import fragment
 from egtile.schedule import cost as C
 from egtile.schedule import dataflow as D
 from egtile.schedule.decision import Cost, Decision
@@ -161,7 +162,9 @@ def issuing_threads(kernel, ctx: str) -> int:
 def _issue_tma(n, lw, ic):
     c = lw.stmt(n.sid, ic.ctx)
     nbytes = c.dst.numel * dtype(c.dst.buffer.dtype).bytes
-    body = (ArriveExpectTx(ic.full, ic.stage, nbytes), TmaLoad(c.src, c.dst, ic.full, ic.stage, sid=n.sid))
+    # the tensor map writes the destination in its buffer's layout (a swizzle a wgmma decision fixed)
+    body = (ArriveExpectTx(ic.full, ic.stage, nbytes),
+            TmaLoad(c.src, c.dst, ic.full, ic.stage, sid=n.sid, swizzle=lw.swizzle(c.dst.buffer.name)))
     return ([*body] if ic.threads.count == 1 else [Elect(ic.threads, body)]), 1
 
 
@@ -193,7 +196,9 @@ def _issue_simt_load(n, lw, ic):
 
 
 def _lower_copy_simt(n, lw, ctx):
-    return [TileOp(lw.stmt(n.sid, ctx), "simt", ctx.threads)]
+    # A copy from or to a register fragment runs by the fragment's layout (egtile.rules.fragment).
+    by_layout = fragment.tile_by_layout(n.sid, lw, ctx)
+    return by_layout if by_layout is not None else [TileOp(lw.stmt(n.sid, ctx), "simt", ctx.threads)]
 
 
 def _copy_detail(n, lowered) -> str:

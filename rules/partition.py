@@ -33,6 +33,7 @@ from egglog import String, eq, function, i64, i64Like, ne
 
 from egtile import analysis
 from egtile.ir import AtomicAdd, BinOp, Const, Elect, Expr, For, If, Leaf, ThreadLoop, Var, walk
+from egtile.rules import fragment
 from egtile.schedule import cost as C
 from egtile.schedule import dataflow as D
 from egtile.schedule.decision import Cost, Decision
@@ -191,6 +192,24 @@ def thread_loop(n, lw, ctx, *, mapping: str | None = None) -> list[ThreadLoop]:
     return [ThreadLoop(tuple(vars_), tuple(extents), mapping, ctx.threads, body, sid=n.sid, vector=vector)]
 
 
+def _by_layout_or_threads(n, lw, ctx):
+    # A T.Parallel over a register fragment runs by the fragment's layout (egtile.rules.fragment): each
+    # iteration once, on the thread that holds its element.
+    loops = thread_loop(n, lw, ctx)
+    by_layout = fragment.parallel_by_layout(n, lw, ctx, loops)
+    return by_layout if by_layout is not None else loops
+
+
+def _replicated(n, lw, ctx):
+    loops = thread_loop(n, lw, ctx)
+    if fragment.parallel_by_layout(n, lw, ctx, loops) is not None:
+        from egtile.errors import ScheduleError
+
+        raise ScheduleError(f"T.Parallel (sid {n.sid}) is replicated but touches a register fragment, whose elements "
+                            "only their owners may access", lw.facts.stmts[n.sid].loc)
+    return loops
+
+
 def parallel_extent_of(s) -> int:
     """Iterations of a ``T.Parallel`` nest as :func:`thread_loop` folds it (perfectly nested static loops)."""
     ext = 1
@@ -238,15 +257,15 @@ REPLICATE = Decision("replicate", replicate, SID, "decision",
 PARTITIONED = Decision("partitioned", partitioned, BODY, "decision",
                        Cost(_parallel_cost("partitioned"), summary="body",
                             doc="LOOP_OVERHEAD + ceil(extent / threads) x body work (+ BRANCH when not a multiple)"),
-                       lower=thread_loop, label="partitioned", details=_detail)
+                       lower=_by_layout_or_threads, label="partitioned", details=_detail)
 VECTORIZED = Decision("vectorized", vectorized, BODY + (("width", i64),), "decision",
                       Cost(_vector_cost, summary="body",
                            doc="LOOP_OVERHEAD + ceil(extent / (threads x width)) x body work (a group costs one "
                                "iteration: its accesses are one vector instruction each)"),
-                      lower=thread_loop, label="partitioned, vectorized", details=_detail)
+                      lower=_by_layout_or_threads, label="partitioned, vectorized", details=_detail)
 REPLICATED = Decision("replicated", replicated, BODY, "decision",
                       Cost(_parallel_cost("replicated"), summary="body", doc="LOOP_OVERHEAD + extent x body work"),
-                      lower=thread_loop, label="replicated", details=_detail)
+                      lower=_replicated, label="replicated", details=_detail)
 
 # ----------------------------------------------------------------------------------------------------
 # Rules

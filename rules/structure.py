@@ -22,6 +22,7 @@ from dataclasses import replace
 from egglog import String, i64
 
 from egtile.ir import Leaf, SeqLoop, SIf, TileOp
+from egtile.rules import fragment
 from egtile.schedule import cost as C
 from egtile.schedule.decision import Cost, Decision, static
 from egtile.schedule.schema import Block, Stmt
@@ -44,7 +45,9 @@ ISSUE = _undecided("issue", Stmt.issue, (("st", Stmt), ("ctx", String)), "instru
 
 
 def _tile(n, lw, ctx):
-    return [TileOp(lw.stmt(n.sid, ctx), "simt", ctx.threads)]
+    # A tile op on a register fragment runs by the fragment's layout (egtile.rules.fragment).
+    by_layout = fragment.tile_by_layout(n.sid, lw, ctx)
+    return by_layout if by_layout is not None else [TileOp(lw.stmt(n.sid, ctx), "simt", ctx.threads)]
 
 
 def _seq_loop(n, lw, ctx):

@@ -351,7 +351,11 @@ def ws_lowering(phase: str = "normalized", full_adjust: int = 0):
         def role_loop(body: list[SStmt]) -> tuple[SStmt, ...]:
             return (SeqLoop(loop.var, loop.start, loop.stop, tuple(body), sid=n.sid),)
 
-        consumer = Role("consumer", consumer_t, ("inc", int(inc)) if int(inc) else None, role_loop(cbody))
+        # statements after the loop that use the consumers' register fragments run in their role
+        # (egtile.lower.driver.role_tails)
+        tail = lw.block(lw.tail(n.sid), ctx.within(consumer_t)) if lw.tail(n.sid) else ()
+        consumer = Role("consumer", consumer_t, ("inc", int(inc)) if int(inc) else None,
+                        role_loop(cbody) + tuple(tail))
         producer = Role("producer", producer_t, ("dec", int(dec)) if int(dec) else None, role_loop(pbody))
         return [RoleSplit((consumer, producer), sid=n.sid)]
     return lower

@@ -6,7 +6,9 @@ handlers with :func:`egtile.codegen.registry.register_emitter` (importing this p
 * :mod:`.sync`: mbarrier wait / arrive / arrive.expect_tx, CTA barriers, the async-proxy fence;
 * :mod:`.tma`: TMA tile loads and stores (``cp.async.bulk.tensor``) and their tensor maps;
 * :mod:`.cp_async`: per-thread ``cp.async`` copies and their mbarrier arrival;
-* :mod:`.tileop`: cooperative tile statements (``TileOp``: copy, fill, gemm, reduce).
+* :mod:`.tileop`: cooperative tile statements (``TileOp``: copy, fill, gemm, reduce);
+* :mod:`.fragment`: statements that run by a register fragment's layout (``FragmentOp``, ``LayoutLoop``);
+* :mod:`.wgmma`: ``wgmma.mma_async`` issue and ``wait_group`` (``WgmmaMma``, ``WgmmaWait``).
 """
 
-from egtile.codegen.ops import control, cp_async, leaf, sync, tileop, tma  # noqa: F401  (registration)
+from egtile.codegen.ops import control, cp_async, fragment, leaf, sync, tileop, tma, wgmma  # noqa: F401  (registration)

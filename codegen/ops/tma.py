@@ -17,7 +17,7 @@ from __future__ import annotations
 from math import gcd
 
 from egtile.ir.dtypes import dtype
-from egtile.ir.kernel import Region
+from egtile.ir.kernel import Const, Region
 from egtile.ir.scheduled import Scheduled, TmaLoad, TmaStore
 
 from egtile.codegen.context import Ctx
@@ -63,6 +63,9 @@ def check_tma(glob: Region, smem: Region, ctx: Ctx, sid: int | None, what: str) 
                                  f"bytes (cuTensorMapEncodeTiled globalStrides)", sid)
     if glob.squeezed != smem.squeezed:
         raise codegen_error(ctx, f"{what}: box {box} and shared region {smem.extents} differ", sid)
+    if sbuf.layout != "linear":
+        _check_swizzled(glob, smem, sbuf, ctx, sid, what)
+        return
     # the shared side must be one dense box: after the first non-unit dimension, whole rows
     ext, shp, lay = smem.extents, sbuf.shape, ctx.strides(sbuf)
     first = next((i for i, e in enumerate(ext) if e != 1), len(ext))
@@ -78,29 +81,100 @@ def check_tma(glob: Region, smem: Region, ctx: Ctx, sid: int | None, what: str) 
                                  f"aligned (PTX ISA 9.7.9.27)", sid)
 
 
+def _check_swizzled(glob: Region, smem: Region, sbuf, ctx: Ctx, sid: int | None, what: str) -> None:
+    """A swizzled shared side: the whole tile (one stage of it), and a box per panel the mode accepts."""
+    from egtile.layout import LayoutError, tma_inner_box_problems
+    from egtile.rules.swizzle import mode_of, smem_tile
+
+    staged = len(sbuf.shape) == 3
+    tile = sbuf.shape[1:] if staged else sbuf.shape
+    offs = smem.offsets[1:] if staged else smem.offsets
+    if len(tile) != 2 or tuple(smem.extents[-2:]) != tuple(tile) or any(e != 1 for e in smem.extents[:-2]) or \
+            not all(isinstance(o, Const) and o.value == 0 for o in offs):
+        raise codegen_error(ctx, f"{what}: {sbuf.name} is {sbuf.layout}; a TMA copy moves its whole {tile} tile, not "
+                                 f"region {smem.extents}", sid)
+    try:
+        t = smem_tile(tile[0], tile[1], sbuf.dtype, sbuf.layout)
+    except LayoutError as e:
+        raise codegen_error(ctx, f"{what}: {e}", sid) from None
+    problems = tma_inner_box_problems(t.row_bytes, mode_of(sbuf.layout))
+    if problems or glob.extents[-2:] != tuple(tile):
+        raise codegen_error(ctx, f"{what}: {'; '.join(problems) or f'box {glob.extents} is not the tile {tile}'}", sid)
+
+
+def _panels(buf) -> tuple[int, int, int]:
+    """``(panels, panel columns, panel bytes)`` of a swizzled shared tile (one per TMA box)."""
+    from egtile.rules.swizzle import smem_tile
+
+    t = smem_tile(buf.shape[-2], buf.shape[-1], buf.dtype, buf.layout)
+    return t.num_panels, t.panel_cols, t.panel_stride
+
+
+def _map_box(glob: Region, sbuf) -> tuple[int, ...]:
+    """The tensor map's box: the region's extents, with the inner one a panel's columns for a swizzled tile."""
+    if sbuf.layout == "linear":
+        return tuple(glob.extents)
+    return (*glob.extents[:-1], _panels(sbuf)[1])
+
+
+def _pattern_align(buf) -> int:
+    from egtile.rules.swizzle import mode_of
+
+    return max(TMA_SMEM_ALIGN, mode_of(buf.layout).pattern_bytes if buf.layout != "linear" else 0)
+
+
 def _load_needs(s: TmaLoad, sched: Scheduled) -> Needs:
-    return Needs(tensor_maps=((s.src.buffer.name, tuple(s.src.extents)),),
-                 shared_align=((s.dst.buffer.name, TMA_SMEM_ALIGN),))
+    dst = sched.buffer(s.dst.buffer.name)
+    return Needs(tensor_maps=((s.src.buffer.name, _map_box(s.src, dst), dst.layout),),
+                 shared_align=((s.dst.buffer.name, _pattern_align(dst)),))
 
 
 def _store_needs(s: TmaStore, sched: Scheduled) -> Needs:
-    return Needs(tensor_maps=((s.dst.buffer.name, tuple(s.dst.extents)),),
-                 shared_align=((s.src.buffer.name, TMA_SMEM_ALIGN),))
+    src = sched.buffer(s.src.buffer.name)
+    return Needs(tensor_maps=((s.dst.buffer.name, _map_box(s.dst, src), src.layout),),
+                 shared_align=((s.src.buffer.name, _pattern_align(src)),))
+
+
+def _check_agrees(node_swizzle: str, sbuf, ctx: Ctx, sid: int | None, what: str) -> None:
+    if node_swizzle != sbuf.layout:
+        raise codegen_error(ctx, f"{what}: its tensor map is {node_swizzle} but {sbuf.name} is laid out {sbuf.layout}; "
+                                 "the TMA copy and every other reader of a buffer must use its layout", sid)
+
+
+def _panel_copies(glob: Region, smem: Region, ctx: Ctx):
+    """``(shared address, coordinates)`` of each TMA box of the copy (one per panel when swizzled)."""
+    sbuf = ctx.buffer(smem.buffer.name)
+    coords = _coords(glob, ctx)
+    base = region_addr(smem, ctx)
+    if sbuf.layout == "linear":
+        return [(base, coords)]
+    n, pc, stride = _panels(sbuf)
+    out = []
+    for p in range(n):
+        addr = base if p == 0 else f"reinterpret_cast<unsigned char*>({base}) + {p * stride}"
+        c0 = coords[0] if p == 0 else f"{coords[0]} + {p * pc}"
+        out.append((addr, [c0, *coords[1:]]))
+    return out
 
 
 @register_emitter(TmaLoad, headers=HEADERS, needs=_load_needs)
 def tma_load(s: TmaLoad, ctx: Ctx) -> list[str]:
-    check_tma(s.src, s.dst, ctx, s.sid, f"TMA load (sid {s.sid})")
-    t = ctx.tmap_for(s.src.buffer.name, tuple(s.src.extents))
-    coords = ", ".join(_coords(s.src, ctx))
-    return [f"eg_tma_load_{len(s.src.extents)}d({region_addr(s.dst, ctx)}, &{t.param}, "
-            f"{barrier_ref(s.barrier, s.stage, ctx)}, {coords});{sid_comment(s.sid)}"]
+    what = f"TMA load (sid {s.sid})"
+    sbuf = ctx.buffer(s.dst.buffer.name)
+    _check_agrees(s.swizzle, sbuf, ctx, s.sid, what)
+    check_tma(s.src, s.dst, ctx, s.sid, what)
+    t = ctx.tmap_for(s.src.buffer.name, _map_box(s.src, sbuf), sbuf.layout)
+    bar = barrier_ref(s.barrier, s.stage, ctx)
+    return [f"eg_tma_load_{len(s.src.extents)}d({addr}, &{t.param}, {bar}, {', '.join(c)});{sid_comment(s.sid)}"
+            for addr, c in _panel_copies(s.src, s.dst, ctx)]
 
 
 @register_emitter(TmaStore, headers=HEADERS, needs=_store_needs)
 def tma_store(s: TmaStore, ctx: Ctx) -> list[str]:
-    check_tma(s.dst, s.src, ctx, s.sid, f"TMA store (sid {s.sid})")
-    t = ctx.tmap_for(s.dst.buffer.name, tuple(s.dst.extents))
-    coords = ", ".join(_coords(s.dst, ctx))
-    return [f"eg_tma_store_{len(s.dst.extents)}d(&{t.param}, {region_addr(s.src, ctx)}, {coords});"
-            f"{sid_comment(s.sid)}", "eg_tma_store_wait();"]
+    what = f"TMA store (sid {s.sid})"
+    sbuf = ctx.buffer(s.src.buffer.name)
+    _check_agrees(s.swizzle, sbuf, ctx, s.sid, what)
+    check_tma(s.dst, s.src, ctx, s.sid, what)
+    t = ctx.tmap_for(s.dst.buffer.name, _map_box(s.dst, sbuf), sbuf.layout)
+    return [*(f"eg_tma_store_{len(s.dst.extents)}d(&{t.param}, {addr}, {', '.join(c)});{sid_comment(s.sid)}"
+              for addr, c in _panel_copies(s.dst, s.src, ctx)), "eg_tma_store_wait();"]

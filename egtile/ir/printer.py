@@ -329,13 +329,15 @@ def _cp_async_arrive(s: CpAsyncArrive) -> list[str]:
 
 @register_listing(TmaLoad)
 def _tma_load(s: TmaLoad) -> list[str]:
-    return [f"tma_load {format_region(s.src)} -> {format_region(s.dst)} "
+    sw = "" if s.swizzle == "linear" else f" {s.swizzle}"
+    return [f"tma_load{sw} {format_region(s.src)} -> {format_region(s.dst)} "
             f"completes {s.barrier}[{format_expr(s.stage)}]{sid_text(s.sid)}"]
 
 
 @register_listing(TmaStore)
 def _tma_store(s: TmaStore) -> list[str]:
-    return [f"tma_store {format_region(s.src)} -> {format_region(s.dst)}{sid_text(s.sid)}"]
+    sw = "" if s.swizzle == "linear" else f" {s.swizzle}"
+    return [f"tma_store{sw} {format_region(s.src)} -> {format_region(s.dst)}{sid_text(s.sid)}"]
 
 
 @register_listing(SyncThreads)
@@ -381,6 +383,8 @@ def format_scheduled(s: Scheduled, *, decisions: bool = True) -> str:
     for b in s.buffers:
         st = f", {staged[b.name]} stages" if b.name in staged else ""
         lay = "" if b.layout == "linear" else f", {b.layout}"
+        frag = s.fragment(b.name)
+        lay += f", registers {frag.name}" if frag is not None else ""
         out.append(f"{_INDENT}{b.name}: {b.scope} {b.dtype}{list(b.shape)}{st}{lay}")
     if s.barriers:
         out.append("mbarriers:")
@@ -397,3 +401,7 @@ def format_scheduled(s: Scheduled, *, decisions: bool = True) -> str:
             where = f" [{d.sid}]" if d.sid is not None else ""
             out.append(f"{_INDENT}{d.rule}{where}: {d.choice} ({d.reason})")
     return "\n".join(out)
+
+
+# egtile's register-fragment and wgmma nodes (their own module, registered the same way)
+from egtile.ir import mma_listing  # noqa: E402,F401

@@ -18,8 +18,13 @@ Execution model (what every executor implements):
 * Multi-buffered ("staged") shared buffers appear with a leading stage dimension: a buffer ``X`` of
   shape ``(64,)`` pipelined with 2 stages is the buffer ``X`` of shape ``(2, 64)`` here, and every
   access carries the stage expression as its first index. ``Scheduled.staged`` records which.
-* ``fragment`` buffers are stored in shared memory by the current backend and simulator (one copy per
-  block); ``local`` buffers are per thread.
+* ``fragment`` buffers are stored in shared memory (one copy per block), except those listed in
+  ``Scheduled.fragments``: these live in registers, distributed over threads by their layout
+  (:mod:`egtile.ir.fragment`: each element belongs to one thread, and only that thread may access it);
+  ``local`` buffers are per thread.
+* A shared buffer whose ``layout`` is a swizzle mode is stored swizzled (:mod:`egtile.layout.smem`:
+  column panels of the swizzle span, 16-byte chunks permuted); every statement that touches it addresses
+  it so, and one that names its own swizzle (a TMA copy, a wgmma descriptor) must name the buffer's.
 * mbarrier semantics (PTX ISA 9.7.13.15 "Parallel synchronization and communication instructions:
   mbarrier"): a phase completes when its pending arrival count reaches 0 and its pending transaction
   byte count is 0; then the phase number increments and the counts reset to ``arrive_count``.
@@ -32,7 +37,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from egtile.ir.kernel import AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Kernel, Reduce, Region, Store, Var
+from egtile.ir.kernel import (
+    AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Kernel, Layout, Reduce, Region, Store, Var,
+)
+from egtile.layout.fragment import Fragment
 
 
 @dataclass(frozen=True)
@@ -255,6 +263,9 @@ class TmaLoad:
     barrier: str
     stage: Expr
     sid: int | None = None
+    swizzle: Layout = "linear"
+    """The swizzle of the tensor map (``CUtensorMapSwizzle``): the layout TMA writes ``dst`` in, which must be
+    the destination buffer's; a swizzled tile is written one box per column panel of the swizzle span."""
 
 
 @dataclass(frozen=True)
@@ -266,6 +277,8 @@ class TmaStore:
     src: Region
     dst: Region
     sid: int | None = None
+    swizzle: Layout = "linear"
+    """The swizzle of the tensor map: the layout TMA reads ``src`` in (the source buffer's)."""
 
 
 @dataclass(frozen=True)
@@ -366,6 +379,8 @@ class Scheduled:
         body: the statements of one block.
         staged: ``(buffer name, stages)`` for each multi-versioned buffer.
         decisions: the decisions that produced it, for ``explain()``.
+        fragments: ``(buffer name, layout)`` of each fragment placed in registers
+            (:class:`egtile.layout.Fragment` over threads ``[0, layout.num_threads)``).
     """
 
     kernel: Kernel
@@ -375,6 +390,14 @@ class Scheduled:
     body: tuple[SStmt, ...]
     staged: tuple[tuple[str, int], ...] = ()
     decisions: tuple[Decision, ...] = ()
+    fragments: tuple[tuple[str, Fragment], ...] = ()
+
+    def fragment(self, name: str) -> Fragment | None:
+        """The register layout of fragment ``name`` (``None``: it is not in registers)."""
+        for n, f in self.fragments:
+            if n == name:
+                return f
+        return None
 
     def __str__(self) -> str:
         """Listing of roles, waits, thread loops (:func:`egtile.ir.printer.format_scheduled`)."""
@@ -411,3 +434,14 @@ def swalk(stmts: tuple[SStmt, ...]):
                     yield from swalk(r.body)
             case _:
                 pass
+
+
+# The register-fragment and wgmma statements are scheduled statements too (their modules import this one,
+# hence here, at the end): the statement union names them so that every body typed ``tuple[SStmt, ...]``
+# admits them (the cache's type-directed codec, egtile.codec, decodes by these annotations).
+from egtile.ir import fragment as _fragment  # noqa: E402
+from egtile.ir.fragment import FragmentOp, LayoutLoop  # noqa: E402
+from egtile.ir.wgmma import WgmmaMma, WgmmaWait  # noqa: E402
+
+SStmt = SStmt | FragmentOp | LayoutLoop | WgmmaMma | WgmmaWait  # type: ignore[misc]
+_fragment.SStmt = SStmt  # LayoutLoop's body annotation resolves in its own module

@@ -8,7 +8,9 @@ the verifier (who owns which element), and the tests (what the hardware must agr
   whether it is expressible), ``Descriptor`` (the 64-bit encoding) and :func:`descriptor_address`
   (the model of what the tensor core reads);
 * :mod:`~egtile.layout.fragment` -- ``Fragment`` (thread/register <-> element), the wgmma accumulator
-  and register-A layouts, and the plain row-major-by-thread layout.
+  and register-A layouts, and the plain row-major-by-thread layout;
+* :mod:`~egtile.layout.tiling` -- ``AccumulatorTiling``: a gemm accumulator tile over consumer warpgroups
+  and wgmma instructions, as one fragment.
 """
 
 from egtile.layout.errors import LayoutError
@@ -19,10 +21,12 @@ from egtile.layout.smem import (
     K_BYTES, M_PER_WARPGROUP, N_MAX, Descriptor, Major, SmemTile, WgmmaOperand, descriptor_address,
 )
 from egtile.layout.swizzle import Swizzle, swizzle_offset, tma_inner_box_problems
+from egtile.layout.tiling import AccumulatorTiling
 
 __all__ = [
     "LayoutError",
     "WARPGROUP_THREADS", "Fragment", "Mode", "row_major_by_thread", "wgmma_a_registers", "wgmma_accumulator",
     "K_BYTES", "M_PER_WARPGROUP", "N_MAX", "Descriptor", "Major", "SmemTile", "WgmmaOperand", "descriptor_address",
     "Swizzle", "swizzle_offset", "tma_inner_box_problems",
+    "AccumulatorTiling",
 ]

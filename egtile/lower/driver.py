@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from egtile.errors import ScheduleError
 from egtile.ir import Buffer, Expr, For, If, MBarrier, Scheduled, SStmt, Stmt, ThreadRange, Var
 from egtile.lower.irmap import restage, substitute
 from egtile.analysis.uniform import uniformity
+from egtile.layout.fragment import Fragment
+from egtile.lower import mma_access  # noqa: F401  (access summaries of the fragment and wgmma nodes)
 from egtile.lower.sync import NonUniformBarrier, place_syncs
 from egtile.schedule.decision import Decision
 from egtile.schedule.decode import Node
@@ -64,7 +67,8 @@ class IssueCtx:
 class Lowerer:
     """The state of one lowering: barriers, multi-versioned buffers, and the dispatch to declarations."""
 
-    def __init__(self, facts: FactContext, decisions: Mapping[str, Decision], total_threads: int) -> None:
+    def __init__(self, facts: FactContext, decisions: Mapping[str, Decision], total_threads: int,
+                 layouts: Mapping[str, Any] | None = None) -> None:
         self.facts = facts
         self.kernel = facts.kernel
         self.decisions = decisions
@@ -73,6 +77,35 @@ class Lowerer:
         self.staged: dict[str, Buffer] = {}
         self.stages: dict[str, int] = {}
         self.ordered: set[str] = set()
+        self.layouts: dict[str, Any] = dict(layouts or {})
+        self.extra: list[Buffer] = []
+        self.tails: dict[int, tuple[Node, ...]] = {}
+
+    def tail(self, loop: int) -> tuple[Node, ...]:
+        """The statements after warp-specialized loop ``loop`` that run in its consumer role (:func:`role_tails`)."""
+        return self.tails.get(loop, ())
+
+    # -- buffer layouts fixed by the extracted tree (Decision.layouts)
+
+    def fragment(self, name: str) -> Fragment | None:
+        """The register layout of fragment ``name`` (``None``: it lives in shared memory)."""
+        f = self.layouts.get(name)
+        return f if isinstance(f, Fragment) else None
+
+    def swizzle(self, name: str) -> str:
+        """The layout of shared buffer ``name`` (``"linear"`` unless the tree swizzles it)."""
+        f = self.layouts.get(name)
+        return f if isinstance(f, str) else "linear"
+
+    def add_buffer(self, buf: Buffer) -> Buffer:
+        """Declare a buffer the lowering itself needs (a staging tile), named uniquely."""
+        taken = {b.name for b in self.kernel.params + self.kernel.allocs + tuple(self.extra)}
+        name = buf.name
+        while name in taken:
+            name += "_"
+        buf = replace(buf, name=name)
+        self.extra.append(buf)
+        return buf
 
     # -- dispatch
 
@@ -177,6 +210,92 @@ class Lowerer:
         return Var(name, base.dtype)
 
 
+def collect_layouts(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, Decision]) -> dict[str, Any]:
+    """The buffer layouts the extracted nodes fix (``Decision.layouts``).
+
+    Raises:
+        ScheduleError: two statements fix different layouts of one buffer (the message names both).
+    """
+    out: dict[str, Any] = {}
+    who: dict[str, int | None] = {}
+    for top in body:
+        for n in top.walk():
+            d = decisions.get(n.op)
+            if d is None or d.layouts is None:
+                continue
+            for name, layout in d.layouts(n, facts):
+                if name in out and out[name] != layout:
+                    a, b = who[name], n.subject
+                    raise ScheduleError(
+                        f"buffer {name!r} needs two layouts: {facts.describe(a) if a in facts.stmts else a} "
+                        f"uses it as {_layout_name(out[name])} and {facts.describe(b) if b in facts.stmts else b} "
+                        f"as {_layout_name(layout)}; a buffer has one layout (no conversion is implemented)",
+                        facts.stmts[b].loc if b in facts.stmts else None)
+                out[name] = layout
+                who[name] = n.subject
+    return out
+
+
+def _layout_name(layout: Any) -> str:
+    return getattr(layout, "name", None) or str(layout)
+
+
+def _touched(n: Node, facts: FactContext, lw: Lowerer) -> frozenset[str]:
+    out: set[str] = set()
+    for m in n.walk():
+        if m.sid is not None and m.sid in facts.stmts:
+            out |= facts.reads(m.sid) | facts.writes(m.sid)
+    return frozenset(out)
+
+
+def role_tails(body: tuple[Node, ...], facts: FactContext, lw: Lowerer) -> tuple[Node, ...]:
+    """Move the statements that use a register fragment after a warp-specialized loop into the loop's consumer
+    role (``lw.tails``); the rest of the top-level list is returned.
+
+    Mechanical, like CTA-barrier placement: a register fragment belongs to the consumer warpgroups (its
+    layout's threads), and after the role split the producer warpgroup runs under ``setmaxnreg.dec``, whose
+    few registers cannot keep the fragment alive across the split (ptxas then spills it and serializes the
+    wgmma instructions, C7512). So the consumers keep it: the run of statements right after the loop up to the
+    last one that touches a register fragment moves into the consumer role, after its loop, when every one of
+    them is movable: it contains no pipelined loop and writes no local buffer that a later statement reads
+    (the producer threads would not have that value). Moved statements run on the consumer threads instead
+    of the whole block, which changes no result: their thread mappings split the work over the threads they
+    run on, and the producer only writes the loop's stage buffers, which nothing outside the loop uses.
+    """
+    regs = {n for n in lw.layouts if lw.fragment(n) is not None}
+    if not regs:
+        return body
+    out: list[Node] = []
+    i = 0
+    while i < len(body):
+        n = body[i]
+        out.append(n)
+        i += 1
+        d = lw.decisions.get(n.op)
+        if d is None or d.threads is None:
+            continue
+        last = None
+        for j in range(i, len(body)):
+            m = body[j]
+            if any(lw.decisions.get(k.op) is not None and lw.decisions[k.op].threads is not None for k in m.walk()) \
+                    or _escapes_local(m, body[j + 1:], facts):
+                break
+            if _touched(m, facts, lw) & regs:
+                last = j
+        if last is not None:
+            lw.tails[n.sid] = tuple(body[i:last + 1])
+            i = last + 1
+    return tuple(out)
+
+
+def _escapes_local(n: Node, later: tuple[Node, ...], facts: FactContext) -> bool:
+    written = {b for m in n.walk() if m.sid is not None and m.sid in facts.stmts for b in facts.writes(m.sid)
+               if facts.scope(b) == "local"}
+    if not written:
+        return False
+    return any(written & facts.reads(m.sid) for k in later for m in k.walk() if m.sid is not None and m.sid in facts.stmts)
+
+
 def launch_threads(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, Decision]) -> int:
     """Threads the schedule launches: the kernel's, plus the most any node adds (a producer warpgroup)."""
     extra = 0
@@ -196,10 +315,12 @@ def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, De
             be lowered (e.g. a user rule that rewrote into the wrong context).
     """
     total = launch_threads(body, facts, decisions)
-    lw = Lowerer(facts, decisions, total)
+    lw = Lowerer(facts, decisions, total, collect_layouts(body, facts, decisions))
     everyone = ThreadRange(0, total)
-    stmts = lw.block(body, LowerCtx(everyone))
-    buffers = tuple(lw.staged.get(b.name, b) for b in facts.kernel.allocs)
+    stmts = lw.block(role_tails(body, facts, lw), LowerCtx(everyone))
+    buffers = tuple(lw.staged.get(b.name, b) for b in facts.kernel.allocs) + tuple(lw.extra)
+    buffers = tuple(replace(b, layout=lw.swizzle(b.name)) if b.scope == "shared" else b for b in buffers)
+    fragments = tuple((b.name, f) for b in buffers if (f := lw.fragment(b.name)) is not None)
     uni = uniformity(facts.kernel)
     try:
         stmts = place_syncs(stmts, everyone, barriers=tuple(lw.barriers), ordered=frozenset(lw.ordered),
@@ -212,7 +333,8 @@ def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, De
             f"{e.reason}. bar.sync must be reached by every thread of the block (PTX ISA 9.7.13.4), so egtile cannot "
             "schedule this: evaluate the condition from read-only inputs, shared memory or block indices (e.g. copy "
             "the flag into a shared buffer first)", getattr(st, "loc", None)) from None
-    return Scheduled(facts.kernel, total, buffers, tuple(lw.barriers), stmts, staged=tuple(lw.stages.items()))
+    return Scheduled(facts.kernel, total, buffers, tuple(lw.barriers), stmts, staged=tuple(lw.stages.items()),
+                     fragments=fragments)
 
 
-__all__ = ["IssueCtx", "LowerCtx", "Lowerer", "launch_threads", "lower"]
+__all__ = ["IssueCtx", "LowerCtx", "Lowerer", "collect_layouts", "launch_threads", "lower", "role_tails"]

@@ -85,6 +85,9 @@ class Acc:
     buffer: str
     write: bool
     owner: Any = None
+    proxy: bool = False
+    """A read by the async proxy (a TMA store's source, a wgmma operand): a barrier that orders generic
+    writes before it needs ``fence.proxy.async`` by the writers first (PTX ISA 9.7.13.3.2)."""
 
 
 OwnerFn = Callable[[Any], Any]
@@ -96,6 +99,15 @@ AccessFn = Callable[[Any, "AccessSummary", OwnerFn], "set[Acc]"]
 
 def _no_owner(a: Any) -> Any:
     return None
+
+
+def _barrier(pending: frozenset[Acc], new: frozenset[Acc], threads: ThreadRange, bar_id: int) -> list[SStmt]:
+    """The CTA barrier before ``new``, preceded by ``fence.proxy.async`` when it orders a generic write of a
+    buffer before an async-proxy read of it (the writers execute the fence: every thread that reaches the
+    barrier, PTX ISA 9.7.13.3.2)."""
+    fence = any(p.write and a.proxy and (p.buffer == a.buffer or ANY_BUFFER in (p.buffer, a.buffer))
+                for p in pending for a in new)
+    return [FenceProxyAsync(), SyncThreads(threads, bar_id)] if fence else [SyncThreads(threads, bar_id)]
 
 
 def _conflicts(pending: frozenset[Acc], new: frozenset[Acc]) -> bool:
@@ -247,7 +259,7 @@ def _tma_store(s: TmaStore, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
     # The issuing thread waits for the read of its shared source (wait_group.read 0, PTX ISA 9.7.9.28), so
     # that read is the issuer's; the global write completes asynchronously.
     src = acc.region(s.src, write=False, owner=owner_of(Access(s.src.buffer.name, s.src.buffer.scope, s.src)))
-    return src | acc.region(s.dst, write=True)
+    return {Acc(a.buffer, a.write, a.owner, proxy=True) for a in src} | acc.region(s.dst, write=True)
 
 
 @register_accesses(Elect)
@@ -282,8 +294,10 @@ def _sif(s: SIf, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
 
 @register_accesses(RoleSplit)
 def _role_split(s: RoleSplit, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
-    # roles run concurrently: no element belongs to one thread across the region
-    return {Acc(a.buffer, a.write) for r in s.roles for a in acc.body(r.body)}
+    # roles run concurrently: no element belongs to one thread across the region, except a register
+    # fragment's (its owner holds it whatever role it runs)
+    return {Acc(a.buffer, a.write, a.owner if isinstance(a.owner, tuple) and a.owner[:1] == ("fragment",) else None,
+                a.proxy) for r in s.roles for a in acc.body(r.body)}
 
 
 def _none(s: Any, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
@@ -374,7 +388,7 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
                 # barrier inside (bar.sync must be reached by every thread it counts, PTX ISA 9.7.13.4).
                 mine = frozenset(acc.body(t + e))
                 if _conflicts(pending, mine):
-                    out.append(SyncThreads(threads, bar_id))
+                    out += _barrier(pending, mine, threads, bar_id)
                     pending = reads_c  # the barrier is before the statement: its condition reads come after
                 for branch in (t, e):
                     placed, _ = _place(branch, frozenset(), threads, bar_id, acc, barriers, uniform)
@@ -385,7 +399,7 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
             case RoleSplit(roles=roles):
                 mine = frozenset(acc.of(s))
                 if _conflicts(pending, mine):
-                    out.append(SyncThreads(threads, bar_id))
+                    out += _barrier(pending, mine, threads, bar_id)
                     pending = frozenset()
                 guarded = frozenset(g for b in barriers.values() for g in b.guards)
                 inner = AccessSummary(acc.staged, acc.ignore | guarded)
@@ -398,7 +412,7 @@ def _place(stmts: tuple[SStmt, ...], pending: frozenset[Acc], threads: ThreadRan
             case _:
                 mine = frozenset(acc.of(s))
                 if _conflicts(pending, mine):
-                    out.append(SyncThreads(threads, bar_id))
+                    out += _barrier(pending, mine, threads, bar_id)
                     pending = frozenset()
                 out.append(s)
                 pending = pending | mine

@@ -204,7 +204,8 @@ class _Plan:
         self.map_params = tuple(index[t.buffer] for t in built.tma)
         self.map_specs = tuple(
             TiledMap(built.params[index[t.buffer]].dtype, built.params[index[t.buffer]].shape,
-                     row_major(built.params[index[t.buffer]].shape), t.box) for t in built.tma)
+                     row_major(built.params[index[t.buffer]].shape), t.box, getattr(t, "swizzle", "linear"))
+            for t in built.tma)
         self.map_names = tuple(t.param for t in built.tma)
         self.tensor_maps = TensorMapCache(sym)
         self.map_tables = tuple(self.tensor_maps.table(m) for m in self.map_specs)

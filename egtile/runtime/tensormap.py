@@ -3,8 +3,9 @@ Object Management"), encoded once per distinct input and reused.
 
 Encoding, per :class:`~egtile.codegen.TmaOperand`: dimensions innermost first; ``globalStrides`` are the
 byte strides of dimensions 1..rank-1 (dimension 0 is dense); ``boxDim`` = the operand's box, innermost
-first; element strides 1; no interleave; no swizzle (shared tiles are row-major in this version);
-L2 promotion 128 B; out-of-bounds fill none (zeros).
+first; element strides 1; no interleave; the swizzle of the shared tile the operand's statements fill or
+read (``CUtensorMapSwizzle``: none for a row-major tile; 32/64/128 B for a swizzled one, whose boxes are
+one panel of the swizzle span wide); L2 promotion 128 B; out-of-bounds fill none (zeros).
 
 A ``CUtensorMap`` is a 128-byte value computed from its inputs alone: (global address, dtype, dimensions,
 strides, box) and the fixed flags above. :class:`TensorMapCache` keeps encoded maps by exactly that
@@ -39,12 +40,19 @@ class TiledMap:
         shape: global extents in elements.
         strides: global strides in elements.
         box: box extents in elements.
+        swizzle: the shared layout of the boxes (a ``Layout`` name: ``linear`` or ``swizzle32/64/128``).
     """
 
     dtype: str
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     box: tuple[int, ...]
+    swizzle: str = "linear"
+
+
+_SWIZZLE_NAMES = {"linear": "CU_TENSOR_MAP_SWIZZLE_NONE", "swizzle32": "CU_TENSOR_MAP_SWIZZLE_32B",
+                  "swizzle64": "CU_TENSOR_MAP_SWIZZLE_64B", "swizzle128": "CU_TENSOR_MAP_SWIZZLE_128B"}
+"""``Layout`` name -> ``CUtensorMapSwizzle`` enumerator (the same modes as egtile.layout.Swizzle.tensor_map_name)."""
 
 
 def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -73,7 +81,7 @@ def encode_tiled(address: int, m: TiledMap, kernel: str, param: str) -> Any:
         d.cuTensorMapEncodeTiled(
             getattr(d.CUtensorMapDataType, dt.tma), rank, address, dims, strides, boxd, elem,
             d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-            d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+            getattr(d.CUtensorMapSwizzle, _SWIZZLE_NAMES[m.swizzle]),
             d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
             d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         "cuTensorMapEncodeTiled", kernel, f"{param}: shape {m.shape}, box {m.box}, address {address:#x}")

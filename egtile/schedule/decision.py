@@ -101,6 +101,10 @@ class Decision:
             schedule's role split, a marker's position), with ``ctx`` an
             :class:`egtile.schedule.explain.ExplainContext`.
         threads: ``(node, kernel) -> int``: threads the node adds to the launch (a producer warpgroup).
+        layouts: ``(node, facts) -> iterable of (buffer, layout)``: the buffer layouts the node fixes (a
+            ``egtile.layout.Fragment`` puts a fragment in registers, a swizzle ``Layout`` name lays out a
+            shared buffer); the lowering collects them from the whole tree before lowering any node, so
+            every other statement touching the buffer is lowered for that layout.
     """
 
     name: str
@@ -115,6 +119,7 @@ class Decision:
     details: Callable[..., str] | None = field(default=None, compare=False)
     notes: Callable[..., Any] | None = field(default=None, compare=False)
     threads: Callable[..., int] | None = None
+    layouts: Callable[..., Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         prims = [n for n, s in self.args if s in (i64, String)]

@@ -378,6 +378,14 @@ def decisions(body: tuple[Node, ...], ctx: ExplainContext,
     def decide(n: Node) -> None:
         sid = n.subject
         d = ctx.decisions.get(n.op)
+        if d is not None and d.group == "decided" and sid is not None:
+            # an encoded statement a rule could have replaced (a T.gemm that stayed SIMT): say why it did not
+            alts = ctx.alternatives(d.constructor, sid, None)
+            if alts:
+                rejected.extend(alts)
+                out.append(Made(alts[0].rule, sid, d.label or n.op,
+                                "kept as encoded; rejected: " + "; ".join(str(a) for a in alts)))
+            return
         if d is None or d.group != "decision" or sid is None:
             return
         made = [r for r in ctx.rules if r.produces == d.constructor]

@@ -94,6 +94,14 @@ class Program:
                         self.home_role[t] = r.name
                 break
         self._compiled: dict[int, tuple[Expr, Any]] = {}
+        # register fragments: element (flat, row-major) -> the thread that holds it (egtile.ir.fragment)
+        self.owners: dict[str, np.ndarray] = {}
+        for name, frag in sched.fragments:
+            own = np.empty(frag.rows * frag.cols, dtype=np.int64)
+            for t in range(frag.num_threads):
+                for _v, r, c in frag.elements(t):
+                    own[r * frag.cols + c] = t
+            self.owners[name] = own
 
     def _written_globals(self, sched: Scheduled) -> set[str]:
         """Kernel parameters the schedule may write (only those need shadow state), from each statement's
@@ -277,6 +285,7 @@ class Block:
         for b in prog.sched.buffers:
             if b.scope in ("shared", "fragment"):
                 self.mems[b.name] = Mem(b, poison(b.dtype, b.shape).reshape(-1), shadowed=True)
+                self.mems[b.name].owner = prog.owners.get(b.name)
         self.shadow = Shadow(prog.slots, log)
         self.shadow.block = coords
         self.bars = {b.name: MBarrierState(b, prog.slots) for b in prog.sched.barriers}
@@ -293,6 +302,8 @@ class Block:
         self.flats_cache: dict[tuple, np.ndarray] = {}  # region flat indices (regions live in the schedule)
         self.errors: list[BarrierError] = []
         self.last: int | None = None
+        # run when no thread can run any more, before the leftover checks (async work that still completes)
+        self.at_finish: list = []
         for th in self.threads:
             th.gen = self.run(prog.sched.body, th)
 
@@ -338,14 +349,31 @@ class Block:
         """
         return region_flats(self, r, th, what)
 
+    def _not_owner(self, m: Mem, f: int, th: ThreadState, what: str) -> SimulationError:
+        return SimulationError(f"thread {th.tid} {what} element {m.unflat(f)} of register fragment {m.name}, which only "
+                               f"thread {int(m.owner[f])} holds (a register is private to its thread)")
+
     def read(self, m: Mem, f: int, th: ThreadState, sid: int | None, op: str = "read") -> Any:
-        """Element ``f`` of ``m``, read by ``th`` (race-checked when ``m`` is shadowed)."""
+        """Element ``f`` of ``m``, read by ``th`` (race-checked when ``m`` is shadowed; an element of a
+        register fragment only by the thread that holds it).
+
+        Raises:
+            SimulationError: ``th`` reads an element of a register fragment another thread holds.
+        """
+        if m.owner is not None and m.owner[f] != th.tid:
+            raise self._not_owner(m, f, th, "reads")
         if m.shadowed:
             self.shadow.read(m, f, th.agent, sid, op)
         return m.get(f)
 
     def write(self, m: Mem, f: int, value: Any, th: ThreadState, sid: int | None, op: str = "write") -> None:
-        """Store ``value`` (rounded to ``m``'s dtype) into element ``f`` of ``m`` as ``th``."""
+        """Store ``value`` (rounded to ``m``'s dtype) into element ``f`` of ``m`` as ``th``.
+
+        Raises:
+            SimulationError: ``th`` writes an element of a register fragment another thread holds.
+        """
+        if m.owner is not None and m.owner[f] != th.tid:
+            raise self._not_owner(m, f, th, "writes")
         if m.shadowed:
             self.shadow.write(m, f, th.agent, sid, op)
         if m.scope != "local":
@@ -354,6 +382,8 @@ class Block:
 
     def atomic_add(self, m: Mem, f: int, value: Any, th: ThreadState, sid: int | None) -> Any:
         """``atomicAdd`` of ``value`` to element ``f`` of ``m`` as ``th``; returns the old value."""
+        if m.owner is not None and m.owner[f] != th.tid:
+            raise self._not_owner(m, f, th, "updates")
         if m.shadowed:
             self.shadow.atomic(m, f, th.agent, sid)
         th.effect = True
@@ -623,6 +653,8 @@ class Block:
         else:
             while self.asyncs:  # copies never waited for still land
                 self.complete(0)
+            for fn in self.at_finish:
+                fn(self)
             for bar in self.bars.values():
                 for stage, phase, msg in bar.leftovers():
                     self.errors.append(BarrierError(self.coords, bar.name, stage, phase, msg))

@@ -51,6 +51,7 @@ class Mem:
         "dtype",
         "name",
         "numel",
+        "owner",
         "reads",
         "rnd",
         "scope",
@@ -74,6 +75,8 @@ class Mem:
         self.strides = tuple(reversed(strides))
         self.numel = acc
         self.data = data
+        # a register fragment: the thread that holds each element (None: any thread may access it)
+        self.owner: np.ndarray | None = None
         self.rnd = rounder(self.dtype)  # egtile.evaluate.round_to for this dtype
         self.shadowed = shadowed
         # flat -> (slot, clock, thread, sid, op, fence count of the writer at write time or -1)
@@ -215,13 +218,13 @@ class Shadow:
                         self.log.add("write-after-write", mem, f, self._acc(t, asid, "atomic"),
                                      self._acc(a.tid, sid, op))
 
-    def proxy_read(self, mem: Mem, f: int, a: Agent, sid, fence_counts: list[int]) -> None:
-        """A read by the async proxy (TMA store): a generic-proxy write must have been fenced by its
-        writer (``fence.proxy.async``) since it was made."""
-        self.read(mem, f, a, sid, "tma-store")
+    def proxy_read(self, mem: Mem, f: int, a: Agent, sid, fence_counts: list[int], op: str = "tma-store") -> None:
+        """A read by the async proxy (TMA store, wgmma operand): a generic-proxy write must have been fenced
+        by its writer (``fence.proxy.async``) since it was made."""
+        self.read(mem, f, a, sid, op)
         w = mem.writes.get(f)
         if w is not None and w[5] >= 0 and w[0] < self.slots.threads and fence_counts[w[2]] <= w[5]:
-            self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, "tma-store"))
+            self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
 
 
 class InterBlock:

@@ -6,6 +6,8 @@
 * :mod:`.structure` L7 (barriers in divergent code, named barrier counts) and data-dependent L3, with
   block-uniform conditions derived by :mod:`.uniform`;
 * :mod:`.resources` L8 (threads, shared memory, setmaxnreg);
+* :mod:`.mma` register-fragment ownership, layout agreement (wgmma descriptors, TMA tensor maps) and
+  wgmma asynchrony (L1/L2), and the trace models of the fragment and wgmma nodes;
 * :mod:`.trace` + :mod:`.order` L1-L4 and L6: each agent's events for the first and the last block of
   the grid, with symbolic footprints (:mod:`.regions`, :mod:`.affine`) instead of element sets and, for
   long periodic loops, a window of iterations instead of all of them (:mod:`.window`), then
@@ -32,6 +34,7 @@ from egtile.verifier import models as _models  # noqa: F401  (registers the trac
 from egtile.verifier.effects import check_effects
 from egtile.verifier.ints import Ints
 from egtile.verifier.limits import Meter, VerifyLimits, default_limits
+from egtile.verifier.mma import check_fragments, check_wgmma_waits  # (also registers the fragment and wgmma models)
 from egtile.verifier.order import OrderAnalysis
 from egtile.verifier.paths import decides
 from egtile.verifier.reference import blocks, dedupe
@@ -81,10 +84,14 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
     found += check_effects(scheduled)
     found += check_structure(scheduled)
     found += check_resources(scheduled)
+    found += check_fragments(scheduled)
+    found += check_wgmma_waits(scheduled)
     agents = agents_of(scheduled)
     order = SourceOrder(scheduled.kernel)
     space = Space()
     tracked = tracked_buffers(scheduled)
+    # register fragments: every access is its owner's (check_fragments), so none can race (egtile.verifier.mma)
+    tracked = (tracked[0] - {n for n, _ in scheduled.fragments}, tracked[1])
     windows = Windows(scheduled, agents, tracked[0]) if window else None
     ints = Ints()
     sealed = branches(scheduled)

@@ -35,7 +35,7 @@ def shared_bytes(sched: Scheduled) -> int:
     """Bytes of shared memory the schedule needs per block."""
     total = 0
     for b in sched.buffers:
-        if b.scope in ("shared", "fragment"):
+        if b.scope in ("shared", "fragment") and sched.fragment(b.name) is None:  # register fragments: per thread
             size = b.numel * lookup_dtype(b.dtype).bytes
             total += -(-size // SMEM_ALIGN) * SMEM_ALIGN
     return total + 8 * sum(b.stages for b in sched.barriers)

@@ -6,7 +6,9 @@ handlers with :func:`egtile.sim.semantics.register_semantics` (importing this pa
 * :mod:`.sync`: mbarrier wait / arrive / arrive.expect_tx, CTA barriers, the async-proxy fence;
 * :mod:`.tma`: TMA tile loads (async, completing transaction bytes) and stores (async-proxy reads);
 * :mod:`.cp_async`: ``cp.async`` tile copies and their deferred mbarrier arrival;
-* :mod:`.tileop`: cooperative tile statements (``TileOp``).
+* :mod:`.tileop`: cooperative tile statements (``TileOp``);
+* :mod:`.fragment`: statements that run by a register fragment's layout (``FragmentOp``, ``LayoutLoop``);
+* :mod:`.wgmma`: asynchronous wgmma groups and ``wait_group`` (``WgmmaMma``, ``WgmmaWait``).
 """
 
-from egtile.sim.ops import control, cp_async, leaf, sync, tileop, tma  # noqa: F401  (registration)
+from egtile.sim.ops import control, cp_async, fragment, leaf, sync, tileop, tma, wgmma  # noqa: F401  (registration)

@@ -46,6 +46,8 @@ def _run(m, s: Store | AtomicAdd | Extern, th) -> None:
         val = fv(env, load)
         mem = m.mems.get(name) or m.mem(name, th)
         f = mem.flat(tuple(int(g(env, load)) for g in fis), what)
+        if mem.owner is not None and mem.owner[f] != th.tid:
+            raise m._not_owner(mem, f, th, "writes")
         if mem.shadowed:
             m.shadow.write(mem, f, th.agent, s.sid, "write")
         if mem.scope != "local":

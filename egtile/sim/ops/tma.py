@@ -3,6 +3,7 @@
 * ``TmaLoad``: the issuing thread reads the global source now (the values the copy will deliver) and
   queues the shared writes; when the policy completes the copy they land as an agent of the barrier
   stage's current phase and complete ``dst.numel * elem_bytes`` transaction bytes.
+* Both check that their tensor map's swizzle is the shared buffer's layout.
 * ``TmaStore``: the shared source is read through the async proxy (so an unfenced generic write of it is
   a ``proxy`` race) and written to global memory, synchronously: the issuing thread waits for the copy
   (``wait_group.read 0``, 9.7.9.28).
@@ -16,6 +17,14 @@ from egtile.ir.scheduled import TmaLoad, TmaStore
 from egtile.sim.semantics import register_semantics
 
 
+def _agrees(m, swizzle: str, shared, what: str) -> None:
+    """The tensor map's swizzle is the shared buffer's layout: TMA would otherwise place (or read) every 16-byte
+    chunk where no other reader of the buffer looks for it."""
+    layout = m.prog.buffers[shared.buffer.name].layout
+    if swizzle != layout:
+        raise SimulationError(f"{what}: the tensor map is {swizzle} but {shared.buffer.name} is laid out {layout}")
+
+
 @register_semantics(TmaLoad)
 def tma_load(m, s: TmaLoad, th):
     what = f"TmaLoad (sid {s.sid}) in block {m.coords}"
@@ -23,6 +32,7 @@ def tma_load(m, s: TmaLoad, th):
     if m.mem(s.src.buffer.name, th).scope != "global" or \
             m.mem(s.dst.buffer.name, th).scope not in ("shared", "fragment"):
         raise SimulationError(f"{what}: a TMA load copies a global region into shared memory")
+    _agrees(m, s.swizzle, s.dst, what)
     bar = m.barrier(s.barrier)
     stage = m.stage_of(bar, s.stage, th, "TmaLoad")
     writes = m.gather(s.src, s.dst, th, s.sid or -1, what, op="tma-load")
@@ -37,6 +47,7 @@ def tma_store(m, s: TmaStore, th):
     th.sid = s.sid
     if s.src.squeezed != s.dst.squeezed:
         raise ShapeError(f"{what}: extents {s.src.extents} -> {s.dst.extents} differ")
+    _agrees(m, s.swizzle, s.src, what)
     sm, sf = m.region(s.src, th, what)
     dm, df = m.region(s.dst, th, what)
     for a, b in zip(sf, df):

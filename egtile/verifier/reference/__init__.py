@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from egtile.ir.scheduled import Scheduled
 from egtile.verifier.effects import check_effects
+from egtile.verifier.mma import check_fragments, check_wgmma_waits
 from egtile.verifier.reference.order import OrderAnalysis
 from egtile.verifier.reference.trace import SourceOrder, TraceError, Tracer, agents_of
 from egtile.verifier.paths import decides
@@ -49,6 +50,8 @@ def verify(scheduled: Scheduled) -> list[Violation]:
     found += check_effects(scheduled)
     found += check_structure(scheduled)
     found += check_resources(scheduled)
+    found += check_fragments(scheduled)
+    found += check_wgmma_waits(scheduled)
     agents = agents_of(scheduled)
     order = SourceOrder(scheduled.kernel)
     sealed = branches(scheduled)

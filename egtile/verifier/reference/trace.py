@@ -244,7 +244,9 @@ def tracked_buffers(sched: Scheduled) -> tuple[set[str], set[str]]:
                 if b.name in params:
                     tracked.add(b.name)
             case _:
-                pass
+                from egtile.verifier.reference import mma
+
+                tracked |= mma.tracked(s, params)
     return tracked, {n for n, _ in sched.staged}
 
 
@@ -505,7 +507,10 @@ class Tracer:
                     finally:
                         self.quiet = quiet
                 case _:
-                    raise TypeError(f"not a scheduled statement: {s!r}")
+                    from egtile.verifier.reference import mma  # the register-fragment and wgmma nodes' model
+
+                    if not mma.trace(self, s, a, lo, hi, env, path, loop_sid):
+                        raise TypeError(f"not a scheduled statement: {s!r}")
 
     def const_int(self, e: Expr, env: dict, what: str, sid) -> int:
         try:

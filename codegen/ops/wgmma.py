@@ -1,0 +1,141 @@
+"""wgmma (PTX ISA 9.7.15) as CUDA C++ on ``egtile_wgmma.cuh``.
+
+``WgmmaMma``: each warpgroup ``eg_wg`` of the node's threads builds the descriptors of the A and B tiles it
+reads (the stage's base address; LBO, SBO and swizzle from :meth:`egtile.layout.WgmmaOperand.descriptor`),
+fences its accumulators against the compiler (``eg_wgmma_fence_operand``), issues ``wgmma.fence``, then for
+each k16 step and instruction ``(mi, ni)`` of the tiling one ``eg_wgmma_ss<n, T, TA, TB>`` on the
+instruction's ``n / 2`` accumulator registers (a contiguous slice of the fragment's per-thread array, slot
+:meth:`egtile.layout.AccumulatorTiling.slot0`), its descriptors advanced by the byte offsets of the
+instruction's first element (a constant per instruction, plus a constant per warpgroup: the layout is
+linear in the warpgroup's rows or columns, checked here), and ``wgmma.commit_group``.
+``WgmmaWait``: ``wgmma.wait_group<N>`` then the compiler fence on the completed accumulators.
+
+Refused before NVRTC (``CodegenError``): a descriptor the operand's layout cannot express, an operand
+swizzle that is not its buffer's layout, an accumulator that is not a register fragment in the tiling's
+layout.
+"""
+
+from __future__ import annotations
+
+from egtile.ir.dtypes import dtype
+from egtile.ir.wgmma import WgmmaMma, WgmmaWait
+from egtile.layout import LayoutError
+
+from egtile.codegen.context import Ctx
+from egtile.codegen.errors import codegen_error
+from egtile.codegen.names import ident
+from egtile.codegen.ops.common import region_addr
+from egtile.codegen.registry import Needs, register_emitter
+from egtile.codegen.threads import TID, guarded, indent
+
+HEADERS = ("egtile_wgmma.cuh",)
+WARPGROUP = 128
+
+
+def _operand(s: WgmmaMma, role: str, ctx: Ctx):
+    from egtile.rules.mma import operand
+    from egtile.rules.swizzle import smem_tile
+
+    r = s.gemm.a if role == "A" else s.gemm.b
+    buf = ctx.buffer(r.buffer.name)
+    swz = s.a_swizzle if role == "A" else s.b_swizzle
+    if buf.layout != swz:
+        raise codegen_error(ctx, f"wgmma (sid {s.sid}): operand {role} descriptors are {swz} but {buf.name} is laid out "
+                                 f"{buf.layout}; the descriptor and every other reader must use the buffer's layout",
+                            s.sid)
+    rows, cols = buf.shape[-2:]
+    try:
+        return operand(s.gemm, role, smem_tile(rows, cols, buf.dtype, swz)), buf
+    except LayoutError as e:
+        raise codegen_error(ctx, f"wgmma (sid {s.sid}) operand {role}: {e}", s.sid) from None
+
+
+def _offsets(s: WgmmaMma, role: str, op, ctx: Ctx) -> tuple[dict[tuple[int, int, int], int], int]:
+    """Start offsets (bytes) per (mi or ni, k step) for warpgroup 0, and the per-warpgroup step."""
+    t = s.tiling
+    k_steps = (op.k_extent // 16)
+    out: dict[tuple[int, int, int], int] = {}
+    starts: dict[tuple[int, int, int, int], int] = {}
+    try:
+        for w in range(t.warpgroups):
+            for mi in range(t.m_blocks):
+                for ni in range(t.n_blocks):
+                    r0, c0 = t.origin(w, mi, ni)
+                    for kk in range(k_steps):
+                        d = op.descriptor(r0, kk * 16) if role == "A" else op.descriptor(c0, kk * 16, t.n)
+                        starts[w, mi, ni, kk] = d.start
+    except LayoutError as e:
+        raise codegen_error(ctx, f"wgmma (sid {s.sid}) operand {role}: {e}", s.sid) from None
+    step = starts[1, 0, 0, 0] - starts[0, 0, 0, 0] if t.warpgroups > 1 else 0
+    for (w, mi, ni, kk), v in starts.items():
+        if v != starts[0, mi, ni, kk] + w * step:
+            raise codegen_error(ctx, f"wgmma (sid {s.sid}) operand {role}: descriptor starts are not linear in the "
+                                     "warpgroup", s.sid)
+        out[mi, ni, kk] = starts[0, mi, ni, kk]
+    return out, step
+
+
+def _needs(s: WgmmaMma, sched) -> Needs:
+    from egtile.rules.swizzle import mode_of
+
+    align = []
+    for r in (s.gemm.a, s.gemm.b):
+        b = sched.buffer(r.buffer.name)
+        align.append((b.name, max(128, mode_of(b.layout).pattern_bytes)))
+    return Needs(shared_align=tuple(align))
+
+
+@register_emitter(WgmmaMma, headers=HEADERS, needs=_needs)
+def wgmma(s: WgmmaMma, ctx: Ctx) -> list[str]:
+    from egtile.rules.swizzle import mode_of
+
+    g, t = s.gemm, s.tiling
+    what = f"wgmma T.gemm (sid {s.sid})"
+    acc = ctx.sched.fragment(g.c.buffer.name)
+    if acc is None or acc != t.fragment():
+        raise codegen_error(ctx, f"{what}: the accumulator {g.c.buffer.name} is not a register fragment in the layout "
+                                 f"of tiling {t.code}", s.sid)
+    a_op, a_buf = _operand(s, "A", ctx)
+    b_op, b_buf = _operand(s, "B", ctx)
+    elem = dtype(a_buf.dtype).name
+    if elem not in ("float16", "bfloat16") or dtype(b_buf.dtype).name != elem:
+        raise codegen_error(ctx, f"{what}: operands {a_buf.dtype} x {b_buf.dtype}; wgmma here takes f16 or bf16", s.sid)
+    T = "half" if elem == "float16" else "__nv_bfloat16"
+    a_off, a_step = _offsets(s, "A", a_op, ctx)
+    b_off, b_step = _offsets(s, "B", b_op, ctx)
+    ad, bd = a_op.descriptor(0, 0), b_op.descriptor(0, 0, t.n)
+    d = ctx.depth
+    wg, da, db = f"eg_wg{d}", f"eg_da{d}", f"eg_db{d}"
+    rank = TID if s.threads.begin == 0 else f"({TID} - {s.threads.begin})"
+    c = ident(g.c.buffer.name)
+    ta, tb = a_op.major.transpose_flag, b_op.major.transpose_flag
+    lines = [f"const int {wg} = {rank} / {WARPGROUP};", f"(void){wg};",
+             f"const eg_u64 {da} = eg_wgmma_desc({region_addr(g.a, ctx)}, {ad.lbo}u, {ad.sbo}u, "
+             f"{mode_of(s.a_swizzle).descriptor_code}u)" + (f" + (eg_u64)(({wg} * {a_step}) >> 4)" if a_step else "") + ";",
+             f"const eg_u64 {db} = eg_wgmma_desc({region_addr(g.b, ctx)}, {bd.lbo}u, {bd.sbo}u, "
+             f"{mode_of(s.b_swizzle).descriptor_code}u)" + (f" + (eg_u64)(({wg} * {b_step}) >> 4)" if b_step else "") + ";",
+             f"eg_wgmma_fence_operand({c});", "eg_wgmma_fence();"]
+    k_steps = a_op.k_extent // 16
+    half = t.n // 2
+    for kk in range(k_steps):
+        scale = "0u" if (g.clear_accum and kk == 0) else "1u"
+        for mi in range(t.m_blocks):
+            for ni in range(t.n_blocks):
+                slot = t.slot0(mi, ni)
+                lines.append(f"eg_wgmma_ss<{t.n}, {T}, {ta}, {tb}>(*reinterpret_cast<float(*)[{half}]>(&{c}[{slot}]), "
+                             f"{da} + {a_off[mi, 0, kk] >> 4}u, {db} + {b_off[0, ni, kk] >> 4}u, {scale});")
+    lines += ["eg_wgmma_commit_group();", f"eg_wgmma_fence_operand({c});"]
+    return [f"// {what}: {t.instructions} x m64n{t.n}k16 per k16 step per warpgroup, {t.warpgroups} warpgroup(s), "
+            f"A {s.a_swizzle} {s.a_major}-major, B {s.b_swizzle} {s.b_major}-major", "{",
+            *indent(guarded(lines, s.threads, ctx, what, s.sid, exact=True)), "}"]
+
+
+@register_emitter(WgmmaWait, headers=HEADERS)
+def wgmma_wait(s: WgmmaWait, ctx: Ctx) -> list[str]:
+    if s.pending < 0:
+        raise codegen_error(ctx, f"wgmma_wait_group {s.pending}: the count is non-negative", s.sid)
+    body = [f"eg_wgmma_wait_group<{s.pending}>();", *(f"eg_wgmma_fence_operand({ident(f)});" for f in s.fragments)]
+    return guarded(body, s.threads, ctx, "wgmma_wait_group", s.sid, exact=True)
+
+
+__all__ = ["wgmma", "wgmma_wait"]

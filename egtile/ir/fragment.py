@@ -1,0 +1,60 @@
+"""Scheduled-IR nodes of register fragments: statements whose work is split by a fragment's layout.
+
+A ``T.alloc_fragment`` buffer that a schedule places in registers (``Scheduled.fragments`` names it with
+its :class:`egtile.layout.Fragment`) is *thread-private*: element ``(row, col)`` exists only in the
+registers of thread ``threads.begin + layout.owner(row, col)[0]``, in value slot ``owner(row, col)[1]``.
+Every access of it is made by that thread; an access by any other thread is a violation the simulator and
+the verifier report. So the statements that touch it run *by layout*: each thread of the layout does the
+part of the statement that its own elements need, and threads outside the layout do nothing.
+
+* :class:`FragmentOp`: a tile statement (``T.fill`` / ``T.clear`` of the whole fragment, ``T.copy`` from or
+  to the whole fragment, a SIMT ``T.gemm`` accumulating into it) run by layout: the owner of fragment
+  element ``e`` (row-major position in the fragment) handles position ``e`` of every region of the
+  statement (a copy pairs source and destination elements by row-major position, as ``T.copy`` does);
+  a gemm's owner computes its element of ``C`` from a row of ``op(A)`` and a column of ``op(B)``.
+* :class:`LayoutLoop`: a ``T.Parallel`` nest over the fragment's index space (extents equal to its shape)
+  whose every access of the fragment is at the iteration's own element: thread ``t`` runs the iterations
+  ``(i, j)`` that are elements it holds, each exactly once.
+
+Both are synchronous for the running thread: its own later accesses see what it wrote. Two statements by
+layout over the same fragment need no CTA barrier between them (each element stays with one thread);
+anything another thread reads through shared or global memory is ordered by the usual CTA barriers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egtile.ir.kernel import Copy, Fill, Gemm, Var
+from egtile.ir.scheduled import SStmt, ThreadRange
+
+
+@dataclass(frozen=True)
+class FragmentOp:
+    """A tile statement on register fragment ``fragment``, run by its layout's threads ``threads``
+    (module docstring)."""
+
+    op: Copy | Fill | Gemm
+    fragment: str
+    threads: ThreadRange
+
+    @property
+    def sid(self) -> int:
+        return self.op.sid
+
+
+@dataclass(frozen=True)
+class LayoutLoop:
+    """``T.Parallel`` over ``vars`` / ``extents`` (the shape of register fragment ``fragment``) run by the
+    fragment's owners: thread ``threads.begin + t`` runs the iterations that are the elements thread ``t``
+    of the layout holds, in slot order."""
+
+    vars: tuple[Var, ...]
+    extents: tuple[int, ...]
+    fragment: str
+    threads: ThreadRange
+    body: tuple[SStmt, ...]
+    sid: int | None = None
+
+
+__all__ = ["FragmentOp", "LayoutLoop"]

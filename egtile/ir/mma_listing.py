@@ -1,0 +1,34 @@
+"""Listings of the register-fragment and wgmma nodes (:mod:`egtile.ir.fragment`, :mod:`egtile.ir.wgmma`),
+registered with :func:`egtile.ir.printer.register_listing` like every node's."""
+
+from __future__ import annotations
+
+from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.printer import format_region, format_stmt, indent, listing_lines, register_listing, threads_text
+from egtile.ir.wgmma import WgmmaMma, WgmmaWait
+
+
+@register_listing(FragmentOp)
+def _fragment_op(s: FragmentOp) -> list[str]:
+    return [f"{format_stmt(s.op)}  # by the layout of {s.fragment} on {threads_text(s.threads)} [{s.op.sid}]"]
+
+
+@register_listing(LayoutLoop)
+def _layout_loop(s: LayoutLoop) -> list[str]:
+    names = ", ".join(v.name for v in s.vars)
+    return [f"for {names} in T.Parallel({', '.join(map(str, s.extents))}):  # by the layout of {s.fragment} on "
+            f"{threads_text(s.threads)}{'' if s.sid is None else f' [{s.sid}]'}", *indent(listing_lines(s.body))]
+
+
+@register_listing(WgmmaMma)
+def _wgmma(s: WgmmaMma) -> list[str]:
+    t, g = s.tiling, s.gemm
+    return [f"wgmma m64n{t.n}k16 x {t.instructions} per k16 ({t.split} split over {t.warpgroups} warpgroup(s)): "
+            f"{format_region(g.c)} += {format_region(g.a)} ({s.a_swizzle}, {s.a_major}-major) @ {format_region(g.b)} "
+            f"({s.b_swizzle}, {s.b_major}-major){' (clear)' if g.clear_accum else ''}; commit_group on "
+            f"{threads_text(s.threads)}  # [{g.sid}]"]
+
+
+@register_listing(WgmmaWait)
+def _wgmma_wait(s: WgmmaWait) -> list[str]:
+    return [f"wgmma_wait_group {s.pending} on {threads_text(s.threads)}"]

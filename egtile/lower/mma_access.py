@@ -1,0 +1,43 @@
+"""Access summaries (:func:`egtile.lower.sync.register_accesses`) of the register-fragment and wgmma nodes.
+
+A register fragment's element is touched by one thread only (its owner in the layout), so every access of
+it by a by-layout statement carries the owner key ``("fragment", name)``: two such statements never need a
+CTA barrier between them. wgmma's accumulator accesses have the same key (the tensor core works for the
+owner, and ``wait_group`` orders them for that thread). wgmma's shared operands are read by the async
+proxy: no thread owns those reads, so a generic write of the operand before it gets a barrier with a
+``fence.proxy.async`` before it (:func:`egtile.lower.sync._barrier`).
+"""
+
+from __future__ import annotations
+
+from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.wgmma import WgmmaMma, WgmmaWait
+from egtile.lower.sync import Acc, AccessSummary, register_accesses
+
+
+def _fragment_owner(name: str):
+    key = ("fragment", name)
+    return lambda a: key if a.buffer == name else None
+
+
+@register_accesses(FragmentOp)
+def _fragment_op(s: FragmentOp, acc: AccessSummary, owner_of) -> set[Acc]:
+    return acc.leaf(s.op, _fragment_owner(s.fragment))
+
+
+@register_accesses(LayoutLoop)
+def _layout_loop(s: LayoutLoop, acc: AccessSummary, owner_of) -> set[Acc]:
+    return acc.body(s.body, _fragment_owner(s.fragment))
+
+
+@register_accesses(WgmmaMma)
+def _wgmma(s: WgmmaMma, acc: AccessSummary, owner_of) -> set[Acc]:
+    g = s.gemm
+    key = ("fragment", g.c.buffer.name)
+    operands = {Acc(a.buffer, False, None, proxy=True) for a in acc.region(g.a, write=False) | acc.region(g.b, write=False)}
+    return operands | acc.region(g.c, write=True, owner=key) | acc.region(g.c, write=False, owner=key)
+
+
+@register_accesses(WgmmaWait)
+def _wgmma_wait(s: WgmmaWait, acc: AccessSummary, owner_of) -> set[Acc]:
+    return set()

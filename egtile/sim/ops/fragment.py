@@ -1,0 +1,143 @@
+"""Statements that run by a register fragment's layout (:mod:`egtile.ir.fragment`).
+
+Each thread of the layout handles the fragment elements it holds (``Fragment.elements``: ``(slot, row,
+col)``), element ``(row, col)`` being row-major position ``e = row * cols + col`` of the fragment; threads
+outside the layout do nothing. The fragment's storage is the block's array with an owner per element
+(:class:`egtile.sim.memory.Mem`), so an access of an element by any other thread is reported
+(:meth:`egtile.sim.machine.Block.read`), as are races through the accumulators of an asynchronous wgmma.
+
+* ``FragmentOp`` ``Fill``: each owner writes its elements. ``Copy``: position ``e`` of the source region is
+  copied to position ``e`` of the destination region (row-major pairing, as ``T.copy``) by the owner of
+  fragment element ``e``. ``Gemm``: each owner computes its elements of C with the interpreter's arithmetic
+  (:mod:`egtile.tilemath`: the product of the whole operands, then the element), reading the rows of
+  ``op(A)`` and the columns of ``op(B)`` its elements need.
+* ``LayoutLoop``: each owner runs the iterations ``(row, col)`` it holds, in slot order, with the loop
+  variables bound; iterations with a nonlocal effect are recorded for the repeated-iteration check.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from egtile.errors import SimulationError
+from egtile.evaluate import round_to
+from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.kernel import Copy, Fill, Gemm
+from egtile.sim.machine import MISSING
+from egtile.sim.semantics import register_semantics
+from egtile.tilemath import accumulator, fold, matmul, matrix_shape
+
+
+def _layout(m, name: str, what: str):
+    f = m.prog.sched.fragment(name)
+    if f is None:
+        raise SimulationError(f"{what}: {name} is not a register fragment of the schedule")
+    return f
+
+
+def own_positions(f, t: int) -> list[int]:
+    """Row-major positions of the elements thread ``t`` of layout ``f`` holds, in slot order."""
+    return [r * f.cols + c for _v, r, c in f.elements(t)]
+
+
+def gemm_elements(m, g: Gemm, th, positions: list[int], what: str) -> None:
+    """Compute and write the elements ``positions`` (row-major in C) of ``T.gemm`` ``g`` as ``th``: read the
+    rows of ``op(A)`` and columns of ``op(B)`` they need, then take them from the whole product (the
+    interpreter's arithmetic)."""
+    acc = accumulator(g.c.buffer.dtype)
+    am, af = m.region(g.a, th, what)
+    bm, bf = m.region(g.b, th, what)
+    cm, cf = m.region(g.c, th, what)
+    af2 = af.reshape(matrix_shape(g.a))
+    bf2 = bf.reshape(matrix_shape(g.b))
+    if g.trans_a:
+        af2 = af2.T
+    if g.trans_b:
+        bf2 = bf2.T
+    cf2 = cf.reshape(matrix_shape(g.c))
+    N = cf2.shape[1]
+    for r in sorted({e // N for e in positions}):
+        for x in af2[r, :]:
+            m.read(am, int(x), th, g.sid)
+    for c in sorted({e % N for e in positions}):
+        for x in bf2[:, c]:
+            m.read(bm, int(x), th, g.sid)
+    prod = matmul(am.data[af2].astype(acc), bm.data[bf2].astype(acc))
+    for e in positions:
+        r, c = divmod(e, N)
+        fl = int(cf2[r, c])
+        new = prod[r, c] if g.clear_accum else fold("sum", m.read(cm, fl, th, g.sid), prod[r, c], acc)
+        m.write(cm, fl, round_to(g.c.buffer.dtype, np.asarray(new).item()), th, g.sid)
+
+
+def _writes(s: FragmentOp) -> list[str]:
+    match s.op:
+        case Copy(dst=r) | Fill(dst=r) | Gemm(c=r):
+            return [r.buffer.name]
+    return []
+
+
+@register_semantics(FragmentOp, writes=_writes)
+def fragment_op(m, s: FragmentOp, th):
+    if th.tid not in s.threads:
+        return None
+    op = s.op
+    what = f"{type(op).__name__} (sid {op.sid}) by the layout of {s.fragment} in block {m.coords}"
+    th.sid = op.sid
+    f = _layout(m, s.fragment, what)
+    mine = own_positions(f, th.tid - s.threads.begin)
+    match op:
+        case Fill(dst=dst, value=value):
+            dm, df = m.region(dst, th, what)
+            v = m.ev(value, th)
+            for e in mine:
+                m.write(dm, int(df[e]), v, th, op.sid)
+        case Copy(src=src, dst=dst):
+            if src.squeezed != dst.squeezed:
+                raise SimulationError(f"{what}: copy extents {src.extents} -> {dst.extents} differ")
+            sm, sf = m.region(src, th, what)
+            dm, df = m.region(dst, th, what)
+            for e in mine:
+                m.write(dm, int(df[e]), m.read(sm, int(sf[e]), th, op.sid), th, op.sid)
+        case Gemm():
+            gemm_elements(m, op, th, mine, what)
+        case _:
+            raise SimulationError(f"{what}: not a statement that runs by layout")
+    return None
+
+
+def _loop_writes(s: LayoutLoop) -> list[str]:
+    from egtile.ir.kernel import AtomicAdd, Store
+    from egtile.ir.scheduled import Leaf, swalk
+
+    out = []
+    for x in swalk(s.body):
+        if isinstance(x, Leaf) and isinstance(x.stmt, (Store, AtomicAdd)):
+            out.append(x.stmt.buffer.name)
+    return out
+
+
+@register_semantics(LayoutLoop, writes=_loop_writes)
+def layout_loop(m, s: LayoutLoop, th):
+    if th.tid not in s.threads:
+        return
+    f = _layout(m, s.fragment, f"T.Parallel (sid {s.sid})")
+    names = [v.name for v in s.vars]
+    saved = [th.env.get(n, MISSING) for n in names]
+    env_key = tuple(th.env.items())
+    outer_effect = th.effect
+    th.loop_depth += 1
+    for _v, r, c in f.elements(th.tid - s.threads.begin):
+        th.env[names[0]], th.env[names[1]] = r, c
+        th.effect = False
+        yield from m.run(s.body, th)
+        if th.effect:
+            outer_effect = True
+            m.iters.setdefault((("layout-loop", s.sid), env_key, ((names[0], r), (names[1], c))), []).append(th.tid)
+    th.loop_depth -= 1
+    th.effect = outer_effect
+    for n, v in zip(names, saved):
+        m.restore(th, n, v)
+
+
+__all__ = ["fragment_op", "gemm_elements", "layout_loop", "own_positions"]

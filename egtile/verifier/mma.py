@@ -1,0 +1,415 @@
+"""The verifier's own model of the register-fragment and wgmma nodes (:mod:`egtile.ir.fragment`,
+:mod:`egtile.ir.wgmma`), independent of the rules that produce them.
+
+Ownership. A register fragment (``Scheduled.fragments``) is thread-private: element ``(row, col)`` belongs
+to thread ``threads.begin + layout.owner(row, col)[0]``. :func:`check_fragments` proves statically that
+every access of one is made by that thread, or reports L1: only by-layout statements touch it (a
+``FragmentOp``, a ``LayoutLoop`` whose scalar statements access it at the iteration's own element, a wgmma
+whose tiling is its layout); a ``TileOp`` splitting it by element index, a scalar statement anywhere else,
+or a by-layout statement on a fragment not in registers is a violation. Since every access of a register
+fragment is then its owner's, in that thread's program order, no two can race, and the trace leaves the
+register fragments out (:func:`egtile.verifier.verify` does not track them; the enumerating reference
+still lists their elements with their owners). What the trace does model is the shared and global side
+of the by-layout statements: each element by its owner (an owner-carrying
+:class:`~egtile.verifier.regions.Points` footprint).
+
+* ``FragmentOp``: element ``e`` (row-major) of each region of the op by the owner of fragment element
+  ``e``; a gemm's ``A`` and ``B`` are read whole by every running thread.
+* ``LayoutLoop``: the body once per element, on the element's owner, with the loop variables bound to
+  the element's coordinates (merged per statement like an enumerated ``ThreadLoop``).
+* ``WgmmaMma``: the operand tiles read through the async proxy by the warpgroup threads (a generic write
+  of them needs ``fence.proxy.async`` by its writers, PTX ISA 9.7.13.3.2), the accumulator elements read
+  (unless cleared) and written by their owners.
+* ``WgmmaWait``: no access.
+
+Layout agreement (L1, :func:`check_fragments`): a wgmma's tiling is its accumulator's layout, its
+descriptor swizzles are its operand buffers' layouts, and a TMA copy's tensor-map swizzle is its shared
+buffer's layout: any disagreement reads or places every 16-byte chunk where no other reader looks.
+
+Asynchrony (PTX ISA 9.7.15.7, :func:`check_wgmma_waits`): until a ``wgmma.wait_group`` completes its group,
+the accumulator registers and the shared operands belong to the tensor core. In every statement list, a
+``WgmmaMma`` must be followed by a ``WgmmaWait`` on its threads before any other statement of the list that
+touches its accumulator (L1: a read of an asynchronous write not yet complete) or its operands (L2), before
+an mbarrier arrive, which could release its operand stage to a producer's refill (L2: a write after a read
+still in flight), and before the list ends (L1). A following wgmma on the same accumulator is ordered by
+the tensor core (groups of one warpgroup on one accumulator complete in order). The trace models above
+place the group's accesses at issue; this static check is what makes that placement sound.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.kernel import AddressOf, AtomicAdd, Copy, Extern, Fill, Gemm, Reduce, Region, Store
+from egtile.ir.scheduled import (
+    Arrive, ArriveExpectTx, CpAsyncArrive, Leaf, Scheduled, SIf, SStmt, TileOp, TmaLoad, TmaStore,
+)
+from egtile.ir.wgmma import WgmmaMma, WgmmaWait
+from egtile.verifier import registry
+from egtile.verifier.covariance import Cov
+from egtile.verifier.regions import flat_strides
+from egtile.verifier.registry import register_model
+from egtile.verifier.trace import Ctx, _restore, _Scope, loads_in
+from egtile.verifier.violation import Violation
+
+NODES = (FragmentOp, LayoutLoop, WgmmaMma, WgmmaWait)
+
+# ----------------------------------------------------------------------------------------------------
+# Trace models
+
+
+@lru_cache(maxsize=256)
+def _owned(frag, begin: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row-major positions in the fragment, owning thread of each) of the threads ``[lo, hi)`` of a layout
+    starting at thread ``begin``, sorted by position."""
+    pos: list[int] = []
+    own: list[int] = []
+    for t in range(lo, hi):
+        for _v, r, c in frag.elements(t - begin):
+            pos.append(r * frag.cols + c)
+            own.append(t)
+    p, o = np.asarray(pos, dtype=np.int64), np.asarray(own, dtype=np.int64)
+    order = np.argsort(p, kind="stable")
+    return p[order], o[order]
+
+
+def _by_owner(ctx: Ctx, r: Region, mode: str, sid, frag, threads, proxy: str = "generic") -> None:
+    """An access of region ``r`` whose row-major element ``e`` is touched by the owner of fragment element ``e``
+    (only the owners among the running threads)."""
+    tracer = ctx.tracer
+    name = r.buffer.name
+    if name not in tracer.tracked:
+        return
+    b, e = max(ctx.lo, threads.begin), min(ctx.hi, threads.end)
+    if b >= e:
+        return
+    pos, own = _owned(frag, threads.begin, b, e)
+    if not len(pos):
+        return
+    offs = [ctx.value(o, f"an offset of {name}", sid) for o in r.offsets]
+    st = flat_strides(tracer.shape(name))
+    rem, flat = pos.copy(), np.zeros_like(pos)
+    for o, x, s_ in reversed(list(zip(offs, r.extents, st))):
+        flat += (o + rem % x) * s_
+        rem //= x
+    tracer.limits.charge_elements(len(flat))
+    stage = tracer.stage_const(name, r.offsets[0] if r.offsets else None, ctx.env)
+    outer, tracer.scope = tracer.scope, None  # one event of its own, not merged into an enclosing scope
+    try:
+        tracer.record(ctx, name, mode, sid, stage=stage, proxy=proxy, flats=flat, owners=own, tid=None)
+    finally:
+        tracer.scope = outer
+
+
+def _fragment_op(s: FragmentOp, ctx: Ctx) -> None:
+    frag = ctx.tracer.sched.fragment(s.fragment)
+    if frag is None:
+        return  # check_fragments reports it
+    c = ctx.child(lo=max(ctx.lo, s.threads.begin), hi=min(ctx.hi, s.threads.end), tid=None)
+    if c is None:
+        return
+    op, sid = s.op, s.sid
+    match op:
+        case Fill(dst=dst, value=v):
+            c.reads_of(v, sid)
+            _by_owner(c, dst, "w", sid, frag, s.threads)
+        case Copy(src=src, dst=dst):
+            _by_owner(c, src, "r", sid, frag, s.threads)
+            _by_owner(c, dst, "w", sid, frag, s.threads)
+        case Gemm(a=ra, b=rb, c=rc, clear_accum=clear):
+            c.read(ra, sid)
+            c.read(rb, sid)
+            if not clear:
+                _by_owner(c, rc, "r", sid, frag, s.threads)
+            _by_owner(c, rc, "w", sid, frag, s.threads)
+
+
+def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
+    tracer = ctx.tracer
+    frag = tracer.sched.fragment(s.fragment)
+    if frag is None:
+        return
+    b, e = max(ctx.lo, s.threads.begin), min(ctx.hi, s.threads.end)
+    if b >= e:
+        return
+    names = [v.name for v in s.vars]
+    env = ctx.env
+    saved = [env.get(n) for n in names]
+    loop_sid = s.sid if s.sid is not None else ctx.loop_sid
+    outer = tracer.scope
+    tracer.scope = scope = _Scope(False)
+    try:
+        n = 0
+        for t in range(b, e):
+            for _v, r, c in frag.elements(t - s.threads.begin):
+                for name, val in zip(names, (r, c) if len(names) == 2 else (r * frag.cols + c,)):
+                    env[name] = val
+                child = ctx.child(lo=b, hi=e, tid=t, loop_sid=loop_sid, sym=None)
+                if child is not None:
+                    tracer.walk(s.body, child)
+                n += 1
+        tracer.limits.charge_elements(n)
+        tracer.close(scope)
+    finally:
+        tracer.scope = outer
+        for name, v in zip(names, saved):
+            _restore(env, name, v)
+
+
+def _wgmma(s: WgmmaMma, ctx: Ctx) -> None:
+    frag = ctx.tracer.sched.fragment(s.gemm.c.buffer.name)
+    if frag is None:
+        return  # check_fragments reports it
+    c = ctx.child(lo=max(ctx.lo, s.threads.begin), hi=min(ctx.hi, s.threads.end), tid=None)
+    if c is None:
+        return
+    g, sid = s.gemm, s.sid
+    c.read(g.a, sid, proxy="async")
+    c.read(g.b, sid, proxy="async")
+    if not g.clear_accum:
+        _by_owner(c, g.c, "r", sid, frag, s.threads)
+    _by_owner(c, g.c, "w", sid, frag, s.threads)
+
+
+def _wgmma_wait(s: WgmmaWait, ctx: Ctx) -> None:
+    pass  # no access; check_wgmma_waits checks what it orders
+
+
+def _layout_loop_effects(s: LayoutLoop, w, lo: int, hi: int, loop) -> None:
+    # each element's iteration runs once, on its owner: a one-thread region, as a partitioned ThreadLoop
+    b, e = max(lo, s.threads.begin), min(hi, s.threads.end)
+    if b < e:
+        w.walk(s.body, b, b + 1, None)
+
+
+def _no_effect(s, w, lo: int, hi: int, loop) -> None:
+    pass  # every fragment element by its one owner; shared operands are only read
+
+
+def _scan_fragment_op(s: FragmentOp, sc, scope) -> None:
+    match s.op:
+        case Fill(dst=d, value=v):
+            sc.region(d, scope)
+            sc.loads(v, scope)
+        case Copy(src=a, dst=b):
+            sc.region(a, scope)
+            sc.region(b, scope)
+        case Gemm(a=a, b=b, c=c):
+            sc.region(a, scope)
+            sc.region(b, scope)
+            sc.region(c, scope)
+
+
+def _scan_layout_loop(s: LayoutLoop, sc, scope) -> None:
+    inner = scope
+    for v, n in zip(s.vars, s.extents):
+        inner = inner.with_var(v.name, Cov(1, 0, 0, max(n - 1, 0)))
+    sc.body(s.body, inner)
+
+
+def _scan_wgmma(s: WgmmaMma, sc, scope) -> None:
+    sc.region(s.gemm.a, scope)
+    sc.region(s.gemm.b, scope)
+    sc.region(s.gemm.c, scope)
+
+
+register_model(FragmentOp, _fragment_op, effects=_no_effect, scan=_scan_fragment_op)
+register_model(LayoutLoop, _layout_loop, bodies=lambda s: (s.body,), effects=_layout_loop_effects,
+               scan=_scan_layout_loop)
+register_model(WgmmaMma, _wgmma, effects=_no_effect, scan=_scan_wgmma)
+register_model(WgmmaWait, _wgmma_wait, effects=_no_effect, scan=lambda s, sc, scope: None)
+
+# ----------------------------------------------------------------------------------------------------
+# Static checks over the schedule
+
+
+def _region_names(*rs) -> set[str]:
+    return {r.buffer.name for r in rs if isinstance(r, Region)}
+
+
+def _expr_names(*es) -> set[str]:
+    out: set[str] = set()
+    for e in es:
+        out |= {ld.buffer.name for ld in loads_in(e)}
+        if isinstance(e, AddressOf):
+            out.add(e.load.buffer.name)
+    return out
+
+
+def _op_names(op) -> set[str]:
+    match op:
+        case Copy(src=a, dst=b):
+            return _region_names(a, b)
+        case Fill(dst=d, value=v):
+            return _region_names(d) | _expr_names(v)
+        case Gemm(a=a, b=b, c=c):
+            return _region_names(a, b, c)
+        case Reduce(src=a, dst=b):
+            return {a.name, b.name}
+    return set()
+
+
+def names_touched(s: SStmt) -> set[str]:
+    """Every buffer ``s`` (and every statement nested in it) reads or writes: the verifier's own account,
+    from the scheduled IR."""
+    out: set[str] = set()
+    for x in registry.walk((s,)):
+        match x:
+            case Leaf(stmt=Store(buffer=b, indices=idx, value=v)) | Leaf(stmt=AtomicAdd(buffer=b, indices=idx, value=v)):
+                out |= {b.name} | _expr_names(v, *idx)
+            case Leaf(stmt=Extern(args=args)):
+                out |= _expr_names(*args)
+            case TileOp(op=op) | FragmentOp(op=op):
+                out |= _op_names(op)
+            case WgmmaMma(gemm=g):
+                out |= _region_names(g.a, g.b, g.c)
+            case TmaLoad(src=a, dst=b) | TmaStore(src=a, dst=b):
+                out |= _region_names(a, b)
+            case SIf(cond=c):
+                out |= _expr_names(c)
+            case _:
+                pass
+    return out
+
+
+def check_wgmma_waits(sched: Scheduled) -> list[Violation]:
+    """wgmma asynchrony (module docstring): every group is waited for before its accumulator or operands are
+    touched again, before an arrive, and before its statement list ends."""
+    out: list[Violation] = []
+
+    def walk(stmts: tuple[SStmt, ...]) -> None:
+        open_: list[WgmmaMma] = []
+        for s in stmts:
+            for b in registry.bodies(s):
+                walk(b)
+            if isinstance(s, WgmmaWait):
+                if s.pending == 0:
+                    open_ = [w for w in open_ if not (w.threads.begin < s.threads.end and s.threads.begin < w.threads.end)]
+                continue
+            touched = names_touched(s)
+            for w in open_:
+                acc = {w.gemm.c.buffer.name}
+                ops = {w.gemm.a.buffer.name, w.gemm.b.buffer.name}
+                if isinstance(s, WgmmaMma) and s.gemm.c.buffer.name in acc and not (
+                        ops - {s.gemm.a.buffer.name, s.gemm.b.buffer.name}) & touched - acc:
+                    continue  # chained wgmmas on one accumulator are ordered by the tensor core
+                if isinstance(s, (Arrive, ArriveExpectTx, CpAsyncArrive)):
+                    out.append(Violation("L2", f"an mbarrier arrive follows wgmma (sid {w.sid}) before a wgmma.wait_group: "
+                                               f"it may release the stage of {', '.join(sorted(ops))} the tensor core is "
+                                               "still reading", (w.sid,), w.gemm.a.buffer.name))
+                elif touched & (acc | ops):
+                    out.append(Violation("L1" if touched & acc else "L2",
+                                         f"a statement touches the accumulator or an operand of wgmma (sid {w.sid}) "
+                                         "before the wgmma.wait_group that completes it", (w.sid,),
+                                         w.gemm.c.buffer.name))
+            if isinstance(s, WgmmaMma):
+                open_.append(s)
+        for w in open_:
+            out.append(Violation("L1", f"wgmma (sid {w.sid}) is not completed by a wgmma.wait_group in its statement "
+                                       "list: its accumulator is never known to be complete", (w.sid,), w.gemm.c.buffer.name))
+
+    walk(sched.body)
+    return out
+
+
+def _fragment_indices(e, frag: str, out: list) -> None:
+    """The index tuples of every access of buffer ``frag`` in expression ``e``."""
+    for ld in loads_in(e):
+        if ld.buffer.name == frag:
+            out.append(ld.indices)
+
+
+def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None) -> str | None:
+    """Why scalar statement ``st`` may touch a register fragment from a thread that does not hold the element
+    (``None``: it does not). In a ``LayoutLoop`` over fragment ``f`` the iteration's thread holds exactly
+    ``f[i, j]`` for the loop variables ``(i, j)``; anywhere else no scalar statement may touch one."""
+    match st:
+        case Store(buffer=b, indices=idx, value=v) | AtomicAdd(buffer=b, indices=idx, value=v):
+            hit = ({b.name} | _expr_names(v, *idx)) & regs
+        case Extern(args=args):
+            hit = _expr_names(*args) & regs
+        case _:
+            return None
+    if not hit:
+        return None
+    if loop is None:
+        return f"statement {st.sid} touches register fragment {sorted(hit)[0]} outside a loop by its layout"
+    if hit - {loop.fragment}:
+        return (f"statement {st.sid} in the loop by the layout of {loop.fragment} touches another register fragment, "
+                f"{sorted(hit - {loop.fragment})[0]}")
+    own = tuple(loop.vars)
+    idxs: list = []
+    for e in ((v, *idx) if not isinstance(st, Extern) else tuple(st.args)):
+        _fragment_indices(e, loop.fragment, idxs)
+    if isinstance(st, (Store, AtomicAdd)) and st.buffer.name == loop.fragment:
+        idxs.append(tuple(st.indices))
+    if isinstance(st, Extern):
+        idxs += [a.load.indices for a in st.args if isinstance(a, AddressOf) and a.load.buffer.name == loop.fragment]
+    for ix in idxs:
+        if tuple(ix) != own:
+            return (f"statement {st.sid} accesses {loop.fragment} at another element than the iteration's own "
+                    f"({', '.join(v.name for v in own)}): the thread running it does not hold that element")
+    return None
+
+
+def check_fragments(sched: Scheduled) -> list[Violation]:
+    """L1 for register fragments and layouts (module docstring): only by-layout statements in the fragment's
+    own layout touch a register fragment (a scalar statement only inside a ``LayoutLoop``, at the
+    iteration's own element); a wgmma's tiling is its accumulator's layout and its swizzles its operands'
+    layouts; a TMA copy's swizzle is its shared buffer's layout."""
+    regs = {n for n, _ in sched.fragments}
+    out: list[Violation] = []
+
+    def walk(stmts, loop: LayoutLoop | None) -> None:
+        for s in stmts:
+            check(s, loop)
+            inner = s if isinstance(s, LayoutLoop) else loop
+            for b in registry.bodies(s):
+                walk(b, inner)
+
+    def check(s, loop: LayoutLoop | None) -> None:
+        match s:
+            case Leaf(stmt=st) if regs:
+                why = _leaf_fragment_problem(st, regs, loop)
+                if why:
+                    out.append(Violation("L1", why, (st.sid,), sorted(names_touched(s) & regs)[0]))
+            case FragmentOp(fragment=f) if sched.fragment(f) is None:
+                out.append(Violation("L1", f"a statement runs by the layout of {f}, which is not a register fragment",
+                                     (s.sid,), f))
+            case LayoutLoop(fragment=f) if sched.fragment(f) is None:
+                out.append(Violation("L1", f"a loop runs by the layout of {f}, which is not a register fragment",
+                                     (s.sid,) if s.sid is not None else (), f))
+            case TileOp(op=op):
+                hit = _op_names(op) & regs
+                if hit:
+                    out.append(Violation("L1", f"a cooperative tile op (sid {op.sid}) splits register fragment "
+                                               f"{sorted(hit)[0]} by element index over threads that do not hold it",
+                                         (op.sid,), sorted(hit)[0]))
+            case WgmmaMma():
+                acc = sched.fragment(s.gemm.c.buffer.name)
+                if acc is None or acc != s.tiling.fragment():
+                    out.append(Violation("L1", f"wgmma (sid {s.sid}) writes {s.gemm.c.buffer.name} in the layout of tiling "
+                                               f"{s.tiling.code}, which is not the fragment's layout", (s.sid,),
+                                         s.gemm.c.buffer.name))
+                for role, r, swz in (("A", s.gemm.a, s.a_swizzle), ("B", s.gemm.b, s.b_swizzle)):
+                    layout = sched.buffer(r.buffer.name).layout
+                    if layout != swz:
+                        out.append(Violation("L1", f"wgmma (sid {s.sid}) reads operand {role} ({r.buffer.name}) through "
+                                                   f"{swz} descriptors but the buffer is laid out {layout}", (s.sid,),
+                                             r.buffer.name))
+            case TmaLoad(dst=r, swizzle=swz, sid=sid) | TmaStore(src=r, swizzle=swz, sid=sid):
+                layout = sched.buffer(r.buffer.name).layout
+                if layout != swz:
+                    out.append(Violation("L1", f"a TMA copy (sid {sid}) uses a {swz} tensor map on {r.buffer.name}, laid "
+                                               f"out {layout}", (sid,) if sid is not None else (), r.buffer.name))
+            case _:
+                pass
+
+    walk(sched.body, None)
+    return out
+
+
+__all__ = ["NODES", "check_fragments", "check_wgmma_waits", "names_touched"]

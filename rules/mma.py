@@ -1,0 +1,404 @@
+"""``T.gemm`` on the tensor cores: ``wgmma.mma_async`` with shared-memory descriptors (sm_90a).
+
+Hardware facts (PTX ISA 9.7.15, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions"):
+
+* ``wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}`` multiplies a 64 x 16 A by a 16 x N B
+  (N a multiple of 8 in [8, 256]) into a 64 x N f32 D held in the registers of the 128 threads of one
+  warpgroup, in a layout the instruction fixes (9.7.15.5.1.1.1). A and B are read from shared memory
+  through 64-bit matrix descriptors (9.7.15.5.1.2.2) whose LBO / SBO / swizzle fields describe the tile's
+  layout; ``imm-trans-a/b`` read an operand MN-major (transposed), for 16-bit types only.
+* It is asynchronous: ``wgmma.fence`` orders earlier register accesses before it, ``commit_group`` closes
+  a group, ``wait_group N`` waits until at most N groups are pending (9.7.15.7). Until then the
+  accumulator registers and the shared operands belong to the tensor core.
+* The operands are read by the *async proxy*: shared memory written by ordinary stores must be fenced
+  with ``fence.proxy.async`` by its writers before the wgmma reads it (9.7.13.3.2); TMA writes are async
+  already and are ordered by the mbarrier wait alone.
+
+The rewrite ``gemm-to-wgmma``: a ``T.gemm`` (encoded ``tile(sid)``) -> ``wgmma(sid, split, swa, swb)``, one
+alternative per legal option: how the accumulator tile is split over the kernel's consumer warpgroups
+(``split``: rows or columns, :class:`egtile.layout.AccumulatorTiling`, the instruction N the widest that
+fits) and the swizzle of each operand's shared buffer (``swa`` / ``swb``, :mod:`egtile.rules.swizzle`).
+The declaration fixes those layouts for the whole schedule (``Decision.layouts``): the accumulator
+fragment goes to registers in the tiling's layout (:mod:`egtile.rules.fragment`), the operand buffers are
+laid out in their swizzle (the TMA loads that fill them, and any SIMT access, use the same layout). Its
+lowering is the wgmma issue and ``wait_group 0`` (operands written by generic stores get their
+``fence.proxy.async`` with the CTA barrier that orders the stores before the wgmma, :mod:`egtile.lower.sync`): ``T.gemm`` is synchronous, so its accumulator is complete and its operands free when the
+next statement runs (the stage release that follows it in a pipeline comes after the wait).
+
+Side conditions:
+
+* ``wgmma-eligible`` (hardware oracle :func:`wgmma_options`): A and B are whole 2-D shared tiles of one
+  type, f16 or bf16; C is a whole 2-D f32 fragment; K a multiple of 16; the kernel's threads whole
+  warpgroups; some (split, swa, swb) is legal: the tiling exists, its accumulator registers fit the
+  consumers' register budget (``setmaxnreg`` plan less a reserve), each operand buffer can take its mode
+  and every instruction's operand is expressible by a descriptor in it;
+* ``fragment-users-admit-registers``: every other statement touching C can run by the register layout
+  (:mod:`egtile.rules.fragment`);
+* ``wgmma-operands-async-proxy``: no pipeline producer can write A or B with generic stores (a SIMT
+  producer warpgroup would need its own proxy fence): every producer writing them has a single-thread
+  (TMA) instruction and its loop's producers all do, so its warp-specialized form issues TMA only.
+
+Cost: the tensor core's time for ``M x N x K`` MACs (``WGMMA_MACS_PER_CYCLE``), a quarter of the shared
+bytes the instructions read (the split that reads A fewer times wins a tie), the fence/commit/wait, and
+each operand's swizzle cost (TMA boxes, bank conflicts).
+"""
+
+from __future__ import annotations
+
+from math import ceil
+
+from egglog import Bool, String, StringLike, eq, function, i64, i64Like, ne, relation, rule, var
+
+from egtile.ir import Gemm, ThreadRange, dtype
+from egtile.ir.wgmma import WgmmaMma, WgmmaWait
+from egtile.layout import LayoutError, Major, WgmmaOperand
+from egtile.layout.tiling import SPLITS, AccumulatorTiling
+from egtile.rules import fragment as F
+from egtile.rules import swizzle as SW
+from egtile.rules import warp_specialize as WS
+from egtile.schedule import cost as C
+from egtile.schedule import dataflow as D
+from egtile.schedule.decision import Cost, Decision
+from egtile.schedule.rule import Condition, FactSpec, NumSpec, Rule, Violation, holds, stmt_condition
+from egtile.schedule.schema import Stmt, num
+from egtile.verdict import Verdict
+
+WGMMA_DTYPES = ("float16", "bfloat16")
+K_STEP = 16
+ACC_RESERVE = 64
+"""Registers per consumer thread kept free of accumulators: addresses, descriptors, loop counters and the
+epilogue's temporaries (the prototype's 128 accumulators under setmaxnreg 232 left 104, without spills)."""
+WGMMA_MACS_PER_CYCLE = 2048
+"""Dense f16/bf16 multiply-accumulates per cycle per SM: H100/H200 SXM, 989.4 TFLOP/s at 1.83 GHz over
+132 SMs (NVIDIA H100 datasheet) = 2048 MAC/cycle/SM."""
+SMEM_BYTES_PER_CYCLE = 128
+"""Shared-memory bandwidth per SM (32 banks x 4 bytes per cycle; CUDA C++ Programming Guide, "Shared Memory")."""
+WGMMA_GROUP = 3 * C.MBARRIER_OP
+"""wgmma.fence + commit_group + wait_group around one T.gemm (estimate, of the order of an mbarrier operation each)."""
+
+# ----------------------------------------------------------------------------------------------------
+# The hardware oracle: which (split, swa, swb) options are legal
+
+
+def option_bit(split: str, swa: str, swb: str) -> int:
+    """The bit of option ``(split, swa, swb)`` in the ``wgmma-options`` mask."""
+    return 1 << (SPLITS.index(split) * 16 + SW.LAYOUTS.index(swa) * 4 + SW.LAYOUTS.index(swb))
+
+
+OPTIONS = tuple((sp, a, b) for sp in SPLITS for a in SW.LAYOUTS for b in SW.LAYOUTS)
+
+
+def _whole(r, buf) -> bool:
+    from egtile.ir import Const
+
+    return tuple(r.extents) == tuple(buf.shape) and all(isinstance(o, Const) and o.value == 0 for o in r.offsets)
+
+
+def max_accumulators(threads: int) -> int:
+    """Accumulator registers a consumer thread may hold: its ``setmaxnreg`` allocation under warp
+    specialization (:func:`egtile.rules.warp_specialize.consumer_regs`) less :data:`ACC_RESERVE`."""
+    return WS.consumer_regs(threads) - ACC_RESERVE
+
+
+def operand(g: Gemm, role: str, tile) -> WgmmaOperand:
+    """The wgmma operand of ``g``'s ``role`` (A or B) stored as ``tile``: A is K-major unless transposed, B
+    (given as K x N) is MN-major unless transposed."""
+    if role == "A":
+        return WgmmaOperand(tile, Major.MN if g.trans_a else Major.K, "A")
+    return WgmmaOperand(tile, Major.K if g.trans_b else Major.MN, "B")
+
+
+def _operand_problems(g: Gemm, role: str, tile, tiling: AccumulatorTiling, k: int) -> list[str]:
+    op = operand(g, role, tile)
+    for w in range(tiling.warpgroups):
+        for mi in range(tiling.m_blocks):
+            for ni in range(tiling.n_blocks):
+                r0, c0 = tiling.origin(w, mi, ni)
+                for k0 in range(0, k, K_STEP):
+                    p = op.problems(r0, 64, k0) if role == "A" else op.problems(c0, tiling.n, k0)
+                    if p:
+                        return p
+    return []
+
+
+def wgmma_options(ctx, g) -> tuple[int, list[str]]:
+    """The mask of legal ``(split, swa, swb)`` options of ``T.gemm`` ``g`` (:func:`option_bit`) and, when it is
+    0, why (module docstring, ``wgmma-eligible``)."""
+    if not isinstance(g, Gemm):
+        return 0, ["not a T.gemm"]
+    key = ("wgmma-options", g.sid)
+    if key in ctx._memo:
+        return ctx._memo[key]
+    k = ctx.kernel
+    A, B, Cb = (k.buffer(r.buffer.name) for r in (g.a, g.b, g.c))
+    why: list[str] = []
+    if A.scope != "shared" or B.scope != "shared":
+        why.append(f"operands {A.name} ({A.scope}) and {B.name} ({B.scope}) must both be shared (register-A wgmma "
+                   "is not implemented)")
+    if Cb.scope != "fragment":
+        why.append(f"the accumulator {Cb.name} is {Cb.scope}; wgmma accumulates in registers (T.alloc_fragment)")
+    if dtype(A.dtype).name != dtype(B.dtype).name or dtype(A.dtype).name not in WGMMA_DTYPES:
+        why.append(f"operand types {A.dtype} x {B.dtype}: this rule issues .f16 and .bf16 wgmma only")
+    if dtype(Cb.dtype).name != "float32":
+        why.append(f"accumulator type {Cb.dtype}: wgmma accumulates in float32 here")
+    if any(len(b.shape) != 2 for b in (A, B, Cb)) or not all(_whole(r, b) for r, b in ((g.a, A), (g.b, B), (g.c, Cb))):
+        why.append("A, B and C must be whole 2-D buffers")
+    if k.threads % 128 or k.threads < 128:
+        why.append(f"the kernel has {k.threads} threads; wgmma runs on whole warpgroups (multiples of 128)")
+    if why:
+        ctx._memo[key] = (0, why)
+        return 0, why
+    M, N = Cb.shape
+    K = A.shape[0] if g.trans_a else A.shape[1]
+    if K % K_STEP:
+        why.append(f"K = {K} is not a multiple of {K_STEP} (wgmma k16)")
+        ctx._memo[key] = (0, why)
+        return 0, why
+    W = k.threads // 128
+    mask = 0
+    for split in SPLITS:
+        tiling = AccumulatorTiling.of(M, N, W, split)
+        p = tiling.problems()
+        if not p and tiling.registers_per_thread > max_accumulators(k.threads):
+            p = [f"{tiling.registers_per_thread} accumulator registers per thread exceed the budget of "
+                 f"{max_accumulators(k.threads)} (setmaxnreg {WS.consumer_regs(k.threads)} less {ACC_RESERVE}); "
+                 f"more consumer threads (T.Kernel(..., threads=)) or a smaller tile"]
+        if p:
+            why += [f"{split} split: {x}" for x in p]
+            continue
+        for la in SW.LAYOUTS:
+            pa = SW.buffer_problems(ctx, A.name, la)
+            if not pa:
+                try:
+                    pa = _operand_problems(g, "A", SW.smem_tile(*A.shape, A.dtype, la), tiling, K)
+                except LayoutError as e:
+                    pa = [str(e)]
+            if pa:
+                why.append(f"{split} split, A {la}: {pa[0]}")
+                continue
+            for lb in SW.LAYOUTS:
+                pb = SW.buffer_problems(ctx, B.name, lb)
+                if not pb:
+                    try:
+                        pb = _operand_problems(g, "B", SW.smem_tile(*B.shape, B.dtype, lb), tiling, K)
+                    except LayoutError as e:
+                        pb = [str(e)]
+                if pb:
+                    why.append(f"{split} split, B {lb}: {pb[0]}")
+                    continue
+                mask |= option_bit(split, la, lb)
+    out = (mask, [] if mask else why)
+    ctx._memo[key] = out
+    return out
+
+
+WGMMA_ELIGIBLE = FactSpec(
+    "wgmma-eligible", "some accumulator tiling and operand swizzles make the T.gemm a wgmma.mma_async sequence "
+    "(egtile.rules.mma.wgmma_options: types, whole tiles, warpgroups, register budget, descriptor expressibility, "
+    "TMA boxes per swizzle span)",
+    lambda ctx, s: Verdict(wgmma_options(ctx, s)[0] != 0, tuple(wgmma_options(ctx, s)[1][:6])), scope="any")
+WGMMA_OPTIONS = NumSpec("wgmma-options", "bit mask of the legal (split, swa, swb) options (egtile.rules.mma.option_bit)",
+                        lambda ctx, s: wgmma_options(ctx, s)[0] or None, scope="any")
+
+wgmma_option = relation("wgmma_option", i64, String, String, String)
+"""``wgmma_option(sid, split, swa, swb)``: a legal option of gemm ``sid`` (from the ``wgmma-options`` mask)."""
+
+
+def _option_rules():
+    s, m = var("s", i64), var("m", i64)
+    for sp, a, b in OPTIONS:
+        bit = option_bit(sp, a, b)
+        yield rule(eq(m).to(num("wgmma-options", s)), ne(m & i64(bit)).to(i64(0)), name=f"wgmma-option:{sp}:{a}:{b}").then(
+            wgmma_option(s, String(sp), String(a), String(b)))
+
+
+OPTION_RULES = tuple(_option_rules())
+
+
+# ----------------------------------------------------------------------------------------------------
+# wgmma-operands-async-proxy (derived in the e-graph)
+
+
+def _async_violations(w):
+    # w.st: the gemm; w.b an operand (read, not the written accumulator w.sc); w.x a producer writing it
+    operand_ = (D.reads(w.st, w.b), D.writes(w.st, w.sc), ne(w.b).to(w.sc), D.producer(w.x, w.blk),
+                D.writes(w.x, w.b), eq(w.i).to(D.sid_of(w.x)))
+    yield Violation((*operand_, eq(WS.single_ok(w.x)).to(Bool(False))), w.i, 1, w.b)
+    yield Violation((*operand_, eq(WS.some_not_tma(w.blk)).to(Bool(True))), w.i, 2, w.b)
+
+
+def _explain_async(ctx, sid: int) -> str:
+    out = []
+    for a, b, buf in ctx.witnesses("wgmma-operands-async-proxy", sid):
+        who = ctx.describe(a) if a in ctx.facts.stmts else "a producer"
+        out.append(f"{who} writes operand {buf} " + ("with generic stores (no single-thread TMA instruction)" if b == 1
+                                                    else "in a loop whose producers are not all TMA (its warp-specialized "
+                                                         "form may issue SIMT stores)"))
+    return "; ".join(dict.fromkeys(out)) or "an operand may be written by generic stores the wgmma cannot see"
+
+
+OPERANDS_ASYNC_PROXY = stmt_condition(
+    "wgmma-operands-async-proxy", "no pipeline producer writes A or B with generic stores (egtile.rules.mma)",
+    _async_violations, _explain_async, derive=WS.SINGLE_OK + WS.PRODUCER_WAIT_MODE.derive,
+    oracles=(WS.copy_rules.TMA_ELIGIBLE, WS.copy_rules.CP_ASYNC_ELIGIBLE))
+OPERANDS_ASYNC_PROXY = Condition(OPERANDS_ASYNC_PROXY.name, OPERANDS_ASYNC_PROXY.doc, OPERANDS_ASYNC_PROXY.query,
+                                 derive=OPERANDS_ASYNC_PROXY.derive, oracles=OPERANDS_ASYNC_PROXY.oracles,
+                                 explain=OPERANDS_ASYNC_PROXY.explain,
+                                 checks=OPERANDS_ASYNC_PROXY.checks + WS.PRODUCER_WAIT_MODE.checks)
+
+# ----------------------------------------------------------------------------------------------------
+# The constructor, its cost and its lowering
+
+
+@function
+def wgmma(sid: i64Like, split: StringLike, swa: StringLike, swb: StringLike) -> Stmt:
+    """``T.gemm`` ``sid`` as wgmma.mma_async instructions with its accumulator split ``split`` over the consumer
+    warpgroups and its operands in shared layouts ``swa`` / ``swb``."""
+
+
+def tiling_of(kernel, g: Gemm, split: str) -> AccumulatorTiling:
+    M, N = kernel.buffer(g.c.buffer.name).shape
+    return AccumulatorTiling.of(M, N, kernel.threads // 128, split)  # type: ignore[arg-type]
+
+
+def _k_of(kernel, g: Gemm) -> int:
+    a = kernel.buffer(g.a.buffer.name)
+    return a.shape[0] if g.trans_a else a.shape[1]
+
+
+def wgmma_cost(kernel, g: Gemm, split: str, swa: str, swb: str) -> int:
+    """Cycles of one wgmma T.gemm per block (module docstring)."""
+    t = tiling_of(kernel, g, split)
+    K = _k_of(kernel, g)
+    eb = dtype(g.a.buffer.dtype).bytes
+    mma = ceil(t.rows * t.cols * K / WGMMA_MACS_PER_CYCLE)
+    steps = K // K_STEP
+    smem = steps * t.warpgroups * t.instructions * (64 * K_STEP + K_STEP * t.n) * eb // SMEM_BYTES_PER_CYCLE
+    A, B = (kernel.buffer(r.buffer.name) for r in (g.a, g.b))
+    sw = SW.swizzle_cost(*A.shape, A.dtype, swa, steps) + SW.swizzle_cost(*B.shape, B.dtype, swb, steps)
+    return mma + smem // 4 + WGMMA_GROUP + sw
+
+
+def _cost(c) -> int:
+    return wgmma_cost(c.kernel, c.stmt, c.params["split"], c.params["swa"], c.params["swb"])
+
+
+def _majors(g: Gemm) -> tuple[str, str]:
+    return ("MN" if g.trans_a else "K"), ("K" if g.trans_b else "MN")
+
+
+def wgmma_lowering(wait: int | None = 0):
+    """The lowering of ``wgmma(sid, split, swa, swb)``: the issue, then ``wait_group wait`` (``0``: ``T.gemm`` is
+    synchronous; anything else is a mutant, :data:`MUTANTS`)."""
+
+    def lower(n, lw, ctx):
+        split, swa, swb = n.params
+        g = lw.stmt(n.sid, ctx)
+        tiling = tiling_of(lw.kernel, lw.facts.stmts[n.sid], split)
+        threads = ThreadRange(0, tiling.threads)
+        if not (ctx.threads.begin <= 0 and tiling.threads <= ctx.threads.end):
+            from egtile.errors import ScheduleError
+
+            raise ScheduleError(f"wgmma T.gemm (sid {n.sid}) needs threads [0, {tiling.threads}) but runs on "
+                                f"[{ctx.threads.begin}, {ctx.threads.end})", lw.facts.stmts[n.sid].loc)
+        a_major, b_major = _majors(g)
+        out = [WgmmaMma(g, tiling, a_major, b_major, str(swa), str(swb), threads)]
+        if wait is not None:
+            out.append(WgmmaWait(wait, threads, sid=n.sid, fragments=(g.c.buffer.name,)))
+        return out
+
+    return lower
+
+
+def wgmma_layouts(operands: bool = True):
+    """The layouts the decision fixes: the accumulator's register layout and (``operands``) each operand
+    buffer's swizzle; without them the buffers stay linear while the descriptors still read the swizzle (a
+    mutant)."""
+
+    def layouts(n, facts):
+        split, swa, swb = n.params
+        g = facts.stmts[n.sid]
+        out = [(g.c.buffer.name, tiling_of(facts.kernel, g, split).fragment())]
+        if operands:
+            out += [(g.a.buffer.name, str(swa)), (g.b.buffer.name, str(swb))]
+        return out
+
+    return layouts
+
+
+def _details(n, lowered) -> str:
+    for x in lowered:
+        if isinstance(x, WgmmaMma):
+            t = x.tiling
+            return (f"{t.instructions} x m64n{t.n}k16 per k16 step per warpgroup, {t.warpgroups} warpgroup(s), "
+                    f"{t.split} split, {t.registers_per_thread} accumulator registers per thread; A {x.a_swizzle} "
+                    f"{x.a_major}-major, B {x.b_swizzle} {x.b_major}-major; wait_group 0")
+    return ""
+
+
+WGMMA = Decision("wgmma", wgmma, (("sid", i64), ("split", String), ("swa", String), ("swb", String)), "decision",
+                 Cost(_cost, doc="M N K / WGMMA_MACS_PER_CYCLE + shared bytes read / (4 SMEM_BYTES_PER_CYCLE) + "
+                                 "WGMMA_GROUP + swizzle_cost(A) + swizzle_cost(B)"),
+                 lower=wgmma_lowering(), label="wgmma", details=_details, layouts=wgmma_layouts())
+
+# ----------------------------------------------------------------------------------------------------
+# The rule
+
+gemm_to_wgmma = Rule(
+    name="gemm-to-wgmma", stage="partition",
+    doc="T.gemm -> fence.proxy.async; wgmma.fence; wgmma.mma_async.m64nNk16 (SS, f32 += f16/bf16 x f16/bf16) per "
+        "k16 step and instruction; commit_group; wait_group 0 (PTX ISA 9.7.15), one alternative per legal accumulator "
+        "split and operand swizzle pair; the accumulator moves to registers in the instruction's layout and the "
+        "operands' shared buffers take the swizzle (see the module docstring for the legality argument).",
+    variables=(("sid", i64), ("split", String), ("swa", String), ("swb", String)),
+    lhs=lambda v: Stmt.tile(v.sid),
+    # the legal (split, swa, swb) of the oracle's mask bind the variables (one alternative per option): a
+    # binding, not a side condition, since without it the variables would be unbound
+    bindings=lambda v: (D.kind(v.sid, String("gemm")), wgmma_option(v.sid, v.split, v.swa, v.swb)),
+    rhs=lambda v: wgmma(v.sid, v.split, v.swa, v.swb),
+    conditions=(holds(WGMMA_ELIGIBLE), F.USERS_ADMIT_REGISTERS, OPERANDS_ASYNC_PROXY),
+    oracles=(WGMMA_OPTIONS,),
+    support=OPTION_RULES,
+)
+
+RULES = (gemm_to_wgmma,)
+DECISIONS = (WGMMA,)
+
+# ----------------------------------------------------------------------------------------------------
+# Mutants (soundness tests of the checkers: tests/test_rules_mma.py)
+
+MUTANTS: dict[str, str] = {
+    "wgmma-no-wait": "the wgmma lowering drops wait_group: the accumulator is read, and the operand stage released "
+                     "for refill, while the tensor core may still be working",
+    "wgmma-wait-one-pending": "wait_group 1 instead of 0: the group issued last stays in flight past the stage "
+                              "release that lets the producer refill its operands, and past the epilogue's read",
+    "wgmma-swizzle-disagreement": "the operand buffers keep the linear layout (TMA writes them unswizzled) while "
+                                  "the wgmma descriptors still read them swizzled",
+}
+"""Protocol mutants of the wgmma decision; the simulator and the verifier must each catch every one."""
+
+
+def mutant(name: str):
+    """The builtin ruleset with wgmma mutant ``name`` (:data:`MUTANTS`) applied.
+
+    Raises:
+        KeyError: unknown name (the message lists the known ones).
+    """
+    from dataclasses import replace
+
+    from egtile.rules import builtin
+
+    match name:
+        case "wgmma-no-wait":
+            d = replace(WGMMA, lower=wgmma_lowering(wait=None))
+        case "wgmma-wait-one-pending":
+            d = replace(WGMMA, lower=wgmma_lowering(wait=1))
+        case "wgmma-swizzle-disagreement":
+            d = replace(WGMMA, layouts=wgmma_layouts(operands=False))
+        case _:
+            raise KeyError(f"unknown wgmma mutant {name!r}; known: {sorted(MUTANTS)}")
+    return builtin().replace_decision(d, name=f"mutant:{name}")
+
+__all__ = ["DECISIONS", "MUTANTS", "OPERANDS_ASYNC_PROXY", "RULES", "WGMMA", "WGMMA_ELIGIBLE", "WGMMA_OPTIONS", "gemm_to_wgmma",
+           "max_accumulators", "operand", "option_bit", "tiling_of", "mutant", "wgmma", "wgmma_cost", "wgmma_layouts",
+           "wgmma_lowering", "wgmma_options"]
