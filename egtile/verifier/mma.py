@@ -216,11 +216,22 @@ def _scan_wgmma(s: WgmmaMma, sc, scope) -> None:
     sc.region(s.gemm.c, scope)
 
 
-register_model(FragmentOp, _fragment_op, effects=_no_effect, scan=_scan_fragment_op)
+def _fragment_op_writes(s: FragmentOp) -> tuple[str, ...]:
+    match s.op:
+        case Copy(dst=r) | Fill(dst=r):
+            return (r.buffer.name,)
+        case Gemm(c=c):
+            return (c.buffer.name,)
+    return ()
+
+
+# ``writes``: what the node itself writes (a LayoutLoop's body is walked on its own), so that a condition
+# reading a parameter these never write stays block-uniform (egtile.verifier.uniform).
+register_model(FragmentOp, _fragment_op, effects=_no_effect, scan=_scan_fragment_op, writes=_fragment_op_writes)
 register_model(LayoutLoop, _layout_loop, bodies=lambda s: (s.body,), effects=_layout_loop_effects,
-               scan=_scan_layout_loop)
-register_model(WgmmaMma, _wgmma, effects=_no_effect, scan=_scan_wgmma)
-register_model(WgmmaWait, _wgmma_wait, effects=_no_effect, scan=lambda s, sc, scope: None)
+               scan=_scan_layout_loop, writes=lambda s: ())
+register_model(WgmmaMma, _wgmma, effects=_no_effect, scan=_scan_wgmma, writes=lambda s: (s.gemm.c.buffer.name,))
+register_model(WgmmaWait, _wgmma_wait, effects=_no_effect, scan=lambda s, sc, scope: None, writes=lambda s: ())
 
 # ----------------------------------------------------------------------------------------------------
 # Static checks over the schedule

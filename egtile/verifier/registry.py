@@ -84,12 +84,15 @@ _MODELS: dict[type, Model] = {}
 def register_model(node_cls: type, trace: Callable[..., Any] | None = None, *, kind: str | None = None,
                    bodies: Callable[..., Any] | None = None, effects: Callable[..., Any] | None = None,
                    structure: Callable[..., Any] | None = None, scan: Callable[..., Any] | None = None,
-                   replace: bool = False, **fields: Any):
+                   writes: Callable[..., Any] | None = None, replace: bool = False, **fields: Any):
     """Teach the verifier a scheduled-IR node class.
 
     ``trace(node, ctx)`` describes what the node does for one agent, in the verifier's terms (see
     :class:`egtile.verifier.trace.Ctx`: ``ctx.read(region)``, ``ctx.write(region)``,
     ``ctx.walk(body)``, ``ctx.wait(...)``, ...). The other hooks are optional (module docstring).
+    ``writes(node)`` names the buffers the node itself writes (its ``bodies`` are walked on their own);
+    without it the node is taken to possibly write every kernel parameter, which makes any condition
+    reading a parameter non-uniform (L7 for a barrier under it).
     Usable as a decorator::
 
         @egtile.verifier.register_model(MyNode, bodies=lambda n: (n.body,))
@@ -121,7 +124,7 @@ def register_model(node_cls: type, trace: Callable[..., Any] | None = None, *, k
             raise TypeError("register_model: give either a trace function or a kind, not both")
         hooks = declared_model(node_cls, kind, fields)
         trace = hooks["trace"]
-        writes, synchronizes = hooks["writes"], True
+        writes, synchronizes = writes or hooks["writes"], True
         bodies = bodies or hooks.get("bodies")
         effects = effects or hooks.get("effects")
         structure = structure or hooks.get("structure")
@@ -129,7 +132,7 @@ def register_model(node_cls: type, trace: Callable[..., Any] | None = None, *, k
     elif fields:
         raise TypeError(f"register_model: attributes {sorted(fields)} need a kind= (known kinds: {sorted(KINDS)})")
     else:
-        writes, synchronizes = None, False
+        synchronizes = False  # writes: as given (None: the node may write any global)
 
     def install(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(fn):
