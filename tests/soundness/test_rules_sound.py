@@ -61,7 +61,9 @@ def test_generated_schedules_compile_with_nvrtc(soundness_long):
     """The backend meets the same random programs: every cheapest schedule lowers to CUDA C++ that NVRTC
     compiles for sm_90a (no GPU needed), so a construct the rules can produce but codegen cannot emit
     shows up here, not on the user's GPU."""
-    from egtile.codegen import build
+    from soundness.protocol import missing_sass
+
+    from egtile.codegen import build, sass
 
     @settings(max_examples=LONG_BUDGET if soundness_long else CODEGEN_BUDGET, derandomize=True, database=None,
               deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
@@ -71,5 +73,10 @@ def test_generated_schedules_compile_with_nvrtc(soundness_long):
         assert sched is not None, f"the default rules find no schedule for {program}"
         built = build(sched)
         assert built.cubin[:4] == b"\x7fELF", program
+        # the machine code holds the synchronization the schedule needs (fence.proxy.async as
+        # FENCE.VIEW.ASYNC.S, try_wait.parity as SYNCS.PHASECHK, ...), not only the helpers' names
+        if sass.available():
+            missing = missing_sass(sched, sass.disassemble(built.cubin))
+            assert not missing, f"{program}: {missing}"
 
     compiles()
