@@ -18,7 +18,7 @@ from soundness import handbuilt as H
 from soundness.check import schedule
 from soundness.conftest import long_run
 from soundness.programs import programs
-from soundness.protocol import ProtocolError, c_eval, check_protocol, missing_sass, required_sass
+from soundness.protocol import ProtocolError, c_eval, check_protocol, missing_sass, probe_threads, required_sass
 
 from egtile import rules
 from egtile.codegen import emit, nvrtc, register_emitter, sass, unregister_emitter
@@ -57,18 +57,10 @@ def test_generated_programs_emit_the_protocol_of_their_schedule(pytestconfig):
     def agree(program):
         sched = schedule(program.kernel, rules.default())
         assert sched is not None, program
-        # every warpgroup's first and last thread and the elected ones are where roles and elections differ
-        problems = check_protocol(sched, threads=_probe_threads(sched.threads))
+        problems = check_protocol(sched, threads=probe_threads(sched))
         assert not problems, f"{program}:\n" + "\n".join(problems)
 
     agree()
-
-
-def _probe_threads(n: int) -> list[int]:
-    out = set()
-    for wg in range(0, n, 128):
-        out |= {wg, wg + 1, wg + 31, wg + 32, wg + 127}
-    return sorted(t for t in out if t < n)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -133,7 +125,7 @@ def test_a_named_barrier_count_changed_is_caught():
     sched = _schedule_with_named_barrier()
     register_emitter(SyncThreads, _named_barrier_count, headers=("egtile_sync.cuh",), replace=True)
     try:
-        problems = check_protocol(sched, threads=_probe_threads(sched.threads))
+        problems = check_protocol(sched, threads=probe_threads(sched))
     finally:
         unregister_emitter(SyncThreads)
     assert problems

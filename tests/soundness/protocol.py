@@ -52,6 +52,7 @@ class ProtocolError(Exception):
 
 _TOKEN = re.compile(r"\s*(?:(\d+)(?:ull|ULL|LL|ll|u|U)?|([A-Za-z_]\w*)|(<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^~!<>?:(),\[\]]))")
 _TYPES = {"int", "unsigned", "long", "bool", "eg_u32", "eg_u64", "short", "char", "signed"}
+_TEMPLATES = {"eg_cast", "eg_floordiv", "eg_floormod", "eg_min", "eg_max"}
 _BINARY = {  # C precedence: higher binds tighter
     "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6, "<": 7, "<=": 7, ">": 7, ">=": 7,
     "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10,
@@ -166,7 +167,7 @@ class _Parser:
             return int(tok)
         if tok in ("true", "false"):
             return int(tok == "true")
-        if self.peek() == "<":  # eg_cast<int>(x), eg_floordiv<int>(a, b), ...
+        if tok in _TEMPLATES and self.peek() == "<":  # eg_cast<int>(x), eg_floordiv<int>(a, b), ...
             self.take("<")
             while self.take() != ">":
                 pass
@@ -587,27 +588,42 @@ def check_protocol(s: Scheduled, source: str | None = None, *, threads: list[int
 # the machine code
 
 
-def required_sass(s: Scheduled) -> dict[str, str]:
-    """SASS opcode prefixes the schedule's synchronization needs in the cubin, each with the PTX it stands for."""
+_SASS = {  # event kind -> (SASS opcode prefix, the PTX it stands for)
+    "init": ("SYNCS.EXCH", "mbarrier.init"),
+    "wait": ("SYNCS.PHASECHK", "mbarrier.try_wait.parity"),
+    "arrive": ("SYNCS.ARRIVE", "mbarrier.arrive"),
+    "arrive_tx": ("SYNCS.ARRIVE", "mbarrier.arrive.expect_tx"),
+    "tma_load": ("UTMALDG", "cp.async.bulk.tensor (load)"),
+    "tma_store": ("UTMASTG", "cp.async.bulk.tensor (store)"),
+    "fence": ("FENCE.VIEW.ASYNC.S", "fence.proxy.async.shared::cta"),
+    "bar": ("BAR.SYNC", "bar.sync / __syncthreads"),
+}
+
+
+def probe_threads(s: Scheduled) -> list[int]:
+    """Threads where roles, elections and warps differ: each warpgroup's first, second and last thread and
+    the first two of its second warp, and every elected thread."""
     from egtile.ir import swalk
 
-    kinds = {type(x) for x in swalk(s.body)}
-    need: dict[str, str] = {}
-    if s.barriers:
-        need["SYNCS.EXCH"] = "mbarrier.init"
-    if Wait in kinds:
-        need["SYNCS.PHASECHK"] = "mbarrier.try_wait.parity"
-    if Arrive in kinds or ArriveExpectTx in kinds:
-        need["SYNCS.ARRIVE"] = "mbarrier.arrive(.expect_tx)"
-    if TmaLoad in kinds:
-        need["UTMALDG"] = "cp.async.bulk.tensor (load)"
-    if TmaStore in kinds:
-        need["UTMASTG"] = "cp.async.bulk.tensor (store)"
-    if FenceProxyAsync in kinds:
-        need["FENCE.VIEW.ASYNC.S"] = "fence.proxy.async.shared::cta"
-    if any(isinstance(x, SyncThreads) for x in swalk(s.body)) or s.barriers:
-        need["BAR.SYNC"] = "bar.sync / __syncthreads"
-    return need
+    out = {x.threads.begin for x in swalk(s.body) if isinstance(x, Elect)}
+    for wg in range(0, s.threads, 128):
+        out |= {wg, wg + 1, wg + 32, wg + 33, wg + 127}
+    return sorted(t for t in out if t < s.threads)
+
+
+def required_sass(s: Scheduled) -> dict[str, str]:
+    """SASS opcode prefixes the schedule's synchronization needs in the cubin, each with the PTX it stands
+    for: the kinds of event some thread actually performs (a loop of zero trips needs nothing: ptxas
+    removes it)."""
+    from egtile.codegen.names import barrier_ident, schedule_scope
+
+    with schedule_scope(s):
+        idents = {m.name: barrier_ident(m.name) for m in s.barriers}
+    kinds: set[str] = set()
+    for block in _blocks(s):
+        for tid in probe_threads(s):
+            kinds |= {e[0] for e in scheduled_events(s, tid, block, idents.__getitem__)}
+    return {_SASS[k][0]: _SASS[k][1] for k in sorted(kinds) if k in _SASS}
 
 
 def missing_sass(s: Scheduled, sass_text: str) -> list[str]:

@@ -38,7 +38,8 @@ def test_mutant_is_caught(name, checker, soundness_long):
 
     @settings(max_examples=budget, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
-    @given(programs())
+    # the first generator's programs (the budgets were set on them); the widened one in long runs
+    @given(programs(wide=soundness_long))
     def hunt(program):
         tried.append(program)
         sched = schedule(program.kernel, mutant)
