@@ -202,3 +202,29 @@ def test_a_generic_fence_in_the_header_loses_fence_view_async(tmp_path, monkeypa
     cubin = nvrtc.compile_cuda(emit(s), "mutant.cu").cubin
     missing = missing_sass(s, sass.disassemble(cubin))
     assert any("FENCE.VIEW.ASYNC.S" in m for m in missing), missing
+
+
+def test_a_role_branch_testing_only_its_first_warpgroup_is_caught():
+    """A consumer of two warpgroups (256 threads): the role's branch must test both (the mutant that hid
+    because no test had more than 128 consumer threads)."""
+    from egtile import language as T
+    from egtile.ir import RoleSplit, swalk
+    from egtile.schedule.driver import optimize
+
+    @T.prim_func
+    def main(A: T.Tensor((4, 256), "float16"), Out: T.Tensor((4, 256), "float16")):
+        with T.Kernel(1, threads=256) as _bx:
+            X_s = T.alloc_shared((256,), "float16")
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[k, 0:256], X_s)
+                for i in T.Parallel(256):
+                    Out[k, i] = X_s[i] * T.float16(2.0)
+
+    s = optimize(main).scheduled
+    (split,) = [x for x in swalk(s.body) if isinstance(x, RoleSplit)]
+    assert max(r.threads.count for r in split.roles) == 256, split.roles
+    src = emit(s)
+    assert check_protocol(s, src, threads=probe_threads(s)) == []
+    assert "eg_wg0 >= 0 && eg_wg0 < 2" in src
+    planted = src.replace("eg_wg0 >= 0 && eg_wg0 < 2", "eg_wg0 == 0")
+    assert check_protocol(s, planted, threads=probe_threads(s)) != []
