@@ -228,3 +228,22 @@ def test_a_role_branch_testing_only_its_first_warpgroup_is_caught():
     assert "eg_wg0 >= 0 && eg_wg0 < 2" in src
     planted = src.replace("eg_wg0 >= 0 && eg_wg0 < 2", "eg_wg0 == 0")
     assert check_protocol(s, planted, threads=probe_threads(s)) != []
+
+
+@pytest.mark.parametrize("count,ok", [(16, False), (48, False), (96, True), (128, True)])
+def test_bar_sync_counts_whole_warps(count, ok):
+    """``bar.sync`` counts whole warps (PTX ISA 9.7.13.4): the emitter refuses 16 or 48 threads and emits
+    96 (mutant: ``count % 32`` -> ``count & 32``)."""
+    from dataclasses import replace as dc_replace
+
+    from egtile.errors import CodegenError
+    from egtile.ir import ThreadRange
+
+    s = H.tile_ops_schedule()
+    body = tuple(SyncThreads(ThreadRange(0, count), 1) if isinstance(x, SyncThreads) else x for x in s.body)
+    planted = dc_replace(s, body=body)
+    if ok:
+        assert f"eg_named_barrier_sync(1, {count});" in emit(planted)
+    else:
+        with pytest.raises(CodegenError, match="multiple of 32"):
+            emit(planted)

@@ -185,3 +185,37 @@ def test_a_role_synchronizes_its_own_threads_with_a_named_barrier():
             if isinstance(x, SyncThreads):
                 assert x.threads == role.threads and x.barrier_id == i + 1, (role.name, x)
     K.check_schedule(r.scheduled, ("Out",))
+
+
+def test_cooperative_tile_ops_of_one_shape_keep_their_owner():
+    """A cooperative tile op gives element ``e`` of its destination to rank ``e % count``, and an equally
+    shaped source has the same owner: copy ``A -> S`` then ``S -> B`` need no barrier, a transposed read
+    does (mutants: the ``isinstance(dst, Region)`` test negated, ``a.region == r`` -> ``!=``)."""
+    from egtile.ir import Copy, TileOp
+
+    A, B = Buffer("A", (64,), "float32", "global"), Buffer("B", (64,), "float32", "global")
+    S = Buffer("S", (64,), "float32", "shared")
+    everyone = ThreadRange(0, 128)
+
+    def op(sid, src, dst):
+        return TileOp(Copy(sid, src, dst), "simt", everyone)
+
+    same = (op(1, Region.full(A), Region.full(S)), op(2, Region.full(S), Region.full(B)))
+    assert _kinds(place_syncs(same, everyone)) == ["TileOp", "TileOp"]
+    half = (op(1, Region.full(A), Region.full(S)),
+            op(2, Region(S, (Const(32),), (32,)), Region(B, (Const(0),), (32,))))
+    assert _kinds(place_syncs(half, everyone)) == ["TileOp", "SyncThreads", "TileOp"]
+
+
+def test_a_tma_store_writes_its_global_destination():
+    """The global write of a TMA store is an access (mutants: recorded as a read, or dropped): a later read
+    of the destination by other threads is ordered after it by a barrier."""
+    S = Buffer("S", (64,), "float32", "shared")
+    Y, Out = Buffer("Y", (64,), "float32", "global"), Buffer("Out", (64,), "float32", "global")
+    i = Var("i")
+    everyone = ThreadRange(0, 128)
+    body = (
+        Elect(everyone, (TmaStore(Region.full(S), Region.full(Y), sid=1),)),
+        _tl(i, (Leaf(Store(3, Out, (i,), Load(Y, (i,)))),), 2),
+    )
+    assert _kinds(place_syncs(body, everyone)) == ["Elect", "SyncThreads", "ThreadLoop"]
