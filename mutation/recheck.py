@@ -25,6 +25,9 @@ def survivors(db: str) -> list[tuple[str, str, int, int, str]]:
 
 def main(db: str, command: str, lines: set[int] | None = None) -> int:
     rows = [r for r in survivors(db) if lines is None or r[3] in lines]
+    if subprocess.run(command, shell=True, capture_output=True).returncode != 0:
+        print("the test command fails on the unmutated tree: nothing to recheck")
+        return 1
     alive = 0
     for path, op, occ, row, diff in rows:
         patch = diff.split("\n", 1)[1] if diff.startswith("--- mutation diff ---") else diff

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from soundness import handbuilt as H
 from soundness.check import schedule
-from soundness.conftest import long_run
+from soundness.conftest import long_budget, long_run
 from soundness.programs import programs
 from soundness.protocol import ProtocolError, c_eval, check_protocol, missing_sass, probe_threads, required_sass
 
@@ -51,7 +51,7 @@ def test_emitted_protocol_matches_the_schedule(name):
 
 def test_generated_programs_emit_the_protocol_of_their_schedule(pytestconfig):
     soundness_long = long_run(pytestconfig)
-    @settings(max_examples=60 if soundness_long else 6, derandomize=True, database=None, deadline=None,
+    @settings(max_examples=long_budget(60) if soundness_long else 6, derandomize=True, database=None, deadline=None,
               phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(programs())
     def agree(program):
@@ -246,4 +246,22 @@ def test_bar_sync_counts_whole_warps(count, ok):
         assert f"eg_named_barrier_sync(1, {count});" in emit(planted)
     else:
         with pytest.raises(CodegenError, match="multiple of 32"):
+            emit(planted)
+
+
+@pytest.mark.parametrize("bar_id,ok", [(1, True), (15, True), (16, False), (17, False)])
+def test_bar_sync_ids_are_0_to_15(bar_id, ok):
+    """Named barrier ids are 0..15 (PTX ISA 9.7.13.4; mutant: ``< 16`` -> ``!= 16`` accepts 17)."""
+    from dataclasses import replace as dc_replace
+
+    from egtile.errors import CodegenError
+    from egtile.ir import ThreadRange
+
+    s = H.tile_ops_schedule()
+    body = tuple(SyncThreads(ThreadRange(0, 64), bar_id) if isinstance(x, SyncThreads) else x for x in s.body)
+    planted = dc_replace(s, body=body)
+    if ok:
+        assert f"eg_named_barrier_sync({bar_id}, 64);" in emit(planted)
+    else:
+        with pytest.raises(CodegenError, match="id in 0..15"):
             emit(planted)

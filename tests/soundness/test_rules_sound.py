@@ -12,6 +12,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from soundness.check import VARIANTS, check, ruleset, schedule
+from soundness.conftest import long_budget
 from soundness.programs import programs
 
 from egtile import rules
@@ -33,7 +34,7 @@ def variant_ruleset(choice: str) -> rules.RuleSet:
 
 
 def test_default_rules_are_sound(soundness_long):
-    budget = LONG_BUDGET if soundness_long else BUDGET
+    budget = long_budget(LONG_BUDGET) if soundness_long else BUDGET
 
     @settings(max_examples=budget, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
@@ -65,7 +66,7 @@ def test_generated_schedules_compile_with_nvrtc(soundness_long):
 
     from egtile.codegen import build, sass
 
-    @settings(max_examples=LONG_BUDGET if soundness_long else CODEGEN_BUDGET, derandomize=True, database=None,
+    @settings(max_examples=long_budget(LONG_BUDGET) if soundness_long else CODEGEN_BUDGET, derandomize=True, database=None,
               deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(programs())
     def compiles(program):
