@@ -89,6 +89,30 @@ def test_accesses_of_either_branch_of_a_uniform_if_are_pending_after_it():
     K.check_schedule(r.scheduled, ("Out",))
 
 
+def test_an_access_both_branches_of_a_uniform_if_make_is_pending_after_it():
+    """Both branches write ``S[i]`` through the same thread mapping: that write is pending after the
+    ``T.If`` (mutant: ``pt | pe`` -> ``pt - pe``, which drops what both branches do)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((2, 64), "float32"), Out: T.Tensor((2, 64), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            S = T.alloc_shared((64,), "float32")
+            with T.If(bx == 0):
+                for i in T.Parallel(64):
+                    S[i] = A[bx, i] + 1.0
+            with T.Else():
+                for i in T.Parallel(64):
+                    S[i] = A[bx, i] * 2.0
+            for i in T.Parallel(64):
+                Out[bx, i] = S[63 - i]
+
+    r = optimize(main)
+    body = r.scheduled.body
+    at = next(i for i, x in enumerate(body) if isinstance(x, SIf))
+    assert any(isinstance(x, SyncThreads) for x in body[at + 1:]), _kinds(body)
+    K.check_schedule(r.scheduled, ("Out",))
+
+
 def test_a_gathered_index_has_no_owner():
     """An access whose region the analysis cannot bound (an index read from memory) belongs to no thread
     (mutant: ``r is None or ...`` -> ``and``, which then reads the missing region's extents)."""
