@@ -3,6 +3,7 @@
 ``--soundness-long`` (or ``EGTILE_SOUNDNESS_LONG=1``) raises the example budgets for a local run:
 
     .venv/bin/python -m pytest tests/soundness --soundness-long
+    EGTILE_SOUNDNESS_EXAMPLES=100 .venv/bin/python -m pytest tests/soundness --soundness-long   # sized
 
 pytest reads ``pytest_addoption`` only from conftest files it loads at start-up, so the flag works when
 ``tests/soundness`` is named on the command line (as above); the environment variable works however
@@ -30,6 +31,12 @@ def long_run(config) -> bool:
     except ValueError:
         flag = False
     return bool(flag) or os.environ.get("EGTILE_SOUNDNESS_LONG", "") not in ("", "0")
+
+
+def long_budget(default: int) -> int:
+    """The example budget of a long run: ``default``, or ``EGTILE_SOUNDNESS_EXAMPLES`` when set (to size a
+    long run to the time at hand)."""
+    return int(os.environ.get("EGTILE_SOUNDNESS_EXAMPLES", default))
 
 
 @pytest.fixture(scope="session")

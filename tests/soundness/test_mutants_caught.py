@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from soundness.check import check, schedule
+from soundness.conftest import long_budget
 from soundness.programs import programs
 
 from egtile import rules
@@ -33,12 +34,13 @@ def test_mutant_is_caught(name, checker, soundness_long):
     the schedule (its reports, or outputs that differ from the interpreter)."""
     gap = rules.MUTANT_GAPS.get((name, checker))
     mutant = rules.mutant(name)
-    budget = LONG_BUDGET if soundness_long else BUDGET
+    budget = long_budget(LONG_BUDGET) if soundness_long else BUDGET
     tried = []
 
     @settings(max_examples=budget, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
-    @given(programs())
+    # the first generator's programs (the budgets were set on them); the widened one in long runs
+    @given(programs(wide=soundness_long))
     def hunt(program):
         tried.append(program)
         sched = schedule(program.kernel, mutant)

@@ -9,9 +9,11 @@ generation: the run is the same on every machine.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from soundness.check import VARIANTS, check, ruleset, schedule
+from soundness.conftest import long_budget
 from soundness.programs import programs
 
 from egtile import rules
@@ -33,7 +35,7 @@ def variant_ruleset(choice: str) -> rules.RuleSet:
 
 
 def test_default_rules_are_sound(soundness_long):
-    budget = LONG_BUDGET if soundness_long else BUDGET
+    budget = long_budget(LONG_BUDGET) if soundness_long else BUDGET
 
     @settings(max_examples=budget, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
@@ -61,9 +63,11 @@ def test_generated_schedules_compile_with_nvrtc(soundness_long):
     """The backend meets the same random programs: every cheapest schedule lowers to CUDA C++ that NVRTC
     compiles for sm_90a (no GPU needed), so a construct the rules can produce but codegen cannot emit
     shows up here, not on the user's GPU."""
-    from egtile.codegen import build
+    from soundness.protocol import missing_sass
 
-    @settings(max_examples=LONG_BUDGET if soundness_long else CODEGEN_BUDGET, derandomize=True, database=None,
+    from egtile.codegen import build, sass
+
+    @settings(max_examples=long_budget(LONG_BUDGET) if soundness_long else CODEGEN_BUDGET, derandomize=True, database=None,
               deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(programs())
     def compiles(program):
@@ -71,5 +75,47 @@ def test_generated_schedules_compile_with_nvrtc(soundness_long):
         assert sched is not None, f"the default rules find no schedule for {program}"
         built = build(sched)
         assert built.cubin[:4] == b"\x7fELF", program
+        # the machine code holds the synchronization the schedule needs (fence.proxy.async as
+        # FENCE.VIEW.ASYNC.S, try_wait.parity as SYNCS.PHASECHK, ...), not only the helpers' names
+        if sass.available():
+            missing = missing_sass(sched, sass.disassemble(built.cubin))
+            assert not missing, f"{program}: {missing}"
 
     compiles()
+
+
+GPU_BUDGET = 16
+
+
+@pytest.mark.gpu
+def test_generated_programs_on_the_gpu(soundness_long):
+    """The widened generator's programs on the H200: each cheapest schedule's kernel, launched three times
+    on fresh random inputs with poisoned outputs, reproduces the interpreter's outputs exactly (the
+    programs use only exact operations: float16 +, -, * rounded once, integer atomics)."""
+    import torch
+
+    from egtile.codegen import build
+    from egtile.interp import interpret
+    from egtile.runtime import CudaKernel, gpu_available
+
+    if not gpu_available():
+        pytest.skip("needs a CUDA GPU of compute capability 9.0")
+
+    @settings(max_examples=long_budget(200) if soundness_long else GPU_BUDGET, derandomize=True, database=None,
+              deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(programs())
+    def on_gpu(program):
+        sched = schedule(program.kernel, rules.default())
+        assert sched is not None, program
+        kernel = CudaKernel(build(sched), sched, watchdog_s=30.0)
+        for seed in range(3):
+            args = program.args(seed)
+            ref = [a.clone() for a in args]
+            interpret(program.kernel, *ref)
+            dev = [a.cuda() for a in args]
+            kernel(*dev)
+            torch.cuda.synchronize()
+            for p, got, want in zip(program.kernel.params, dev, ref):
+                assert torch.equal(got.cpu(), want), f"{program}: {p.name} differs on the GPU (seed {seed})"
+
+    on_gpu()
