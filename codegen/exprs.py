@@ -24,7 +24,7 @@ from functools import reduce
 
 import numpy as np
 
-from egtile.evaluate import dtype_of, promote
+from egtile.evaluate import dtype_of, promote, round_to
 from egtile.ir.dtypes import dtype
 from egtile.ir.kernel import AddressOf, BinOp, Buffer, Cast, Const, Expr, Load, Select, UnOp, Var
 
@@ -159,7 +159,9 @@ def emit_as(e: Expr, want: str, ctx: Ctx) -> str:
     """``e`` converted to dtype ``want`` (C code)."""
     have = type_of(e, ctx)
     if isinstance(e, Const) and have != PTR:
-        return literal(e.value, want)
+        # the constant's value is its own dtype's (a float16 0.1 is 0.0999755859375, as the oracle has
+        # it), then converted to ``want`` as a runtime cast would
+        return literal(round_to(e.dtype, e.value), want)
     code = emit(e, ctx)
     return code if have == want else f"eg_cast<{ctype(want)}>({code})"
 
