@@ -21,7 +21,14 @@ from egtile.ir import (
 )
 
 from codegen_kernels import CASES, acceptance_kernels
+from gemm_kernels import gemm_kernel
 from seed_schedules import bug1_schedule, bug2_schedule
+
+
+def _scheduled(prim):
+    from egtile.schedule.driver import optimize
+
+    return optimize(prim.kernel).scheduled
 
 ALL_SCHEDULES = {
     "bug1": bug1_schedule,
@@ -30,6 +37,10 @@ ALL_SCHEDULES = {
     "bug2_wait_after_read": lambda: bug2_schedule(wait_after_first_read=True),
     "bug2_block16": lambda: bug2_schedule(block_n=16),
     **{c.name: c.schedule for c in CASES},
+    # register fragments and wgmma come from the rules (tests/gemm_kernels.py; run on the GPU by
+    # tests/test_gemm_gpu.py): the clear, the wgmma and its wait, the fragment copy-out or a by-layout loop
+    "wgmma_gemm": lambda: _scheduled(gemm_kernel(128, 128, 64)),
+    "wgmma_gemm_epilogue_loop": lambda: _scheduled(gemm_kernel(128, 128, 64, epilogue_loop=True)),
 }
 
 
