@@ -52,6 +52,7 @@ from egtile.ir.scheduled import (
     TmaStore, Wait,
 )
 from egtile.verifier import registry
+from egtile.verifier.loads import loads_in
 from egtile.verifier.affine import Aff, Data, NonAffine, Wraps, affine, bounds
 from egtile.verifier.ints import Ints
 from egtile.verifier.regions import NONE_OWNER, Footprint, Owner, Piece, Space, flat_strides, piece
@@ -79,26 +80,6 @@ def const(e: Expr, env: dict[str, int]) -> Any:
 
 def _no_load(buf, idx):
     raise NotConstant(buf.name)
-
-
-def loads_in(e: Expr) -> list[Load]:
-    """Every ``Load`` evaluated by ``e`` (the target of an ``AddressOf`` is not a load, its indices are)."""
-    match e:
-        case Load(indices=idx):
-            out = [e]
-            for i in idx:
-                out += loads_in(i)
-            return out
-        case AddressOf(load=Load(indices=idx)):
-            return [x for i in idx for x in loads_in(i)]
-        case BinOp(a=a, b=b):
-            return loads_in(a) + loads_in(b)
-        case UnOp(a=a) | Cast(value=a):
-            return loads_in(a)
-        case Select(cond=c, a=a, b=b):
-            return loads_in(c) + loads_in(a) + loads_in(b)
-        case _:
-            return []
 
 
 # ----------------------------------------------------------------------------------------------------

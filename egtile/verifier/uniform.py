@@ -34,22 +34,7 @@ from dataclasses import dataclass
 from egtile.ir.kernel import AddressOf, AtomicAdd, BinOp, Cast, Expr, Extern, Load, Select, Store, UnOp, Var
 from egtile.ir.scheduled import Elect, Leaf, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, SyncThreads, ThreadLoop
 from egtile.verifier import registry
-
-
-def _loads(e: Expr) -> list[Load]:
-    match e:
-        case Load(indices=idx):
-            return [e] + [x for i in idx for x in _loads(i)]
-        case AddressOf(load=Load(indices=idx)):
-            return [x for i in idx for x in _loads(i)]
-        case BinOp(a=a, b=b):
-            return _loads(a) + _loads(b)
-        case UnOp(a=a) | Cast(value=a):
-            return _loads(a)
-        case Select(cond=c, a=a, b=b):
-            return _loads(c) + _loads(a) + _loads(b)
-        case _:
-            return []
+from egtile.verifier.loads import loads_in
 
 
 def _vars(e: Expr) -> set[str]:
@@ -84,7 +69,7 @@ class Uniformity:
         threads; empty when it is uniform."""
         out = [f"it uses {v}, which differs between threads" for v in sorted(_vars(e))
                if v not in serial and v not in self.block_vars]
-        for ld in _loads(e):
+        for ld in loads_in(e):
             b = ld.buffer
             if b.name in self.read_only or b.name in self.shared or b.name in self.uniform_locals:
                 continue
@@ -98,7 +83,7 @@ class Uniformity:
 
     def static(self, e: Expr, serial: set[str] | frozenset[str]) -> bool:
         """``e`` reads no memory and uses only block indices and serial-loop variables: a constant per trace."""
-        return not _loads(e) and all(v in serial or v in self.block_vars for v in _vars(e))
+        return not loads_in(e) and all(v in serial or v in self.block_vars for v in _vars(e))
 
 
 def _placed(stmts: tuple[SStmt, ...], replicated: bool, serial: frozenset[str], out: list) -> None:
