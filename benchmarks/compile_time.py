@@ -99,6 +99,9 @@ def kernels() -> dict[str, Callable[[], Any]]:
         "pipelined_scale": lambda: pipelined_scale.pipelined_scale.fn(64, 256),
         "row_softmax": lambda: row_softmax.row_softmax.fn(64, 128),
         "gemm (example)": lambda: gemm.matmul.fn(256, 256, 256),
+        # benchmarks/gemm.py's tile: the e-graph extracts wgmma, 2 consumer warpgroups, a TMA-store epilogue
+        "gemm wgmma 128x256x64 s3 4096^3": lambda: gemm.matmul.fn(4096, 4096, 4096, block_M=128, block_N=256,
+                                                                  block_K=64, num_stages=3, threads=256),
         "seed_bug1": lambda: seed_bug1.bug1_kernel.fn(16, 32, 16, 16),
         "seed_bug2": lambda: seed_bug2.bug2_kernel.fn(4, 64),
         "gemm 128x128x64 s3 4096^3": lambda: K.gemm(4096, 4096, 4096, 128, 128, 64, 3, 256),
