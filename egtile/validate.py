@@ -141,6 +141,33 @@ def check_args(kernel: Kernel, tensors: Sequence[Any], *, device: str | None,
         elif t.device != first.device:
             raise DeviceError(f"argument {p.name!r} (parameter {i} of kernel {kernel.name!r}): on {t.device}, "
                               f"other arguments are on {first.device}; a kernel runs on one device")
+    _check_no_alias(kernel, [(p, t) for (_, p), t in zip(expected, tensors)], written)
+
+
+def _span(t: Any) -> tuple[int, int]:
+    """The bytes a contiguous tensor occupies: ``[start, end)``."""
+    start = t.data_ptr()
+    return start, start + t.numel() * t.element_size()
+
+
+def _check_no_alias(kernel: Kernel, args: Sequence[tuple[Any, Any]], written: Collection[str]) -> None:
+    """Parameters the kernel writes share no memory with any other parameter.
+
+    The scheduler reasons about buffers by name, as TileLang does (and as CUDA's ``__restrict__`` would):
+    a written parameter that overlaps another one is a dependence no rule sees (a TMA producer running
+    ahead of the consumers' writes, another block reading what this one writes), and the CPU executors,
+    which give each parameter its own view, could not show the race either. So it is refused."""
+    spans = [(p, _span(t)) for p, t in args if t.numel() > 0]
+    for a in range(len(spans)):
+        for b in range(a + 1, len(spans)):
+            (pa, (sa, ea)), (pb, (sb, eb)) = spans[a], spans[b]
+            if not (pa.name in written or pb.name in written) or not (sa < eb and sb < ea):
+                continue
+            w = pa.name if pa.name in written else pb.name
+            raise ArgumentError(f"kernel {kernel.name!r}: arguments {pa.name!r} and {pb.name!r} share memory "
+                                f"({min(ea, eb) - max(sa, sb)} bytes overlap) and the kernel writes {w!r}; "
+                                f"egtile assumes that parameters do not alias (as TileLang does): pass a "
+                                f"separate tensor (e.g. {w}.clone()) and copy it back")
 
 
 REJECT = -2
@@ -187,6 +214,13 @@ class Checker:
         return tensors[0].get_device() if self._cuda and tensors else -1
 
 
+def _nbytes(p: Any) -> int:
+    n = 1
+    for d in p.shape:
+        n *= d
+    return n * lookup_dtype(p.dtype).bytes
+
+
 def _generate(params: Sequence[Any], device: str | None, written: Collection[str], name: str) -> Callable[..., int]:
     """The source of :attr:`Checker.accept` for ``params``, compiled (see :class:`Checker`)."""
     import torch
@@ -216,6 +250,13 @@ def _generate(params: Sequence[Any], device: str | None, written: Collection[str
             lines.append(f"    if {' or '.join(conds)}: return {REJECT}")
             if many:
                 lines.append("    d = t.get_device()" if i == 0 else f"    if t.get_device() != d: return {REJECT}")
+            lines.append(f"    p{i} = t.data_ptr()")
+        # no written parameter overlaps another (see _check_no_alias): byte spans, sizes bound at generation
+        for i, p in enumerate(params):
+            for j in range(i + 1, len(params)):
+                if p.name in written or params[j].name in written:
+                    bi, bj = _nbytes(p), _nbytes(params[j])
+                    lines.append(f"    if p{i} < p{j} + {bj} and p{j} < p{i} + {bi}: return {REJECT}")
         result = "-1" if device != "cuda" or not params else ("d" if many else "0")
         lines.append(f"    return {result}")
     exec(compile("\n".join(lines) + "\n", f"<argument checks of kernel {name!r}>", "exec"), env)  # noqa: S102
