@@ -75,7 +75,7 @@ def rewrite(fn: Callable[..., Any], what: str = "kernel") -> Callable[..., Any]:
             warnings.warn(
                 f"egtile cannot read the source of {what} {fn.__qualname__!r}; it is traced without the source front "
                 "end: Python if/while/and/or/not on runtime values raise, and a name bound to an expression is "
-                "re-evaluated at each use (docs/language.md, 'Porting from TileLang')", SourceUnavailableWarning,
+                "re-evaluated at each use (docs/language.md, 'The source front end')", SourceUnavailableWarning,
                 stacklevel=3)
         return fn
     from egtile.language import pyops
