@@ -652,3 +652,26 @@ def test_gemm_whose_accumulator_is_an_operand_is_refused_at_the_call(names):
                 bufs = {"S": S, "A_s": A_s, "B_s": B_s}
                 T.gemm(*(bufs[n] for n in names))
     assert "test_language.py" in str(ei.value)
+
+
+def test_python_math_and_builtin_max_on_a_traced_value_name_the_egtile_function():
+    """Found by a fresh-user review: ``math.exp(X[i])`` said "needs an int", ``max(X[i], 0.0)`` spoke of an
+    ``if`` the user never wrote."""
+    import math
+
+    from egtile.errors import DSLError
+
+    def build(body):
+        @T.prim_func
+        def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as _bx:
+                for i in T.Parallel(64):
+                    Y[i] = body(X[i])
+
+        return main
+
+    with pytest.raises(DSLError, match=r"needs a float.*T\.exp") as err:
+        build(lambda x: math.exp(x))
+    assert err.value.loc is not None and err.value.loc.line > 0
+    with pytest.raises(DSLError, match=r"T\.max / T\.min"):
+        build(lambda x: max(x, 0.0))

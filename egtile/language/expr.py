@@ -215,7 +215,8 @@ class Value:
         raise DSLError(
             f"Python `if`/`while`/`and`/`or`/`not` on the symbolic value `{format_expr(self.expr)}` cannot be "
             "traced: its value is only known when the kernel runs. Use `with T.If(cond): ...` "
-            "(and `with T.Else(): ...`) for statements, or `T.if_then_else(cond, a, b)` for values",
+            "(and `with T.Else(): ...`) for statements, or `T.if_then_else(cond, a, b)` for values (Python's "
+            "builtin max/min/sorted compare with `<` too: use T.max / T.min)",
             user_loc())
 
     def __index__(self) -> int:
@@ -228,7 +229,12 @@ class Value:
     __int__ = __index__
 
     def __float__(self) -> float:
-        return float(self.__index__())
+        from egtile.ir.printer import format_expr
+
+        raise DSLError(
+            f"the symbolic value `{format_expr(self.expr)}` is used where Python needs a float (the `math` "
+            "module, float()): its value is only known when the kernel runs; use egtile's T.exp / T.log / "
+            "T.sqrt / T.cast(...) and friends instead", user_loc())
 
     def __iter__(self):
         raise DSLError("a symbolic scalar cannot be iterated", user_loc())
