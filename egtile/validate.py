@@ -192,8 +192,9 @@ class Checker:
             when there are none or ``device`` is not ``"cuda"``), else :data:`REJECT`. One function per
             kernel, generated from the parameters: per tensor one condition that reads ``dtype``, ``shape``,
             ``requires_grad``, ``is_contiguous()`` and ``is_cuda`` / ``is_cpu`` (``is_inference()`` for
-            written parameters, ``get_device()`` only where more than one GPU exists) and compares them
-            with constants bound at generation, so a call builds no tuple, message or dictionary.
+            written parameters, ``get_device()`` only where more than one GPU exists), ``data_ptr()`` of the
+            parameters that may not alias (a written one and any other), and compares them with constants
+            bound at generation, so a call builds no tuple, message or dictionary.
 
     Calling the checker itself runs ``accept`` and, on :data:`REJECT`, ``explain``; it returns the device.
     """
@@ -235,6 +236,10 @@ def _generate(params: Sequence[Any], device: str | None, written: Collection[str
         # One visible GPU: every CUDA tensor is on device 0, so the same-device rule needs no reads.
         many = device == "cuda" and torch.cuda.device_count() > 1
         lines.append(f"    if len(ts) != {len(params)}: return {REJECT}")
+        # the pairs that may not alias (one side written): only their pointers are read
+        pairs = [(i, j) for i in range(len(params)) for j in range(i + 1, len(params))
+                 if params[i].name in written or params[j].name in written]
+        aliasable = {k for pair in pairs for k in pair}
         for i, p in enumerate(params):
             env[f"D{i}"] = getattr(torch, lookup_dtype(p.dtype).torch)
             env[f"S{i}"] = torch.Size(p.shape)
@@ -250,13 +255,12 @@ def _generate(params: Sequence[Any], device: str | None, written: Collection[str
             lines.append(f"    if {' or '.join(conds)}: return {REJECT}")
             if many:
                 lines.append("    d = t.get_device()" if i == 0 else f"    if t.get_device() != d: return {REJECT}")
-            lines.append(f"    p{i} = t.data_ptr()")
+            if i in aliasable:
+                lines.append(f"    p{i} = t.data_ptr()")
         # no written parameter overlaps another (see _check_no_alias): byte spans, sizes bound at generation
-        for i, p in enumerate(params):
-            for j in range(i + 1, len(params)):
-                if p.name in written or params[j].name in written:
-                    bi, bj = _nbytes(p), _nbytes(params[j])
-                    lines.append(f"    if p{i} < p{j} + {bj} and p{j} < p{i} + {bi}: return {REJECT}")
+        for i, j in pairs:
+            bi, bj = _nbytes(params[i]), _nbytes(params[j])
+            lines.append(f"    if p{i} < p{j} + {bj} and p{j} < p{i} + {bi}: return {REJECT}")
         result = "-1" if device != "cuda" or not params else ("d" if many else "0")
         lines.append(f"    return {result}")
     exec(compile("\n".join(lines) + "\n", f"<argument checks of kernel {name!r}>", "exec"), env)  # noqa: S102
