@@ -33,6 +33,7 @@ import functools
 import hashlib
 import json
 import logging
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,7 @@ def load(k: str) -> tuple[CachedSchedule, Any] | None:
 # encoding, so an equal key means the same kernel. Bounded: oldest entries go first.
 _DECODED: dict[tuple[str, str], tuple[CachedSchedule, Any]] = {}
 _DECODED_MAX = 256
+_DECODED_LOCK = threading.Lock()  # compiles may run on several threads: eviction iterates the dict
 
 
 def parse_entry(k: str, data: bytes) -> tuple[CachedSchedule, Any] | None:
@@ -195,9 +197,10 @@ def parse_entry(k: str, data: bytes) -> tuple[CachedSchedule, Any] | None:
         if kernel is not None and codec.dumps(schedule.scheduled.kernel) != codec.dumps(kernel):
             return _miss(k, "the entry schedules another kernel")
         built = None if data["launch"] is None else _built(data["launch"], codec)
-        if len(_DECODED) >= _DECODED_MAX:
-            _DECODED.pop(next(iter(_DECODED)))
-        _DECODED[memo] = (schedule, data["launch"])
+        with _DECODED_LOCK:
+            if len(_DECODED) >= _DECODED_MAX:
+                _DECODED.pop(next(iter(_DECODED)))
+            _DECODED[memo] = (schedule, data["launch"])
         return schedule, built
     except Exception as err:  # noqa: BLE001 - MemoryError, RecursionError, CodecError, OSError...: a miss
         return _miss(k, f"{type(err).__name__}: {err}")
