@@ -5,17 +5,23 @@
   session, as ``examples/run_seeds.py`` registers it; tests about unmodeled externs use other names.
 * ``@pytest.mark.gpu`` tests are skipped without a compute-capability-9.0 GPU.
 * The on-disk caches (cubins, schedules) live in a fresh directory per session, so no test result
-  depends on what an earlier run or the user left in ``~/.cache/egtile``.
+  depends on what an earlier run or the user left in ``~/.cache/egtile``; it is removed at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-os.environ["EGTILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="egtile-test-cache-")
+_CACHE = tempfile.mkdtemp(prefix="egtile-test-cache-")
+os.environ["EGTILE_CACHE_DIR"] = _CACHE
+# Each process (and each xdist worker) removes its own cache when it exits: runs must not pile up
+# directories in the temp dir.
+atexit.register(shutil.rmtree, _CACHE, True)
 
 import pytest
 
