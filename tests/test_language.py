@@ -654,6 +654,23 @@ def test_gemm_whose_accumulator_is_an_operand_is_refused_at_the_call(names):
     assert "test_language.py" in str(ei.value)
 
 
+@pytest.mark.parametrize("da,db", [("float16", "bfloat16"), ("float16", "float32"), ("bfloat16", "float16")])
+def test_gemm_of_operands_of_two_dtypes_is_refused_at_the_call(da, db):
+    """A and B of different dtypes used to be accepted and multiplied after an implicit conversion the user
+    never wrote (every MMA instruction, and TileLang's T.gemm, takes one input type)."""
+    from egtile.errors import DTypeError
+
+    with pytest.raises(DTypeError, match=rf"operands A \(A_s: {da}\) and B \(B_s: {db}\) have different dtypes") as ei:
+        @T.prim_func
+        def main(X: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=128) as _bx:
+                A_s = T.alloc_shared((16, 16), da)
+                B_s = T.alloc_shared((16, 16), db)
+                C = T.alloc_fragment((16, 16), "float32")
+                T.gemm(A_s, B_s, C)  # the offending line
+    assert ei.value.loc is not None and "T.gemm(A_s, B_s, C)" in ei.value.loc.text
+
+
 def test_python_math_and_builtin_max_on_a_traced_value_name_the_egtile_function():
     """Found by a fresh-user review: ``math.exp(X[i])`` said "needs an int", ``max(X[i], 0.0)`` spoke of an
     ``if`` the user never wrote."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from egtile.errors import DSLError, ShapeError
+from egtile.errors import DSLError, DTypeError, ShapeError
 from egtile.ir.kernel import Gemm, Region
 from egtile.language import tracer
 from egtile.language.operand import as_region, operand
@@ -40,6 +40,7 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
 
     Raises:
         ShapeError: operands that are not 2-D, or M/N/K that disagree (the message gives all shapes).
+        DTypeError: A and B of different dtypes.
         DSLError: a global-memory C, an accumulator that is also operand A or B, or ``mbar`` (manual wgmma
             synchronization).
     """
@@ -63,6 +64,12 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
             f"T.gemm: shapes do not agree; expected A (M, K) = ({cm}, K), B (K, N) = (K, {cn}), C (M, N) with the "
             f"same K, got A ({am}, {ak}), B ({bk}, {bn}), C ({cm}, {cn}) after transpose_A={bool(transpose_A)}, "
             f"transpose_B={bool(transpose_B)}", loc)
+    if ra.buffer.dtype != rb.buffer.dtype:
+        # Every MMA instruction takes one input type for A and B, and TileLang's T.gemm requires it too;
+        # accepting the pair would fix a conversion (to which type?) that the user never wrote.
+        raise DTypeError(f"T.gemm: operands A ({ra.buffer.name}: {ra.buffer.dtype}) and B ({rb.buffer.name}: "
+                         f"{rb.buffer.dtype}) have different dtypes; T.gemm multiplies operands of one type. Copy one "
+                         f"into a buffer of the other's dtype with T.copy first", loc)
     if rc.buffer.scope == "global":
         raise DSLError(f"T.gemm: accumulator C ({rc.buffer.name}) must be a fragment, shared or local buffer, not "
                        "a global tensor", loc)
