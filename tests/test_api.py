@@ -159,7 +159,7 @@ def test_sim_dispatch_copies_outputs_back_and_raises_on_reports(monkeypatch):
         outs = [t.clone() for t in tensors]
         outs[2] = 2.0 * tensors[0] + tensors[1]
         races = report["races"]
-        return types.SimpleNamespace(outputs=outs, ok=not races, errors=lambda: list(races))
+        return types.SimpleNamespace(outputs=outs, ok=not races, errors=lambda: list(races), sids=lambda: ())
 
     monkeypatch.setitem(sys.modules, "egtile.sim", types.SimpleNamespace(simulate=simulate))
     pf = axpy()
@@ -174,6 +174,30 @@ def test_sim_dispatch_copies_outputs_back_and_raises_on_reports(monkeypatch):
         k(X, Y, Z)
     with pytest.raises(egtile.errors.DeviceError, match="expected a tensor on device 'cpu'"):
         k(X.to("meta"), Y, Z)
+
+
+def test_sim_report_through_the_api_names_the_statements_and_points_at_the_first(monkeypatch):
+    """A race reported by the simulator used to point at the kernel's ``def`` line and name sids only."""
+    from egtile.ir import walk
+    from egtile.sim.report import Access, Race, SimResult
+
+    pf = axpy()
+    store = next(s for s in walk(pf.kernel.body) if type(s).__name__ == "Store")
+    loop = next(s for s in walk(pf.kernel.body) if s is not store)
+
+    def simulate(scheduled, *tensors):
+        race = Race("write-after-write", "Z", (3,), Access(0, loop.sid, "write"), Access(1, store.sid, "write"))
+        return SimResult(tuple(t.clone() for t in tensors), races=(race,))
+
+    k = egtile.compile(pf, target="sim")
+    monkeypatch.setitem(sys.modules, "egtile.sim", types.SimpleNamespace(simulate=simulate))
+    X, Y, Z = torch.randn(8), torch.randn(8), torch.full((8,), float("nan"))
+    with pytest.raises(SimulationError) as ei:
+        k(X, Y, Z)
+    msg = str(ei.value)
+    assert f"sid {store.sid}: `Z[i] = 2.0 * X[i] + Y[i]`" in msg and "test_api.py" in msg, msg
+    assert f"sid {loop.sid}: `for i in T.Parallel(8)" in msg, msg
+    assert ei.value.loc is not None and "Z[i] = 2.0 * X[i] + Y[i]" in ei.value.loc.text
 
 
 def test_cuda_dispatch_is_thin(monkeypatch):

@@ -206,6 +206,23 @@ class SimResult:
         out += [str(b) for b in self.barrier_errors]
         return out
 
+    def sids(self) -> tuple[int, ...]:
+        """The statements the reports name (both sides of every race, blocked threads' points, repeated
+        loops), in order of first mention: what a message should show the kernel author."""
+        seen: dict[int, None] = {}
+        for r in self.races:
+            for a in (r.later, r.earlier):
+                if a is not None and a.sid is not None:
+                    seen.setdefault(a.sid)
+        if self.deadlock is not None:
+            for b in self.deadlock.blocked:
+                if b.sid is not None:
+                    seen.setdefault(b.sid)
+        for r in self.repeated_iterations:
+            if r.sid is not None:
+                seen.setdefault(r.sid)
+        return tuple(seen)
+
     def raise_for_errors(self) -> None:
         """Raise :class:`egtile.errors.SimulationError` listing every report, if there is any."""
         if self.ok:
