@@ -52,8 +52,11 @@ def describe(v: Violation, sched: Scheduled) -> str:
 
 
 def _loc(v: Violation, sched: Scheduled) -> SourceLoc | None:
+    """The culprit's line: for an unordered pair (L1, L2) the later statement (the access that comes too early),
+    else the first statement involved."""
     stmts = {s.sid: s for s in walk(sched.kernel.body)}
-    for sid in v.sids:
+    sids = tuple(reversed(v.sids)) if v.property in ("L1", "L2") else v.sids
+    for sid in sids:
         s = stmts.get(sid)
         if s is not None and getattr(s, "loc", None) is not None:
             return s.loc
@@ -76,8 +79,13 @@ def check_protocol(sched: Scheduled) -> None:
     if all(v.property == "L8" for v in found):
         listing = "\n  ".join(str(v) for v in found)
         raise ResourceError(f"kernel {name!r} exceeds a per-block limit of sm_90:\n  {listing}", sched.kernel.loc)
-    found = sorted(found, key=lambda v: (v.property == "L8", v.property))
+    found = sorted(found, key=lambda v: _PRIORITY.get(v.property, 9))
     text = "\n  ".join(describe(v, sched) for v in found[:6])
     more = f"\n  ... and {len(found) - 6} more" if len(found) > 6 else ""
     raise ScheduleError(f"kernel {name!r}: its hand-written barrier protocol is wrong (egtile's verifier, "
                         f"before the kernel runs anywhere):\n  {text}{more}", _loc(found[0], sched))
+
+
+# The report's line is its first violation's culprit: a wait whose parity is wrong (L4) or a phase that does not
+# add up (L3) say what to fix more directly than the unordered accesses they cause (L1, L2).
+_PRIORITY = {"L4": 0, "L3": 1, "L1": 2, "L2": 3, "L6": 4, "L7": 5, "L5": 6, "L8": 7}
