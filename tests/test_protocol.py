@@ -211,3 +211,134 @@ def test_correct_protocol_on_the_h200():
     ref = a.double() @ b.double()
     err = (c.cpu().double() - ref).abs()
     assert (err <= 256 * 2.0**-23 * (a.double().abs() @ b.double().abs()) + 1e-12).all(), err.max()
+
+
+# ---- the other spellings of TileLang's WS examples (own kernels, same constructs) --------------------------------
+
+
+def one_array_gemm(M, N, K, bm, bn, bk, S=2, loop=None):
+    """Full and empty barriers in one array (``[0, S)`` full, ``[S, 2 S)`` empty), keyword arguments."""
+    loop = loop or T.serial
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((S, bm, bk), "float16")
+            B_s = T.alloc_shared((S, bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            mbars = T.alloc_barrier([128, 128] * S)
+            with T.ws(0):
+                T.clear(C_l)
+            for ko in loop(T.ceildiv(K, bk)):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(mbarrier=mbars[ko % S + S], parity=((ko // S) % 2) ^ 1)  # @one_array_wait
+                    T.tma_copy(A[by * bm:(by + 1) * bm, ko * bk:(ko + 1) * bk], A_s[ko % S, :, :], barrier=mbars[ko % S])
+                    T.tma_copy(B[ko * bk:(ko + 1) * bk, bx * bn:(bx + 1) * bn], B_s[ko % S, :, :], barrier=mbars[ko % S])
+                    T.mbarrier_arrive(mbarrier=mbars[ko % S])
+                with T.ws(0):
+                    T.mbarrier_wait_parity(mbarrier=mbars[ko % S], parity=(ko // S) % 2)
+                    T.gemm(A_s[ko % S, :, :], B_s[ko % S, :, :], C_l)
+                    T.mbarrier_arrive(mbarrier=mbars[ko % S + S])
+            with T.ws(0):
+                T.copy(C_l, C[by * bm, bx * bn])
+
+    return main
+
+
+def single_stage_gemm(M, N, K, bm, bn, bk):
+    """Two single barriers, one shared stage, ``T.Pipelined(num_stages=0)``, ``T.barrier_wait`` / ``barrier_arrive``,
+    producer in warpgroup 0."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            ready = T.alloc_barrier(arrive_count=128)
+            done = T.alloc_barrier(arrive_count=128)
+            with T.ws(1):
+                T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=0):
+                with T.ws(0):
+                    T.barrier_wait(done, (ko + 1) % 2)
+                    T.tma_copy(A[by * bm, ko * bk], A_s, barrier=ready)
+                    T.tma_copy(B[ko * bk, bx * bn], B_s, barrier=ready)
+                    T.barrier_arrive(ready)
+                with T.ws(1):
+                    T.barrier_wait(ready, ko % 2)
+                    T.gemm(A_s, B_s, C_l)
+                    T.barrier_arrive(done)
+            with T.ws(1):
+                T.copy(C_l, C[by * bm, bx * bn])
+
+    return main
+
+
+def simt_producer_scale(n=256, block=128, steps=4):
+    """A producer warpgroup that fills a shared tile with ordinary stores (no TMA) and arrives; the consumer waits
+    and writes ``2 * x``: the producer threads' arrivals release their writes."""
+
+    @T.prim_func
+    def main(X: T.Tensor((steps, n), "float32"), Y: T.Tensor((steps, n), "float32")):
+        with T.Kernel(n // block, threads=256) as bx:
+            buf = T.alloc_shared((block,), "float32")
+            full = T.alloc_barrier(128)
+            empty = T.alloc_barrier(128)
+            for k in T.serial(steps):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(empty, (k % 2) ^ 1)
+                    T.copy(X[k, bx * block], buf)
+                    T.mbarrier_arrive(full)
+                with T.ws(0):
+                    T.mbarrier_wait_parity(full, k % 2)
+                    for i in T.Parallel(block):
+                        Y[k, bx * block + i] = buf[i] * 2.0
+                    T.mbarrier_arrive(empty)
+
+    return main
+
+
+@pytest.mark.parametrize("factory", [one_array_gemm, single_stage_gemm], ids=["one_array", "single_stage"])
+def test_tilelang_spellings_match_the_reference(factory):
+    kernel = egtile.compile(factory(M, N, K, BM, BN, BK), target="sim")
+    a, b, c = inputs(11)
+    kernel(a, b, c)
+    ref = a.double() @ b.double()
+    assert torch.isfinite(c).all() and ((c.double() - ref).abs() <= bound(a, b)).all()
+
+
+def test_a_simt_producer_releases_its_writes_with_its_arrivals():
+    kernel = egtile.compile(simt_producer_scale(), target="sim")
+    x = torch.randn(4, 256)
+    y = torch.full((4, 256), float("nan"))
+    kernel(x, y)
+    assert torch.equal(y, x * 2)
+
+
+def test_a_python_range_over_barrier_rounds_is_refused_with_the_alternative():
+    from egtile.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError) as exc:
+        egtile.compile(one_array_gemm(M, N, K, BM, BN, BK, loop=range), target="sim")
+    assert "T.serial(n)" in exc.value.message
+    assert exc.value.loc is not None and exc.value.loc.line == line_of_in(one_array_gemm, "one_array_wait")
+
+
+def line_of_in(fn, marker: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, t in enumerate(lines) if t.rstrip().endswith(f"# @{marker}"))
+
+
+def test_interp_runs_the_sequential_reading():
+    kernel = egtile.compile(simt_producer_scale(), target="interp")
+    x = torch.randn(4, 256)
+    y = torch.full((4, 256), float("nan"))
+    kernel(x, y)
+    assert torch.equal(y, x * 2)
+
+
+def test_the_listing_spells_the_protocol_as_tilelang():
+    text = str(ws_gemm(M, N, K, BM, BN, BK).kernel)
+    assert "with T.ws(1):" in text and "full = T.alloc_barrier([128, 128])" in text
+    assert "T.tma_copy(" in text and ", barrier=full[" in text and "T.mbarrier_wait_parity(empty[" in text

@@ -111,6 +111,7 @@ class _Lowering:
             raise UnsupportedError(f"kernel {self.k.name!r}: hand-written warp specialization needs whole "
                                    f"warpgroups, threads={self.k.threads}", self.k.loc)
         barriers = self.barriers()
+        _check_not_unrolled(self.k.body)
         body: list[SStmt] = []
         run: list[Stmt] = []
         for s in self.k.body:
@@ -258,6 +259,42 @@ class _Lowering:
             if st.sid == sid:
                 return st.loc
         return self.k.loc
+
+
+def _check_not_unrolled(body: tuple[Stmt, ...]) -> None:
+    """Refuse one barrier statement traced twice on the same barrier at the same loop level.
+
+    The verifier tells a barrier's phases apart by the iterations of the loops around its arrivals (``docs/
+    soundness.md``, L3). A Python ``for ko in range(n)`` with ints unrolls while tracing, so the arrivals of
+    every round land at one loop level and would read as one phase: a false report. TileLang's ``range`` is a
+    serial loop; egtile's is ``T.serial(n)`` (or ``T.Pipelined``).
+
+    Raises:
+        UnsupportedError: at the second instance's line.
+    """
+    from egtile.ir.kernel import Const
+
+    seen: set[tuple] = set()
+
+    def visit(stmts: tuple[Stmt, ...], chain: tuple[int, ...]) -> None:
+        for s in stmts:
+            if isinstance(s, (BarrierWait, BarrierArrive, BarrierExpectTx, BarrierCopy)) and s.loc is not None \
+                    and isinstance(s.index, Const):
+                key = (s.loc.file, s.loc.line, s.loc.col, chain, s.barrier, s.index.value)
+                if key in seen:
+                    raise UnsupportedError(f"this statement on barrier {s.barrier}[{s.index.value}] is traced more "
+                                           "than once at the same loop level: a Python `range` loop (or a helper "
+                                           "called twice) unrolls while tracing, and egtile tells a barrier's "
+                                           "phases apart by loop iteration; write the loop as T.serial(n) "
+                                           "(TileLang's `range` is a serial loop)", s.loc)
+                seen.add(key)
+            if isinstance(s, For):
+                visit(s.body, chain + (s.sid,))
+            elif isinstance(s, If):
+                visit(s.then_body, chain)
+                visit(s.else_body, chain)
+
+    visit(body, ())
 
 
 def _has_roles(s: Stmt) -> bool:
