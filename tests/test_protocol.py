@@ -342,3 +342,41 @@ def test_the_listing_spells_the_protocol_as_tilelang():
     text = str(ws_gemm(M, N, K, BM, BN, BK).kernel)
     assert "with T.ws(1):" in text and "full = T.alloc_barrier([128, 128])" in text
     assert "T.tma_copy(" in text and ", barrier=full[" in text and "T.mbarrier_wait_parity(empty[" in text
+
+
+def range_loop_gemm(M, N, K, bm, bn, bk, S=2):
+    """TileLang's ``for ko in range(...)`` over the rounds: a serial loop in a kernel with barriers."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((S, bm, bk), "float16")
+            B_s = T.alloc_shared((S, bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            mbars = T.alloc_barrier([128, 128] * S)
+            with T.ws(0):
+                T.clear(C_l)
+            for ko in range(T.ceildiv(K, bk)):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(mbars[ko % S + S], ((ko // S) % 2) ^ 1)
+                    T.tma_copy(A[by * bm, ko * bk], A_s[ko % S, :, :], barrier=mbars[ko % S])
+                    T.tma_copy(B[ko * bk, bx * bn], B_s[ko % S, :, :], barrier=mbars[ko % S])
+                    T.mbarrier_arrive(mbars[ko % S])
+                with T.ws(0):
+                    T.mbarrier_wait_parity(mbars[ko % S], (ko // S) % 2)
+                    T.gemm(A_s[ko % S, :, :], B_s[ko % S, :, :], C_l)
+                    T.mbarrier_arrive(mbars[ko % S + S])
+            with T.ws(0):
+                T.copy(C_l, C[by * bm, bx * bn])
+
+    return main
+
+
+def test_a_range_loop_in_a_kernel_with_barriers_is_a_serial_loop():
+    prim = range_loop_gemm(M, N, K, BM, BN, BK)
+    assert "for ko in T.serial(4):" in str(prim.kernel)
+    kernel = egtile.compile(prim, target="sim")
+    a, b, c = inputs(12)
+    kernel(a, b, c)
+    ref = a.double() @ b.double()
+    assert torch.isfinite(c).all() and ((c.double() - ref).abs() <= bound(a, b)).all()

@@ -100,6 +100,16 @@ def _begin(what: str) -> tuple[tracer.Trace, SourceLoc | None]:
     return trace, loc
 
 
+def in_protocol_kernel() -> bool:
+    """Is a kernel being traced that has allocated mbarriers (``T.alloc_barrier``)? Then a Python ``range`` loop
+    is a serial loop, as in TileLang: the rounds of a barrier protocol must be loop iterations, which the
+    verifier tells apart (:func:`egtile.lower.protocol._check_not_unrolled`)."""
+    trace = tracer.active()
+    if trace is None or not trace.in_kernel or not trace.frames:
+        return False
+    return any(isinstance(s, BarrierAlloc) for s in trace.frames[0].stmts)
+
+
 def alloc_barrier(arrive_count: int | list[int]) -> BarrierArray:
     """``T.alloc_barrier(arrive_count)``: mbarriers initialized with these arrival counts (one per element of
     a list; an int is one barrier), phase 0, before the block's first statement (PTX ISA 9.7.13.15.9).
