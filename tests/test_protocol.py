@@ -380,3 +380,47 @@ def test_a_range_loop_in_a_kernel_with_barriers_is_a_serial_loop():
     kernel(a, b, c)
     ref = a.double() @ b.double()
     assert torch.isfinite(c).all() and ((c.double() - ref).abs() <= bound(a, b)).all()
+
+
+def split_n_gemm(M=64, N=64, K=64, bk=32):
+    """No barriers: both warpgroups share ``A``'s tile (a ``T.copy`` outside every ``T.ws``, by all threads) and each
+    multiplies it by its own half of ``B`` (TileLang's copy/gemm-per-role example, in egtile's own kernel)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=256):
+            A_s = T.alloc_shared((M, bk), "float16")
+            B0 = T.alloc_shared((bk, N // 2), "float16")
+            B1 = T.alloc_shared((bk, N // 2), "float16")
+            C0 = T.alloc_fragment((M, N // 2), "float32")
+            C1 = T.alloc_fragment((M, N // 2), "float32")
+            with T.ws(1):
+                T.clear(C1)
+            with T.ws(0):
+                T.clear(C0)
+            for ko in T.serial(K // bk):
+                T.copy(A[0, ko * bk], A_s)
+                with T.ws(1):
+                    T.copy(B[ko * bk, 0], B1)
+                    T.gemm(A_s, B1, C1)
+                with T.ws(0):
+                    T.copy(B[ko * bk, N // 2], B0)
+                    T.gemm(A_s, B0, C0)
+            with T.ws(1):
+                T.copy(C1, C[0, 0])
+            with T.ws(0):
+                T.copy(C0, C[0, N // 2])
+
+    return main
+
+
+def test_a_loop_mixing_roles_and_block_level_statements_gets_cta_barriers_between_them():
+    kernel = egtile.compile(split_n_gemm(), target="sim")
+    g = torch.Generator().manual_seed(13)
+    a = torch.randn(64, 64, generator=g).half()
+    b = torch.randn(64, 64, generator=g).half()
+    c = torch.full((64, 64), float("nan"))
+    kernel(a, b, c)
+    ref = a.double() @ b.double()
+    assert torch.isfinite(c).all()
+    assert ((c.double() - ref).abs() <= 64 * 2.0**-23 * (a.double().abs() @ b.double().abs()) + 1e-12).all()

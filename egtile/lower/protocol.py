@@ -5,12 +5,14 @@ A kernel that uses ``T.ws`` / ``T.alloc_barrier`` / ``T.mbarrier_*`` / ``T.tma_c
 e-graph does not schedule such a kernel (it could move a wait or an arrive, re-stage a buffer, or add a
 producer warpgroup, each of which changes the user's protocol). The lowering is mechanical:
 
-* **Roles.** A maximal run of top-level statements that hold ``T.ws`` blocks becomes one ``RoleSplit`` with
-  one role per warpgroup ``g`` of the block (threads ``[128 g, 128 g + 128)``); role ``g``'s body is the run
-  *projected* on ``g``: serial loops and branches kept, ``T.ws`` blocks that name ``g`` inlined, the others
-  dropped. This is the per-thread meaning of TileLang's ``T.ws(g)`` (``if tx in warpgroup g``): a thread
-  runs the same statements in the same order either way. Statements outside every ``T.ws`` run on all the
-  block's threads (inside such a run: a share of them in each role).
+* **Roles.** A maximal run of top-level statements made only of ``T.ws`` blocks (and the serial loops and
+  branches around them) becomes one ``RoleSplit`` with one role per warpgroup ``g`` of the block (threads
+  ``[128 g, 128 g + 128)``); role ``g``'s body is the run *projected* on ``g``: loops and branches kept,
+  ``T.ws`` blocks that name ``g`` inlined, the others dropped. This is the per-thread meaning of TileLang's
+  ``T.ws(g)`` (``if tx in warpgroup g``): a thread runs the same statements in the same order either way.
+  A loop that also holds statements outside every ``T.ws`` stays at the block level, each run of its
+  ``T.ws`` blocks a ``RoleSplit`` of its own; statements outside every ``T.ws`` run on all the block's
+  threads.
 * **Barriers.** Each ``T.alloc_barrier`` becomes one ``MBarrier`` array (``stages`` = barriers, the one
   arrival count); waits, arrivals and ``expect_tx`` become ``Wait`` / ``UserArrive`` / ``ExpectTx`` /
   ``UserArriveExpectTx`` with the user's barrier index as stage and the user's parity, run by exactly the
@@ -117,12 +119,12 @@ class _Lowering:
         for s in self.k.body:
             if isinstance(s, BarrierAlloc):
                 continue
-            if _has_roles(s):
+            if _has_roles(s) and _pure(s):
                 run.append(s)
                 continue
             body += self.split(run)
             run = []
-            body += self.stmt(s, self.everyone)
+            body += self.mixed((s,), self.everyone) if _has_roles(s) else self.stmt(s, self.everyone)
         body += self.split(run)
         try:
             placed = place_syncs(tuple(body), self.everyone, barriers=barriers)
@@ -149,6 +151,33 @@ class _Lowering:
                                        "the T.ws blocks of these statements, one role per warpgroup (each runs its "
                                        "own blocks in program order)"))
         return [RoleSplit(tuple(roles), first.sid)]
+
+    def mixed(self, stmts: tuple[Stmt, ...], threads: ThreadRange) -> list[SStmt]:
+        """Statements that mix ``T.ws`` blocks with statements of all threads (a ``T.copy`` outside every ``T.ws``
+        in the loop): loops and branches stay at the block level, and each run of consecutive ``T.ws`` blocks is
+        a ``RoleSplit`` of its own, so that the CTA barriers the block-level statements need go between them."""
+        out: list[SStmt] = []
+        group: list[Stmt] = []
+        for s in stmts:
+            if isinstance(s, RoleBlock):
+                group.append(s)
+                continue
+            out += self.split(group)
+            group = []
+            if not _has_roles(s):
+                out += self.stmt(s, threads)
+            elif isinstance(s, For):
+                if s.kind == "parallel":
+                    raise UnsupportedError("T.ws inside T.Parallel: a role block must be at the block level (in "
+                                           "serial loops and branches)", s.loc)
+                self._loop_note(s)
+                out.append(SeqLoop(s.var, s.start, s.stop, tuple(self.mixed(s.body, threads)), s.kind == "unroll",
+                                   s.sid))
+            elif isinstance(s, If):
+                out.append(SIf(s.cond, tuple(self.mixed(s.then_body, threads)),
+                               tuple(self.mixed(s.else_body, threads)), s.sid))
+        out += self.split(group)
+        return out
 
     def project(self, stmts: tuple[Stmt, ...], g: int) -> list[SStmt]:
         """``stmts`` as warpgroup ``g``'s threads run them."""
@@ -295,6 +324,18 @@ def _check_not_unrolled(body: tuple[Stmt, ...]) -> None:
                 visit(s.else_body, chain)
 
     visit(body, ())
+
+
+def _pure(s: Stmt) -> bool:
+    """Is every statement under ``s`` inside a ``T.ws`` block (loops and branches of role blocks only)? Such a
+    statement's roles are hoisted into one ``RoleSplit`` (each role runs its own loop)."""
+    if isinstance(s, RoleBlock):
+        return True
+    if isinstance(s, For):
+        return s.kind != "parallel" and all(_pure(x) for x in s.body)
+    if isinstance(s, If):
+        return all(_pure(x) for x in s.then_body + s.else_body)
+    return False
 
 
 def _has_roles(s: Stmt) -> bool:
