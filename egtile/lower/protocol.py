@@ -34,7 +34,9 @@ from dataclasses import dataclass
 
 from egtile.errors import ScheduleError, SourceLoc, UnsupportedError
 from egtile.ir.dtypes import dtype as lookup_dtype
-from egtile.ir.kernel import AtomicAdd, Copy, Extern, Fill, For, Gemm, If, Kernel, Reduce, Stmt, Store, walk
+from egtile.ir.kernel import (
+    AtomicAdd, BinOp, Const, Copy, Extern, Fill, For, Gemm, If, Kernel, Reduce, Stmt, Store, walk,
+)
 from egtile.ir.printer import format_scheduled, parallel_nest
 from egtile.ir.protocol import (
     WARPGROUP, BarrierAlloc, BarrierArrive, BarrierCopy, BarrierExpectTx, BarrierWait, RoleBlock, uses_protocol,
@@ -215,7 +217,9 @@ class _Lowering:
         """``s`` run by ``threads`` (each thread that reaches a barrier statement runs it)."""
         match s:
             case BarrierWait(barrier=b, index=i, parity=p, sid=sid):
-                return [Wait(b, i, p, sid)]
+                # the parity is one bit: every executor (and the PTX operand) sees the user's value modulo 2
+                bit = p if isinstance(p, Const) and p.value in (0, 1) else BinOp("&", p, Const(1))
+                return [Wait(b, i, bit, sid)]
             case BarrierArrive(barrier=b, index=i, sid=sid):
                 return [UserArrive(b, i, sid)]
             case BarrierExpectTx(barrier=b, index=i, tx_bytes=tx, arrive=arrive, sid=sid):
@@ -301,7 +305,6 @@ def _check_not_unrolled(body: tuple[Stmt, ...]) -> None:
     Raises:
         UnsupportedError: at the second instance's line.
     """
-    from egtile.ir.kernel import Const
 
     seen: set[tuple] = set()
 
