@@ -9,8 +9,9 @@
   ``T.mbarrier_expect_tx`` do.
 
 The handlers of each executor are registered where that executor's are (:mod:`egtile.verifier.usersync`,
-:mod:`egtile.sim.ops.usersync`, :mod:`egtile.codegen.ops.usersync`); the listing and the CTA-barrier
-placement's access summary here.
+:mod:`egtile.sim.ops.usersync`, :mod:`egtile.codegen.ops.usersync`), the CTA-barrier placement's access
+summary with the lowering that makes them (:mod:`egtile.lower.protocol`: the verifier must not import
+``egtile.lower``), the listing here.
 """
 
 from __future__ import annotations
@@ -61,12 +62,3 @@ def _user_arrive_tx(s: UserArriveExpectTx) -> list[str]:
 @register_listing(ExpectTx)
 def _expect_tx(s: ExpectTx) -> list[str]:
     return [f"mbarrier_expect_tx {s.barrier}[{format_expr(s.stage)}] {s.tx_bytes} bytes  (sid {s.sid})"]
-
-
-def _register_accesses() -> None:
-    from egtile.lower.sync import register_accesses
-
-    register_accesses(ExpectTx, lambda s, acc, owner_of: set())  # synchronization only: no buffer access
-
-
-_register_accesses()
