@@ -136,7 +136,11 @@ class JITKernel:
     def _schedule_and_build(self) -> None:
         """Schedule (e-graph) and, for ``"cuda"``, build the cubin, or take both from the on-disk cache."""
         from egtile import schedule_cache
+        from egtile.ir.protocol import uses_protocol
 
+        if uses_protocol(self.kernel.body):
+            self._schedule_protocol()
+            return
         cacheable = self.rules is None and schedule_cache.enabled()
         key = schedule_cache.key(self.kernel, ARCH) if cacheable else None
         hit = schedule_cache.load(key) if key is not None else None
@@ -160,6 +164,20 @@ class JITKernel:
         if self.target == "cuda":
             self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled)
             # Whether a GPU is present does not change while the process runs: ask once, not per launch.
+            self._launchable = hopper_available()
+
+    def _schedule_protocol(self) -> None:
+        """A hand-specialized kernel: its protocol lowered as written and checked as the user's
+        (:mod:`egtile.lower.protocol`, :mod:`egtile.verifier.protocol`); not cached (it skips the e-graph)."""
+        from egtile.lower.protocol import schedule_protocol
+        from egtile.verifier.protocol import check_protocol
+
+        self.schedule_result = schedule_protocol(self.kernel)
+        self.scheduled = self.schedule_result.scheduled
+        check_protocol(self.scheduled)
+        if self.target == "cuda":
+            self._built = importlib.import_module("egtile.codegen").build(self.scheduled)
+            self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled)
             self._launchable = hopper_available()
 
     # -- calling -----------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import (
     AddressOf, AtomicAdd, Buffer, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Stmt, Store,
 )
+from egtile.ir.protocol import PROTOCOL_LEAVES
 from egtile.tilemath import accumulator, fold, matmul, matrix_shape, reduce_accumulator, reduce_along
 
 
@@ -143,6 +144,8 @@ class _Block:
                     self.env[var.name] = saved
             case If(cond=c, then_body=t, else_body=e):
                 self.run(t if self.ev(c) else e)
+            case _ if isinstance(s, PROTOCOL_LEAVES):
+                pass  # a hand-written barrier protocol does nothing in the sequential reading (egtile.ir.protocol)
             case _:
                 raise TypeError(f"not a statement: {s!r}")
 

@@ -674,7 +674,7 @@ def test_every_tilelang_name_egtile_lacks_is_refused_with_its_reason_at_the_user
     from egtile.language import missing
 
     lacking = sorted(n for n in missing.TILELANG_NAMES if not hasattr(T, n))
-    assert len(lacking) > 300 and "alloc_barrier" in lacking and "float8_e4m3fn" in lacking
+    assert len(lacking) > 300 and "alloc_cluster_barrier" in lacking and "float8_e4m3fn" in lacking
     line = line_of("# mark-missing-name")
     unclear = []
     for name in lacking:
@@ -693,15 +693,15 @@ def test_every_tilelang_name_egtile_lacks_is_refused_with_its_reason_at_the_user
 def test_a_missing_construct_in_a_kernel_names_itself_and_the_users_line_and_column():
     from egtile.errors import MissingConstructError
 
-    with pytest.raises(MissingConstructError, match=r"T.mbarrier_wait_parity is not supported .*T.Pipelined") as e:
+    with pytest.raises(MissingConstructError, match=r"T.fence_proxy_async is not supported .*T.Pipelined") as e:
         @T.prim_func
         def main(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=32):
                 A[0] = 1.0
-                T.mbarrier_wait_parity(0, 0)  # mark-mbarrier
+                T.fence_proxy_async()  # mark-mbarrier
 
     text = HERE.read_text().splitlines()[e.value.loc.line - 1]
-    assert e.value.loc.line == line_of("# mark-mbarrier") and e.value.loc.col == text.index("T.mbarrier") + 1
+    assert e.value.loc.line == line_of("# mark-mbarrier") and e.value.loc.col == text.index("T.fence_proxy_async") + 1
     with pytest.raises(MissingConstructError, match=r"neither egtile nor TileLang has it; did you mean T.alloc_shared"):
         T.aloc_shared  # noqa: B018
 

@@ -12,3 +12,4 @@ handlers with :func:`egtile.codegen.registry.register_emitter` (importing this p
 """
 
 from egtile.codegen.ops import control, cp_async, fragment, leaf, sync, tileop, tma, wgmma  # noqa: F401  (registration)
+from egtile.codegen.ops import usersync  # noqa: F401,E402  (registration: the user-protocol nodes)

@@ -42,6 +42,7 @@ from egtile.ir import (
     AddressOf, AtomicAdd, BinOp, Buffer, Cast, Const, Copy, Expr, Extern, Fill, For, Gemm, If, Load, Reduce, Region,
     Scope, Select, Stmt, Store, UnOp, Var,
 )
+from egtile.ir.protocol import PROTOCOL_LEAVES
 
 ANY_BUFFER = "*"
 """Buffer name of an access through a pointer whose target is unknown; aliases every buffer."""
@@ -262,6 +263,8 @@ def _reads(s: Stmt) -> set[Access]:
             return _exprs_reads((lo, hi)) | {_widen(a, s) for a in _body(s.body, _reads)}
         case If(cond=c, then_body=t, else_body=e):
             return _exprs_reads((c,)) | _body(t, _reads) | _body(e, _reads)
+        case _ if isinstance(s, PROTOCOL_LEAVES):  # a hand-written barrier statement (egtile.ir.protocol)
+            return _exprs_reads(tuple(getattr(s, f) for f in ("index", "parity") if hasattr(s, f)))
         case _:
             assert_never(s)
 
@@ -286,6 +289,8 @@ def _writes(s: Stmt) -> set[Access]:
             return _exprs_pointer_writes((lo, hi)) | {_widen(a, s) for a in _body(s.body, _writes)}
         case If(cond=c, then_body=t, else_body=e):
             return _exprs_pointer_writes((c,)) | _body(t, _writes) | _body(e, _writes)
+        case _ if isinstance(s, PROTOCOL_LEAVES):  # synchronization only: no buffer written
+            return set()
         case _:
             assert_never(s)
 

@@ -127,6 +127,11 @@ def _range_args(start: Expr, stop: Expr) -> str:
 
 def format_stmt(s: Stmt) -> str:
     """One statement's head line (without id, indentation or body)."""
+    from egtile.ir.protocol import format_protocol
+
+    text = format_protocol(s)  # a hand-written barrier protocol's statements (egtile.ir.protocol)
+    if text is not None:
+        return text
     match s:
         case Store(buffer=b, indices=idx, value=v):
             return f"{b.name}[{', '.join(format_expr(i) for i in idx)}] = {format_expr(v)}"

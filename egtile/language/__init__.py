@@ -2,10 +2,14 @@
 
 This module only re-exports; each family of builtins lives in its own module (``kernel``, ``alloc``,
 ``loop``, ``copy_op``, ``gemm_op``, ``fill_op``, ``reduce_op``, ``extern``, ``control``, ``expr``, ``eager``,
-``threads``, ``macro``, ``hints``); ``source``, ``pyops`` and ``letbind`` are the source front end.
+``threads``, ``macro``, ``hints``, ``barrier``); ``source``, ``pyops`` and ``letbind`` are the source front end.
 """
 
 from egtile.language.alloc import alloc_fragment, alloc_local, alloc_shared, alloc_var
+from egtile.language.barrier import (
+    WarpSpecialize, alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_arrive_expect_tx,
+    mbarrier_expect_tx, mbarrier_wait_parity, tma_copy, ws,
+)
 from egtile.language.buffer import RegionRef, TileBuffer
 from egtile.language.control import Else, If, Then
 from egtile.language.copy_op import async_copy, copy
@@ -53,18 +57,19 @@ def __getattr__(name: str):
 __all__ = [
     "And", "Buffer", "Cast", "Else", "Fragment", "GemmWarpPolicy", "If", "IntImm", "Kernel", "Layout", "Not", "Or",
     "Parallel", "Pipelined", "PrimFunc", "Ref", "RegionRef", "Select", "Serial", "Tensor", "Then", "TileBuffer",
-    "Unroll", "Value", "Vectorized", "abs", "address_of", "alloc_fragment", "alloc_local", "alloc_shared",
-    "alloc_var", "annotate_compile_flags", "annotate_l2_hit_ratio", "annotate_layout", "annotate_restrict_buffers",
-    "annotate_safe_value", "assume", "async_copy", "atomic_add", "bf16", "bfloat16", "bitwise_and", "bitwise_or",
+    "Unroll", "Value", "Vectorized", "WarpSpecialize", "abs", "address_of", "alloc_fragment", "alloc_local", "alloc_shared",
+    "alloc_barrier", "alloc_var", "annotate_compile_flags", "annotate_l2_hit_ratio", "annotate_layout", "annotate_restrict_buffers",
+    "annotate_safe_value", "assume", "async_copy", "atomic_add", "barrier_arrive", "barrier_wait", "bf16", "bfloat16", "bitwise_and", "bitwise_or",
     "bitwise_xor", "bool", "call_extern", "cast", "cdiv", "ceildiv", "clamp", "clear", "const", "copy", "cos",
     "disable_warp_group_reg_alloc", "double", "dtype", "dynamic", "empty", "exp", "exp2", "f16", "f32", "f64",
     "fabs", "fill", "float", "float16", "float32", "float64", "floordiv", "floormod", "gemm", "get_block_binding",
     "get_block_bindings", "get_block_extent", "get_block_extents", "get_thread_binding", "get_thread_bindings",
     "get_thread_extent", "get_thread_extents", "half", "i16", "i32", "i64", "i8", "if_then_else", "import_source",
     "infinity", "int", "int16", "int32", "int64", "int8", "likely", "log", "log2", "long", "macro",
-    "make_swizzled_layout", "max", "max_value", "min", "min_value", "no_set_max_nreg", "parallel", "prim_func",
+    "make_swizzled_layout", "max", "mbarrier_arrive", "mbarrier_arrive_expect_tx",
+    "mbarrier_expect_tx", "mbarrier_wait_parity", "max_value", "min", "min_value", "no_set_max_nreg", "parallel", "prim_func",
     "reduce_absmax", "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "rsqrt", "serial", "shift_left",
-    "shift_right", "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "thread_binding", "truncdiv",
+    "shift_right", "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "thread_binding", "tma_copy", "truncdiv",
     "truncmod", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "unroll", "use_swizzle",
-    "vectorized",
+    "vectorized", "ws",
 ]

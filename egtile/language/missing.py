@@ -22,12 +22,14 @@ import re
 
 from egtile.errors import MissingConstructError
 
-_SYNC = ("egtile places and waits on barriers itself (T.Pipelined with num_stages, the warp-specialization and "
-         "barrier rules derive producer/consumer roles and mbarrier phases from the dataflow); a hand-written "
-         "barrier protocol is not supported yet: write the loop as T.Pipelined(..., num_stages=n) over T.copy and "
-         "T.gemm")
-_WS = ("hand-written warp specialization is not supported yet: egtile decides producer/consumer roles itself "
-       "(the warp-specialization rule); write the loop as T.Pipelined(..., num_stages=n)")
+_SYNC = ("egtile's hand-written barrier protocol has T.alloc_barrier, T.ws, T.mbarrier_wait_parity / T.barrier_wait, "
+         "T.mbarrier_arrive / T.barrier_arrive, T.mbarrier_expect_tx, T.mbarrier_arrive_expect_tx and "
+         "T.tma_copy(..., barrier=) (docs/language.md, \"Hand-written warp specialization\"); this lower-level "
+         "synchronization is not supported: egtile places CTA barriers, proxy fences and wgmma waits itself, or "
+         "write the loop as T.Pipelined(..., num_stages=n) and let egtile build the protocol")
+_WS = ("this TileLang warp-specialization annotation is not supported: write the roles with `with T.ws(g):` blocks and "
+       "T.alloc_barrier / T.mbarrier_* (docs/language.md), or write the loop as T.Pipelined(..., num_stages=n) and let "
+       "egtile decide the roles")
 _LAYOUT = "layout annotations are not supported; egtile chooses buffer layouts itself"
 _MATH = ("supported math: T.exp, T.exp2, T.log, T.log2, T.sqrt, T.rsqrt, T.sin, T.cos, T.tanh, T.sigmoid, T.abs, "
          "T.max, T.min, T.clamp, T.floordiv, T.floormod, T.truncdiv, T.truncmod, T.ceildiv, T.if_then_else, T.cast, "
@@ -56,18 +58,16 @@ _RANDOM = "random numbers on the device are not supported: generate them on the 
 
 #: TileLang constructs egtile knows about but does not implement, with what to use instead.
 NOT_YET: dict[str, str] = {
-    "alloc_barrier": _SYNC, "alloc_cluster_barrier": _CLUSTER,
+    "alloc_cluster_barrier": _CLUSTER,
     "alloc_reducer": "use T.alloc_fragment and T.reduce_*", "finalize_reducer": "use T.alloc_fragment and T.reduce_*",
     "alloc_tmem": _BLACKWELL, "deallocate_tmem": _BLACKWELL,
     "alloc_descriptor": "egtile builds TMA descriptors itself for T.copy",
     "alloc_global": _MULTI, "sync_grid": _MULTI, "sync_global": _MULTI,
     "alloc_buffer": "use T.alloc_shared / T.alloc_fragment / T.alloc_local", "allocate": "use T.alloc_shared / "
     "T.alloc_fragment / T.alloc_local", "decl_buffer": _VIEW, "buffer_decl": _VIEW, "match_buffer": _VIEW,
-    "barrier_wait": _SYNC, "barrier_arrive": _SYNC, "mbarrier_wait_parity": _SYNC, "mbarrier_arrive": _SYNC,
-    "mbarrier_expect_tx": _SYNC, "mbarrier_arrive_expect_tx": _SYNC, "create_list_of_mbarrier": _SYNC,
+    "create_list_of_mbarrier": _SYNC,
     "get_mbarrier": _SYNC, "create_barriers": _SYNC, "named_barrier_arrive": _SYNC, "cp_async_barrier_noinc": _SYNC,
-    "ws": _WS, "annotate_ws_schedule": _WS, "ws_op": _WS, "WarpSpecialize": _WS,
-    "tma_copy": "use T.copy; egtile chooses TMA itself where it is legal and pays",
+    "annotate_ws_schedule": _WS, "ws_op": _WS,
     "tma_load": "use T.copy; egtile chooses TMA itself where it is legal and pays",
     "tma_store_arrive": _SYNC, "tma_store_wait": _SYNC, "create_tma_descriptor": "egtile builds TMA descriptors itself",
     "im2col": "im2col copies are not supported yet: gather with a T.Parallel loop into shared memory",

@@ -179,8 +179,12 @@ def while_cond(test: Any, line: int) -> Any:
 
 def range_(rng: Any, *args: Any) -> Any:
     """``range(*args)`` in a kernel: Python's ``range`` (unrolled while tracing) when every bound is a Python
-    int, ``T.serial`` when one is traced (the step must be a Python int)."""
-    if rng is not builtins.range or not any(_traced(a) for a in args):
+    int, ``T.serial`` when one is traced (the step must be a Python int), and, as in TileLang, always
+    ``T.serial`` in a kernel that allocated mbarriers (a hand-written protocol's rounds are loop iterations,
+    :mod:`egtile.language.barrier`)."""
+    from egtile.language.barrier import in_protocol_kernel
+
+    if rng is not builtins.range or not (any(_traced(a) for a in args) or in_protocol_kernel()):
         return rng(*args)
     from egtile.language.loop import serial
 

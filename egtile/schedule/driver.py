@@ -326,6 +326,12 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
     if arch not in SUPPORTED_ARCHS:
         raise ArgumentError(f"optimize: arch {arch!r} is not supported; egtile schedules for Hopper: "
                             f"{', '.join(SUPPORTED_ARCHS)}")
+    from egtile.ir.protocol import uses_protocol
+
+    if uses_protocol(kernel.body):  # the user's own roles and barriers: kept as written (egtile.lower.protocol)
+        from egtile.lower.protocol import schedule_protocol
+
+        return schedule_protocol(kernel)  # type: ignore[return-value]
     rs = _ruleset(rules)
     limits = limits or Limits()
     prog = program(rs)

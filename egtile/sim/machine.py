@@ -635,7 +635,9 @@ class Block:
     def blocking_point(self, th: ThreadState) -> BlockedThread:
         req = th.req
         if isinstance(req, WaitReq):
-            point = (f"Wait {req.bar.name}[{req.stage}] parity {req.parity} (sid {req.sid}): "
+            loc = self.prog.locs.get(req.sid) if req.sid is not None else None
+            at = f", {loc.file}:{loc.line}" if loc is not None else ""  # the user's line of a hand-written wait
+            point = (f"Wait {req.bar.name}[{req.stage}] parity {req.parity} (sid {req.sid}{at}): "
                      f"{req.bar.describe(req.stage)}")
             return BlockedThread(th.tid, th.role, point, req.sid)
         if isinstance(req, SyncReq):

@@ -31,6 +31,7 @@ from __future__ import annotations
 from egtile.ir.scheduled import Scheduled
 from egtile.verifier import covariance as _covariance  # noqa: F401  (registers the window models of the builtin nodes)
 from egtile.verifier import models as _models  # noqa: F401  (registers the trace models of the builtin nodes)
+from egtile.verifier import usersync as _usersync  # noqa: F401  (the user-protocol nodes' models)
 from egtile.verifier.effects import check_effects
 from egtile.verifier.ints import Ints
 from egtile.verifier.limits import Meter, VerifyLimits, default_limits

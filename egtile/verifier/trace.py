@@ -772,8 +772,9 @@ class Tracer:
                        count=n, tid=ctx.tid)
         else:
             what = "a cp.async arrive" if kind == "cp_arrive" else "an arrive"
-            ev = Event(kind, ctx.agent.index, ctx.loop_sid, ctx.path, barrier=barrier,
-                       bstage=self.const_int(stage, ctx.env, f"stage of {what} on {barrier}", ctx.loop_sid), count=n,
+            at = sid if sid is not None else ctx.loop_sid  # the user's arrive names its own statement
+            ev = Event(kind, ctx.agent.index, at, ctx.path, barrier=barrier,
+                       bstage=self.const_int(stage, ctx.env, f"stage of {what} on {barrier}", at), count=n,
                        tx=tx * n, tid=ctx.tid)
         self.emit(ctx.agent, ev, ctx)
 

@@ -12,3 +12,4 @@ handlers with :func:`egtile.sim.semantics.register_semantics` (importing this pa
 """
 
 from egtile.sim.ops import control, cp_async, fragment, leaf, sync, tileop, tma, wgmma  # noqa: F401  (registration)
+from egtile.sim.ops import usersync  # noqa: F401,E402  (registration: the user-protocol nodes)

@@ -1,0 +1,64 @@
+"""Scheduled-IR nodes of a hand-written barrier protocol: the mbarrier operations the user wrote, each with the
+``sid`` of the user's statement so that every report (verifier, simulator, backend) names that statement.
+
+* :class:`UserArrive` is an :class:`~egtile.ir.scheduled.Arrive` (same semantics, and every executor's
+  handler of ``Arrive`` applies) that remembers its statement; :class:`UserArriveExpectTx` likewise.
+* :class:`ExpectTx` is ``mbarrier.expect_tx`` (PTX ISA 9.7.13.15.11): ``tx_bytes`` more transaction bytes in
+  the current phase of ``barrier[stage]``, per thread that reaches it, *without* an arrival. egtile's own
+  schedules never need it (they use ``arrive.expect_tx``); TileLang's ``T.tma_copy`` and
+  ``T.mbarrier_expect_tx`` do.
+
+The handlers of each executor are registered where that executor's are (:mod:`egtile.verifier.usersync`,
+:mod:`egtile.sim.ops.usersync`, :mod:`egtile.codegen.ops.usersync`), the CTA-barrier placement's access
+summary with the lowering that makes them (:mod:`egtile.lower.protocol`: the verifier must not import
+``egtile.lower``), the listing here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egtile.ir.kernel import Expr
+from egtile.ir.printer import format_expr, register_listing
+from egtile.ir.scheduled import Arrive, ArriveExpectTx
+
+
+@dataclass(frozen=True)
+class UserArrive(Arrive):
+    """The user's ``T.mbarrier_arrive`` (statement ``sid``): an :class:`Arrive`."""
+
+    sid: int | None = None
+
+
+@dataclass(frozen=True)
+class UserArriveExpectTx(ArriveExpectTx):
+    """The user's ``T.mbarrier_arrive_expect_tx`` (statement ``sid``): an :class:`ArriveExpectTx`."""
+
+    sid: int | None = None
+
+
+@dataclass(frozen=True)
+class ExpectTx:
+    """``mbarrier.expect_tx`` on ``barrier[stage]``: ``tx_bytes`` more transaction bytes expected in its current
+    phase, per thread that reaches it; no arrival (PTX ISA 9.7.13.15.11)."""
+
+    barrier: str
+    stage: Expr
+    tx_bytes: int
+    sid: int | None = None
+
+
+@register_listing(UserArrive)
+def _user_arrive(s: UserArrive) -> list[str]:
+    return [f"mbarrier_arrive {s.barrier}[{format_expr(s.stage)}]  (sid {s.sid}, the user's)"]
+
+
+@register_listing(UserArriveExpectTx)
+def _user_arrive_tx(s: UserArriveExpectTx) -> list[str]:
+    return [f"mbarrier_arrive_expect_tx {s.barrier}[{format_expr(s.stage)}] {s.tx_bytes} bytes  (sid {s.sid}, "
+            "the user's)"]
+
+
+@register_listing(ExpectTx)
+def _expect_tx(s: ExpectTx) -> list[str]:
+    return [f"mbarrier_expect_tx {s.barrier}[{format_expr(s.stage)}] {s.tx_bytes} bytes  (sid {s.sid})"]

@@ -1,0 +1,91 @@
+"""The verifier's report on a hand-written barrier protocol: the user's bug, named at the user's line.
+
+A schedule that egtile built is wrong only through egtile's bug (``egtile.api`` says so). A hand-specialized
+kernel's protocol is the user's (:mod:`egtile.lower.protocol`), so a violation of L1-L4 there is a bug in the
+kernel: :func:`check_protocol` raises :class:`~egtile.errors.ScheduleError` at the first statement involved,
+with what the property means for a hand-written protocol and every statement involved, at its line.
+
+What each property catches in a hand-written protocol (``docs/soundness.md`` defines them):
+
+* **L1** (read after async write): a read of a buffer a TMA load or another role writes, not ordered after
+  that write: a read before ``T.mbarrier_wait_parity``, or a wait on the wrong barrier or wrong parity that
+  returns at once (it observes an old phase).
+* **L2** (write after read): a write of a buffer another role may still be reading: the producer overwrote a
+  stage without waiting for the consumers' release (a missing ``empty`` wait).
+* **L3** (barrier counts): a phase that receives more or fewer arrivals than its ``arrive_count`` (a missing
+  ``T.mbarrier_arrive``, an arrival by the wrong threads), expected transaction bytes that differ from what
+  the phase's TMA loads deliver, or a wait for a phase nobody arrives on (deadlock).
+* **L4** (barrier phase): a wait whose parity names a phase that cannot complete before it (deadlock), or
+  whose phase is ambiguous (``try_wait.parity`` knows only parities).
+"""
+
+from __future__ import annotations
+
+from egtile.errors import ResourceError, ScheduleError, SourceLoc
+from egtile.ir.kernel import walk
+from egtile.ir.printer import format_stmt
+from egtile.ir.scheduled import Scheduled
+from egtile.verifier.violation import Violation
+
+MEANING: dict[str, str] = {
+    "L1": "a read is not ordered after the write it must see (read before the wait, or a wait on the wrong "
+          "barrier or parity that returns at once and observes an old phase)",
+    "L2": "a write may overwrite data another role still reads (a missing wait for the consumers' release, the "
+          "'empty' barrier)",
+    "L3": "a barrier phase does not add up (arrivals vs arrive_count, expect_tx bytes vs the TMA loads' bytes, or "
+          "a wait for a phase nobody arrives on)",
+    "L4": "a wait's parity names a phase that cannot complete before it (deadlock) or cannot be told apart",
+}
+
+
+def describe(v: Violation, sched: Scheduled) -> str:
+    """``v`` in words for the author of a hand-written protocol, each statement with its line."""
+    stmts = {s.sid: s for s in walk(sched.kernel.body)}
+    lines = [f"{v.property}: {MEANING.get(v.property, v.property)}", f"    {v}"]
+    for sid in v.sids:
+        s = stmts.get(sid)
+        if s is None:
+            continue
+        where = f"{s.loc.file}:{s.loc.line}" if getattr(s, "loc", None) is not None else "?"
+        lines.append(f"    statement {sid} at {where}: {format_stmt(s)}")
+    return "\n".join(lines)
+
+
+def _loc(v: Violation, sched: Scheduled) -> SourceLoc | None:
+    """The culprit's line: for an unordered pair (L1, L2) the later statement (the access that comes too early),
+    else the first statement involved."""
+    stmts = {s.sid: s for s in walk(sched.kernel.body)}
+    sids = tuple(reversed(v.sids)) if v.property in ("L1", "L2") else v.sids
+    for sid in sids:
+        s = stmts.get(sid)
+        if s is not None and getattr(s, "loc", None) is not None:
+            return s.loc
+    return sched.kernel.loc
+
+
+def check_protocol(sched: Scheduled) -> None:
+    """Verify a hand-specialized schedule; raise the user's error on a violation.
+
+    Raises:
+        ResourceError: only L8 (per-block limits) is violated.
+        ScheduleError: the protocol is wrong (L1-L7), at the first statement of the first violation.
+    """
+    from egtile.verifier import verify
+
+    found = verify(sched)
+    if not found:
+        return
+    name = sched.kernel.name
+    if all(v.property == "L8" for v in found):
+        listing = "\n  ".join(str(v) for v in found)
+        raise ResourceError(f"kernel {name!r} exceeds a per-block limit of sm_90:\n  {listing}", sched.kernel.loc)
+    found = sorted(found, key=lambda v: _PRIORITY.get(v.property, 9))
+    text = "\n  ".join(describe(v, sched) for v in found[:6])
+    more = f"\n  ... and {len(found) - 6} more" if len(found) > 6 else ""
+    raise ScheduleError(f"kernel {name!r}: its hand-written barrier protocol is wrong (egtile's verifier, "
+                        f"before the kernel runs anywhere):\n  {text}{more}", _loc(found[0], sched))
+
+
+# The report's line is its first violation's culprit: a wait whose parity is wrong (L4) or a phase that does not
+# add up (L3) say what to fix more directly than the unordered accesses they cause (L1, L2).
+_PRIORITY = {"L4": 0, "L3": 1, "L1": 2, "L2": 3, "L6": 4, "L7": 5, "L5": 6, "L8": 7}

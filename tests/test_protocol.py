@@ -1,0 +1,426 @@
+"""Hand-written warp specialization (TileLang's T.ws / T.alloc_barrier / T.mbarrier_* / T.tma_copy API): the
+correct protocol compiles, verifies and matches a float64 reference in the simulator; each class of protocol bug
+gets the verifier's report at the culprit's line, and the simulator's report when the schedule runs anyway."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+import egtile
+from egtile import language as T
+from egtile.errors import DSLError, EgtileError, ScheduleError, SimulationError
+from egtile.lower.protocol import schedule_protocol
+from egtile.sim import simulate
+
+M = N = 32
+K = 64
+BM = BN = 32
+BK = 16
+S = 2
+
+
+def ws_gemm(M, N, K, bm, bn, bk, S=2, bug=None):
+    """A producer (warpgroup 1) / consumer (warpgroup 0) GEMM with full/empty barrier arrays; ``bug`` plants one
+    protocol bug (the lines carry markers the tests look up)."""
+    full_count = 256 if bug == "count" else 128
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((S, bm, bk), "float16")
+            B_s = T.alloc_shared((S, bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            full = T.alloc_barrier([full_count] * S)  # @full_alloc
+            empty = T.alloc_barrier([128] * S)
+            with T.ws(0):
+                T.clear(C_l)
+            for ko in T.serial(K // bk):
+                with T.ws(1):
+                    if bug != "no_empty_wait":
+                        T.mbarrier_wait_parity(empty[ko % S], ((ko // S) % 2) ^ (0 if bug == "empty_parity" else 1))  # @empty_wait
+                    T.tma_copy(A[by * bm, ko * bk], A_s[ko % S, :, :], barrier=full[ko % S])  # @tma_a
+                    T.tma_copy(B[ko * bk, bx * bn], B_s[ko % S, :, :], barrier=full[ko % S])
+                    if bug == "expect_tx":
+                        T.mbarrier_expect_tx(full[ko % S], 512)  # @expect
+                    if bug != "no_arrive":
+                        T.mbarrier_arrive(full[ko % S])
+                with T.ws(0):
+                    if bug == "read_before_wait":
+                        T.gemm(A_s[ko % S, :, :], B_s[ko % S, :, :], C_l)  # @early_gemm
+                    T.mbarrier_wait_parity(full[ko % S], ((ko // S) % 2) ^ (1 if bug == "full_parity" else 0))  # @full_wait
+                    if bug != "read_before_wait":
+                        T.gemm(A_s[ko % S, :, :], B_s[ko % S, :, :], C_l)  # @gemm
+                    T.barrier_arrive(empty[ko % S])
+            with T.ws(0):
+                T.copy(C_l, C[by * bm, bx * bn])
+
+    return main
+
+
+def line_of(marker: str) -> int:
+    lines, start = inspect.getsourcelines(ws_gemm)
+    for i, text in enumerate(lines):
+        if text.rstrip().endswith(f"# @{marker}"):
+            return start + i
+    raise AssertionError(marker)
+
+
+def inputs(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(M, K, generator=g).half()
+    b = torch.randn(K, N, generator=g).half()
+    return a, b, torch.full((M, N), float("nan"))
+
+
+def bound(a, b):
+    return K * 2.0**-23 * (a.double().abs() @ b.double().abs()) + 1e-12
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_correct_protocol_matches_the_float64_reference(target):
+    kernel = egtile.compile(ws_gemm(M, N, K, BM, BN, BK), target=target)
+    for seed in (1, 2):
+        a, b, c = inputs(seed)
+        kernel(a, b, c)
+        ref = a.double() @ b.double()
+        assert torch.isfinite(c).all()
+        assert ((c.double() - ref).abs() <= bound(a, b)).all()
+
+
+def test_correct_protocol_is_kept_verbatim_and_explained():
+    kernel = egtile.compile(ws_gemm(M, N, K, BM, BN, BK), target="sim")
+    text = kernel.explain()
+    assert "the e-graph does not re-schedule" in text
+    assert "hand-written-protocol" in text
+    sched = kernel.scheduled
+    assert sched.threads == 256  # the user's threads, no producer warpgroup added
+    assert {b.name: (b.stages, b.arrive_count) for b in sched.barriers} == {"full": (2, 128), "empty": (2, 128)}
+    assert egtile.optimize(kernel.kernel).scheduled == sched
+
+
+# bug -> (the verifier's property, the marker of the line the report points at)
+BUGS = {
+    "full_parity": ("L4", "full_wait"),         # returns at once: reads an old phase
+    "empty_parity": ("L4", "empty_wait"),       # deadlock (the consumer's wait on full is stuck too)
+    "no_arrive": ("L3", "tma_a"),               # the phase never completes
+    "read_before_wait": ("L1", "early_gemm"),
+    "count": ("L3", "tma_a"),                   # arrive_count 256, 128 arrivals
+    "expect_tx": ("L3", "tma_a"),               # expected bytes != delivered bytes
+    "no_empty_wait": ("L2", "tma_a"),           # the producer overwrites a stage the consumer reads
+}
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_each_protocol_bug_is_reported_at_compile_time_at_its_line(bug):
+    prop, marker = BUGS[bug]
+    with pytest.raises(ScheduleError) as exc:
+        egtile.compile(ws_gemm(M, N, K, BM, BN, BK, bug=bug), target="sim")
+    err = exc.value
+    assert "hand-written barrier protocol is wrong" in err.message
+    assert f"{prop}:" in err.message
+    assert f"{__file__}:{line_of(marker)}: " in err.message, err.message  # the culprit, at its line
+    # the error's own line: the culprit, or (a deadlock of two waits) the other wait of the cycle
+    # (the stuck wait on full that the missing or wrong wait on empty causes is reported too, L4)
+    allowed = {line_of(marker)} | ({line_of("full_wait")} if bug in ("empty_parity", "no_empty_wait") else set())
+    assert err.loc is not None and err.loc.line in allowed, (err.loc, err.message)
+    assert "statement " in err.message and __file__ in err.message  # every statement involved, at its line
+
+
+def test_the_expect_tx_report_names_the_user_statement():
+    with pytest.raises(ScheduleError) as exc:
+        egtile.compile(ws_gemm(M, N, K, BM, BN, BK, bug="expect_tx"), target="sim")
+    assert f"{__file__}:{line_of('expect')}" in exc.value.message
+    assert "transaction bytes" in exc.value.message
+
+
+def _simulate(bug):
+    sched = schedule_protocol(ws_gemm(M, N, K, BM, BN, BK, bug=bug).kernel).scheduled
+    a, b, c = inputs(3)
+    return simulate(sched, a, b, c)
+
+
+def test_the_simulator_reports_a_missing_arrive_as_a_deadlock_naming_barrier_and_threads():
+    r = _simulate("no_arrive")
+    assert not r.ok and r.deadlock is not None
+    text = str(r.deadlock)
+    assert "threads 0-127 (wg0) at Wait full[0]" in text
+    assert f"{__file__}:{line_of('full_wait')}" in text
+    assert "0/128 arrivals" in text
+
+
+def test_the_simulator_reports_a_read_before_the_wait_as_a_race():
+    r = _simulate("read_before_wait")
+    assert any("race on A_s" in e for e in r.errors())
+
+
+def test_the_simulator_reports_a_wrong_parity():
+    r = _simulate("full_parity")
+    assert not r.ok
+    assert any("A_s" in e for e in r.errors())
+
+
+def test_the_sim_target_refuses_a_wrong_protocol_before_running():
+    with pytest.raises(ScheduleError):
+        egtile.compile(ws_gemm(M, N, K, BM, BN, BK, bug="empty_parity"), target="sim")
+    assert issubclass(SimulationError, EgtileError)
+
+
+def test_the_scheduled_kernel_compiles_with_nvrtc_for_sm90a():
+    from egtile.codegen import build
+
+    built = build(schedule_protocol(ws_gemm(128, 128, 128, 64, 64, 32).kernel).scheduled)
+    assert built.arch.startswith("sm_90")
+    assert "mbarrier.expect_tx.relaxed.cta.shared::cta.b64" in built.source
+    assert built.cubin[:4] == b"\x7fELF"
+
+
+def test_front_end_errors_point_at_the_user_line():
+    with pytest.raises(DSLError) as exc:
+        @T.prim_func
+        def no_barrier(A: T.Tensor((32, 16), "float16")):
+            with T.Kernel(1, threads=256):
+                A_s = T.alloc_shared((32, 16), "float16")
+                with T.ws(1):
+                    T.tma_copy(A[0, 0], A_s)  # @@here
+        no_barrier.kernel
+    assert "needs barrier=" in exc.value.message and "@@here" in str(exc.value.loc)
+
+
+def test_ws_names_only_existing_warpgroups():
+    with pytest.raises(DSLError) as exc:
+        @T.prim_func
+        def k(A: T.Tensor((32,), "float32")):
+            with T.Kernel(1, threads=256):
+                with T.ws(2):
+                    T.clear(A)
+        k.kernel
+    assert "warpgroups 0..1" in exc.value.message
+
+
+@pytest.mark.gpu
+def test_correct_protocol_on_the_h200():
+    kernel = egtile.compile(ws_gemm(256, 256, 256, 128, 128, 64), target="cuda")
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(256, 256, generator=g).half()
+    b = torch.randn(256, 256, generator=g).half()
+    c = torch.full((256, 256), float("nan"), device="cuda")
+    kernel(a.cuda(), b.cuda(), c)
+    ref = a.double() @ b.double()
+    err = (c.cpu().double() - ref).abs()
+    assert (err <= 256 * 2.0**-23 * (a.double().abs() @ b.double().abs()) + 1e-12).all(), err.max()
+
+
+# ---- the other spellings of TileLang's WS examples (own kernels, same constructs) --------------------------------
+
+
+def one_array_gemm(M, N, K, bm, bn, bk, S=2, loop=None):
+    """Full and empty barriers in one array (``[0, S)`` full, ``[S, 2 S)`` empty), keyword arguments."""
+    loop = loop or T.serial
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((S, bm, bk), "float16")
+            B_s = T.alloc_shared((S, bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            mbars = T.alloc_barrier([128, 128] * S)
+            with T.ws(0):
+                T.clear(C_l)
+            for ko in loop(T.ceildiv(K, bk)):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(mbarrier=mbars[ko % S + S], parity=((ko // S) % 2) ^ 1)  # @one_array_wait
+                    T.tma_copy(A[by * bm:(by + 1) * bm, ko * bk:(ko + 1) * bk], A_s[ko % S, :, :], barrier=mbars[ko % S])
+                    T.tma_copy(B[ko * bk:(ko + 1) * bk, bx * bn:(bx + 1) * bn], B_s[ko % S, :, :], barrier=mbars[ko % S])
+                    T.mbarrier_arrive(mbarrier=mbars[ko % S])
+                with T.ws(0):
+                    T.mbarrier_wait_parity(mbarrier=mbars[ko % S], parity=(ko // S) % 2)
+                    T.gemm(A_s[ko % S, :, :], B_s[ko % S, :, :], C_l)
+                    T.mbarrier_arrive(mbarrier=mbars[ko % S + S])
+            with T.ws(0):
+                T.copy(C_l, C[by * bm, bx * bn])
+
+    return main
+
+
+def single_stage_gemm(M, N, K, bm, bn, bk):
+    """Two single barriers, one shared stage, ``T.Pipelined(num_stages=0)``, ``T.barrier_wait`` / ``barrier_arrive``,
+    producer in warpgroup 0."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            ready = T.alloc_barrier(arrive_count=128)
+            done = T.alloc_barrier(arrive_count=128)
+            with T.ws(1):
+                T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=0):
+                with T.ws(0):
+                    T.barrier_wait(done, (ko + 1) % 2)
+                    T.tma_copy(A[by * bm, ko * bk], A_s, barrier=ready)
+                    T.tma_copy(B[ko * bk, bx * bn], B_s, barrier=ready)
+                    T.barrier_arrive(ready)
+                with T.ws(1):
+                    T.barrier_wait(ready, ko % 2)
+                    T.gemm(A_s, B_s, C_l)
+                    T.barrier_arrive(done)
+            with T.ws(1):
+                T.copy(C_l, C[by * bm, bx * bn])
+
+    return main
+
+
+def simt_producer_scale(n=256, block=128, steps=4):
+    """A producer warpgroup that fills a shared tile with ordinary stores (no TMA) and arrives; the consumer waits
+    and writes ``2 * x``: the producer threads' arrivals release their writes."""
+
+    @T.prim_func
+    def main(X: T.Tensor((steps, n), "float32"), Y: T.Tensor((steps, n), "float32")):
+        with T.Kernel(n // block, threads=256) as bx:
+            buf = T.alloc_shared((block,), "float32")
+            full = T.alloc_barrier(128)
+            empty = T.alloc_barrier(128)
+            for k in T.serial(steps):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(empty, (k % 2) ^ 1)
+                    T.copy(X[k, bx * block], buf)
+                    T.mbarrier_arrive(full)
+                with T.ws(0):
+                    T.mbarrier_wait_parity(full, k % 2)
+                    for i in T.Parallel(block):
+                        Y[k, bx * block + i] = buf[i] * 2.0
+                    T.mbarrier_arrive(empty)
+
+    return main
+
+
+@pytest.mark.parametrize("factory", [one_array_gemm, single_stage_gemm], ids=["one_array", "single_stage"])
+def test_tilelang_spellings_match_the_reference(factory):
+    kernel = egtile.compile(factory(M, N, K, BM, BN, BK), target="sim")
+    a, b, c = inputs(11)
+    kernel(a, b, c)
+    ref = a.double() @ b.double()
+    assert torch.isfinite(c).all() and ((c.double() - ref).abs() <= bound(a, b)).all()
+
+
+def test_a_simt_producer_releases_its_writes_with_its_arrivals():
+    kernel = egtile.compile(simt_producer_scale(), target="sim")
+    x = torch.randn(4, 256)
+    y = torch.full((4, 256), float("nan"))
+    kernel(x, y)
+    assert torch.equal(y, x * 2)
+
+
+def test_a_python_range_over_barrier_rounds_is_refused_with_the_alternative():
+    from egtile.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError) as exc:
+        egtile.compile(one_array_gemm(M, N, K, BM, BN, BK, loop=range), target="sim")
+    assert "T.serial(n)" in exc.value.message
+    assert exc.value.loc is not None and exc.value.loc.line == line_of_in(one_array_gemm, "one_array_wait")
+
+
+def line_of_in(fn, marker: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, t in enumerate(lines) if t.rstrip().endswith(f"# @{marker}"))
+
+
+def test_interp_runs_the_sequential_reading():
+    kernel = egtile.compile(simt_producer_scale(), target="interp")
+    x = torch.randn(4, 256)
+    y = torch.full((4, 256), float("nan"))
+    kernel(x, y)
+    assert torch.equal(y, x * 2)
+
+
+def test_the_listing_spells_the_protocol_as_tilelang():
+    text = str(ws_gemm(M, N, K, BM, BN, BK).kernel)
+    assert "with T.ws(1):" in text and "full = T.alloc_barrier([128, 128])" in text
+    assert "T.tma_copy(" in text and ", barrier=full[" in text and "T.mbarrier_wait_parity(empty[" in text
+
+
+def range_loop_gemm(M, N, K, bm, bn, bk, S=2):
+    """TileLang's ``for ko in range(...)`` over the rounds: a serial loop in a kernel with barriers."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((S, bm, bk), "float16")
+            B_s = T.alloc_shared((S, bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            mbars = T.alloc_barrier([128, 128] * S)
+            with T.ws(0):
+                T.clear(C_l)
+            for ko in range(T.ceildiv(K, bk)):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(mbars[ko % S + S], ((ko // S) % 2) ^ 1)
+                    T.tma_copy(A[by * bm, ko * bk], A_s[ko % S, :, :], barrier=mbars[ko % S])
+                    T.tma_copy(B[ko * bk, bx * bn], B_s[ko % S, :, :], barrier=mbars[ko % S])
+                    T.mbarrier_arrive(mbars[ko % S])
+                with T.ws(0):
+                    T.mbarrier_wait_parity(mbars[ko % S], (ko // S) % 2)
+                    T.gemm(A_s[ko % S, :, :], B_s[ko % S, :, :], C_l)
+                    T.mbarrier_arrive(mbars[ko % S + S])
+            with T.ws(0):
+                T.copy(C_l, C[by * bm, bx * bn])
+
+    return main
+
+
+def test_a_range_loop_in_a_kernel_with_barriers_is_a_serial_loop():
+    prim = range_loop_gemm(M, N, K, BM, BN, BK)
+    assert "for ko in T.serial(4):" in str(prim.kernel)
+    kernel = egtile.compile(prim, target="sim")
+    a, b, c = inputs(12)
+    kernel(a, b, c)
+    ref = a.double() @ b.double()
+    assert torch.isfinite(c).all() and ((c.double() - ref).abs() <= bound(a, b)).all()
+
+
+def split_n_gemm(M=64, N=64, K=64, bk=32):
+    """No barriers: both warpgroups share ``A``'s tile (a ``T.copy`` outside every ``T.ws``, by all threads) and each
+    multiplies it by its own half of ``B`` (TileLang's copy/gemm-per-role example, in egtile's own kernel)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=256):
+            A_s = T.alloc_shared((M, bk), "float16")
+            B0 = T.alloc_shared((bk, N // 2), "float16")
+            B1 = T.alloc_shared((bk, N // 2), "float16")
+            C0 = T.alloc_fragment((M, N // 2), "float32")
+            C1 = T.alloc_fragment((M, N // 2), "float32")
+            with T.ws(1):
+                T.clear(C1)
+            with T.ws(0):
+                T.clear(C0)
+            for ko in T.serial(K // bk):
+                T.copy(A[0, ko * bk], A_s)
+                with T.ws(1):
+                    T.copy(B[ko * bk, 0], B1)
+                    T.gemm(A_s, B1, C1)
+                with T.ws(0):
+                    T.copy(B[ko * bk, N // 2], B0)
+                    T.gemm(A_s, B0, C0)
+            with T.ws(1):
+                T.copy(C1, C[0, 0])
+            with T.ws(0):
+                T.copy(C0, C[0, N // 2])
+
+    return main
+
+
+def test_a_loop_mixing_roles_and_block_level_statements_gets_cta_barriers_between_them():
+    kernel = egtile.compile(split_n_gemm(), target="sim")
+    g = torch.Generator().manual_seed(13)
+    a = torch.randn(64, 64, generator=g).half()
+    b = torch.randn(64, 64, generator=g).half()
+    c = torch.full((64, 64), float("nan"))
+    kernel(a, b, c)
+    ref = a.double() @ b.double()
+    assert torch.isfinite(c).all()
+    assert ((c.double() - ref).abs() <= 64 * 2.0**-23 * (a.double().abs() @ b.double().abs()) + 1e-12).all()
