@@ -61,7 +61,7 @@ def fits(name: str, M: int, N: int, cfg: dict, elem: int) -> bool:
     if M % cfg["blk_m"] or ("blk_n" in cfg and N % cfg["blk_n"]):
         return False
     rows = cfg["blk_m"] * (cfg.get("blk_n") or N)
-    smem = {"rms_norm": rows * (elem + 4), "layer_norm": rows * (elem + 8),
+    smem = {"rms_norm": rows * (elem + 4), "layer_norm": rows * (elem + 4),
             "online_softmax": rows * 4}[name]
     return smem <= 227 * 1024
 
