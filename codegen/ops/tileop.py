@@ -9,16 +9,31 @@ and no tile op needs a barrier inside it.
   (float64 when an operand is float64; int32/int64 for integer operands) with an explicit fused
   multiply-add (``eg_fma``: one FFMA per step although NVRTC runs with ``--fmad=false``; a gemm's order
   and rounding of its sums are not part of the bit-exact contract, ``docs/language.md``).
-* ``simt`` ``Reduce``: one output element per iteration, a serial loop over the reduced dimension,
-  accumulating like ``Gemm``.
+* ``simt`` ``Reduce``: how many threads share one output element depends on the shape (:func:`reduce_plan`).
+  With at least as many outputs as threads, or a reduced extent under 32, one thread per output runs a
+  serial loop over the reduced dimension, accumulating like ``Gemm``. Otherwise the reduction is
+  cooperative: a warp (``warp``), or a group of warps (``block``), owns one output; its lanes read the
+  reduced dimension with a stride of the group size (consecutive lanes, consecutive elements), combine
+  their partials with a ``shfl.sync.bfly`` butterfly (PTX ISA 9.7.9.6; all 32 lanes take part, so the op's
+  thread range must be whole warps) and, for ``block``, through a shared scratch word per warp between
+  two barriers among the op's threads (``bar.sync``, PTX ISA 9.7.13.4: the first keeps a previous use's
+  reads of the scratch before these writes). Only the group's first lane writes the output. The
+  cooperative forms change who reads which source element and which thread writes an output; neither
+  is visible outside the op, because the lowering gives a ``Reduce``'s accesses no owner
+  (:meth:`egtile.lower.sync.AccessSummary.tile_owner`: any thread may touch any element, so every
+  neighbouring access is ordered by a CTA barrier). The sums are added in another order than the serial
+  loop's, which the arithmetic contract allows (``docs/language.md``: ``T.reduce_*`` sums in an order of
+  its own); max/min are exact in any order.
 * ``cp_async`` ``Copy`` (global -> shared): :mod:`egtile.codegen.ops.cp_async`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from egtile.ir.dtypes import dtype
 from egtile.ir.kernel import Copy, Fill, Gemm, Reduce, Region
-from egtile.ir.scheduled import ThreadRange, TileOp, unflatten_c
+from egtile.ir.scheduled import Elect, RoleSplit, SeqLoop, SIf, ThreadLoop, ThreadRange, TileOp, unflatten_c
 
 from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
@@ -26,8 +41,8 @@ from egtile.codegen.exprs import ctype, emit_as, flat_index, product
 from egtile.codegen.names import ident
 from egtile.codegen.ops import cp_async
 from egtile.codegen.ops.copy import region_ref, simt_copy
-from egtile.codegen.registry import register_emitter
-from egtile.codegen.threads import guarded, indent, partitioned_for
+from egtile.codegen.registry import NO_NEEDS, Needs, Scratch, register_emitter
+from egtile.codegen.threads import TID, guarded, indent, partitioned_for
 
 
 def _matrix_ref(region: Region, row: str, col: str, ctx: Ctx, sid: int | None) -> str:
@@ -90,7 +105,43 @@ _REDUCE_STEP = {"sum": "{a} + {x}", "abssum": "{a} + eg_abs({x})", "max": "eg_ma
                 "min": "eg_min<{t}>({a}, {x})", "absmax": "eg_max<{t}>({a}, eg_abs({x}))"}
 
 
-def _reduce(rd: Reduce, r: ThreadRange, ctx: Ctx) -> list[str]:
+_REDUCE_COMBINE = {"sum": "{a} + {b}", "abssum": "{a} + {b}", "max": "eg_max<{t}>({a}, {b})",
+                   "min": "eg_min<{t}>({a}, {b})", "absmax": "eg_max<{t}>({a}, {b})"}
+
+WARP = 32
+#: The named barrier of a ``block`` reduce over part of the block: ``8 + begin // 128`` (ids 8..15, one per
+#: warpgroup the range starts in), clear of the CTA barrier 0 and the warp-specialized roles' ``1 + i``
+#: (egtile.lower.sync), so two roles' reductions never share one. PTX ISA 9.7.13.4: ids 0..15.
+_BAR_BASE = 8
+
+
+@dataclass(frozen=True)
+class ReducePlan:
+    """How a ``Reduce`` over threads ``r`` is split (see the module docstring).
+
+    Attributes:
+        mode: ``serial`` (a thread per output), ``warp`` (a warp per output) or ``block`` (``warps`` warps per
+            output, partials through shared scratch).
+        warps: warps per output (``block``), else 1.
+    """
+
+    mode: str
+    warps: int = 1
+
+
+def reduce_plan(n_out: int, extent: int, r: ThreadRange) -> ReducePlan:
+    """The split of a reduction to ``n_out`` outputs over ``extent`` elements each, run by threads ``r``."""
+    if r.count % WARP or r.begin % WARP or extent < WARP or n_out >= r.count:
+        return ReducePlan("serial")
+    warps = r.count // WARP
+    if n_out >= warps:
+        return ReducePlan("warp")
+    per = warps // n_out
+    per = 1 << (per.bit_length() - 1)  # a power of two: groups tile the warps evenly
+    return ReducePlan("block", per) if per > 1 else ReducePlan("warp")
+
+
+def _reduce_shapes(rd: Reduce, ctx: Ctx):
     src, dst = ctx.buffer(rd.src.name), ctx.buffer(rd.dst.name)
     if not 0 <= rd.dim < len(src.shape):
         raise codegen_error(ctx, f"T.reduce_{rd.kind} over dim {rd.dim} of {src.name} {src.shape}", rd.sid)
@@ -99,6 +150,47 @@ def _reduce(rd: Reduce, r: ThreadRange, ctx: Ctx) -> list[str]:
     if dst.shape != dropped and not keep:
         raise codegen_error(ctx, f"T.reduce_{rd.kind}: {dst.name} has shape {dst.shape}; expected {dropped} "
                                  f"({src.name} {src.shape} without dim {rd.dim})", rd.sid)
+    return src, dst, keep
+
+
+def _scratch_name(rd: Reduce, r: ThreadRange) -> str:
+    return f"reduce_{rd.sid}_{r.begin}"
+
+
+def _depths(stmts, target, depth: int = 0):
+    """The branch depth (``SIf``/``Elect`` nesting) of each occurrence of ``target`` (by identity) in ``stmts``."""
+    for s in stmts:
+        if s is target:
+            yield depth
+        match s:
+            case SIf(then_body=t, else_body=e):
+                yield from _depths(t, target, depth + 1)
+                yield from _depths(e, target, depth + 1)
+            case Elect(body=b):
+                yield from _depths(b, target, depth + 1)
+            case SeqLoop(body=b) | ThreadLoop(body=b):
+                yield from _depths(b, target, depth)
+            case RoleSplit(roles=roles):
+                for role in roles:
+                    yield from _depths(role.body, target, depth)
+
+
+def _plan_of(op: TileOp, sched) -> ReducePlan:
+    """``reduce_plan`` of a ``Reduce`` tile op, ``block`` demoted to ``warp`` under a branch (a barrier there
+    could be reached by some threads of the range only)."""
+    rd = op.op
+    src, dst = sched.buffer(rd.src.name), sched.buffer(rd.dst.name)
+    if not 0 <= rd.dim < len(src.shape):
+        return ReducePlan("serial")
+    plan = reduce_plan(product(dst.shape), src.shape[rd.dim], op.threads)
+    depths = list(_depths(sched.body, op))
+    if plan.mode == "block" and (not depths or any(depths)):
+        return ReducePlan("warp")
+    return plan
+
+
+def _reduce(rd: Reduce, r: ThreadRange, ctx: Ctx, plan: ReducePlan) -> list[str]:
+    src, dst, keep = _reduce_shapes(rd, ctx)
     acc = _acc_type(src.dtype, dst.dtype)
     t = ctype(acc)
     d = ctx.depth
@@ -109,17 +201,90 @@ def _reduce(rd: Reduce, r: ThreadRange, ctx: Ctx) -> list[str]:
     dst_ref = f"{ident(dst.name)}[{flat_index(dst, digits, ctx)}]"
     src_ref = f"{ident(src.name)}[{flat_index(src, src_idx, ctx)}]"
     init = _REDUCE_INIT[rd.kind].format(t=t) if rd.clear else f"eg_cast<{t}>({dst_ref})"
-    return [partitioned_for(e, product(dst.shape), r),
-            f"  {t} {a_} = {init};",
-            f"  for (int {j} = 0; {j} < {src.shape[rd.dim]}; ++{j}) {{",
-            f"    const {t} {x} = eg_cast<{t}>({src_ref});",
-            f"    {a_} = {_REDUCE_STEP[rd.kind].format(a=a_, x=x, t=t)};",
+    n_out, extent = product(dst.shape), src.shape[rd.dim]
+    step = [f"    const {t} {x} = eg_cast<{t}>({src_ref});",
+            f"    {a_} = {_REDUCE_STEP[rd.kind].format(a=a_, x=x, t=t)};"]
+    if plan.mode == "serial":
+        return [partitioned_for(e, n_out, r),
+                f"  {t} {a_} = {init};",
+                f"  for (int {j} = 0; {j} < {extent}; ++{j}) {{",
+                *step,
+                "  }",
+                f"  {dst_ref} = eg_cast<{ctype(dst.dtype)}>({a_});",
+                "}"]
+    ident_v = _REDUCE_INIT[rd.kind].format(t=t)  # the identity of the combine (0 for the abs kinds: |x| >= 0)
+    combine = _REDUCE_COMBINE[rd.kind]
+    lane, warp, group = f"eg_lane{d}", f"eg_warp{d}", WARP * plan.warps
+    member = f"eg_member{d}"  # rank within the group of threads that own one output
+    groups = r.count // group
+    rank = TID if r.begin == 0 else f"({TID} - {r.begin})"
+    out = [f"const int {lane} = {rank} % {WARP};",
+           f"const int {warp} = {rank} / {WARP};",
+           f"const int {member} = {rank} % {group};"]
+    shuffle = [f"  for (int eg_o = {WARP // 2}; eg_o > 0; eg_o >>= 1) {{",
+               f"    {a_} = {combine.format(a=a_, b=f'__shfl_xor_sync(0xffffffffu, {a_}, eg_o)', t=t)};",
+               "  }"]
+    body = [f"  {t} {a_} = {ident_v};",
+            f"  #pragma unroll 4",
+            f"  for (int {j} = {member}; {j} < {extent}; {j} += {group}) {{",
+            *step,
             "  }",
-            f"  {dst_ref} = eg_cast<{ctype(dst.dtype)}>({a_});",
+            *shuffle]
+    if plan.mode == "warp":
+        out += [f"for (int {e} = {warp}; {e} < {n_out}; {e} += {groups}) {{",
+                *body,
+                f"  if ({lane} == 0) {{",
+                f"    {dst_ref} = eg_cast<{ctype(dst.dtype)}>({combine.format(a=init, b=a_, t=t)});",
+                "  }",
+                "}"]
+        return out
+    # block: groups of plan.warps warps; one scratch slot per warp
+    whole = r.begin == 0 and r.count == ctx.sched.threads
+    bar = ("__syncthreads();" if whole else
+           f'asm volatile("bar.sync %0, %1;" :: "r"({_BAR_BASE + r.begin // 128}), "r"({r.count}) : "memory");')
+    scratch = f"reinterpret_cast<{t}*>({ctx.scratch(_scratch_name(rd, r))})"
+    sc = f"eg_part{d}"
+    out += [f"{t}* const {sc} = {scratch};"]
+    # every group takes outputs g, g + groups, ...; all threads run the same number of rounds (barriers)
+    rounds = -(-n_out // groups)
+    out += [f"for (int eg_round{d} = 0; eg_round{d} < {rounds}; ++eg_round{d}) {{",
+            f"  const int {e} = eg_round{d} * {groups} + {rank} / {group};",
+            f"  {t} {a_} = {ident_v};",
+            f"  if ({e} < {n_out}) {{",
+            f"    #pragma unroll 4",
+            f"    for (int {j} = {member}; {j} < {extent}; {j} += {group}) {{",
+            *["  " + ln for ln in step],
+            "    }",
+            "  }",
+            *shuffle,
+            f"  {bar}",
+            f"  if ({lane} == 0) {sc}[{warp}] = {a_};",
+            f"  {bar}",
+            f"  if ({member} == 0 && {e} < {n_out}) {{",
+            f"    {t} eg_total{d} = {sc}[{warp}];",
+            f"    for (int eg_w = 1; eg_w < {plan.warps}; ++eg_w) {{",
+            f"      eg_total{d} = {combine.format(a=f'eg_total{d}', b=f'{sc}[{warp} + eg_w]', t=t)};",
+            "    }",
+            f"    {dst_ref} = eg_cast<{ctype(dst.dtype)}>({combine.format(a=init, b=f'eg_total{d}', t=t)});",
+            "  }",
             "}"]
+    return out
 
 
-@register_emitter(TileOp, headers=cp_async.HEADERS, param_align=cp_async.param_align)
+def _needs(op: TileOp, sched) -> Needs:
+    """A ``block`` reduce's scratch: one accumulator per warp of its thread range."""
+    if not (isinstance(op.op, Reduce) and op.inst == "simt"):
+        return NO_NEEDS
+    plan = _plan_of(op, sched)
+    if plan.mode != "block":
+        return NO_NEEDS
+    src, dst = sched.buffer(op.op.src.name), sched.buffer(op.op.dst.name)
+    acc = dtype(_acc_type(src.dtype, dst.dtype))
+    return Needs(scratch=(Scratch(_scratch_name(op.op, op.threads), (op.threads.count // WARP) * acc.bytes,
+                                  max(acc.bytes, 4)),))
+
+
+@register_emitter(TileOp, headers=cp_async.HEADERS, param_align=cp_async.param_align, needs=_needs)
 def tile_op(op: TileOp, ctx: Ctx) -> list[str]:
     """One thread's share of tile statement ``op`` (guarded when more threads reach it than it uses)."""
     what = f"T.{type(op.op).__name__.lower()} (sid {op.op.sid}, {op.inst})"
@@ -133,7 +298,7 @@ def tile_op(op: TileOp, ctx: Ctx) -> list[str]:
         case Gemm() as g, "simt":
             body = _gemm(g, op.threads, ctx)
         case Reduce() as rd, "simt":
-            body = _reduce(rd, op.threads, ctx)
+            body = _reduce(rd, op.threads, ctx, _plan_of(op, ctx.sched))
         case _:
             raise codegen_error(ctx, f"{what}: instruction {op.inst!r} cannot implement "
                                      f"{type(op.op).__name__}", op.op.sid)

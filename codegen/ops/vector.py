@@ -73,8 +73,10 @@ def _check(buf_name: str, idx: tuple[Expr, ...], s: ThreadLoop, ctx: Ctx) -> Non
     strides = ctx.strides(buf)
     base = _base(idx[-1], v) if idx else None
     why = None
-    if buf.scope not in ("global", "shared"):
+    if buf.scope not in ("global", "shared", "fragment"):
         why = f"{buf.scope} buffers are not accessed as vectors"
+    elif buf.scope == "fragment" and ctx.sched.fragment(buf.name) is not None:
+        why = "it is a register fragment (its loops run by the fragment's layout)"
     elif nbytes not in VECTOR_BYTES:
         why = f"{w} x {dtype(buf.dtype).bytes} bytes is not a 4/8/16-byte vector"
     elif any(v in free_vars(i) for i in idx[:-1]) or base is None:
@@ -174,7 +176,7 @@ def needs(s: ThreadLoop, sched) -> Needs:
             accs = [(x.stmt.buffer, x.stmt.indices)] + [(ld.buffer, ld.indices) for ld in walk_expr(x.stmt.value)
                                                          if isinstance(ld, Load)]
             for b, idx in accs:
-                if b.scope == "shared" and _vectored(b, idx, v):
+                if b.scope in ("shared", "fragment") and sched.fragment(b.name) is None and _vectored(b, idx, v):
                     want[b.name] = max(want.get(b.name, 1), s.vector * dtype(b.dtype).bytes)
     return Needs(shared_align=tuple(sorted(want.items())))
 

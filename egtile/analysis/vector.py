@@ -12,7 +12,9 @@ load per read buffer and one ``w``-wide store per written buffer; ``1`` when non
    ``base + v`` with ``base`` provably a multiple of ``w`` (and not mentioning ``v``), and the buffer's last
    dimension is a multiple of ``w`` (so every row starts aligned); accesses not mentioning ``v`` are the same
    for the whole group (a broadcast);
-4. no ``local`` buffer is indexed by ``v`` (a thread's registers hold one iteration's values);
+4. no ``local`` buffer is indexed by ``v`` (a thread's registers hold one iteration's values); a ``fragment``
+   counts as shared memory here, where it is stored unless the schedule places it in registers, and a
+   register fragment's loop runs by its layout instead (``rules.fragment.by_layout``), never as vectors;
 5. every vector access moves 4, 8 or 16 bytes (``w x element size``): CUDA's vector types, whose
    addresses must be aligned to their size (PTX ISA "ld"/"st" ``.v2``/``.v4``: the address is aligned to the
    access size). Kernel parameters are checked at launch to be aligned to the access (the codegen's
@@ -95,7 +97,7 @@ def vector_width(loop: For) -> int:
         for buf, idx in accesses:
             if not any(v in free_vars(i) for i in idx):
                 continue
-            if buf.scope == "local" or buf.scope not in ("global", "shared"):
+            if buf.scope not in ("global", "shared", "fragment"):
                 ok = False
                 break
             if any(v in free_vars(i) for i in idx[:-1]) or not idx:

@@ -1,0 +1,200 @@
+"""Benchmark: egtile's flash-attention forward (examples/flash_attention.py) against torch's SDPA backends.
+
+Contenders, in one process on the same inputs: egtile's kernel, and
+``torch.nn.functional.scaled_dot_product_attention`` under ``torch.nn.attention.sdpa_kernel`` with each backend
+alone: cuDNN, flash (FlashAttention-2), memory-efficient. A backend that refuses the case is reported as
+such. Cases: float16 and bfloat16, head dim 64 and 128, sequence 1k to 16k, causal and not; batch x heads
+is chosen so that every case has 16k query rows per head group (``B = max(1, 16384 // S)``, ``H = 32``), and the
+grid always includes B=4 H=32 S=4096 D=128 (the issue's reference shape).
+
+Method: egtile's output, written into a NaN-poisoned tensor, is checked element by element against a float32
+reference on the GPU (softmax in float32, computed head by head to bound memory) with the example's bound
+(examples/flash_attention.py); every SDPA backend's output is checked against it too. A wrong egtile output is
+not timed. Each contender is warmed up, then timed with CUDA events around each call; the median is reported.
+The number of timed calls adapts to the kernel: ``--iters`` calls, fewer when one call takes long (at least 3,
+at most about ``--budget`` seconds per contender); an egtile call slower than ``--egtile-max-s`` is timed once
+(its second call, marked ``(1 call)``). TFLOP/s counts ``4 B H S^2 D`` (half of it when causal);
+``ratio`` is egtile's TFLOP/s over the best torch backend's (above 1: faster than torch).
+
+Without a GPU of compute capability 9.0 it prints that it was skipped and exits 0.
+
+    python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
+                                   [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks 128x64]
+                                   [--iters 20] [--budget 2.0] [--egtile-max-s 0.3] [--no-egtile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
+
+REFERENCE_SHAPE = (4, 32, 4096, 128)
+
+
+def timed_median(fn, iters: int, budget_s: float, warmup: int = 2) -> float:
+    """Median CUDA-event time (ms) of ``fn``: ``warmup`` calls, then up to ``iters`` timed calls (at least 3)
+    within about ``budget_s`` seconds."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    one = time.perf_counter() - t0
+    n = max(3, min(iters, int(budget_s / max(one, 1e-6))))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in events)
+
+
+def reference_f32(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool, heads_per_chunk: int = 4):
+    """``(O, P |V|)`` in float32 (bshd), head by head chunks so that the S x S scores stay a few GB."""
+    from flash_attention import reference
+
+    B, S, H, D = Q.shape
+    out = torch.empty(B, S, H, D, dtype=torch.float32, device=Q.device)
+    scale = torch.empty_like(out)
+    for b in range(B):
+        for h in range(0, H, heads_per_chunk):
+            sl = (slice(b, b + 1), slice(None), slice(h, h + heads_per_chunk))
+            o, s = reference(Q[sl], K[sl], V[sl], causal, torch.float32)
+            out[sl], scale[sl] = o, s
+    return out, scale
+
+
+def backends():
+    from torch.nn.attention import SDPBackend
+
+    return [("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION),
+            ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+
+
+def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks: tuple[int, int]) -> dict:
+    import flash_attention as FA
+    from _check import poisoned
+    from _devcheck import device_check as check
+    from torch.nn.attention import sdpa_kernel
+
+    import egtile
+
+    td = FA.TORCH_DTYPE[dt]
+    flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
+    tflops = lambda ms: flops / (ms * 1e-3) / 1e12  # noqa: E731
+    head = f"B={B} H={H} S={S} D={D} {dt} {'causal' if causal else 'full'}"
+    Q, K, V = (torch.randn(B, S, H, D, dtype=td, device="cuda") for _ in range(3))
+    ref, scale = reference_f32(Q, K, V, causal)
+    tol = FA.tolerance(scale, ref, dt)
+    q, k, v = (x.transpose(1, 2) for x in (Q, K, V))  # bhsd views of the same storage
+    res: dict[str, float | str] = {}
+    for name, be in backends():
+        try:
+            with sdpa_kernel([be]):
+                fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+                out = fn().transpose(1, 2)
+                torch.cuda.synchronize()
+                ok = check(f"torch {name} {head}", out, ref, **tol)
+                ms = timed_median(fn, args.iters, args.budget)
+            res[name] = tflops(ms)
+            res[name + "_ok"] = "" if ok else " (outside egtile's bound)"
+        except Exception as e:  # noqa: BLE001  (a backend may refuse a case)
+            res[name] = f"n/a ({type(e).__name__}: {str(e).splitlines()[0][:60] if str(e) else ''})"
+    if not args.no_egtile:
+        bm, bn = blocks
+        try:
+            t0 = time.perf_counter()
+            prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, dtype=dt)
+            kernel = egtile.compile(prim, target="cuda")
+            res["compile_s"] = time.perf_counter() - t0
+            O = poisoned((B, S, H, D), td, "cuda")  # noqa: E741
+            kernel(Q, K, V, O)
+            torch.cuda.synchronize()
+            if check(f"egtile {head}", O, ref, **tol):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                kernel(Q, K, V, O)
+                end.record()
+                torch.cuda.synchronize()
+                one = start.elapsed_time(end)
+                if one > args.egtile_max_s * 1e3:  # a slow kernel: that one (second) call is the measurement
+                    res["egtile"], res["egtile_calls"] = tflops(one), " (1 call)"
+                else:
+                    res["egtile"] = tflops(timed_median(lambda: kernel(Q, K, V, O), args.iters, args.budget))
+            else:
+                res["egtile"] = "WRONG: not timed"
+        except Exception:  # noqa: BLE001  (report every kernel, then go on)
+            res["egtile"] = "FAILED to build or run"
+            traceback.print_exc(file=sys.stdout)
+    del Q, K, V, ref, scale, tol
+    torch.cuda.empty_cache()
+    best = max((res[n] for n, _ in backends() if isinstance(res.get(n), float)), default=None)
+    line = f"{head:<44}"
+    for n, _ in backends():
+        val = res.get(n)
+        line += f" {n} {val:6.1f}{res.get(n + '_ok', '')}" if isinstance(val, float) else f" {n} {val}"
+    eg = res.get("egtile")
+    if isinstance(eg, float):
+        line += (f"   egtile {eg:7.2f} TFLOP/s{res.get('egtile_calls', '')} ({bm}x{bn}, compile "
+                 f"{res['compile_s']:.1f} s)")
+        if best:
+            line += f"   ratio {eg / best:6.3f}"
+    elif eg is not None:
+        line += f"   egtile {eg}"
+    print(line, flush=True)
+    return {"head": head, **res, "best": best}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dtypes", default="float16,bfloat16")
+    ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--seqs", default="1024,2048,4096,8192,16384")
+    ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    ap.add_argument("--shape", action="append", default=[], help="B,H,S,D: run exactly these shapes (repeatable)")
+    ap.add_argument("--blocks", default="128x64", help="egtile's block_M x block_N")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per contender, about")
+    ap.add_argument("--no-egtile", action="store_true", help="torch's backends only")
+    ap.add_argument("--egtile-max-s", type=float, default=0.3,
+                    help="an egtile call slower than this is timed once (its second call), not repeatedly")
+    args = ap.parse_args()
+
+    from egtile.api import hopper_available
+
+    if not hopper_available():
+        print("benchmarks/attention.py: skipped (needs a CUDA GPU of compute capability 9.0; "
+              f"torch.cuda.is_available() = {torch.cuda.is_available()})")
+        return 0
+    sys.argv = [sys.argv[0], "--target", "cuda"]  # the example reads --target at import
+    blocks = tuple(int(x) for x in args.blocks.split("x"))
+    causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    if args.shape:
+        shapes = [tuple(int(x) for x in s.split(",")) for s in args.shape]
+    else:
+        shapes = [REFERENCE_SHAPE] + [(max(1, 16384 // S), 32, S, D) for D in map(int, args.dims.split(","))
+                                      for S in map(int, args.seqs.split(","))]
+        shapes = list(dict.fromkeys(shapes))  # the reference shape first, once
+    torch.manual_seed(0)
+    print(f"device: {torch.cuda.get_device_name()}; torch {torch.__version__}; cuDNN "
+          f"{torch.backends.cudnn.version()}; TFLOP/s = 4 B H S^2 D (/2 causal) / median time")
+    for dt in args.dtypes.split(","):
+        for B, H, S, D in shapes:
+            for causal in causals:
+                run_case(B, H, S, D, dt, causal, args, blocks)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
