@@ -3,7 +3,7 @@ registered with :func:`egtile.ir.printer.register_listing` like every node's."""
 
 from __future__ import annotations
 
-from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
 from egtile.ir.printer import format_region, format_stmt, indent, listing_lines, register_listing, threads_text
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 
@@ -18,6 +18,13 @@ def _layout_loop(s: LayoutLoop) -> list[str]:
     names = ", ".join(v.name for v in s.vars)
     return [f"for {names} in T.Parallel({', '.join(map(str, s.extents))}):  # by the layout of {s.fragment} on "
             f"{threads_text(s.threads)}{'' if s.sid is None else f' [{s.sid}]'}", *indent(listing_lines(s.body))]
+
+
+@register_listing(RowReduce)
+def _row_reduce(s: RowReduce) -> list[str]:
+    lanes = ", ".join(map(str, s.lanes)) or "none"
+    return [f"{format_stmt(s.reduce)}  # by the layout of {s.fragment} on {threads_text(s.threads)}: partials, then "
+            f"shfl.bfly over lanes xor {lanes} [{s.reduce.sid}]"]
 
 
 @register_listing(WgmmaMma)

@@ -42,7 +42,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
+from egtile.layout.fragment import Fragment, RowFragment, row_projection
+from egtile.layout.errors import LayoutError
 from egtile.ir.kernel import AddressOf, AtomicAdd, Copy, Extern, Fill, Gemm, Reduce, Region, Store
 from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Leaf, Scheduled, SIf, SStmt, TileOp, TmaLoad, TmaStore,
@@ -55,7 +57,7 @@ from egtile.verifier.registry import register_model
 from egtile.verifier.trace import Ctx, _restore, _Scope, loads_in
 from egtile.verifier.violation import Violation
 
-NODES = (FragmentOp, LayoutLoop, WgmmaMma, WgmmaWait)
+NODES = (FragmentOp, LayoutLoop, RowReduce, WgmmaMma, WgmmaWait)
 
 # ----------------------------------------------------------------------------------------------------
 # Trace models
@@ -145,7 +147,7 @@ def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
         n = 0
         for t in range(b, e):
             for _v, r, c in frag.elements(t - s.threads.begin):
-                for name, val in zip(names, (r, c) if len(names) == 2 else (r * frag.cols + c,)):
+                for name, val in zip(names, (r, c) if len(names) == 2 else (r,)):
                     env[name] = val
                 child = ctx.child(lo=b, hi=e, tid=t, loop_sid=loop_sid, sym=None)
                 if child is not None:
@@ -230,6 +232,8 @@ def _fragment_op_writes(s: FragmentOp) -> tuple[str, ...]:
 register_model(FragmentOp, _fragment_op, effects=_no_effect, scan=_scan_fragment_op, writes=_fragment_op_writes)
 register_model(LayoutLoop, _layout_loop, bodies=lambda s: (s.body,), effects=_layout_loop_effects,
                scan=_scan_layout_loop, writes=lambda s: ())
+register_model(RowReduce, lambda s, ctx: None, effects=_no_effect, scan=lambda s, sc, scope: None,
+               writes=lambda s: (s.reduce.dst.name,))  # registers only: the shuffles touch no memory
 register_model(WgmmaMma, _wgmma, effects=_no_effect, scan=_scan_wgmma, writes=lambda s: (s.gemm.c.buffer.name,))
 register_model(WgmmaWait, _wgmma_wait, effects=_no_effect, scan=lambda s, sc, scope: None, writes=lambda s: ())
 
@@ -277,6 +281,8 @@ def names_touched(s: SStmt) -> set[str]:
                 out |= _op_names(op)
             case WgmmaMma(gemm=g):
                 out |= _region_names(g.a, g.b, g.c)
+            case RowReduce(reduce=r):
+                out |= {r.src.name, r.dst.name}
             case TmaLoad(src=a, dst=b) | TmaStore(src=a, dst=b):
                 out |= _region_names(a, b)
             case SIf(cond=c):
@@ -333,10 +339,28 @@ def _fragment_indices(e, frag: str, out: list) -> None:
             out.append(ld.indices)
 
 
-def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None) -> str | None:
+def _rows_of(sched: Scheduled, loop: LayoutLoop) -> set[str]:
+    """The register fragments a statement of ``loop`` may access at the iteration's row: the row fragments in
+    the row projection of the loop's layout (for a loop over a row fragment: in its own layout)."""
+    f = sched.fragment(loop.fragment)
+    if isinstance(f, Fragment):
+        try:
+            proj = row_projection(f, 32)
+        except LayoutError:
+            return set()
+    elif isinstance(f, RowFragment):
+        proj = f.with_bits(32)
+    else:
+        return set()
+    return {n for n, g in sched.fragments if isinstance(g, RowFragment) and g.with_bits(32) == proj} - {loop.fragment}
+
+
+def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None, sched: Scheduled | None = None) -> str | None:
     """Why scalar statement ``st`` may touch a register fragment from a thread that does not hold the element
     (``None``: it does not). In a ``LayoutLoop`` over fragment ``f`` the iteration's thread holds exactly
-    ``f[i, j]`` for the loop variables ``(i, j)``; anywhere else no scalar statement may touch one."""
+    ``f[i, j]`` for the loop variables ``(i, j)`` and the rows ``r[i]`` of the row fragments in ``f``'s row
+    projection; anywhere else no scalar statement may touch one. A loop over a row fragment runs each row on
+    every replica, so its statements may write only row fragments of its layout and locals."""
     match st:
         case Store(buffer=b, indices=idx, value=v) | AtomicAdd(buffer=b, indices=idx, value=v):
             hit = ({b.name} | _expr_names(v, *idx)) & regs
@@ -344,25 +368,75 @@ def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None) -> str |
             hit = _expr_names(*args) & regs
         case _:
             return None
+    replicated = loop is not None and sched is not None and isinstance(sched.fragment(loop.fragment), RowFragment)
+    if replicated:
+        rows_ok = _rows_of(sched, loop) | {loop.fragment}
+        if isinstance(st, Extern) or isinstance(st, AtomicAdd) or (
+                st.buffer.name not in rows_ok and st.buffer.scope != "local"):
+            return (f"statement {st.sid} in the loop by the row fragment {loop.fragment} writes "
+                    f"{getattr(getattr(st, 'buffer', None), 'name', 'through an extern call')}, which every replica of the "
+                    "row would write again")
     if not hit:
         return None
     if loop is None:
         return f"statement {st.sid} touches register fragment {sorted(hit)[0]} outside a loop by its layout"
-    if hit - {loop.fragment}:
+    rows = _rows_of(sched, loop) if sched is not None else set()
+    if hit - {loop.fragment} - rows:
         return (f"statement {st.sid} in the loop by the layout of {loop.fragment} touches another register fragment, "
-                f"{sorted(hit - {loop.fragment})[0]}")
+                f"{sorted(hit - {loop.fragment} - rows)[0]}, that is not in the row projection of its layout")
     own = tuple(loop.vars)
     idxs: list = []
+    row_idxs: list = []
     for e in ((v, *idx) if not isinstance(st, Extern) else tuple(st.args)):
         _fragment_indices(e, loop.fragment, idxs)
+        for r in rows:
+            _fragment_indices(e, r, row_idxs)
     if isinstance(st, (Store, AtomicAdd)) and st.buffer.name == loop.fragment:
         idxs.append(tuple(st.indices))
+    if isinstance(st, (Store, AtomicAdd)) and st.buffer.name in rows:
+        row_idxs.append(tuple(st.indices))
     if isinstance(st, Extern):
         idxs += [a.load.indices for a in st.args if isinstance(a, AddressOf) and a.load.buffer.name == loop.fragment]
+        if any(isinstance(a, AddressOf) and a.load.buffer.name in rows for a in st.args):
+            return f"statement {st.sid} hands a pointer to a row fragment to an extern call"
     for ix in idxs:
         if tuple(ix) != own:
             return (f"statement {st.sid} accesses {loop.fragment} at another element than the iteration's own "
                     f"({', '.join(v.name for v in own)}): the thread running it does not hold that element")
+    for ix in row_idxs:
+        if tuple(ix) != own[:1]:
+            return (f"statement {st.sid} accesses a row fragment at another index than the iteration's row "
+                    f"({own[0].name}): the thread running it may hold no replica of it")
+    return None
+
+
+def _unbits(f):
+    from dataclasses import replace
+
+    return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32)
+
+
+def _row_reduce_problem(sched: Scheduled, s: RowReduce) -> str | None:
+    """Why row reduction ``s`` is not its layouts' (``None``: it is): the source is a 2-D register fragment, the
+    destination its row projection, and the shuffle lanes exactly the replication lanes of that projection
+    (PTX ISA 9.7.9.6: ``shfl.sync.bfly`` reads lane ``laneid ^ mask``; a mask outside the replicas combines
+    another row's partial, a missing one leaves a partial)."""
+    r = s.reduce
+    fs, fd = sched.fragment(r.src.name), sched.fragment(r.dst.name)
+    if not isinstance(fs, Fragment) or fs != sched.fragment(s.fragment):
+        return f"T.reduce (sid {r.sid}) runs by the layout of {s.fragment}, but its source {r.src.name} is not that register fragment"
+    if not isinstance(fd, RowFragment):
+        return f"T.reduce (sid {r.sid}) writes {r.dst.name}, which is not a row fragment in registers"
+    try:
+        proj = row_projection(fs, 32)
+        want = proj.shuffle_lanes()
+    except LayoutError as e:
+        return f"T.reduce (sid {r.sid}): {e}"
+    if fd.with_bits(32) != proj:
+        return f"T.reduce (sid {r.sid}) writes {r.dst.name}, whose layout is not the row projection of {r.src.name}'s"
+    if tuple(sorted(s.lanes)) != tuple(sorted(want)):
+        return (f"T.reduce (sid {r.sid}) combines partials over lanes xor {list(s.lanes)}, but the replicas of each row of "
+                f"{r.src.name} differ in lanes xor {list(want)}: the result mixes rows or misses a partial")
     return None
 
 
@@ -384,9 +458,21 @@ def check_fragments(sched: Scheduled) -> list[Violation]:
     def check(s, loop: LayoutLoop | None) -> None:
         match s:
             case Leaf(stmt=st) if regs:
-                why = _leaf_fragment_problem(st, regs, loop)
+                why = _leaf_fragment_problem(st, regs, loop, sched)
                 if why:
-                    out.append(Violation("L1", why, (st.sid,), sorted(names_touched(s) & regs)[0]))
+                    hit = sorted(names_touched(s) & regs) or [getattr(getattr(st, "buffer", None), "name", "")]
+                    out.append(Violation("L1", why, (st.sid,), hit[0]))
+            case RowReduce(reduce=r, lanes=lanes):
+                why = _row_reduce_problem(sched, s)
+                if why:
+                    out.append(Violation("L1", why, (r.sid,), r.dst.name))
+            case FragmentOp(op=Copy(src=a, dst=b)) if sched.fragment(a.buffer.name) is not None and \
+                    sched.fragment(b.buffer.name) is not None:
+                fa, fb = sched.fragment(a.buffer.name), sched.fragment(b.buffer.name)
+                if _unbits(fa) != _unbits(fb):
+                    out.append(Violation("L1", f"a copy (sid {s.sid}) between register fragments {a.buffer.name} and "
+                                               f"{b.buffer.name} of different layouts: each thread would move elements "
+                                               "it does not hold", (s.sid,), b.buffer.name))
             case FragmentOp(fragment=f) if sched.fragment(f) is None:
                 out.append(Violation("L1", f"a statement runs by the layout of {f}, which is not a register fragment",
                                      (s.sid,), f))
