@@ -172,6 +172,10 @@ def register_blocker(ctx, s) -> Verdict:
             regions = [r for r in ((s.src, s.dst) if isinstance(s, Copy) else (s.dst,)) if r.buffer.scope == "fragment"]
             if any(not _whole(r, ctx.kernel.buffer(r.buffer.name)) for r in regions):
                 return Verdict(True, ("touches a part of a fragment",))
+            if isinstance(s, Copy) and s.src.buffer.scope == "fragment" and len(s.src.buffer.shape) == 1 \
+                    and s.dst.buffer.scope != "fragment":
+                return Verdict(True, (f"a T.copy out of 1-D fragment {s.src.buffer.name}: as a row fragment it is "
+                                      "replicated over the threads holding its row, and each replica would store it",))
             if isinstance(s, Copy) and s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "fragment" \
                     and tuple(s.src.buffer.shape) != tuple(s.dst.buffer.shape):
                 return Verdict(True, ("copies one fragment into another of a different shape (two layouts)",))
