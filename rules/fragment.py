@@ -358,5 +358,39 @@ def _unbits(f):
     return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32)
 
 
-__all__ = ["LINK_RULES", "REGISTER_BLOCKER", "frag_link", "USERS_ADMIT_REGISTERS", "nest_of", "op_by_layout", "parallel_by_layout",
+__all__ = ["LINK_RULES", "MUTANTS", "REGISTER_BLOCKER", "frag_link", "mutant", "USERS_ADMIT_REGISTERS", "nest_of", "op_by_layout", "parallel_by_layout",
            "register_blocker", "tile_by_layout"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Mutants (soundness tests of the checkers: tests/test_rules_attention.py)
+
+MUTANTS: dict[str, str] = {
+    "row-reduce-wrong-lanes": "the row reduction shuffles over lanes xor 4, 8 (other rows of the quad's warp) "
+                              "instead of the lanes that hold the row's replicas (xor 1, 2 for the wgmma accumulator)",
+}
+"""Lowering mutants of the by-layout row reduction; the simulator and the verifier must each catch every one."""
+
+
+def mutant(name: str):
+    """The builtin ruleset with row-fragment mutant ``name`` (:data:`MUTANTS`) applied.
+
+    Raises:
+        KeyError: unknown name (the message lists the known ones).
+    """
+    from dataclasses import replace
+
+    from egtile.rules import builtin, structure
+
+    match name:
+        case "row-reduce-wrong-lanes":
+            base = structure.TILE.lower
+
+            def lower(n, lw, ctx):
+                return [replace(x, lanes=tuple(b * 4 for b in x.lanes)) if isinstance(x, RowReduce) else x
+                        for x in base(n, lw, ctx)]
+
+            d = replace(structure.TILE, lower=lower)
+        case _:
+            raise KeyError(f"unknown row-fragment mutant {name!r}; known: {sorted(MUTANTS)}")
+    return builtin().replace_decision(d, name=f"mutant:{name}")
