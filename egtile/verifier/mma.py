@@ -416,6 +416,13 @@ def _unbits(f):
     return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32)
 
 
+def _op_writes_memory(op, regs: set[str]) -> bool:
+    match op:
+        case Copy(dst=r) | Fill(dst=r) | Gemm(c=r):
+            return r.buffer.name not in regs
+    return False
+
+
 def _row_reduce_problem(sched: Scheduled, s: RowReduce) -> str | None:
     """Why row reduction ``s`` is not its layouts' (``None``: it is): the source is a 2-D register fragment, the
     destination its row projection, and the shuffle lanes exactly the replication lanes of that projection
@@ -466,6 +473,11 @@ def check_fragments(sched: Scheduled) -> list[Violation]:
                 why = _row_reduce_problem(sched, s)
                 if why:
                     out.append(Violation("L1", why, (r.sid,), r.dst.name))
+            case FragmentOp(fragment=f, op=op) if isinstance(sched.fragment(f), RowFragment) and \
+                    _op_writes_memory(op, regs):
+                out.append(Violation("L5", f"a statement (sid {s.sid}) by the layout of row fragment {f} writes memory: "
+                                           "each row's replicas would all store it (a nonlocal effect run once per "
+                                           "replica)", (s.sid,), f))
             case FragmentOp(op=Copy(src=a, dst=b)) if sched.fragment(a.buffer.name) is not None and \
                     sched.fragment(b.buffer.name) is not None:
                 fa, fb = sched.fragment(a.buffer.name), sched.fragment(b.buffer.name)
