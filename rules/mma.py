@@ -31,7 +31,9 @@ Side conditions:
   type, f16 or bf16; C is a whole 2-D f32 fragment; K a multiple of 16; the kernel's threads whole
   warpgroups; some (split, swa, swb) is legal: the tiling exists, its accumulator registers fit the
   consumers' register budget (``setmaxnreg`` plan less a reserve), each operand buffer can take its mode
-  and every instruction's operand is expressible by a descriptor in it;
+  and every instruction's operand is expressible by a descriptor in it; when the accumulator is tied to row
+  fragments (a softmax: :mod:`egtile.lower.fragment_layouts`), the split keeps each row's replicas in one
+  warp, so that row reductions are butterfly shuffles (an N split over two warpgroups is excluded);
 * ``fragment-users-admit-registers``: every other statement touching C can run by the register layout
   (:mod:`egtile.rules.fragment`);
 * ``wgmma-operands-async-proxy``: no pipeline producer can write A or B with generic stores (a SIMT
@@ -52,7 +54,9 @@ from egglog import Bool, String, StringLike, eq, function, i64, i64Like, ne, rel
 from egtile.ir import Gemm, ThreadRange, dtype
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 from egtile.layout import LayoutError, Major, WgmmaOperand
+from egtile.layout.fragment import row_projection
 from egtile.layout.tiling import SPLITS, AccumulatorTiling
+from egtile.lower import fragment_layouts
 from egtile.rules import fragment as F
 from egtile.rules import swizzle as SW
 from egtile.rules import warp_specialize as WS
@@ -155,6 +159,7 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
         ctx._memo[key] = (0, why)
         return 0, why
     W = k.threads // 128
+    rows = fragment_layouts.has_rows(k, Cb.name)
     mask = 0
     for split in SPLITS:
         tiling = AccumulatorTiling.of(M, N, W, split)
@@ -163,6 +168,13 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
             p = [f"{tiling.registers_per_thread} accumulator registers per thread exceed the budget of "
                  f"{max_accumulators(k.threads)} (setmaxnreg {WS.consumer_regs(k.threads)} less {ACC_RESERVE}); "
                  f"more consumer threads (T.Kernel(..., threads=)) or a smaller tile"]
+        if not p and rows:
+            # the accumulator's group has row fragments (a softmax): each row's replicas must be combinable by
+            # shfl.sync, i.e. lie in one warp (egtile.layout.RowFragment.shuffle_lanes)
+            try:
+                row_projection(tiling.fragment()).shuffle_lanes()
+            except LayoutError as e:
+                p = [f"its rows cannot be reduced by shuffles: {e}"]
         if p:
             why += [f"{split} split: {x}" for x in p]
             continue
