@@ -22,10 +22,20 @@ from the per-statement oracle ``frag-register-blocker``):
   non-local buffer (so that it cannot be *replicated*: a replicated loop would read elements the thread
   does not hold): iteration ``(i, j)`` runs once, on the owner of ``(i, j)``.
 
-Everything else keeps the fragment in shared memory (egtile's default placement, always legal): a
-``T.reduce_*`` over it (a cross-thread reduction), a pointer to it (``T.address_of``), a partial region,
-an element access at another index, a block-level scalar access, and a fragment used as a gemm operand
-A/B (register-A wgmma is not implemented). Two statements that fix different layouts of one fragment are
+* a row reduction ``T.reduce_*(X, r, dim=1)`` into a 1-D fragment (a row fragment, replicated over the
+  threads holding the row: :class:`egtile.layout.RowFragment`), a ``T.Parallel(M, N)`` nest accessing rows
+  ``r[i]`` with ``X[i, j]``, a ``T.Parallel(M)`` over row fragments that writes only fragments and locals,
+  a whole ``T.copy`` between two fragments of one shape (a cast keeps the layout), and a ``T.gemm`` whose A
+  is a 16-bit fragment when a register-A wgmma fits (``wgmma-rs-options``, :mod:`egtile.rules.mma`).
+
+Fragments tied by such statements form a *group* (``frag_link``, derived in the e-graph): the condition
+judges every user of every fragment of the accumulator's group, and their layouts follow from the
+decision's (:mod:`egtile.lower.fragment_layouts`).
+
+Everything else keeps the group in shared memory (egtile's default placement, always legal): a reduction
+along another dim, a pointer to it (``T.address_of``), a partial region, an element access at another
+index, a block-level scalar access, a ``T.copy`` out of a 1-D fragment (each replica would store it), a
+fragment as a gemm operand B. Two statements that fix different layouts of one fragment are
 a :class:`~egtile.errors.ScheduleError` naming both (no conversion is implemented).
 
 The lowerings of the statements that touch a fragment (``tile``, ``copy_simt``, ``partitioned``,
@@ -163,8 +173,16 @@ def register_blocker(ctx, s) -> Verdict:
                                       f"{tuple(dst.shape)}: only a reduction over dim 1 into the rows runs by layout",))
             return Verdict.fail("a row reduction into the source's row fragment (partials, then shuffles)")
         case Gemm(a=ra, b=rb, c=rc):
-            if ra.buffer.scope == "fragment" or rb.buffer.scope == "fragment":
-                return Verdict(True, ("a fragment is a T.gemm operand A/B (register-A wgmma is not implemented)",))
+            if rb.buffer.scope == "fragment":
+                return Verdict(True, ("a fragment is a T.gemm operand B (wgmma reads B from shared memory)",))
+            if ra.buffer.scope == "fragment":
+                from egtile.rules.mma import wgmma_rs_options
+
+                mask, why = wgmma_rs_options(ctx, s)
+                if not mask:
+                    return Verdict(True, ("a fragment is a T.gemm operand A and no register-A wgmma fits: "
+                                          + "; ".join(why[:3]),))
+                return Verdict.fail("A from registers (register-A wgmma)")
             if not _whole(rc, ctx.kernel.buffer(rc.buffer.name)):
                 return Verdict(True, ("the T.gemm accumulator is a part of the fragment",))
             return Verdict.fail("accumulates into the whole fragment")
@@ -287,6 +305,10 @@ def tile_by_layout(sid: int, lw, ctx) -> list | None:
         # a fragment-to-fragment copy (a cast): the destination has the source's layout
         f = lw.fragment(src.src.buffer.name)
         return [FragmentOp(stmt, src.src.buffer.name, _threads(f, ctx, sid, lw))]
+    if isinstance(src, Gemm) and lw.fragment(src.a.buffer.name) is not None:
+        raise ScheduleError(f"T.gemm (sid {sid}) takes A from register fragment {src.a.buffer.name}: only a register-A "
+                            "wgmma can read it (each thread holds a part of A), but the schedule lowers it otherwise",
+                            src.loc)
     hit = _the_fragment(src, lw, f"statement sid {sid}")
     if hit is None:
         return None
@@ -355,7 +377,7 @@ def parallel_by_layout(n, lw, ctx, loops: list) -> list | None:
 def _unbits(f):
     from dataclasses import replace
 
-    return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32)
+    return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32, name="")
 
 
 __all__ = ["LINK_RULES", "MUTANTS", "REGISTER_BLOCKER", "frag_link", "mutant", "USERS_ADMIT_REGISTERS", "nest_of", "op_by_layout", "parallel_by_layout",

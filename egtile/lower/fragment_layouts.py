@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from egtile.errors import ScheduleError
-from egtile.ir import Const, Copy, For, Reduce, walk
+from egtile.ir import Copy, For, Gemm, Reduce, walk
 from egtile.ir.dtypes import dtype
 from egtile.layout import LayoutError
 from egtile.layout.fragment import Fragment, RowFragment, row_projection
@@ -86,6 +86,8 @@ def links(kernel) -> tuple[Link, ...]:
                 case Reduce(src=a, dst=b, dim=d) if a.scope == "fragment" and b.scope == "fragment":
                     if len(a.shape) == 2 and d in (1, -1) and tuple(b.shape) == (a.shape[0],):
                         out.append(Link("row", a.name, b.name, s.sid))
+                case Gemm(a=a, c=c) if a.buffer.scope == "fragment" and c.buffer.scope == "fragment":
+                    out.append(Link("rows", a.buffer.name, c.buffer.name, s.sid))
                 case Copy(src=a, dst=b) if a.buffer.scope == "fragment" and b.buffer.scope == "fragment":
                     if tuple(a.buffer.shape) == tuple(b.buffer.shape) and a.buffer.name != b.buffer.name:
                         out.append(Link("same", a.buffer.name, b.buffer.name, s.sid))
@@ -149,7 +151,7 @@ def derive(kernel, fixed: dict[str, Any], who: dict[str, int | None], describe) 
     def put(name: str, layout: Any, sid: int) -> bool:
         if name in out:
             old = out[name]
-            if old != layout:
+            if not _eq_bits(old, layout) or _bits_of(old) != _bits_of(layout):
                 a = who.get(name)
                 raise ScheduleError(
                     f"fragment {name!r} needs two layouts: {describe(a)} gives it {getattr(old, 'name', old)} and "
@@ -166,6 +168,13 @@ def derive(kernel, fixed: dict[str, Any], who: dict[str, int | None], describe) 
         for ln in ls:
             la, lb = out.get(ln.a), out.get(ln.b)
             try:
+                if ln.kind == "rows":
+                    # a register-A gemm: A's rows are C's (both fixed by its decision; a mismatch is a conflict)
+                    if isinstance(la, Fragment) and isinstance(lb, Fragment) and \
+                            row_projection(la, 32) != row_projection(lb, 32):
+                        raise ScheduleError(f"{describe(ln.sid)} reads A ({ln.a}) in rows laid out unlike its accumulator "
+                                            f"{ln.b}'s", kernel_loc(kernel, ln.sid))
+                    continue
                 if ln.kind == "same":
                     if la is not None and lb is None:
                         changed |= put(ln.b, _with_bits(la, _bits(kernel, ln.b)), ln.sid)
@@ -191,6 +200,10 @@ def derive(kernel, fixed: dict[str, Any], who: dict[str, int | None], describe) 
     return out
 
 
+def _bits_of(f) -> int | None:
+    return getattr(f, "value_bits", None)
+
+
 def _with_bits(f, bits: int):
     if isinstance(f, RowFragment):
         return f.with_bits(bits)
@@ -203,6 +216,8 @@ def _eq_bits(a, b) -> bool:
         return a is b
     if type(a) is not type(b):
         return False
+    if isinstance(a, Fragment):  # the distribution, not the name
+        return (a.rows, a.cols, a.thread_modes, a.value_modes) == (b.rows, b.cols, b.thread_modes, b.value_modes)
     return _with_bits(a, 32) == _with_bits(b, 32)
 
 

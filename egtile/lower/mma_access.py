@@ -44,7 +44,10 @@ def _row_reduce(s: RowReduce, acc: AccessSummary, owner_of) -> set[Acc]:
 def _wgmma(s: WgmmaMma, acc: AccessSummary, owner_of) -> set[Acc]:
     g = s.gemm
     key = ("fragment", g.c.buffer.name)
-    operands = {Acc(a.buffer, False, None, proxy=True) for a in acc.region(g.a, write=False) | acc.region(g.b, write=False)}
+    srcs = acc.region(g.b, write=False) if s.a_registers else acc.region(g.a, write=False) | acc.region(g.b, write=False)
+    operands = {Acc(a.buffer, False, None, proxy=True) for a in srcs}
+    if s.a_registers:  # register A: read from its owners' registers, like the accumulator
+        operands |= acc.region(g.a, write=False, owner=("fragment", g.a.buffer.name))
     return operands | acc.region(g.c, write=True, owner=key) | acc.region(g.c, write=False, owner=key)
 
 

@@ -413,7 +413,33 @@ def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None, sched: S
 def _unbits(f):
     from dataclasses import replace
 
-    return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32)
+    return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32, name="")
+
+
+def _rs_problem(sched: Scheduled, s: WgmmaMma) -> str | None:
+    """Why register-A wgmma ``s`` does not read A as the instruction does (``None``: it does): A is a register
+    fragment in :func:`egtile.layout.operand_a.rs_a_layout` of its shape over the tiling's warpgroups (each k16
+    slice of it is the instruction's A fragment, PTX ISA 9.7.15.5.1.1.1), the tiling gives each warpgroup its
+    own rows (M split), and step ``kk`` reads A's slice ``kk`` (the one B's rows ``16 kk..`` multiply)."""
+    from egtile.layout.operand_a import rs_a_layout, rs_a_problems, same_layout
+
+    g, t = s.gemm, s.tiling
+    a = sched.fragment(g.a.buffer.name)
+    if not isinstance(a, Fragment):
+        return f"register-A wgmma (sid {s.sid}) reads A ({g.a.buffer.name}), which is not a 2-D register fragment"
+    m, k = a.rows, a.cols
+    if t.split != "M" and t.warpgroups > 1:
+        return f"register-A wgmma (sid {s.sid}) splits its accumulator by columns over warpgroups: each would need rows of A it does not hold"
+    p = rs_a_problems(m, k, t.warpgroups)
+    if p:
+        return f"register-A wgmma (sid {s.sid}): {p[0]}"
+    if not same_layout(a, rs_a_layout(m, k, t.warpgroups)) or a.value_bits != 16 or m != t.rows:
+        return (f"register-A wgmma (sid {s.sid}) reads A ({g.a.buffer.name}) as its k16 slices of "
+                f"{rs_a_layout(m, k, t.warpgroups).name}, but the fragment is laid out {a.name} ({a.value_bits}-bit)")
+    if tuple(s.a_k_order) != tuple(range(k // 16)):
+        return (f"register-A wgmma (sid {s.sid}) reads A's k16 slices in order {list(s.a_k_order)}: step kk multiplies "
+                "A columns of another slice with B's rows 16 kk..")
+    return None
 
 
 def _op_writes_memory(op, regs: set[str]) -> bool:
@@ -497,6 +523,20 @@ def check_fragments(sched: Scheduled) -> list[Violation]:
                     out.append(Violation("L1", f"a cooperative tile op (sid {op.sid}) splits register fragment "
                                                f"{sorted(hit)[0]} by element index over threads that do not hold it",
                                          (op.sid,), sorted(hit)[0]))
+            case WgmmaMma(a_registers=True):
+                why = _rs_problem(sched, s)
+                if why:
+                    out.append(Violation("L1", why, (s.sid,), s.gemm.a.buffer.name))
+                acc = sched.fragment(s.gemm.c.buffer.name)
+                if acc is None or acc != s.tiling.fragment():
+                    out.append(Violation("L1", f"wgmma (sid {s.sid}) writes {s.gemm.c.buffer.name} in the layout of tiling "
+                                               f"{s.tiling.code}, which is not the fragment's layout", (s.sid,),
+                                         s.gemm.c.buffer.name))
+                layout = sched.buffer(s.gemm.b.buffer.name).layout
+                if layout != s.b_swizzle:
+                    out.append(Violation("L1", f"wgmma (sid {s.sid}) reads operand B ({s.gemm.b.buffer.name}) through "
+                                               f"{s.b_swizzle} descriptors but the buffer is laid out {layout}", (s.sid,),
+                                         s.gemm.b.buffer.name))
             case WgmmaMma():
                 acc = sched.fragment(s.gemm.c.buffer.name)
                 if acc is None or acc != s.tiling.fragment():
