@@ -581,11 +581,16 @@ MUTANTS: dict[str, str] = {
                               "release that lets the producer refill its operands, and past the epilogue's read",
     "wgmma-swizzle-disagreement": "the operand buffers keep the linear layout (TMA writes them unswizzled) while "
                                   "the wgmma descriptors still read them swizzled",
+}
+"""Protocol mutants of the wgmma decision; the simulator and the verifier must each catch every one."""
+
+RS_MUTANTS: dict[str, str] = {
     "wgmma-rs-a-slices-reversed": "the register-A wgmma reads A's k16 slices in reverse order: step kk multiplies A "
                                   "columns of another slice with B's rows 16 kk.. (a register A layout that does not "
                                   "match the instruction's)",
 }
-"""Protocol mutants of the wgmma decision; the simulator and the verifier must each catch every one."""
+"""Protocol mutants of the register-A wgmma decision (tests/test_rules_attention.py: they need a gemm with A in
+registers); :func:`mutant` builds them too."""
 
 
 def mutant(name: str):
@@ -611,7 +616,7 @@ def mutant(name: str):
             raise KeyError(f"unknown wgmma mutant {name!r}; known: {sorted(MUTANTS)}")
     return builtin().replace_decision(d, name=f"mutant:{name}")
 
-__all__ = ["DECISIONS", "MUTANTS", "OPERANDS_ASYNC_PROXY", "RULES", "WGMMA", "WGMMA_ELIGIBLE", "WGMMA_OPTIONS",
+__all__ = ["DECISIONS", "MUTANTS", "RS_MUTANTS", "OPERANDS_ASYNC_PROXY", "RULES", "WGMMA", "WGMMA_ELIGIBLE", "WGMMA_OPTIONS",
            "WGMMA_RS", "WGMMA_RS_ELIGIBLE", "WGMMA_RS_OPTIONS", "gemm_to_wgmma", "gemm_to_wgmma_rs", "rs_bit",
            "wgmma_rs", "wgmma_rs_cost", "wgmma_rs_lowering", "wgmma_rs_options",
            "max_accumulators", "operand", "option_bit", "tiling_of", "mutant", "wgmma", "wgmma_cost", "wgmma_layouts",

@@ -64,3 +64,26 @@ def test_a_row_fragment_is_not_a_bijection_but_checks_its_replicas():
     n = sum(len(rp.elements(t)) for t in range(rp.num_threads))
     assert n == 4 * 64  # replicated 4 times
     assert rp.with_bits(16) != rp and rp.with_bits(16).with_bits(32) == rp
+
+
+@pytest.mark.parametrize("m,k,wg", [(64, 64, 1), (128, 64, 1), (128, 128, 2), (64, 128, 1), (64, 16, 1)])
+def test_register_a_slices_are_the_instructions_a_fragment(m, k, wg):
+    # each k16 slice of the accumulator-shaped 16-bit layout is wgmma's register A (PTX ISA 9.7.15.5.1.1.1)
+    from egtile.layout import wgmma_a_registers
+    from egtile.layout.operand_a import rs_a_layout, rs_a_slots, rs_a_tiling
+
+    f, t, a = rs_a_layout(m, k, wg), rs_a_tiling(m, k, wg), wgmma_a_registers()
+    assert f.value_bits == 16 and f.problems() == []
+    for tid in range(f.num_threads):
+        for mi in range(t.m_blocks):
+            r0, _ = t.origin(tid // 128, mi, 0)
+            for kk in range(k // 16):
+                for i, slot in enumerate(rs_a_slots(k, mi, kk)):
+                    r, c = f.coord(tid, slot)
+                    assert (r - r0, c - 16 * kk) == a.coord(tid % 128, i)
+
+
+def test_register_a_wider_than_one_instruction_block_has_no_layout():
+    from egtile.layout.operand_a import rs_a_problems
+
+    assert rs_a_problems(64, 512, 1) and rs_a_problems(64, 24, 1) and not rs_a_problems(64, 256, 1)

@@ -171,16 +171,70 @@ def test_sass_has_hgmma_and_butterfly_shuffles_and_no_local_memory():
 # ---- the TileLang example, ported by import change --------------------------------------------------
 
 
+def _port_explain_checks(sched, text):
+    gemms = sorted((g.gemm.c.buffer.name, g.a_registers) for g in swalk(sched.body) if isinstance(g, WgmmaMma))
+    assert gemms == [("acc_o", True), ("acc_s", False)], gemms
+    a = sched.fragment("acc_s_cast")
+    assert isinstance(a, Fragment) and a.value_bits == 16
+    for name in ("scores_max", "scores_max_prev", "scores_scale", "scores_sum", "logsum"):
+        assert isinstance(sched.fragment(name), RowFragment), name
+    assert "gemm-to-wgmma-rs" in text
+
+
+def test_tilelang_bshd_example_runs_everything_in_registers():
+    from attention_port import flashattn
+
+    r = egtile.optimize(flashattn(1, 8, 1024, 64, False))
+    _port_explain_checks(r.scheduled, r.explain())
+    # the mask init before the gemm (no clear) runs by the layout of acc_s, never replicated
+    assert any(x.fragment == "acc_s" and x.sid is not None for x in _nodes(r, LayoutLoop))
+
+
 @pytest.mark.parametrize("seq,causal", [(64, False), (128, True)], ids=["full-64", "causal-128"])
 def test_tilelang_bshd_example_matches_float64_in_the_simulator(seq, causal):
     from attention_port import flashattn, reference
 
     k = egtile.compile(flashattn(1, 1, seq, 64, causal), target="sim")
-    # T.gemm(acc_s_cast, V_shared, acc_o) takes A from a fragment: until register-A wgmma exists the group
-    # stays in shared memory, and explain says why
-    assert "register-A wgmma is not implemented" in k.explain()
+    _port_explain_checks(k.schedule_result.scheduled, k.explain())
     torch.manual_seed(7 + seq)
     q, kk, v = (torch.randn(1, seq, 1, 64, dtype=torch.float16) for _ in range(3))
     o = poisoned((1, seq, 1, 64), torch.float16, "cpu")
     k(q, kk, v, o)
     assert check("O", o, reference(q, kk, v, causal), rtol=2e-2, atol=2e-3)
+
+
+def test_register_a_slices_read_out_of_order_are_caught_by_the_verifier_and_the_simulator():
+    from attention_port import flashattn
+    from egtile.rules import mma
+    from egtile.sim import simulate
+
+    pf = flashattn(1, 1, 64, 64, False)
+    bad = egtile.optimize(pf, rules=mma.mutant("wgmma-rs-a-slices-reversed"))
+    rs = [g for g in _nodes(bad, WgmmaMma) if g.a_registers]
+    assert rs and rs[0].a_k_order == (3, 2, 1, 0)
+    found = egtile.verify(bad.scheduled)
+    assert any(v.property == "L1" and "k16 slices in order [3, 2, 1, 0]" in v.message for v in found), found
+    q, kk, v = (torch.randn(1, 64, 1, 64, dtype=torch.float16) for _ in range(3))
+    o = poisoned((1, 64, 1, 64), torch.float16, "cpu")
+    try:
+        errors = [str(e) for e in simulate(bad.scheduled, q, kk, v, o, seed=2).errors()]
+    except SimulationError as e:
+        errors = [str(e)]
+    assert any("multiplies them with B's rows" in e for e in errors), errors[:3]
+
+
+@pytest.mark.skipif(not sass.available(), reason="cuobjdump/nvdisasm not installed")
+def test_sass_of_the_tilelang_example_has_register_a_hgmma_and_no_shared_stores_of_s():
+    from attention_port import flashattn
+
+    r = egtile.optimize(flashattn(1, 8, 1024, 64, False))
+    built = build(r.scheduled)
+    text = sass.disassemble(built.cubin)
+    assert re.search(r"HGMMA\.64x64x16\.F32 R\d+, gdesc\[", text)        # Q K^T: SS
+    assert re.search(r"HGMMA\.64x64x16\.F32 R\d+, R\d+, gdesc\[", text)  # P V: A from registers
+    assert text.count("SHFL.BFLY") >= 8
+    # shared stores: Q's SIMT copy (16-bit) and the epilogue's O tile only; S and P never go to shared memory
+    smem = {b.name for b in r.scheduled.buffers if b.scope == "shared"}
+    assert smem == {"Q_shared", "K_shared", "V_shared", "O_shared"}, smem
+    assert not re.search(r"\b(LDL|STL)\b", text)
+    assert "C7512" not in built.log, built.log
