@@ -121,7 +121,7 @@ class Fragment:
 
     def elements(self, thread: int) -> list[tuple[int, int, int]]:
         """``[(slot, row, col)]`` of every element ``thread`` holds, slot order."""
-        return [(v, *self.coord(thread, v)) for v in range(self.values_per_thread)]
+        return list(_elements(self, thread))
 
     def owner(self, row: int, col: int) -> tuple[int, int]:
         """``(thread, slot)`` holding element ``(row, col)`` (inverse of :meth:`coord`)."""
@@ -171,6 +171,12 @@ class Fragment:
                 cols.append(f"{digit} * {m.col}" if m.col != 1 else digit)
             div *= m.size
         return " + ".join(rows) or "0", " + ".join(cols) or "0"
+
+
+@functools.lru_cache(maxsize=8192)
+def _elements(frag, thread: int) -> tuple[tuple[int, int, int], ...]:
+    # the verifier, the simulator and the codegen ask each thread's elements many times
+    return tuple((v, *frag.coord(thread, v)) for v in range(frag.values_per_thread))
 
 
 @functools.lru_cache(maxsize=64)
@@ -286,7 +292,7 @@ class RowFragment:
 
     def elements(self, thread: int) -> list[tuple[int, int, int]]:
         """``[(slot, row, 0)]`` of every row ``thread`` holds, slot order."""
-        return [(v, *self.coord(thread, v)) for v in range(self.values_per_thread)]
+        return list(_elements(self, thread))
 
     def owners(self, row: int) -> tuple[int, ...]:
         """Every thread holding element ``row`` (its replicas), ascending."""

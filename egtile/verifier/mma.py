@@ -137,6 +137,10 @@ def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
     b, e = max(ctx.lo, s.threads.begin), min(ctx.hi, s.threads.end)
     if b >= e:
         return
+    if not _body_touches_tracked(s, tracer.tracked):
+        # every access of the body is of register fragments (untracked: check_fragments proves each is its owner's),
+        # so enumerating the elements would record no event
+        return
     names = [v.name for v in s.vars]
     env = ctx.env
     saved = [env.get(n) for n in names]
@@ -159,6 +163,19 @@ def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
         tracer.scope = outer
         for name, v in zip(names, saved):
             _restore(env, name, v)
+
+
+def _body_touches_tracked(s: LayoutLoop, tracked) -> bool:
+    """Whether an iteration of ``s`` may record an event: an access of a tracked buffer, or an extern/atomic."""
+    names: set[str] = set()
+    for x in s.body:
+        names |= names_touched(x)
+    return bool(names & set(tracked)) or _has_extern(s.body)
+
+
+def _has_extern(body) -> bool:
+    return any(isinstance(x, Leaf) and isinstance(x.stmt, (Extern, AtomicAdd)) for x in registry.walk(tuple(body)))
+
 
 
 def _wgmma(s: WgmmaMma, ctx: Ctx) -> None:

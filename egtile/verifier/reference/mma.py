@@ -157,7 +157,14 @@ def _wgmma(tr, s: WgmmaMma, a, lo, hi, env, path) -> None:
     g, sid = s.gemm, s.sid
     outer, tr.merge = tr.merge, {}
     saved, tr.cur_tid = tr.cur_tid, None
-    tr.region(a, g.a, "r", sid, path, env, proxy="async")
+    if s.a_registers:
+        # register A: the tensor core reads each element from its owner's registers (egtile.ir.wgmma)
+        fa = tr.sched.fragment(g.a.buffer.name)
+        if fa is not None:
+            a_owned, a_owner = _owned(tr, s, lo, hi, fa)
+            tr.region(a, g.a, "r", sid, path, env, owned=a_owned, owner_of=a_owner.__getitem__)
+    else:
+        tr.region(a, g.a, "r", sid, path, env, proxy="async")
     tr.region(a, g.b, "r", sid, path, env, proxy="async")
     if not g.clear_accum:
         tr.region(a, g.c, "r", sid, path, env, owned=owned, owner_of=owner.__getitem__)
