@@ -521,7 +521,7 @@ def wgmma_rs_lowering(k_order=None):
         steps = _k_of(lw.kernel, src) // K_STEP
         order = tuple(range(steps)) if k_order is None else tuple(k_order(steps))
         threads = ThreadRange(0, tiling.threads)
-        return [WgmmaMma(g, tiling, "K", _majors(g)[1], "registers", str(swb), threads, a_registers=True, a_k_order=order),
+        return [WgmmaMma(g, tiling, "K", _majors(g)[1], "linear", str(swb), threads, a_registers=True, a_k_order=order),
                 WgmmaWait(0, threads, sid=n.sid, fragments=(g.c.buffer.name,))]
 
     return lower

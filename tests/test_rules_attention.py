@@ -238,3 +238,17 @@ def test_sass_of_the_tilelang_example_has_register_a_hgmma_and_no_shared_stores_
     assert smem == {"Q_shared", "K_shared", "V_shared", "O_shared"}, smem
     assert not re.search(r"\b(LDL|STL)\b", text)
     assert "C7512" not in built.log, built.log
+
+
+def test_attention_schedule_round_trips_through_the_cache_codec():
+    # the schedule cache stores the Scheduled: row fragments and register-A wgmma must decode as themselves
+    from attention_port import flashattn
+    from egtile.codec import Codec, ir_classes
+    from egtile.ir.scheduled import Scheduled
+
+    r = egtile.optimize(flashattn(1, 1, 128, 64, True))
+    codec = Codec(ir_classes())
+    back = codec.loads(codec.dumps(r.scheduled), Scheduled)
+    assert back == r.scheduled
+    assert isinstance(back.fragment("scores_max"), RowFragment)
+    assert any(isinstance(x, WgmmaMma) and x.a_registers for x in swalk(back.body))

@@ -31,7 +31,8 @@ def _row_reduce(s: RowReduce) -> list[str]:
 def _wgmma(s: WgmmaMma) -> list[str]:
     t, g = s.tiling, s.gemm
     return [f"wgmma m64n{t.n}k16 x {t.instructions} per k16 ({t.split} split over {t.warpgroups} warpgroup(s)): "
-            f"{format_region(g.c)} += {format_region(g.a)} ({s.a_swizzle}, {s.a_major}-major) @ {format_region(g.b)} "
+            f"{format_region(g.c)} += {format_region(g.a)} "
+            f"({'registers' if s.a_registers else s.a_swizzle + ', ' + s.a_major + '-major'}) @ {format_region(g.b)} "
             f"({s.b_swizzle}, {s.b_major}-major){' (clear)' if g.clear_accum else ''}; commit_group on "
             f"{threads_text(s.threads)}  # [{g.sid}]"]
 

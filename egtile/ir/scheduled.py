@@ -40,7 +40,7 @@ from typing import Literal, TypeAlias
 from egtile.ir.kernel import (
     AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Kernel, Layout, Reduce, Region, Store, Var,
 )
-from egtile.layout.fragment import Fragment
+from egtile.layout.fragment import Fragment, RowFragment
 
 
 @dataclass(frozen=True)
@@ -390,7 +390,7 @@ class Scheduled:
     body: tuple[SStmt, ...]
     staged: tuple[tuple[str, int], ...] = ()
     decisions: tuple[Decision, ...] = ()
-    fragments: tuple[tuple[str, Fragment], ...] = ()
+    fragments: tuple[tuple[str, Fragment | RowFragment], ...] = ()
 
     def fragment(self, name: str) -> Fragment | None:
         """The register layout of fragment ``name`` (``None``: it is not in registers)."""

@@ -53,7 +53,7 @@ class WgmmaMma:
     threads: ThreadRange
     a_registers: bool = False
     """RS: A is a register fragment (``gemm.a``), read as four packed registers per thread per k16 step in the
-    layout :func:`egtile.layout.operand_a.rs_a_layout` (``a_swizzle`` is ``"registers"``, ``a_major`` ``"K"``)."""
+    layout :func:`egtile.layout.operand_a.rs_a_layout` (``a_swizzle`` is unused, ``"linear"``; ``a_major`` ``"K"``)."""
     a_k_order: tuple[int, ...] = ()
     """RS: the k16 slice of A read at each k16 step (``(0, 1, ..., K/16 - 1)``: step ``kk`` multiplies A's columns
     ``[16 kk, 16 kk + 16)`` with B's rows ``[16 kk, 16 kk + 16)``; anything else is a mutant the checkers report)."""
