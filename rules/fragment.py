@@ -22,10 +22,20 @@ from the per-statement oracle ``frag-register-blocker``):
   non-local buffer (so that it cannot be *replicated*: a replicated loop would read elements the thread
   does not hold): iteration ``(i, j)`` runs once, on the owner of ``(i, j)``.
 
-Everything else keeps the fragment in shared memory (egtile's default placement, always legal): a
-``T.reduce_*`` over it (a cross-thread reduction), a pointer to it (``T.address_of``), a partial region,
-an element access at another index, a block-level scalar access, and a fragment used as a gemm operand
-A/B (register-A wgmma is not implemented). Two statements that fix different layouts of one fragment are
+* a row reduction ``T.reduce_*(X, r, dim=1)`` into a 1-D fragment (a row fragment, replicated over the
+  threads holding the row: :class:`egtile.layout.RowFragment`), a ``T.Parallel(M, N)`` nest accessing rows
+  ``r[i]`` with ``X[i, j]``, a ``T.Parallel(M)`` over row fragments that writes only fragments and locals,
+  a whole ``T.copy`` between two fragments of one shape (a cast keeps the layout), and a ``T.gemm`` whose A
+  is a 16-bit fragment when a register-A wgmma fits (``wgmma-rs-options``, :mod:`egtile.rules.mma`).
+
+Fragments tied by such statements form a *group* (``frag_link``, derived in the e-graph): the condition
+judges every user of every fragment of the accumulator's group, and their layouts follow from the
+decision's (:mod:`egtile.lower.fragment_layouts`).
+
+Everything else keeps the group in shared memory (egtile's default placement, always legal): a reduction
+along another dim, a pointer to it (``T.address_of``), a partial region, an element access at another
+index, a block-level scalar access, a ``T.copy`` out of a 1-D fragment (each replica would store it), a
+fragment as a gemm operand B. Two statements that fix different layouts of one fragment are
 a :class:`~egtile.errors.ScheduleError` naming both (no conversion is implemented).
 
 The lowerings of the statements that touch a fragment (``tile``, ``copy_simt``, ``partitioned``,
@@ -35,15 +45,16 @@ registers.
 
 from __future__ import annotations
 
-from egglog import Bool, String, eq
+from egglog import Bool, String, eq, i64, ne, relation, rule, var
 
 from egtile.analysis import own_reads, own_writes
 from egtile.errors import ScheduleError
 from egtile.ir import Const, Copy, Fill, For, Gemm, Reduce, Store, ThreadLoop, ThreadRange, Var
-from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
+from egtile.layout.fragment import Fragment, RowFragment, row_projection
 from egtile.schedule import dataflow as D
 from egtile.schedule.rule import FactSpec, Violation, stmt_condition
-from egtile.schedule.schema import Stmt, fact
+from egtile.schedule.schema import Block, Stmt, fact
 from egtile.verdict import Verdict
 
 # ----------------------------------------------------------------------------------------------------
@@ -92,6 +103,33 @@ def _own_index(a, vars_: tuple[Var, ...]) -> bool:
     return all(isinstance(o, Var) and o.name == v.name for o, v in zip(r.offsets, vars_))
 
 
+def _nest_blocker(ctx, outer: For, extents: tuple[int, ...]) -> str | None:
+    """Why the whole ``T.Parallel`` nest ``outer`` cannot run by a register layout (``None``: it can). A nest
+    that touches row fragments and no 2-D fragment of its shape runs each row on every replica, so it may
+    write only fragments (each replica its own copy) and locals; a 2-D nest must touch a 2-D fragment of
+    its shape (the layout that says which thread runs ``(i, j)``)."""
+    from egtile.ir import walk
+
+    frags: set[str] = set()
+    nonlocal_writes: set[str] = set()
+    for st in walk(outer.body):
+        if isinstance(st, For):
+            continue
+        for a in (*own_reads(st), *own_writes(st)):
+            if a.scope == "fragment":
+                frags.add(a.buffer)
+        nonlocal_writes |= {a.buffer for a in own_writes(st) if a.scope not in ("fragment", "local")}
+    two = [f for f in frags if len(ctx.kernel.buffer(f).shape) == 2]
+    if two:
+        return None
+    if len(extents) != 1:
+        return f"a T.Parallel over {extents} touches only row fragments ({', '.join(sorted(frags))}), no 2-D fragment"
+    if nonlocal_writes:
+        return (f"a T.Parallel over row fragments ({', '.join(sorted(frags))}) runs each row on every replica, and it "
+                f"writes {', '.join(sorted(nonlocal_writes))}, which every replica would write again")
+    return None
+
+
 def register_blocker(ctx, s) -> Verdict:
     """``frag-register-blocker``: statement ``s`` (a leaf) touches a fragment in a way that no register layout
     can serve (module docstring); the verdict's reasons say how. Holds (``ok``) when it blocks."""
@@ -107,22 +145,44 @@ def register_blocker(ctx, s) -> Verdict:
         nest = nest_of(ctx, s.sid)
         if nest is None:
             return Verdict(True, ("touches a fragment inside a T.Parallel whose nest is not static from 0",))
-        _outer, vars_, extents, _ = nest
+        outer, vars_, extents, _ = nest
         for a, _w in frags:
             buf = ctx.kernel.buffer(a.buffer)
-            if tuple(buf.shape) != extents:
-                return Verdict(True, (f"a T.Parallel over {extents} touches fragment {a.buffer} of shape "
-                                      f"{tuple(buf.shape)}",))
+            shape = tuple(buf.shape)
+            if len(shape) == 1 and shape[0] == extents[0]:
+                if not _own_index(a, vars_[:1]):
+                    return Verdict(True, (f"accesses row fragment {a.buffer} at another index than the loop's row "
+                                          f"({vars_[0].name})",))
+                continue
+            if shape != extents:
+                return Verdict(True, (f"a T.Parallel over {extents} touches fragment {a.buffer} of shape {shape}",))
             if not _own_index(a, vars_):
                 return Verdict(True, (f"accesses fragment {a.buffer} at another index than the loop's own element "
                                       f"({', '.join(v.name for v in vars_)})",))
-        return Verdict.fail("every fragment access is at the iteration's own element")
+        why = _nest_blocker(ctx, outer, extents)
+        if why:
+            return Verdict(True, (why,))
+        return Verdict.fail("every fragment access is at the iteration's own element or row")
     match s:
-        case Reduce():
-            return Verdict(True, ("T.reduce over a fragment is a cross-thread reduction",))
+        case Reduce(src=src, dst=dst, dim=dim):
+            if src.scope != "fragment" or dst.scope != "fragment":
+                return Verdict(True, (f"T.reduce between {src.name} ({src.scope}) and {dst.name} ({dst.scope}): a row "
+                                      "reduction in registers needs both fragments",))
+            if len(src.shape) != 2 or dim not in (1, -1) or tuple(dst.shape) != (src.shape[0],):
+                return Verdict(True, (f"T.reduce of {src.name} {tuple(src.shape)} along dim {dim} into {dst.name} "
+                                      f"{tuple(dst.shape)}: only a reduction over dim 1 into the rows runs by layout",))
+            return Verdict.fail("a row reduction into the source's row fragment (partials, then shuffles)")
         case Gemm(a=ra, b=rb, c=rc):
-            if ra.buffer.scope == "fragment" or rb.buffer.scope == "fragment":
-                return Verdict(True, ("a fragment is a T.gemm operand A/B (register-A wgmma is not implemented)",))
+            if rb.buffer.scope == "fragment":
+                return Verdict(True, ("a fragment is a T.gemm operand B (wgmma reads B from shared memory)",))
+            if ra.buffer.scope == "fragment":
+                from egtile.rules.mma import wgmma_rs_options
+
+                mask, why = wgmma_rs_options(ctx, s)
+                if not mask:
+                    return Verdict(True, ("a fragment is a T.gemm operand A and no register-A wgmma fits: "
+                                          + "; ".join(why[:3]),))
+                return Verdict.fail("A from registers (register-A wgmma)")
             if not _whole(rc, ctx.kernel.buffer(rc.buffer.name)):
                 return Verdict(True, ("the T.gemm accumulator is a part of the fragment",))
             return Verdict.fail("accumulates into the whole fragment")
@@ -130,9 +190,13 @@ def register_blocker(ctx, s) -> Verdict:
             regions = [r for r in ((s.src, s.dst) if isinstance(s, Copy) else (s.dst,)) if r.buffer.scope == "fragment"]
             if any(not _whole(r, ctx.kernel.buffer(r.buffer.name)) for r in regions):
                 return Verdict(True, ("touches a part of a fragment",))
+            if isinstance(s, Copy) and s.src.buffer.scope == "fragment" and len(s.src.buffer.shape) == 1 \
+                    and s.dst.buffer.scope != "fragment":
+                return Verdict(True, (f"a T.copy out of 1-D fragment {s.src.buffer.name}: as a row fragment it is "
+                                      "replicated over the threads holding its row, and each replica would store it",))
             if isinstance(s, Copy) and s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "fragment" \
-                    and s.src.buffer.name != s.dst.buffer.name:
-                return Verdict(True, ("copies one fragment into another (two layouts)",))
+                    and tuple(s.src.buffer.shape) != tuple(s.dst.buffer.shape):
+                return Verdict(True, ("copies one fragment into another of a different shape (two layouts)",))
             return Verdict.fail("moves the whole fragment")
         case Store():
             return Verdict(True, ("a block-level scalar store touches a fragment",))
@@ -155,26 +219,51 @@ def _explain_users(ctx, sid: int) -> str:
         if a >= 0 and a in ctx.facts.stmts:
             v = ctx.encoding.verdicts.get(("frag-register-blocker", a))
             why = "; ".join(v.reasons) if v is not None and v.reasons else "it reads it without writing a non-local buffer"
-            out.append(f"{ctx.describe(a)} keeps fragment {buf} in shared memory: {why}")
+            acc = ctx.facts.writes(sid) if sid in ctx.facts.stmts else set()
+            tie = "" if buf in acc else " (tied to the accumulator by a row reduction, a cast copy or a T.Parallel nest, so the whole group stays in shared memory)"
+            out.append(f"{ctx.describe(a)} keeps fragment {buf}{tie} in shared memory: {why}")
     return "; ".join(dict.fromkeys(out)) or "a statement keeps the fragment in shared memory"
 
 
+frag_link = relation("frag_link", String, String)
+"""``frag_link(a, b)``: fragments ``a`` and ``b`` are tied by a statement that touches both (a row reduction, a
+cast copy, a ``T.Parallel`` nest over a fragment and its rows), transitively: one register layout fixes the
+other's (:mod:`egtile.lower.fragment_layouts`), so if one moves to registers, both do."""
+
+
+def _link_rules():
+    x, i, a, b, c = var("x", Stmt), var("i", i64), var("a", String), var("b", String), var("c", String)
+    blk = var("blk", Block)
+    frag = (D.scope(a, String("fragment")), D.scope(b, String("fragment")), ne(a).to(b))
+    touch = ((D.reads, D.reads), (D.reads, D.writes), (D.writes, D.reads), (D.writes, D.writes))
+    for k, (ta, tb) in enumerate(touch):
+        yield rule(D.leaf(x, i), ta(x, a), tb(x, b), *frag, name=f"frag-link:leaf:{k}").then(frag_link(a, b))
+        yield rule(eq(x).to(Stmt.par(i, blk)), ta(x, a), tb(x, b), *frag, name=f"frag-link:par:{k}").then(
+            frag_link(a, b))
+    yield rule(frag_link(a, b), frag_link(b, c), ne(a).to(c), name="frag-link:transitive").then(frag_link(a, c))
+
+
+LINK_RULES = tuple(_link_rules())
+
+
 def _user_violations(w):
-    # w.st: the gemm whose accumulator would move to registers; w.b: that accumulator (the buffer it writes)
+    # w.st: the gemm whose accumulator would move to registers; w.b: that accumulator (the buffer it writes);
+    # w.sc: a fragment of its group (frag_link), whose users must admit registers too
     acc = (D.writes(w.st, w.b), D.scope(w.b, String("fragment")))
-    yield Violation((*acc, D.leaf(w.x, w.i), D.reads(w.x, w.b), fact(String("frag-register-blocker"), w.i)), w.i,
-                    -1, w.b)
-    yield Violation((*acc, D.leaf(w.x, w.i), D.writes(w.x, w.b), fact(String("frag-register-blocker"), w.i)), w.i,
-                    -1, w.b)
-    # a T.Parallel that touches it and writes only local buffers could be replicated
-    yield Violation((*acc, eq(w.x).to(Stmt.par(w.i, w.blk)), D.reads(w.x, w.b),
-                     eq(D.nonlocal_(w.x)).to(Bool(False))), w.i, -1, w.b)
+    for buf, member in ((w.b, ()), (w.sc, (frag_link(w.b, w.sc),))):
+        yield Violation((*acc, *member, D.leaf(w.x, w.i), D.reads(w.x, buf), fact(String("frag-register-blocker"), w.i)),
+                        w.i, -1, buf)
+        yield Violation((*acc, *member, D.leaf(w.x, w.i), D.writes(w.x, buf), fact(String("frag-register-blocker"), w.i)),
+                        w.i, -1, buf)
+        # a T.Parallel that touches it and writes only local buffers could be replicated
+        yield Violation((*acc, *member, eq(w.x).to(Stmt.par(w.i, w.blk)), D.reads(w.x, buf),
+                         eq(D.nonlocal_(w.x)).to(Bool(False))), w.i, -1, buf)
 
 
 USERS_ADMIT_REGISTERS = stmt_condition(
     "fragment-users-admit-registers",
     "every statement that touches the accumulator can run by its register layout (egtile.rules.fragment)",
-    _user_violations, _explain_users, oracles=(REGISTER_BLOCKER,))
+    _user_violations, _explain_users, derive=LINK_RULES, oracles=(REGISTER_BLOCKER,))
 
 # ----------------------------------------------------------------------------------------------------
 # Lowering by layout (called by the lowerings of tile, copy_simt, partitioned and vectorized)
@@ -205,10 +294,22 @@ def _threads(f, ctx, sid, lw) -> ThreadRange:
 
 
 def tile_by_layout(sid: int, lw, ctx) -> list | None:
-    """A ``T.fill`` / ``T.copy`` / SIMT ``T.gemm`` touching a register fragment, run by its layout
-    (``None``: no register fragment; lower it as usual)."""
+    """A ``T.fill`` / ``T.copy`` / SIMT ``T.gemm`` / row ``T.reduce`` touching a register fragment, run by its
+    layout (``None``: no register fragment; lower it as usual)."""
     stmt = lw.stmt(sid, ctx)
-    hit = _the_fragment(lw.facts.stmts[sid], lw, f"statement sid {sid}")
+    src = lw.facts.stmts[sid]
+    if isinstance(src, Reduce):
+        return _reduce_by_layout(stmt, lw, ctx)
+    if isinstance(src, Copy) and lw.fragment(src.src.buffer.name) is not None \
+            and lw.fragment(src.dst.buffer.name) is not None:
+        # a fragment-to-fragment copy (a cast): the destination has the source's layout
+        f = lw.fragment(src.src.buffer.name)
+        return [FragmentOp(stmt, src.src.buffer.name, _threads(f, ctx, sid, lw))]
+    if isinstance(src, Gemm) and lw.fragment(src.a.buffer.name) is not None:
+        raise ScheduleError(f"T.gemm (sid {sid}) takes A from register fragment {src.a.buffer.name}: only a register-A "
+                            "wgmma can read it (each thread holds a part of A), but the schedule lowers it otherwise",
+                            src.loc)
+    hit = _the_fragment(src, lw, f"statement sid {sid}")
     if hit is None:
         return None
     name, f = hit
@@ -216,6 +317,16 @@ def tile_by_layout(sid: int, lw, ctx) -> list | None:
         raise ScheduleError(f"{type(stmt).__name__} (sid {sid}) cannot run by the layout of register fragment {name}",
                             lw.facts.stmts[sid].loc)
     return [FragmentOp(stmt, name, _threads(f, ctx, sid, lw))]
+
+
+def _reduce_by_layout(stmt: Reduce, lw, ctx) -> list | None:
+    fs, fd = lw.fragment(stmt.src.name), lw.fragment(stmt.dst.name)
+    if fs is None and fd is None:
+        return None
+    if fs is None or fd is None or not isinstance(fd, RowFragment) or fd.with_bits(32) != row_projection(fs, 32):
+        raise ScheduleError(f"T.reduce (sid {stmt.sid}) of {stmt.src.name} into {stmt.dst.name}: the destination is not in "
+                            "the row projection of the source's register layout", stmt.loc)
+    return [RowReduce(stmt, stmt.src.name, _threads(fs, ctx, stmt.sid, lw), fd.shuffle_lanes())]
 
 
 def op_by_layout(stmt, lw, ctx) -> list | None:
@@ -241,16 +352,67 @@ def parallel_by_layout(n, lw, ctx, loops: list) -> list | None:
                 frags[name] = f
     if not frags:
         return None
-    if len(set(frags.values())) > 1:
-        raise ScheduleError(f"T.Parallel (sid {n.sid}) touches register fragments {', '.join(frags)} with different "
+    two = {n: f for n, f in frags.items() if isinstance(f, Fragment)}
+    rows = {n: f for n, f in frags.items() if isinstance(f, RowFragment)}
+    drivers = two or rows
+    if len({_unbits(f) for f in drivers.values()}) > 1:
+        raise ScheduleError(f"T.Parallel (sid {n.sid}) touches register fragments {', '.join(drivers)} with different "
                             "layouts", src.loc)
-    name, f = next(iter(frags.items()))
+    name, f = sorted(drivers.items())[0]
+    if two:
+        proj = row_projection(f, 32)
+        bad = [r for r, rf in rows.items() if rf.with_bits(32) != proj]
+        if bad:
+            raise ScheduleError(f"T.Parallel (sid {n.sid}) accesses {', '.join(bad)} at the rows of register fragment "
+                                f"{name}, but not in the row projection of its layout", src.loc)
     (tl,) = loops
-    if not isinstance(tl, ThreadLoop) or tuple(tl.extents) != (f.rows, f.cols):
+    shape = (f.rows, f.cols) if isinstance(f, Fragment) else (f.rows,)
+    if not isinstance(tl, ThreadLoop) or tuple(tl.extents) != shape:
         raise ScheduleError(f"T.Parallel (sid {n.sid}) over {getattr(tl, 'extents', '?')} does not cover register "
-                            f"fragment {name} ({f.rows}x{f.cols})", src.loc)
-    return [LayoutLoop(tl.vars, tl.extents, name, _threads(f, ctx, n.sid, lw), tl.body, sid=n.sid)]
+                            f"fragment {name} {shape}", src.loc)
+    row_names = tuple(sorted(rows if two else set(rows) - {name}))
+    return [LayoutLoop(tl.vars, tl.extents, name, _threads(f, ctx, n.sid, lw), tl.body, sid=n.sid, rows=row_names)]
 
 
-__all__ = ["REGISTER_BLOCKER", "USERS_ADMIT_REGISTERS", "nest_of", "op_by_layout", "parallel_by_layout",
+def _unbits(f):
+    from dataclasses import replace
+
+    return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32, name="")
+
+
+__all__ = ["LINK_RULES", "MUTANTS", "REGISTER_BLOCKER", "frag_link", "mutant", "USERS_ADMIT_REGISTERS", "nest_of", "op_by_layout", "parallel_by_layout",
            "register_blocker", "tile_by_layout"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Mutants (soundness tests of the checkers: tests/test_rules_attention.py)
+
+MUTANTS: dict[str, str] = {
+    "row-reduce-wrong-lanes": "the row reduction shuffles over lanes xor 4, 8 (other rows of the quad's warp) "
+                              "instead of the lanes that hold the row's replicas (xor 1, 2 for the wgmma accumulator)",
+}
+"""Lowering mutants of the by-layout row reduction; the simulator and the verifier must each catch every one."""
+
+
+def mutant(name: str):
+    """The builtin ruleset with row-fragment mutant ``name`` (:data:`MUTANTS`) applied.
+
+    Raises:
+        KeyError: unknown name (the message lists the known ones).
+    """
+    from dataclasses import replace
+
+    from egtile.rules import builtin, structure
+
+    match name:
+        case "row-reduce-wrong-lanes":
+            base = structure.TILE.lower
+
+            def lower(n, lw, ctx):
+                return [replace(x, lanes=tuple(b * 4 for b in x.lanes)) if isinstance(x, RowReduce) else x
+                        for x in base(n, lw, ctx)]
+
+            d = replace(structure.TILE, lower=lower)
+        case _:
+            raise KeyError(f"unknown row-fragment mutant {name!r}; known: {sorted(MUTANTS)}")
+    return builtin().replace_decision(d, name=f"mutant:{name}")

@@ -31,7 +31,9 @@ Side conditions:
   type, f16 or bf16; C is a whole 2-D f32 fragment; K a multiple of 16; the kernel's threads whole
   warpgroups; some (split, swa, swb) is legal: the tiling exists, its accumulator registers fit the
   consumers' register budget (``setmaxnreg`` plan less a reserve), each operand buffer can take its mode
-  and every instruction's operand is expressible by a descriptor in it;
+  and every instruction's operand is expressible by a descriptor in it; when the accumulator is tied to row
+  fragments (a softmax: :mod:`egtile.lower.fragment_layouts`), the split keeps each row's replicas in one
+  warp, so that row reductions are butterfly shuffles (an N split over two warpgroups is excluded);
 * ``fragment-users-admit-registers``: every other statement touching C can run by the register layout
   (:mod:`egtile.rules.fragment`);
 * ``wgmma-operands-async-proxy``: no pipeline producer can write A or B with generic stores (a SIMT
@@ -52,7 +54,9 @@ from egglog import Bool, String, StringLike, eq, function, i64, i64Like, ne, rel
 from egtile.ir import Gemm, ThreadRange, dtype
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 from egtile.layout import LayoutError, Major, WgmmaOperand
+from egtile.layout.fragment import row_projection
 from egtile.layout.tiling import SPLITS, AccumulatorTiling
+from egtile.lower import fragment_layouts
 from egtile.rules import fragment as F
 from egtile.rules import swizzle as SW
 from egtile.rules import warp_specialize as WS
@@ -155,6 +159,7 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
         ctx._memo[key] = (0, why)
         return 0, why
     W = k.threads // 128
+    rows = fragment_layouts.has_rows(k, Cb.name)
     mask = 0
     for split in SPLITS:
         tiling = AccumulatorTiling.of(M, N, W, split)
@@ -163,6 +168,13 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
             p = [f"{tiling.registers_per_thread} accumulator registers per thread exceed the budget of "
                  f"{max_accumulators(k.threads)} (setmaxnreg {WS.consumer_regs(k.threads)} less {ACC_RESERVE}); "
                  f"more consumer threads (T.Kernel(..., threads=)) or a smaller tile"]
+        if not p and rows:
+            # the accumulator's group has row fragments (a softmax): each row's replicas must be combinable by
+            # shfl.sync, i.e. lie in one warp (egtile.layout.RowFragment.shuffle_lanes)
+            try:
+                row_projection(tiling.fragment()).shuffle_lanes()
+            except LayoutError as e:
+                p = [f"its rows cannot be reduced by shuffles: {e}"]
         if p:
             why += [f"{split} split: {x}" for x in p]
             continue
@@ -361,8 +373,203 @@ gemm_to_wgmma = Rule(
     support=OPTION_RULES,
 )
 
-RULES = (gemm_to_wgmma,)
-DECISIONS = (WGMMA,)
+# ----------------------------------------------------------------------------------------------------
+# Register A (RS): T.gemm(P_frag, V_shared, O_frag), attention's second gemm
+
+RS_BITS = tuple((sp, b) for sp in SPLITS for b in SW.LAYOUTS)
+
+
+def rs_bit(split: str, swb: str) -> int:
+    """The bit of option ``(split, swb)`` in the ``wgmma-rs-options`` mask."""
+    return 1 << RS_BITS.index((split, swb))
+
+
+def wgmma_rs_options(ctx, g) -> tuple[int, list[str]]:
+    """The mask of legal ``(split, swb)`` options of ``T.gemm`` ``g`` with A from registers (:func:`rs_bit`) and,
+    when it is 0, why (``wgmma-rs-eligible``): A is a whole 2-D 16-bit fragment, not transposed (register A is
+    K-major), of C's rows; B a whole 2-D shared tile of A's type; C a whole 2-D f32 fragment; K a multiple of 16
+    and at most 256; whole warpgroups; the split gives each warpgroup its own rows of C (M split, or one
+    warpgroup), so its A registers are rows it holds (:func:`egtile.layout.operand_a.rs_a_layout`); accumulator
+    plus A registers within the budget; B expressible by a descriptor in some swizzle."""
+    from egtile.layout.operand_a import rs_a_layout, rs_a_problems
+
+    if not isinstance(g, Gemm):
+        return 0, ["not a T.gemm"]
+    key = ("wgmma-rs-options", g.sid)
+    if key in ctx._memo:
+        return ctx._memo[key]
+    k = ctx.kernel
+    A, B, Cb = (k.buffer(r.buffer.name) for r in (g.a, g.b, g.c))
+    why: list[str] = []
+    if A.scope != "fragment":
+        why.append(f"A ({A.name}) is {A.scope}, not a fragment")
+    if B.scope != "shared":
+        why.append(f"B ({B.name}) is {B.scope}; wgmma reads B from shared memory")
+    if Cb.scope != "fragment" or dtype(Cb.dtype).name != "float32":
+        why.append(f"the accumulator {Cb.name} must be a float32 fragment")
+    if dtype(A.dtype).name != dtype(B.dtype).name or dtype(A.dtype).name not in WGMMA_DTYPES:
+        why.append(f"operand types {A.dtype} x {B.dtype}: register A is .f16x2/.bf16x2")
+    if g.trans_a:
+        why.append("a transposed register A (register A is K-major)")
+    if any(len(b.shape) != 2 for b in (A, B, Cb)) or not all(_whole(r, b) for r, b in ((g.a, A), (g.b, B), (g.c, Cb))):
+        why.append("A, B and C must be whole 2-D buffers")
+    if k.threads % 128 or k.threads < 128:
+        why.append(f"the kernel has {k.threads} threads; wgmma runs on whole warpgroups")
+    if why:
+        ctx._memo[key] = (0, why)
+        return 0, why
+    M, N = Cb.shape
+    K = A.shape[1]
+    if A.shape[0] != M:
+        why.append(f"A has {A.shape[0]} rows, C {M}")
+    W = k.threads // 128
+    p = rs_a_problems(M, K, W)
+    if p:
+        why += [f"register A layout: {x}" for x in p]
+    if why:
+        ctx._memo[key] = (0, why)
+        return 0, why
+    a_regs = rs_a_layout(M, K, W).registers_per_thread
+    rows = fragment_layouts.has_rows(k, Cb.name)
+    mask = 0
+    for split in SPLITS:
+        tiling = AccumulatorTiling.of(M, N, W, split)
+        p = tiling.problems()
+        if not p and split == "N" and W > 1:
+            p = ["each warpgroup would need every row of A (an N split): register A holds only the warpgroup's rows"]
+        if not p and tiling.registers_per_thread + a_regs > max_accumulators(k.threads):
+            p = [f"{tiling.registers_per_thread} accumulator + {a_regs} A registers per thread exceed the budget of "
+                 f"{max_accumulators(k.threads)}"]
+        if not p and rows:
+            try:
+                row_projection(tiling.fragment()).shuffle_lanes()
+            except LayoutError as e:
+                p = [f"its rows cannot be reduced by shuffles: {e}"]
+        if p:
+            why += [f"{split} split: {x}" for x in p]
+            continue
+        for lb in SW.LAYOUTS:
+            pb = SW.buffer_problems(ctx, B.name, lb)
+            if not pb:
+                try:
+                    pb = _operand_problems(g, "B", SW.smem_tile(*B.shape, B.dtype, lb), tiling, K)
+                except LayoutError as e:
+                    pb = [str(e)]
+            if pb:
+                why.append(f"{split} split, B {lb}: {pb[0]}")
+                continue
+            mask |= rs_bit(split, lb)
+    out = (mask, [] if mask else why)
+    ctx._memo[key] = out
+    return out
+
+
+WGMMA_RS_ELIGIBLE = FactSpec(
+    "wgmma-rs-eligible", "some accumulator split and B swizzle make the T.gemm a register-A wgmma.mma_async sequence "
+    "(egtile.rules.mma.wgmma_rs_options: 16-bit K-major fragment A of C's rows in the accumulator-derived layout, K % 16, "
+    "M split, register budget, B descriptor expressibility)",
+    lambda ctx, s: Verdict(wgmma_rs_options(ctx, s)[0] != 0, tuple(wgmma_rs_options(ctx, s)[1][:6])), scope="any")
+WGMMA_RS_OPTIONS = NumSpec("wgmma-rs-options", "bit mask of the legal (split, swb) register-A options "
+                           "(egtile.rules.mma.rs_bit)", lambda ctx, s: wgmma_rs_options(ctx, s)[0] or None, scope="any")
+
+wgmma_rs_option = relation("wgmma_rs_option", i64, String, String)
+"""``wgmma_rs_option(sid, split, swb)``: a legal register-A option of gemm ``sid``."""
+
+
+def _rs_option_rules():
+    s, m = var("s", i64), var("m", i64)
+    for sp, b in RS_BITS:
+        bit = rs_bit(sp, b)
+        yield rule(eq(m).to(num("wgmma-rs-options", s)), ne(m & i64(bit)).to(i64(0)), name=f"wgmma-rs-option:{sp}:{b}").then(
+            wgmma_rs_option(s, String(sp), String(b)))
+
+
+RS_OPTION_RULES = tuple(_rs_option_rules())
+
+
+@function
+def wgmma_rs(sid: i64Like, split: StringLike, swb: StringLike) -> Stmt:
+    """``T.gemm`` ``sid`` as register-A wgmma.mma_async instructions, accumulator split ``split``, B in layout ``swb``."""
+
+
+def wgmma_rs_cost(kernel, g: Gemm, split: str, swb: str) -> int:
+    """Cycles of one register-A wgmma T.gemm per block: as :func:`wgmma_cost` without A's shared reads."""
+    t = tiling_of(kernel, g, split)
+    K = _k_of(kernel, g)
+    eb = dtype(g.b.buffer.dtype).bytes
+    mma = ceil(t.rows * t.cols * K / WGMMA_MACS_PER_CYCLE)
+    steps = K // K_STEP
+    smem = steps * t.warpgroups * t.instructions * (K_STEP * t.n) * eb // SMEM_BYTES_PER_CYCLE
+    B = kernel.buffer(g.b.buffer.name)
+    return mma + smem // 4 + WGMMA_GROUP + SW.swizzle_cost(*B.shape, B.dtype, swb, steps)
+
+
+def wgmma_rs_lowering(k_order=None):
+    """The lowering of ``wgmma_rs(sid, split, swb)``: the register-A issue (A's k16 slices in order, or
+    ``k_order(K // 16)``: a mutant), then ``wait_group 0``."""
+
+    def lower(n, lw, ctx):
+        split, swb = n.params
+        g = lw.stmt(n.sid, ctx)
+        src = lw.facts.stmts[n.sid]
+        tiling = tiling_of(lw.kernel, src, split)
+        if not (ctx.threads.begin <= 0 and tiling.threads <= ctx.threads.end):
+            from egtile.errors import ScheduleError
+
+            raise ScheduleError(f"wgmma T.gemm (sid {n.sid}) needs threads [0, {tiling.threads}) but runs on "
+                                f"[{ctx.threads.begin}, {ctx.threads.end})", src.loc)
+        steps = _k_of(lw.kernel, src) // K_STEP
+        order = tuple(range(steps)) if k_order is None else tuple(k_order(steps))
+        threads = ThreadRange(0, tiling.threads)
+        return [WgmmaMma(g, tiling, "K", _majors(g)[1], "linear", str(swb), threads, a_registers=True, a_k_order=order),
+                WgmmaWait(0, threads, sid=n.sid, fragments=(g.c.buffer.name,))]
+
+    return lower
+
+
+def _rs_layouts(n, facts):
+    from egtile.layout.operand_a import rs_a_layout
+
+    split, swb = n.params
+    g = facts.stmts[n.sid]
+    M, K = facts.kernel.buffer(g.a.buffer.name).shape
+    return [(g.c.buffer.name, tiling_of(facts.kernel, g, split).fragment()),
+            (g.a.buffer.name, rs_a_layout(M, K, facts.kernel.threads // 128)), (g.b.buffer.name, str(swb))]
+
+
+def _rs_details(n, lowered) -> str:
+    for x in lowered:
+        if isinstance(x, WgmmaMma):
+            t = x.tiling
+            return (f"{t.instructions} x m64n{t.n}k16 per k16 step per warpgroup, A from registers (4 x .f16x2 per "
+                    f"step), {t.warpgroups} warpgroup(s), {t.split} split; B {x.b_swizzle} {x.b_major}-major; wait_group 0")
+    return ""
+
+
+WGMMA_RS = Decision("wgmma_rs", wgmma_rs, (("sid", i64), ("split", String), ("swb", String)), "decision",
+                    Cost(lambda c: wgmma_rs_cost(c.kernel, c.stmt, c.params["split"], c.params["swb"]),
+                         doc="M N K / WGMMA_MACS_PER_CYCLE + B's shared bytes / (4 SMEM_BYTES_PER_CYCLE) + WGMMA_GROUP + "
+                             "swizzle_cost(B)"),
+                    lower=wgmma_rs_lowering(), label="wgmma (A from registers)", details=_rs_details, layouts=_rs_layouts)
+
+gemm_to_wgmma_rs = Rule(
+    name="gemm-to-wgmma-rs", stage="partition",
+    doc="T.gemm with A a register fragment -> wgmma.fence; wgmma.mma_async.m64nNk16 (RS: A as four .f16x2 registers "
+        "per thread per k16 step, B through a shared descriptor) per step and instruction; commit_group; wait_group 0 "
+        "(PTX ISA 9.7.15.5.1.1.1, register fragment A). A's register layout is the accumulator tiling's layout of an "
+        "M x K tile with 16-bit values (each k16 slice is the instruction's A fragment), fixed by the decision; the "
+        "fragment that feeds it (attention's cast copy of S) inherits it (egtile.lower.fragment_layouts).",
+    variables=(("sid", i64), ("split", String), ("swb", String)),
+    lhs=lambda v: Stmt.tile(v.sid),
+    bindings=lambda v: (D.kind(v.sid, String("gemm")), wgmma_rs_option(v.sid, v.split, v.swb)),
+    rhs=lambda v: wgmma_rs(v.sid, v.split, v.swb),
+    conditions=(holds(WGMMA_RS_ELIGIBLE), F.USERS_ADMIT_REGISTERS, OPERANDS_ASYNC_PROXY),
+    oracles=(WGMMA_RS_OPTIONS,),
+    support=RS_OPTION_RULES,
+)
+
+RULES = (gemm_to_wgmma, gemm_to_wgmma_rs)
+DECISIONS = (WGMMA, WGMMA_RS)
 
 # ----------------------------------------------------------------------------------------------------
 # Mutants (soundness tests of the checkers: tests/test_rules_mma.py)
@@ -376,6 +583,14 @@ MUTANTS: dict[str, str] = {
                                   "the wgmma descriptors still read them swizzled",
 }
 """Protocol mutants of the wgmma decision; the simulator and the verifier must each catch every one."""
+
+RS_MUTANTS: dict[str, str] = {
+    "wgmma-rs-a-slices-reversed": "the register-A wgmma reads A's k16 slices in reverse order: step kk multiplies A "
+                                  "columns of another slice with B's rows 16 kk.. (a register A layout that does not "
+                                  "match the instruction's)",
+}
+"""Protocol mutants of the register-A wgmma decision (tests/test_rules_attention.py: they need a gemm with A in
+registers); :func:`mutant` builds them too."""
 
 
 def mutant(name: str):
@@ -395,10 +610,14 @@ def mutant(name: str):
             d = replace(WGMMA, lower=wgmma_lowering(wait=1))
         case "wgmma-swizzle-disagreement":
             d = replace(WGMMA, layouts=wgmma_layouts(operands=False))
+        case "wgmma-rs-a-slices-reversed":
+            d = replace(WGMMA_RS, lower=wgmma_rs_lowering(k_order=lambda n: reversed(range(n))))
         case _:
             raise KeyError(f"unknown wgmma mutant {name!r}; known: {sorted(MUTANTS)}")
     return builtin().replace_decision(d, name=f"mutant:{name}")
 
-__all__ = ["DECISIONS", "MUTANTS", "OPERANDS_ASYNC_PROXY", "RULES", "WGMMA", "WGMMA_ELIGIBLE", "WGMMA_OPTIONS", "gemm_to_wgmma",
+__all__ = ["DECISIONS", "MUTANTS", "RS_MUTANTS", "OPERANDS_ASYNC_PROXY", "RULES", "WGMMA", "WGMMA_ELIGIBLE", "WGMMA_OPTIONS",
+           "WGMMA_RS", "WGMMA_RS_ELIGIBLE", "WGMMA_RS_OPTIONS", "gemm_to_wgmma", "gemm_to_wgmma_rs", "rs_bit",
+           "wgmma_rs", "wgmma_rs_cost", "wgmma_rs_lowering", "wgmma_rs_options",
            "max_accumulators", "operand", "option_bit", "tiling_of", "mutant", "wgmma", "wgmma_cost", "wgmma_layouts",
            "wgmma_lowering", "wgmma_options"]

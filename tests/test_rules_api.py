@@ -151,9 +151,9 @@ def test_at_least_thirty_builtin_conditions_are_derived_in_the_egraph():
     derived = [c for c in conds if c.in_egraph]
     assert len(derived) >= 30, [c.name for c in conds if not c.in_egraph]
     # Only hardware oracles stay in Python: the TMA tensor-map limits, the cp.async widths, the register file,
-    # the wgmma shapes / descriptors / register budget and the TMA store box.
+    # the wgmma shapes / descriptors / register budget (SS and register-A) and the TMA store box.
     assert {c.name for c in conds if not c.in_egraph} == {"tma-eligible", "cp-async-eligible", "register-budget",
-                                                          "wgmma-eligible", "tma-store-eligible"}
+                                                          "wgmma-eligible", "wgmma-rs-eligible", "tma-store-eligible"}
     # A derived condition brings the egglog rules that compute it, or reads the core dataflow relations.
     for c in derived:
         assert c.checks or c.derive or c.name in {"prefer-allows-simt", "prefer-allows-tma", "prefer-cp-async",

@@ -91,7 +91,9 @@ def test_accumulator_beyond_the_register_budget_stays_simt_and_the_oracle_says_w
     assert any("exceed the budget" in w and "threads" in w for w in why), why
 
 
-def test_reduce_over_the_accumulator_keeps_it_in_shared_memory():
+def test_copy_out_of_a_row_fragment_keeps_the_accumulator_group_in_shared_memory():
+    # the row reduction itself runs in registers (tests/test_rules_attention.py); storing the replicated row
+    # fragment with T.copy would store every element once per replica, so the whole group stays shared
     from egtile import language as T
 
     @T.prim_func
@@ -110,7 +112,8 @@ def test_reduce_over_the_accumulator_keeps_it_in_shared_memory():
     r = egtile.optimize(k)
     assert "wgmma" not in _ops(r)
     assert r.scheduled.fragment("C_f") is None
-    assert "fragment-users-admit-registers" in r.explain() and "cross-thread reduction" in r.explain()
+    assert "fragment-users-admit-registers" in r.explain() and "T.copy out of 1-D fragment r_f" in r.explain()
+    assert "tied to the accumulator" in r.explain()
 
 
 def test_epilogue_loop_over_the_accumulator_runs_by_its_layout():

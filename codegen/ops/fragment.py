@@ -13,15 +13,22 @@ a literal.
   is contiguous and the pair's address provably aligned. ``Copy`` into the fragment: each slot loads its
   element. ``Gemm``: each slot accumulates its element over K from shared A and B.
 * ``LayoutLoop``: the body once per slot, with the loop variables bound to the slot's element and every
-  access of the fragment at that element bound to the slot.
+  access of the fragment at that element bound to the slot; an access ``r[i]`` of a row fragment (the
+  row projection of the loop's layout) is bound to the slot holding that row (a literal:
+  :func:`egtile.layout.row_slot_map`). Over a row fragment the body runs once per row slot.
+* ``RowReduce``: per row slot, the thread's partial over its slots of that row (slot order), then one
+  ``__shfl_xor_sync(0xffffffff, partial, mask)`` per lane mask of the node (every lane of the warp runs it:
+  the layout's threads are whole warps), then the store into the row fragment's slot (folded into the old
+  value for ``clear=False``).
 """
 
 from __future__ import annotations
 
 from egtile.ir.dtypes import dtype
-from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
 from egtile.ir.kernel import Copy, Fill, Gemm, Load, Region
-from egtile.layout import Fragment
+from egtile.layout import Fragment, RowFragment, row_slot_map
+from egtile.tilemath import reduce_accumulator
 
 from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
@@ -160,6 +167,13 @@ def fragment_op(s: FragmentOp, ctx: Ctx) -> list[str]:
             body = [f"const {ctype(t)} {v} = {emit_as(value, dtype(t).name, ctx)};",
                     *(f"{ident(s.fragment)}[{i}] = {v};" for i in range(f.values_per_thread))]
             parts = []
+        case Copy() if ctx.sched.fragment(op.src.buffer.name) is not None and \
+                ctx.sched.fragment(op.dst.buffer.name) is not None:
+            # register to register (a cast copy): the destination has the source's distribution
+            t = ctype(ctx.buffer(op.dst.buffer.name).dtype)
+            body = [f"{ident(op.dst.buffer.name)}[{v}] = eg_cast<{t}>({ident(op.src.buffer.name)}[{v}]);"
+                    for v in range(f.values_per_thread)]
+            parts = []
         case Copy() if op.src.buffer.name == s.fragment:
             body = _copy_out(op, f, fr, fc, ctx)
         case Copy():
@@ -178,20 +192,74 @@ def fragment_op(s: FragmentOp, ctx: Ctx) -> list[str]:
 def layout_loop(s: LayoutLoop, ctx: Ctx) -> list[str]:
     f = layout_of(s.fragment, ctx, s.sid)
     what = f"T.Parallel (sid {s.sid}) by the layout of {s.fragment}"
-    if tuple(s.extents) != (f.rows, f.cols) or len(s.vars) != 2:
-        raise codegen_error(ctx, f"{what}: extents {s.extents} are not the fragment's {f.rows}x{f.cols}", s.sid)
+    rows_only = isinstance(f, RowFragment)
+    shape = (f.rows,) if rows_only else (f.rows, f.cols)
+    if tuple(s.extents) != shape or len(s.vars) != len(shape):
+        raise codegen_error(ctx, f"{what}: extents {s.extents} are not the fragment's {shape}", s.sid)
     parts, fr, fc = thread_parts(f, s.threads.begin, ctx.depth)
-    buf = ctx.sched.kernel.buffer(s.fragment)
-    own = Load(buf, tuple(s.vars))
+    kernel = ctx.sched.kernel
+    own = Load(kernel.buffer(s.fragment), tuple(s.vars))
+    row_loads = [Load(kernel.buffer(r), (s.vars[0],)) for r in s.rows]
+    slot_rows = tuple(range(f.values_per_thread)) if rows_only else row_slot_map(f)
     body: list[str] = []
     inner = ctx.deeper()
     for v in range(f.values_per_thread):
         r0, c0 = f.coord(0, v)
-        sub = inner.substituted(vars=((s.vars[0].name, _at(fr, r0)), (s.vars[1].name, _at(fc, c0))),
-                                loads=((own, f"{ident(s.fragment)}[{v}]"),))
+        binds = ((s.vars[0].name, _at(fr, r0)),) if rows_only else \
+            ((s.vars[0].name, _at(fr, r0)), (s.vars[1].name, _at(fc, c0)))
+        loads = ((own, f"{ident(s.fragment)}[{v}]"),) + tuple(
+            (ld, f"{ident(ld.buffer.name)}[{slot_rows[v]}]") for ld in row_loads)
+        sub = inner.substituted(vars=binds, loads=loads)
         body += ["{", *indent(emit_stmts(s.body, sub)), "}"]
     return [f"// {what} on threads [{s.threads.begin}, {s.threads.end})", "{",
             *indent(guarded(parts + body, s.threads, ctx, what, s.sid, exact=True)), "}"]
 
 
-__all__ = ["fragment_op", "layout_loop", "layout_of", "thread_parts"]
+def _combine(kind: str, a: str, b: str) -> str:
+    match kind:
+        case "sum" | "abssum":
+            return f"({a} + {b})"
+        case "max" | "absmax":
+            return f"eg_max({a}, {b})"
+        case "min":
+            return f"eg_min({a}, {b})"
+    raise ValueError(kind)
+
+
+@register_emitter(RowReduce, headers=("egtile_common.cuh",))
+def row_reduce(s: RowReduce, ctx: Ctx) -> list[str]:
+    r = s.reduce
+    f = layout_of(s.fragment, ctx, r.sid)
+    rf = layout_of(r.dst.name, ctx, r.sid)
+    what = f"T.reduce_{r.kind} (sid {r.sid}) of {r.src.name} into {r.dst.name} by the layout of {s.fragment}"
+    if not isinstance(f, Fragment) or not isinstance(rf, RowFragment):
+        raise codegen_error(ctx, f"{what}: needs a 2-D register fragment and its row fragment", r.sid)
+    acc = ctype(str(reduce_accumulator(r.src.dtype, r.dst.dtype)))
+    dst_t = ctype(r.dst.dtype)
+    slot_rows = row_slot_map(f)
+    src, dst = ident(r.src.name), ident(r.dst.name)
+    p = f"eg_r{ctx.depth}_"
+    body: list[str] = []
+    started: set[int] = set()
+    for v in range(f.values_per_thread):
+        k = slot_rows[v]
+        x = f"eg_cast<{acc}>({src}[{v}])"
+        if r.kind in ("abssum", "absmax"):
+            x = f"eg_abs({x})"
+        if k not in started:
+            started.add(k)
+            body.append(f"{acc} {p}{k} = {x};")
+        else:
+            body.append(f"{p}{k} = {_combine(r.kind, p + str(k), x)};")
+    for mask in s.lanes:
+        for k in sorted(started):
+            body.append(f"{p}{k} = {_combine(r.kind, p + str(k), f'__shfl_xor_sync(0xffffffffu, {p}{k}, {mask})')};")
+    for k in sorted(started):
+        val = f"{p}{k}" if r.clear else _combine(r.kind, f"eg_cast<{acc}>({dst}[{k}])", f"{p}{k}")
+        body.append(f"{dst}[{k}] = eg_cast<{dst_t}>({val});")
+    lanes = ", ".join(map(str, s.lanes)) or "none"
+    return [f"// {what}: partials, then shfl.bfly xor {lanes} on threads [{s.threads.begin}, {s.threads.end})", "{",
+            *indent(guarded(body, s.threads, ctx, what, r.sid, exact=True)), "}"]
+
+
+__all__ = ["fragment_op", "layout_loop", "row_reduce", "layout_of", "thread_parts"]

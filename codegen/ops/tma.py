@@ -98,7 +98,9 @@ def _check_swizzled(glob: Region, smem: Region, sbuf, ctx: Ctx, sid: int | None,
     except LayoutError as e:
         raise codegen_error(ctx, f"{what}: {e}", sid) from None
     problems = tma_inner_box_problems(t.row_bytes, mode_of(sbuf.layout))
-    if problems or glob.extents[-2:] != tuple(tile):
+    # the box's non-unit extents are the tile's, the innermost one its columns (a bshd tensor's (1, 64, 1, 64)
+    # box is the 64 x 64 tile: TMA writes a box row-major, innermost first)
+    if problems or tuple(glob.squeezed) != tuple(tile) or glob.extents[-1] != tile[1]:
         raise codegen_error(ctx, f"{what}: {'; '.join(problems) or f'box {glob.extents} is not the tile {tile}'}", sid)
 
 

@@ -8,6 +8,10 @@ instruction's ``n / 2`` accumulator registers (a contiguous slice of the fragmen
 :meth:`egtile.layout.AccumulatorTiling.slot0`), its descriptors advanced by the byte offsets of the
 instruction's first element (a constant per instruction, plus a constant per warpgroup: the layout is
 linear in the warpgroup's rows or columns, checked here), and ``wgmma.commit_group``.
+``WgmmaMma`` with ``a_registers`` (RS): no A descriptor; for each k16 step and instruction block ``mi`` the
+eight 16-bit slots of A's register fragment that are the instruction's a0..a7
+(:func:`egtile.layout.operand_a.rs_a_slots`) are packed, low half first, into four 32-bit registers and passed
+to ``eg_wgmma_rs<n, T, TB>``.
 ``WgmmaWait``: ``wgmma.wait_group<N>`` then the compiler fence on the completed accumulators.
 
 Refused before NVRTC (``CodegenError``): a descriptor the operand's layout cannot express, an operand
@@ -79,7 +83,7 @@ def _needs(s: WgmmaMma, sched) -> Needs:
     from egtile.rules.swizzle import mode_of
 
     align = []
-    for r in (s.gemm.a, s.gemm.b):
+    for r in ((s.gemm.b,) if s.a_registers else (s.gemm.a, s.gemm.b)):
         b = sched.buffer(r.buffer.name)
         align.append((b.name, max(128, mode_of(b.layout).pattern_bytes)))
     return Needs(shared_align=tuple(align))
@@ -95,6 +99,8 @@ def wgmma(s: WgmmaMma, ctx: Ctx) -> list[str]:
     if acc is None or acc != t.fragment():
         raise codegen_error(ctx, f"{what}: the accumulator {g.c.buffer.name} is not a register fragment in the layout "
                                  f"of tiling {t.code}", s.sid)
+    if s.a_registers:
+        return _wgmma_rs(s, ctx)
     a_op, a_buf = _operand(s, "A", ctx)
     b_op, b_buf = _operand(s, "B", ctx)
     elem = dtype(a_buf.dtype).name
@@ -127,6 +133,62 @@ def wgmma(s: WgmmaMma, ctx: Ctx) -> list[str]:
     lines += ["eg_wgmma_commit_group();", f"eg_wgmma_fence_operand({c});"]
     return [f"// {what}: {t.instructions} x m64n{t.n}k16 per k16 step per warpgroup, {t.warpgroups} warpgroup(s), "
             f"A {s.a_swizzle} {s.a_major}-major, B {s.b_swizzle} {s.b_major}-major", "{",
+            *indent(guarded(lines, s.threads, ctx, what, s.sid, exact=True)), "}"]
+
+
+def _wgmma_rs(s: WgmmaMma, ctx: Ctx) -> list[str]:
+    from egtile.layout.fragment import Fragment
+    from egtile.layout.operand_a import rs_a_layout, rs_a_problems, rs_a_slots, same_layout
+    from egtile.rules.swizzle import mode_of
+
+    g, t = s.gemm, s.tiling
+    what = f"register-A wgmma T.gemm (sid {s.sid})"
+    a = ctx.sched.fragment(g.a.buffer.name)
+    if not isinstance(a, Fragment) or rs_a_problems(a.rows, a.cols, t.warpgroups) or \
+            not same_layout(a, rs_a_layout(a.rows, a.cols, t.warpgroups)) or a.value_bits != 16:
+        raise codegen_error(ctx, f"{what}: A ({g.a.buffer.name}) is not a register fragment in the register-A layout", s.sid)
+    if tuple(s.a_k_order) != tuple(range(a.cols // 16)):
+        raise codegen_error(ctx, f"{what}: A's k16 slices are read in order {list(s.a_k_order)}, not in order", s.sid)
+    b_op, b_buf = _operand(s, "B", ctx)
+    elem = dtype(b_buf.dtype).name
+    if elem not in ("float16", "bfloat16") or dtype(ctx.buffer(g.a.buffer.name).dtype).name != elem:
+        raise codegen_error(ctx, f"{what}: operands {ctx.buffer(g.a.buffer.name).dtype} x {b_buf.dtype}", s.sid)
+    T = "half" if elem == "float16" else "__nv_bfloat16"
+    bits = "__half_as_ushort" if elem == "float16" else "__bfloat16_as_ushort"
+    b_off, b_step = _offsets(s, "B", b_op, ctx)
+    bd = b_op.descriptor(0, 0, t.n)
+    d = ctx.depth
+    wg, db = f"eg_wg{d}", f"eg_db{d}"
+    rank = TID if s.threads.begin == 0 else f"({TID} - {s.threads.begin})"
+    c, an = ident(g.c.buffer.name), ident(g.a.buffer.name)
+    tb = b_op.major.transpose_flag
+    k_steps = a.cols // 16
+    lines = [f"const int {wg} = {rank} / {WARPGROUP};", f"(void){wg};",
+             f"const eg_u64 {db} = eg_wgmma_desc({region_addr(g.b, ctx)}, {bd.lbo}u, {bd.sbo}u, "
+             f"{mode_of(s.b_swizzle).descriptor_code}u)" + (f" + (eg_u64)(({wg} * {b_step}) >> 4)" if b_step else "") + ";"]
+    ra = f"eg_ra{d}"
+    lines.append(f"eg_u32 {ra}[{t.m_blocks * k_steps * 4}];")
+    for mi in range(t.m_blocks):
+        for kk in range(k_steps):
+            sl = rs_a_slots(a.cols, mi, kk)
+            base = (mi * k_steps + kk) * 4
+            for j in range(4):
+                lo, hi = sl[2 * j], sl[2 * j + 1]
+                lines.append(f"{ra}[{base + j}] = (eg_u32){bits}({an}[{lo}]) | ((eg_u32){bits}({an}[{hi}]) << 16);")
+    lines += [f"eg_wgmma_fence_operand({c});", f"eg_wgmma_fence_operand({ra});", "eg_wgmma_fence();"]
+    half = t.n // 2
+    for kk in range(k_steps):
+        scale = "0u" if (g.clear_accum and kk == 0) else "1u"
+        for mi in range(t.m_blocks):
+            for ni in range(t.n_blocks):
+                slot = t.slot0(mi, ni)
+                base = (mi * k_steps + kk) * 4
+                lines.append(f"eg_wgmma_rs<{t.n}, {T}, {tb}>(*reinterpret_cast<float(*)[{half}]>(&{c}[{slot}]), "
+                             f"*reinterpret_cast<const eg_u32(*)[4]>(&{ra}[{base}]), {db} + {b_off[0, ni, kk] >> 4}u, "
+                             f"{scale});")
+    lines += ["eg_wgmma_commit_group();", f"eg_wgmma_fence_operand({c});", f"eg_wgmma_fence_operand({ra});"]
+    return [f"// {what}: {t.instructions} x m64n{t.n}k16 per k16 step per warpgroup, {t.warpgroups} warpgroup(s), "
+            f"A from registers, B {s.b_swizzle} {s.b_major}-major", "{",
             *indent(guarded(lines, s.threads, ctx, what, s.sid, exact=True)), "}"]
 
 

@@ -16,7 +16,18 @@ part of the statement that its own elements need, and threads outside the layout
   whose every access of the fragment is at the iteration's own element: thread ``t`` runs the iterations
   ``(i, j)`` that are elements it holds, each exactly once.
 
-Both are synchronous for the running thread: its own later accesses see what it wrote. Two statements by
+* :class:`RowReduce`: ``T.reduce_*`` over dim 1 of a 2-D register fragment into its *row fragment* (a 1-D
+  fragment in the row projection of the source's layout, :class:`egtile.layout.RowFragment`): each thread
+  folds its own slots of each row it holds, then combines the partials of the row's replicas by butterfly
+  shuffles over ``lanes`` (``shfl.sync.bfly`` masks, PTX ISA 9.7.9.6); every replica ends with the row's value.
+  ``clear=False`` folds the old destination value in, as ``T.reduce_*`` does.
+
+A row fragment's element ``i`` is held by every owner of row ``i`` (replicated). A ``LayoutLoop`` over a
+2-D fragment may access the row fragments named in ``rows`` at ``[i]`` (the iteration's row); a
+``LayoutLoop`` over a row fragment (1-D) runs iteration ``i`` on *every* replica of ``i``, so its body may
+write only row fragments of that layout (the replicas then agree).
+
+All are synchronous for the running thread: its own later accesses see what it wrote. Two statements by
 layout over the same fragment need no CTA barrier between them (each element stays with one thread);
 anything another thread reads through shared or global memory is ordered by the usual CTA barriers.
 """
@@ -25,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from egtile.ir.kernel import Copy, Fill, Gemm, Var
+from egtile.ir.kernel import Copy, Fill, Gemm, Reduce, Var
 from egtile.ir.scheduled import SStmt, ThreadRange
 
 
@@ -55,6 +66,24 @@ class LayoutLoop:
     threads: ThreadRange
     body: tuple[SStmt, ...]
     sid: int | None = None
+    rows: tuple[str, ...] = ()
+    """Row fragments the body accesses at the iteration's row (``[vars[0]]``)."""
 
 
-__all__ = ["FragmentOp", "LayoutLoop"]
+@dataclass(frozen=True)
+class RowReduce:
+    """``T.reduce_<kind>(src, dst, dim=1, clear)`` from 2-D register fragment ``fragment`` into its row
+    fragment ``reduce.dst``, run by the layout's threads ``threads``, replicas combined by
+    ``shfl.sync.bfly`` over ``lanes`` (module docstring)."""
+
+    reduce: Reduce
+    fragment: str
+    threads: ThreadRange
+    lanes: tuple[int, ...]
+
+    @property
+    def sid(self) -> int:
+        return self.reduce.sid
+
+
+__all__ = ["FragmentOp", "LayoutLoop", "RowReduce"]

@@ -3,7 +3,7 @@ registered with :func:`egtile.ir.printer.register_listing` like every node's."""
 
 from __future__ import annotations
 
-from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
 from egtile.ir.printer import format_region, format_stmt, indent, listing_lines, register_listing, threads_text
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 
@@ -20,11 +20,19 @@ def _layout_loop(s: LayoutLoop) -> list[str]:
             f"{threads_text(s.threads)}{'' if s.sid is None else f' [{s.sid}]'}", *indent(listing_lines(s.body))]
 
 
+@register_listing(RowReduce)
+def _row_reduce(s: RowReduce) -> list[str]:
+    lanes = ", ".join(map(str, s.lanes)) or "none"
+    return [f"{format_stmt(s.reduce)}  # by the layout of {s.fragment} on {threads_text(s.threads)}: partials, then "
+            f"shfl.bfly over lanes xor {lanes} [{s.reduce.sid}]"]
+
+
 @register_listing(WgmmaMma)
 def _wgmma(s: WgmmaMma) -> list[str]:
     t, g = s.tiling, s.gemm
     return [f"wgmma m64n{t.n}k16 x {t.instructions} per k16 ({t.split} split over {t.warpgroups} warpgroup(s)): "
-            f"{format_region(g.c)} += {format_region(g.a)} ({s.a_swizzle}, {s.a_major}-major) @ {format_region(g.b)} "
+            f"{format_region(g.c)} += {format_region(g.a)} "
+            f"({'registers' if s.a_registers else s.a_swizzle + ', ' + s.a_major + '-major'}) @ {format_region(g.b)} "
             f"({s.b_swizzle}, {s.b_major}-major){' (clear)' if g.clear_accum else ''}; commit_group on "
             f"{threads_text(s.threads)}  # [{g.sid}]"]
 

@@ -40,7 +40,7 @@ from typing import Literal, TypeAlias
 from egtile.ir.kernel import (
     AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Kernel, Layout, Reduce, Region, Store, Var,
 )
-from egtile.layout.fragment import Fragment
+from egtile.layout.fragment import Fragment, RowFragment
 
 
 @dataclass(frozen=True)
@@ -390,7 +390,7 @@ class Scheduled:
     body: tuple[SStmt, ...]
     staged: tuple[tuple[str, int], ...] = ()
     decisions: tuple[Decision, ...] = ()
-    fragments: tuple[tuple[str, Fragment], ...] = ()
+    fragments: tuple[tuple[str, Fragment | RowFragment], ...] = ()
 
     def fragment(self, name: str) -> Fragment | None:
         """The register layout of fragment ``name`` (``None``: it is not in registers)."""
@@ -440,8 +440,8 @@ def swalk(stmts: tuple[SStmt, ...]):
 # hence here, at the end): the statement union names them so that every body typed ``tuple[SStmt, ...]``
 # admits them (the cache's type-directed codec, egtile.codec, decodes by these annotations).
 from egtile.ir import fragment as _fragment  # noqa: E402
-from egtile.ir.fragment import FragmentOp, LayoutLoop  # noqa: E402
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce  # noqa: E402
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait  # noqa: E402
 
-SStmt = SStmt | FragmentOp | LayoutLoop | WgmmaMma | WgmmaWait  # type: ignore[misc]
+SStmt = SStmt | FragmentOp | LayoutLoop | RowReduce | WgmmaMma | WgmmaWait  # type: ignore[misc]
 _fragment.SStmt = SStmt  # LayoutLoop's body annotation resolves in its own module

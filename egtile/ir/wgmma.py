@@ -12,6 +12,10 @@ Multiply-Accumulate Instructions").
 * :class:`WgmmaWait`: ``wgmma.wait_group.sync.aligned pending``: every group of this warpgroup but the
   ``pending`` most recent is complete; their accumulators may be read and their operands overwritten.
 
+With ``a_registers`` (RS), A is read from the registers of the issuing warpgroup's threads, in the layout
+:func:`egtile.layout.operand_a.rs_a_layout` (the k16 slices of an accumulator-shaped 16-bit fragment), and
+belongs to the tensor core until the wait like the accumulator.
+
 Layouts the node carries, each checked against the buffer it reads (a disagreement is a violation the
 verifier and the simulator report, never a convention): the accumulator tiling (the layout of the
 register fragment ``gemm.c``: ``Scheduled.fragments``), and for A and B the operand's major-ness and the
@@ -47,6 +51,12 @@ class WgmmaMma:
     a_swizzle: Layout
     b_swizzle: Layout
     threads: ThreadRange
+    a_registers: bool = False
+    """RS: A is a register fragment (``gemm.a``), read as four packed registers per thread per k16 step in the
+    layout :func:`egtile.layout.operand_a.rs_a_layout` (``a_swizzle`` is unused, ``"linear"``; ``a_major`` ``"K"``)."""
+    a_k_order: tuple[int, ...] = ()
+    """RS: the k16 slice of A read at each k16 step (``(0, 1, ..., K/16 - 1)``: step ``kk`` multiplies A's columns
+    ``[16 kk, 16 kk + 16)`` with B's rows ``[16 kk, 16 kk + 16)``; anything else is a mutant the checkers report)."""
 
     @property
     def sid(self) -> int:

@@ -8,14 +8,15 @@ the verifier (who owns which element), and the tests (what the hardware must agr
   whether it is expressible), ``Descriptor`` (the 64-bit encoding) and :func:`descriptor_address`
   (the model of what the tensor core reads);
 * :mod:`~egtile.layout.fragment` -- ``Fragment`` (thread/register <-> element), the wgmma accumulator
-  and register-A layouts, and the plain row-major-by-thread layout;
+  and register-A layouts, the plain row-major-by-thread layout, and ``RowFragment`` (the replicated row
+  projection of a 2-D fragment, with its shuffle lanes);
 * :mod:`~egtile.layout.tiling` -- ``AccumulatorTiling``: a gemm accumulator tile over consumer warpgroups
   and wgmma instructions, as one fragment.
 """
 
 from egtile.layout.errors import LayoutError
 from egtile.layout.fragment import (
-    WARPGROUP_THREADS, Fragment, Mode, row_major_by_thread, wgmma_a_registers, wgmma_accumulator,
+    WARPGROUP_THREADS, Fragment, Mode, RowFragment, row_major_by_thread, row_projection, row_slot_map, wgmma_a_registers, wgmma_accumulator,
 )
 from egtile.layout.smem import (
     K_BYTES, M_PER_WARPGROUP, N_MAX, Descriptor, Major, SmemTile, WgmmaOperand, descriptor_address,
@@ -25,7 +26,7 @@ from egtile.layout.tiling import AccumulatorTiling
 
 __all__ = [
     "LayoutError",
-    "WARPGROUP_THREADS", "Fragment", "Mode", "row_major_by_thread", "wgmma_a_registers", "wgmma_accumulator",
+    "WARPGROUP_THREADS", "Fragment", "Mode", "RowFragment", "row_projection", "row_slot_map", "row_major_by_thread", "wgmma_a_registers", "wgmma_accumulator",
     "K_BYTES", "M_PER_WARPGROUP", "N_MAX", "Descriptor", "Major", "SmemTile", "WgmmaOperand", "descriptor_address",
     "Swizzle", "swizzle_offset", "tma_inner_box_problems",
     "AccumulatorTiling",

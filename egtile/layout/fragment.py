@@ -28,13 +28,23 @@ Figures 148 and 149), for warp ``w = t / 32`` of the warpgroup, ``lane = t % 32`
 
 :func:`row_major_by_thread` is the plain layout of SIMT code (consecutive elements to consecutive
 threads, ``vector`` at a time).
+
+A :class:`RowFragment` is the *row projection* of a 2-D fragment (:func:`row_projection`): the layout of a
+1-D buffer whose element ``i`` belongs to row ``i`` of the 2-D tile (a softmax's running max or sum). Element
+``i`` is held, *replicated*, by every thread that holds some element of row ``i``: for the wgmma accumulator
+the four lanes of a quad (``threadID_in_group`` moves only the column), each holding rows ``groupID`` and
+``groupID + 8`` of its warp's 16 rows per m64 instruction block. It is not a bijection: it is its own type,
+with :meth:`RowFragment.owners` and per-thread slots. Its replicas differ only in the thread digits that move
+the parent's column, so a reduction over a row combines the replicas by ``shfl.sync.bfly`` over exactly those
+lane bits (PTX ISA 9.7.9.6 "shfl.sync": ``bfly`` mode, lane ``laneid ^ b``; a shuffle stays within a warp):
+:meth:`RowFragment.shuffle_lanes`.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from egtile.layout.errors import LayoutError
 
@@ -111,7 +121,7 @@ class Fragment:
 
     def elements(self, thread: int) -> list[tuple[int, int, int]]:
         """``[(slot, row, col)]`` of every element ``thread`` holds, slot order."""
-        return [(v, *self.coord(thread, v)) for v in range(self.values_per_thread)]
+        return list(_elements(self, thread))
 
     def owner(self, row: int, col: int) -> tuple[int, int]:
         """``(thread, slot)`` holding element ``(row, col)`` (inverse of :meth:`coord`)."""
@@ -161,6 +171,12 @@ class Fragment:
                 cols.append(f"{digit} * {m.col}" if m.col != 1 else digit)
             div *= m.size
         return " + ".join(rows) or "0", " + ".join(cols) or "0"
+
+
+@functools.lru_cache(maxsize=8192)
+def _elements(frag, thread: int) -> tuple[tuple[int, int, int], ...]:
+    # the verifier, the simulator and the codegen ask each thread's elements many times
+    return tuple((v, *frag.coord(thread, v)) for v in range(frag.values_per_thread))
 
 
 @functools.lru_cache(maxsize=64)
@@ -222,3 +238,172 @@ def row_major_by_thread(rows: int, cols: int, threads: int, vector: int = 1, val
     vmodes = tuple(_split_linear(vector, 1, cols) + _split_linear(outer, vector * threads, cols))
     return Fragment(f"row_major({rows}x{cols}, {threads} threads, vector {vector})", rows, cols,
                     tmodes or (Mode(1, 0, 0),), vmodes or (Mode(1, 0, 0),), value_bits=value_bits).check()
+
+
+@dataclass(frozen=True)
+class RowFragment:
+    """A replicated 1-D layout: the row projection of a 2-D :class:`Fragment` (module docstring).
+
+    Thread ``t`` holds ``values_per_thread`` rows in slots ``v``; the row of slot ``v`` of thread ``t`` is
+    ``sum_i digit_i(t) * thread_modes[i].row + sum_j digit_j(v) * value_modes[j].row`` (the parent's digits
+    with their column steps dropped, and only the value digits that move the row). Thread digits with
+    ``row == 0`` are replication digits: the threads that differ only in them hold the same rows.
+
+    Attributes:
+        rows: the extent (the parent's rows).
+        thread_modes: the parent's thread digits, column steps dropped (``col == 0``).
+        value_modes: the parent's value digits that move the row.
+        parent_values: the parent's value modes (to map a parent slot to its row slot, :meth:`slot_of`).
+        value_bits: bits of one element.
+        name: for messages (not part of the layout's identity).
+    """
+
+    rows: int
+    thread_modes: tuple[Mode, ...]
+    value_modes: tuple[Mode, ...]
+    value_bits: int = 32
+    name: str = field(default="", compare=False)
+
+    cols = 1
+    """A row fragment is a ``rows x 1`` tile: element ``i`` is at ``(i, 0)``, row-major position ``i``."""
+
+    @property
+    def num_threads(self) -> int:
+        return math.prod(m.size for m in self.thread_modes)
+
+    @property
+    def values_per_thread(self) -> int:
+        return math.prod(m.size for m in self.value_modes)
+
+    @property
+    def values_per_register(self) -> int:
+        return 1
+
+    @property
+    def registers_per_thread(self) -> int:
+        return -(-self.values_per_thread * self.value_bits // 32)
+
+    def coord(self, thread: int, value: int) -> tuple[int, int]:
+        """``(row, 0)`` of slot ``value`` of thread ``thread``."""
+        if not (0 <= thread < self.num_threads and 0 <= value < self.values_per_thread):
+            raise IndexError(f"{self.name}: (thread {thread}, slot {value}) outside {self.num_threads} threads x "
+                             f"{self.values_per_thread} slots")
+        return Fragment._digits(thread, self.thread_modes)[0] + Fragment._digits(value, self.value_modes)[0], 0
+
+    def elements(self, thread: int) -> list[tuple[int, int, int]]:
+        """``[(slot, row, 0)]`` of every row ``thread`` holds, slot order."""
+        return list(_elements(self, thread))
+
+    def owners(self, row: int) -> tuple[int, ...]:
+        """Every thread holding element ``row`` (its replicas), ascending."""
+        if not 0 <= row < self.rows:
+            raise IndexError(f"{self.name}: row {row} outside {self.rows}")
+        return _row_owners(self)[row]
+
+    def slot(self, thread: int, row: int) -> int | None:
+        """The slot in which ``thread`` holds ``row`` (``None``: it holds no replica)."""
+        for v, r, _c in self.elements(thread):
+            if r == row:
+                return v
+        return None
+
+    def slot_of(self, parent_value: int, parent_modes: tuple[Mode, ...]) -> int:
+        """The row slot holding the row of parent slot ``parent_value`` (a literal for every thread: the row
+        slot is the parent slot's row-moving value digits)."""
+        x, out, mul = parent_value, 0, 1
+        for m in parent_modes:
+            x, d = divmod(x, m.size)
+            if m.row:
+                out += d * mul
+                mul *= m.size
+        return out
+
+    def shuffle_lanes(self) -> tuple[int, ...]:
+        """The ``shfl.sync.bfly`` lane masks that combine the replicas of every row (module docstring):
+        one mask per bit of each replication digit, lowest first.
+
+        Raises:
+            LayoutError: a replication digit is not a power of two, or its lanes are not in one warp.
+        """
+        out: list[int] = []
+        div = 1
+        for m in self.thread_modes:
+            if m.row == 0 and m.size > 1:
+                if m.size & (m.size - 1):
+                    raise LayoutError(f"{self.name}: {m.size} replicas of a row (not a power of two) cannot be combined "
+                                      "by butterfly shuffles")
+                if div * m.size > 32:
+                    raise LayoutError(f"{self.name}: the replicas of a row differ in thread-index steps of {div} up to "
+                                      f"{div * m.size}, beyond one warp (shfl.sync exchanges values within a warp "
+                                      "only)")
+                b = 1
+                while b < m.size:
+                    out.append(div * b)
+                    b *= 2
+            div *= m.size
+        return tuple(out)
+
+    def problems(self) -> list[str]:
+        """Why this is not a row projection ([] if it is): every row held, a thread's slots hold distinct
+        rows, and every row has the same number of replicas (the replication digits' product)."""
+        reps = math.prod(m.size for m in self.thread_modes if m.row == 0)
+        table = _row_owners(self)
+        for t in range(self.num_threads):
+            rs = [r for _v, r, _c in self.elements(t)]
+            if len(set(rs)) != len(rs):
+                return [f"thread {t} holds a row twice"]
+            if any(not 0 <= r < self.rows for r in rs):
+                return [f"thread {t} holds a row outside [0, {self.rows})"]
+        for r, own in enumerate(table):
+            if len(own) != reps:
+                return [f"row {r} has {len(own)} replicas, expected {reps}"]
+        return []
+
+    def check(self) -> "RowFragment":
+        problems = self.problems()
+        if problems:
+            raise LayoutError(f"row fragment {self.name}: " + "; ".join(problems))
+        return self
+
+    def with_bits(self, bits: int) -> "RowFragment":
+        return RowFragment(self.rows, self.thread_modes, self.value_modes, bits, self.name)
+
+    def coord_expr(self, thread: str, value: int) -> tuple[str, str]:
+        """C expressions for ``(row, col)`` of slot ``value`` of the thread ``thread`` (as
+        :meth:`Fragment.coord_expr`; the column is ``0``)."""
+        tv = Fragment(self.name, self.rows, 1, self.thread_modes, self.value_modes or (Mode(1, 0, 0),),
+                      self.value_bits)
+        return tv.coord_expr(thread, value)[0], "0"
+
+
+@functools.lru_cache(maxsize=64)
+def _row_owners(f: RowFragment) -> tuple[tuple[int, ...], ...]:
+    table: list[list[int]] = [[] for _ in range(f.rows)]
+    for t in range(f.num_threads):
+        for _v, r, _c in f.elements(t):
+            if 0 <= r < f.rows:
+                table[r].append(t)
+    return tuple(tuple(x) for x in table)
+
+
+def row_projection(f: Fragment, value_bits: int | None = None) -> RowFragment:
+    """The row projection of 2-D fragment ``f`` (module docstring): element ``i`` on every thread holding
+    an element of row ``i``.
+
+    Raises:
+        LayoutError: a digit of ``f`` moves both the row and the column (rows are not independent of the
+            column), or the result is not a row projection.
+    """
+    for m in (*f.thread_modes, *f.value_modes):
+        if m.size > 1 and m.row and m.col:
+            raise LayoutError(f"{f.name}: digit {m} moves both row and column; its rows have no projection")
+    tmodes = tuple(Mode(m.size, m.row, 0) for m in f.thread_modes)
+    vmodes = tuple(Mode(m.size, m.row, 0) for m in f.value_modes if m.row and m.size > 1)
+    bits = f.value_bits if value_bits is None else value_bits
+    return RowFragment(f.rows, tmodes, vmodes, bits, f"rows of {f.name}").check()
+
+
+def row_slot_map(f: Fragment) -> tuple[int, ...]:
+    """For each slot of ``f``, the slot of its row in :func:`row_projection` ``(f)``."""
+    rp = row_projection(f)
+    return tuple(rp.slot_of(v, f.value_modes) for v in range(f.values_per_thread))

@@ -23,7 +23,8 @@ from egtile.errors import ScheduleError
 from egtile.ir import Buffer, Expr, For, If, MBarrier, Scheduled, SStmt, Stmt, ThreadRange, Var
 from egtile.lower.irmap import restage, substitute
 from egtile.analysis.uniform import uniformity
-from egtile.layout.fragment import Fragment
+from egtile.layout.fragment import Fragment, RowFragment
+from egtile.lower import fragment_layouts
 from egtile.lower import mma_access  # noqa: F401  (access summaries of the fragment and wgmma nodes)
 from egtile.lower.sync import NonUniformBarrier, place_syncs
 from egtile.schedule.decision import Decision
@@ -87,10 +88,11 @@ class Lowerer:
 
     # -- buffer layouts fixed by the extracted tree (Decision.layouts)
 
-    def fragment(self, name: str) -> Fragment | None:
-        """The register layout of fragment ``name`` (``None``: it lives in shared memory)."""
+    def fragment(self, name: str) -> Fragment | RowFragment | None:
+        """The register layout of fragment ``name`` (``None``: it lives in shared memory); a row fragment's is
+        replicated (:class:`~egtile.layout.RowFragment`)."""
         f = self.layouts.get(name)
-        return f if isinstance(f, Fragment) else None
+        return f if isinstance(f, (Fragment, RowFragment)) else None
 
     def swizzle(self, name: str) -> str:
         """The layout of shared buffer ``name`` (``"linear"`` unless the tree swizzles it)."""
@@ -211,7 +213,8 @@ class Lowerer:
 
 
 def collect_layouts(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, Decision]) -> dict[str, Any]:
-    """The buffer layouts the extracted nodes fix (``Decision.layouts``).
+    """The buffer layouts the extracted nodes fix (``Decision.layouts``), extended to the fragments tied to a
+    register fragment (row projections, cast copies, shared nests: :func:`egtile.lower.fragment_layouts.derive`).
 
     Raises:
         ScheduleError: two statements fix different layouts of one buffer (the message names both).
@@ -233,7 +236,13 @@ def collect_layouts(body: tuple[Node, ...], facts: FactContext, decisions: Mappi
                         facts.stmts[b].loc if b in facts.stmts else None)
                 out[name] = layout
                 who[name] = n.subject
-    return out
+    if not any(isinstance(v, Fragment) for v in out.values()):
+        return out
+
+    def describe(sid):
+        return facts.describe(sid) if sid in facts.stmts else f"statement {sid}"
+
+    return fragment_layouts.derive(facts.kernel, out, who, describe)
 
 
 def _layout_name(layout: Any) -> str:

@@ -10,31 +10,44 @@ proxy: no thread owns those reads, so a generic write of the operand before it g
 
 from __future__ import annotations
 
-from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
+from egtile.ir.kernel import Copy
 from egtile.lower.sync import Acc, AccessSummary, register_accesses
 
 
-def _fragment_owner(name: str):
-    key = ("fragment", name)
-    return lambda a: key if a.buffer == name else None
+def _fragment_owner(name: str, *more: str):
+    names = {name, *more}
+    return lambda a: ("fragment", a.buffer) if a.buffer in names else None
 
 
 @register_accesses(FragmentOp)
 def _fragment_op(s: FragmentOp, acc: AccessSummary, owner_of) -> set[Acc]:
-    return acc.leaf(s.op, _fragment_owner(s.fragment))
+    op = s.op
+    if isinstance(op, Copy) and op.src.buffer.scope == "fragment" and op.dst.buffer.scope == "fragment":
+        return acc.leaf(op, _fragment_owner(op.src.buffer.name, op.dst.buffer.name))  # a cast copy: both registers
+    return acc.leaf(op, _fragment_owner(s.fragment))
 
 
 @register_accesses(LayoutLoop)
 def _layout_loop(s: LayoutLoop, acc: AccessSummary, owner_of) -> set[Acc]:
-    return acc.body(s.body, _fragment_owner(s.fragment))
+    return acc.body(s.body, _fragment_owner(s.fragment, *s.rows))
+
+
+@register_accesses(RowReduce)
+def _row_reduce(s: RowReduce, acc: AccessSummary, owner_of) -> set[Acc]:
+    # every access is to the running thread's own registers (the shuffles exchange registers, no memory)
+    return acc.leaf(s.reduce, _fragment_owner(s.reduce.src.name, s.reduce.dst.name))
 
 
 @register_accesses(WgmmaMma)
 def _wgmma(s: WgmmaMma, acc: AccessSummary, owner_of) -> set[Acc]:
     g = s.gemm
     key = ("fragment", g.c.buffer.name)
-    operands = {Acc(a.buffer, False, None, proxy=True) for a in acc.region(g.a, write=False) | acc.region(g.b, write=False)}
+    srcs = acc.region(g.b, write=False) if s.a_registers else acc.region(g.a, write=False) | acc.region(g.b, write=False)
+    operands = {Acc(a.buffer, False, None, proxy=True) for a in srcs}
+    if s.a_registers:  # register A: read from its owners' registers, like the accumulator
+        operands |= acc.region(g.a, write=False, owner=("fragment", g.a.buffer.name))
     return operands | acc.region(g.c, write=True, owner=key) | acc.region(g.c, write=False, owner=key)
 
 

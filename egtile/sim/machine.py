@@ -24,7 +24,7 @@ entry recorded by more than one thread is a repeated nonlocal iteration.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from egtile.errors import EgtileError, SimulationError, SourceLoc
 from egtile.evaluate import poison, round_to
 from egtile.ir.kernel import Buffer, Copy, Expr, Region, Store, walk
 from egtile.ir.scheduled import Leaf, RoleSplit, Scheduled, SStmt, TileOp, swalk
+from egtile.layout.fragment import RowFragment
 from egtile.sim.clocks import SlotLayout, join
 from egtile.sim.compiled import compile_expr
 from egtile.sim.mbarrier import MBarrierState, NamedBarrier
@@ -96,7 +97,12 @@ class Program:
         self._compiled: dict[int, tuple[Expr, Any]] = {}
         # register fragments: element (flat, row-major) -> the thread that holds it (egtile.ir.fragment)
         self.owners: dict[str, np.ndarray] = {}
+        # row fragments (replicated, egtile.layout.RowFragment): each holder keeps its own copy of its rows
+        self.row_frags: dict[str, Any] = {}
         for name, frag in sched.fragments:
+            if isinstance(frag, RowFragment):
+                self.row_frags[name] = frag
+                continue
             own = np.empty(frag.rows * frag.cols, dtype=np.int64)
             for t in range(frag.num_threads):
                 for _v, r, c in frag.elements(t):
@@ -283,7 +289,7 @@ class Block:
             if m.shadowed:
                 m.reset_shadow()
         for b in prog.sched.buffers:
-            if b.scope in ("shared", "fragment"):
+            if b.scope in ("shared", "fragment") and b.name not in prog.row_frags:
                 self.mems[b.name] = Mem(b, poison(b.dtype, b.shape).reshape(-1), shadowed=True)
                 self.mems[b.name].owner = prog.owners.get(b.name)
         self.shadow = Shadow(prog.slots, log)
@@ -320,6 +326,8 @@ class Block:
         if m is not None:
             return m
         m = th.locals.get(name)
+        if m is None and name in self.prog.row_frags:
+            m = th.locals[name] = self._row_copy(name, th)
         if m is None:
             b = self.prog.buffers.get(name)
             if b is None:
@@ -327,6 +335,20 @@ class Block:
                                       "parameter nor in Scheduled.buffers")
             m = Mem(b, poison(b.dtype, b.shape).reshape(-1), shadowed=False)
             th.locals[name] = m
+        return m
+
+    def _row_copy(self, name: str, th: ThreadState) -> Mem:
+        """``th``'s own copy of row fragment ``name``: poisoned, and only the rows it holds are accessible (a
+        replica is a register of its holder; another row is no register of this thread)."""
+        frag = self.prog.row_frags[name]
+        b = self.prog.buffers[name]
+        m = Mem(replace(b, scope="local"), poison(b.dtype, b.shape).reshape(-1), shadowed=False)
+        own = np.full(frag.rows, -1, dtype=np.int64)
+        if th.tid < frag.num_threads:
+            for _v, r, _c in frag.elements(th.tid):
+                own[r] = th.tid
+        m.owner = own
+        m.name = name
         return m
 
     def ev(self, e: Expr, th: ThreadState) -> Any:
@@ -350,6 +372,9 @@ class Block:
         return region_flats(self, r, th, what)
 
     def _not_owner(self, m: Mem, f: int, th: ThreadState, what: str) -> SimulationError:
+        if m.owner[f] < 0:
+            return SimulationError(f"thread {th.tid} {what} element {m.unflat(f)} of row fragment {m.name}, of which it "
+                                   "holds no replica (a register is private to its thread)")
         return SimulationError(f"thread {th.tid} {what} element {m.unflat(f)} of register fragment {m.name}, which only "
                                f"thread {int(m.owner[f])} holds (a register is private to its thread)")
 

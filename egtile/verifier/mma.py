@@ -42,7 +42,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
+from egtile.layout.fragment import Fragment, RowFragment, row_projection
+from egtile.layout.errors import LayoutError
 from egtile.ir.kernel import AddressOf, AtomicAdd, Copy, Extern, Fill, Gemm, Reduce, Region, Store
 from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Leaf, Scheduled, SIf, SStmt, TileOp, TmaLoad, TmaStore,
@@ -55,7 +57,7 @@ from egtile.verifier.registry import register_model
 from egtile.verifier.trace import Ctx, _restore, _Scope, loads_in
 from egtile.verifier.violation import Violation
 
-NODES = (FragmentOp, LayoutLoop, WgmmaMma, WgmmaWait)
+NODES = (FragmentOp, LayoutLoop, RowReduce, WgmmaMma, WgmmaWait)
 
 # ----------------------------------------------------------------------------------------------------
 # Trace models
@@ -135,6 +137,10 @@ def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
     b, e = max(ctx.lo, s.threads.begin), min(ctx.hi, s.threads.end)
     if b >= e:
         return
+    if not _body_touches_tracked(s, tracer.tracked):
+        # every access of the body is of register fragments (untracked: check_fragments proves each is its owner's),
+        # so enumerating the elements would record no event
+        return
     names = [v.name for v in s.vars]
     env = ctx.env
     saved = [env.get(n) for n in names]
@@ -145,7 +151,7 @@ def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
         n = 0
         for t in range(b, e):
             for _v, r, c in frag.elements(t - s.threads.begin):
-                for name, val in zip(names, (r, c) if len(names) == 2 else (r * frag.cols + c,)):
+                for name, val in zip(names, (r, c) if len(names) == 2 else (r,)):
                     env[name] = val
                 child = ctx.child(lo=b, hi=e, tid=t, loop_sid=loop_sid, sym=None)
                 if child is not None:
@@ -157,6 +163,19 @@ def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
         tracer.scope = outer
         for name, v in zip(names, saved):
             _restore(env, name, v)
+
+
+def _body_touches_tracked(s: LayoutLoop, tracked) -> bool:
+    """Whether an iteration of ``s`` may record an event: an access of a tracked buffer, or an extern/atomic."""
+    names: set[str] = set()
+    for x in s.body:
+        names |= names_touched(x)
+    return bool(names & set(tracked)) or _has_extern(s.body)
+
+
+def _has_extern(body) -> bool:
+    return any(isinstance(x, Leaf) and isinstance(x.stmt, (Extern, AtomicAdd)) for x in registry.walk(tuple(body)))
+
 
 
 def _wgmma(s: WgmmaMma, ctx: Ctx) -> None:
@@ -230,6 +249,8 @@ def _fragment_op_writes(s: FragmentOp) -> tuple[str, ...]:
 register_model(FragmentOp, _fragment_op, effects=_no_effect, scan=_scan_fragment_op, writes=_fragment_op_writes)
 register_model(LayoutLoop, _layout_loop, bodies=lambda s: (s.body,), effects=_layout_loop_effects,
                scan=_scan_layout_loop, writes=lambda s: ())
+register_model(RowReduce, lambda s, ctx: None, effects=_no_effect, scan=lambda s, sc, scope: None,
+               writes=lambda s: (s.reduce.dst.name,))  # registers only: the shuffles touch no memory
 register_model(WgmmaMma, _wgmma, effects=_no_effect, scan=_scan_wgmma, writes=lambda s: (s.gemm.c.buffer.name,))
 register_model(WgmmaWait, _wgmma_wait, effects=_no_effect, scan=lambda s, sc, scope: None, writes=lambda s: ())
 
@@ -277,6 +298,8 @@ def names_touched(s: SStmt) -> set[str]:
                 out |= _op_names(op)
             case WgmmaMma(gemm=g):
                 out |= _region_names(g.a, g.b, g.c)
+            case RowReduce(reduce=r):
+                out |= {r.src.name, r.dst.name}
             case TmaLoad(src=a, dst=b) | TmaStore(src=a, dst=b):
                 out |= _region_names(a, b)
             case SIf(cond=c):
@@ -333,10 +356,28 @@ def _fragment_indices(e, frag: str, out: list) -> None:
             out.append(ld.indices)
 
 
-def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None) -> str | None:
+def _rows_of(sched: Scheduled, loop: LayoutLoop) -> set[str]:
+    """The register fragments a statement of ``loop`` may access at the iteration's row: the row fragments in
+    the row projection of the loop's layout (for a loop over a row fragment: in its own layout)."""
+    f = sched.fragment(loop.fragment)
+    if isinstance(f, Fragment):
+        try:
+            proj = row_projection(f, 32)
+        except LayoutError:
+            return set()
+    elif isinstance(f, RowFragment):
+        proj = f.with_bits(32)
+    else:
+        return set()
+    return {n for n, g in sched.fragments if isinstance(g, RowFragment) and g.with_bits(32) == proj} - {loop.fragment}
+
+
+def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None, sched: Scheduled | None = None) -> str | None:
     """Why scalar statement ``st`` may touch a register fragment from a thread that does not hold the element
     (``None``: it does not). In a ``LayoutLoop`` over fragment ``f`` the iteration's thread holds exactly
-    ``f[i, j]`` for the loop variables ``(i, j)``; anywhere else no scalar statement may touch one."""
+    ``f[i, j]`` for the loop variables ``(i, j)`` and the rows ``r[i]`` of the row fragments in ``f``'s row
+    projection; anywhere else no scalar statement may touch one. A loop over a row fragment runs each row on
+    every replica, so its statements may write only row fragments of its layout and locals."""
     match st:
         case Store(buffer=b, indices=idx, value=v) | AtomicAdd(buffer=b, indices=idx, value=v):
             hit = ({b.name} | _expr_names(v, *idx)) & regs
@@ -344,25 +385,108 @@ def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None) -> str |
             hit = _expr_names(*args) & regs
         case _:
             return None
+    replicated = loop is not None and sched is not None and isinstance(sched.fragment(loop.fragment), RowFragment)
+    if replicated:
+        rows_ok = _rows_of(sched, loop) | {loop.fragment}
+        if isinstance(st, Extern) or isinstance(st, AtomicAdd) or (
+                st.buffer.name not in rows_ok and st.buffer.scope != "local"):
+            return (f"statement {st.sid} in the loop by the row fragment {loop.fragment} writes "
+                    f"{getattr(getattr(st, 'buffer', None), 'name', 'through an extern call')}, which every replica of the "
+                    "row would write again")
     if not hit:
         return None
     if loop is None:
         return f"statement {st.sid} touches register fragment {sorted(hit)[0]} outside a loop by its layout"
-    if hit - {loop.fragment}:
+    rows = _rows_of(sched, loop) if sched is not None else set()
+    if hit - {loop.fragment} - rows:
         return (f"statement {st.sid} in the loop by the layout of {loop.fragment} touches another register fragment, "
-                f"{sorted(hit - {loop.fragment})[0]}")
+                f"{sorted(hit - {loop.fragment} - rows)[0]}, that is not in the row projection of its layout")
     own = tuple(loop.vars)
     idxs: list = []
+    row_idxs: list = []
     for e in ((v, *idx) if not isinstance(st, Extern) else tuple(st.args)):
         _fragment_indices(e, loop.fragment, idxs)
+        for r in rows:
+            _fragment_indices(e, r, row_idxs)
     if isinstance(st, (Store, AtomicAdd)) and st.buffer.name == loop.fragment:
         idxs.append(tuple(st.indices))
+    if isinstance(st, (Store, AtomicAdd)) and st.buffer.name in rows:
+        row_idxs.append(tuple(st.indices))
     if isinstance(st, Extern):
         idxs += [a.load.indices for a in st.args if isinstance(a, AddressOf) and a.load.buffer.name == loop.fragment]
+        if any(isinstance(a, AddressOf) and a.load.buffer.name in rows for a in st.args):
+            return f"statement {st.sid} hands a pointer to a row fragment to an extern call"
     for ix in idxs:
         if tuple(ix) != own:
             return (f"statement {st.sid} accesses {loop.fragment} at another element than the iteration's own "
                     f"({', '.join(v.name for v in own)}): the thread running it does not hold that element")
+    for ix in row_idxs:
+        if tuple(ix) != own[:1]:
+            return (f"statement {st.sid} accesses a row fragment at another index than the iteration's row "
+                    f"({own[0].name}): the thread running it may hold no replica of it")
+    return None
+
+
+def _unbits(f):
+    from dataclasses import replace
+
+    return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32, name="")
+
+
+def _rs_problem(sched: Scheduled, s: WgmmaMma) -> str | None:
+    """Why register-A wgmma ``s`` does not read A as the instruction does (``None``: it does): A is a register
+    fragment in :func:`egtile.layout.operand_a.rs_a_layout` of its shape over the tiling's warpgroups (each k16
+    slice of it is the instruction's A fragment, PTX ISA 9.7.15.5.1.1.1), the tiling gives each warpgroup its
+    own rows (M split), and step ``kk`` reads A's slice ``kk`` (the one B's rows ``16 kk..`` multiply)."""
+    from egtile.layout.operand_a import rs_a_layout, rs_a_problems, same_layout
+
+    g, t = s.gemm, s.tiling
+    a = sched.fragment(g.a.buffer.name)
+    if not isinstance(a, Fragment):
+        return f"register-A wgmma (sid {s.sid}) reads A ({g.a.buffer.name}), which is not a 2-D register fragment"
+    m, k = a.rows, a.cols
+    if t.split != "M" and t.warpgroups > 1:
+        return f"register-A wgmma (sid {s.sid}) splits its accumulator by columns over warpgroups: each would need rows of A it does not hold"
+    p = rs_a_problems(m, k, t.warpgroups)
+    if p:
+        return f"register-A wgmma (sid {s.sid}): {p[0]}"
+    if not same_layout(a, rs_a_layout(m, k, t.warpgroups)) or a.value_bits != 16 or m != t.rows:
+        return (f"register-A wgmma (sid {s.sid}) reads A ({g.a.buffer.name}) as its k16 slices of "
+                f"{rs_a_layout(m, k, t.warpgroups).name}, but the fragment is laid out {a.name} ({a.value_bits}-bit)")
+    if tuple(s.a_k_order) != tuple(range(k // 16)):
+        return (f"register-A wgmma (sid {s.sid}) reads A's k16 slices in order {list(s.a_k_order)}: step kk multiplies "
+                "A columns of another slice with B's rows 16 kk..")
+    return None
+
+
+def _op_writes_memory(op, regs: set[str]) -> bool:
+    match op:
+        case Copy(dst=r) | Fill(dst=r) | Gemm(c=r):
+            return r.buffer.name not in regs
+    return False
+
+
+def _row_reduce_problem(sched: Scheduled, s: RowReduce) -> str | None:
+    """Why row reduction ``s`` is not its layouts' (``None``: it is): the source is a 2-D register fragment, the
+    destination its row projection, and the shuffle lanes exactly the replication lanes of that projection
+    (PTX ISA 9.7.9.6: ``shfl.sync.bfly`` reads lane ``laneid ^ mask``; a mask outside the replicas combines
+    another row's partial, a missing one leaves a partial)."""
+    r = s.reduce
+    fs, fd = sched.fragment(r.src.name), sched.fragment(r.dst.name)
+    if not isinstance(fs, Fragment) or fs != sched.fragment(s.fragment):
+        return f"T.reduce (sid {r.sid}) runs by the layout of {s.fragment}, but its source {r.src.name} is not that register fragment"
+    if not isinstance(fd, RowFragment):
+        return f"T.reduce (sid {r.sid}) writes {r.dst.name}, which is not a row fragment in registers"
+    try:
+        proj = row_projection(fs, 32)
+        want = proj.shuffle_lanes()
+    except LayoutError as e:
+        return f"T.reduce (sid {r.sid}): {e}"
+    if fd.with_bits(32) != proj:
+        return f"T.reduce (sid {r.sid}) writes {r.dst.name}, whose layout is not the row projection of {r.src.name}'s"
+    if tuple(sorted(s.lanes)) != tuple(sorted(want)):
+        return (f"T.reduce (sid {r.sid}) combines partials over lanes xor {list(s.lanes)}, but the replicas of each row of "
+                f"{r.src.name} differ in lanes xor {list(want)}: the result mixes rows or misses a partial")
     return None
 
 
@@ -384,9 +508,26 @@ def check_fragments(sched: Scheduled) -> list[Violation]:
     def check(s, loop: LayoutLoop | None) -> None:
         match s:
             case Leaf(stmt=st) if regs:
-                why = _leaf_fragment_problem(st, regs, loop)
+                why = _leaf_fragment_problem(st, regs, loop, sched)
                 if why:
-                    out.append(Violation("L1", why, (st.sid,), sorted(names_touched(s) & regs)[0]))
+                    hit = sorted(names_touched(s) & regs) or [getattr(getattr(st, "buffer", None), "name", "")]
+                    out.append(Violation("L1", why, (st.sid,), hit[0]))
+            case RowReduce(reduce=r, lanes=lanes):
+                why = _row_reduce_problem(sched, s)
+                if why:
+                    out.append(Violation("L1", why, (r.sid,), r.dst.name))
+            case FragmentOp(fragment=f, op=op) if isinstance(sched.fragment(f), RowFragment) and \
+                    _op_writes_memory(op, regs):
+                out.append(Violation("L5", f"a statement (sid {s.sid}) by the layout of row fragment {f} writes memory: "
+                                           "each row's replicas would all store it (a nonlocal effect run once per "
+                                           "replica)", (s.sid,), f))
+            case FragmentOp(op=Copy(src=a, dst=b)) if sched.fragment(a.buffer.name) is not None and \
+                    sched.fragment(b.buffer.name) is not None:
+                fa, fb = sched.fragment(a.buffer.name), sched.fragment(b.buffer.name)
+                if _unbits(fa) != _unbits(fb):
+                    out.append(Violation("L1", f"a copy (sid {s.sid}) between register fragments {a.buffer.name} and "
+                                               f"{b.buffer.name} of different layouts: each thread would move elements "
+                                               "it does not hold", (s.sid,), b.buffer.name))
             case FragmentOp(fragment=f) if sched.fragment(f) is None:
                 out.append(Violation("L1", f"a statement runs by the layout of {f}, which is not a register fragment",
                                      (s.sid,), f))
@@ -399,6 +540,20 @@ def check_fragments(sched: Scheduled) -> list[Violation]:
                     out.append(Violation("L1", f"a cooperative tile op (sid {op.sid}) splits register fragment "
                                                f"{sorted(hit)[0]} by element index over threads that do not hold it",
                                          (op.sid,), sorted(hit)[0]))
+            case WgmmaMma(a_registers=True):
+                why = _rs_problem(sched, s)
+                if why:
+                    out.append(Violation("L1", why, (s.sid,), s.gemm.a.buffer.name))
+                acc = sched.fragment(s.gemm.c.buffer.name)
+                if acc is None or acc != s.tiling.fragment():
+                    out.append(Violation("L1", f"wgmma (sid {s.sid}) writes {s.gemm.c.buffer.name} in the layout of tiling "
+                                               f"{s.tiling.code}, which is not the fragment's layout", (s.sid,),
+                                         s.gemm.c.buffer.name))
+                layout = sched.buffer(s.gemm.b.buffer.name).layout
+                if layout != s.b_swizzle:
+                    out.append(Violation("L1", f"wgmma (sid {s.sid}) reads operand B ({s.gemm.b.buffer.name}) through "
+                                               f"{s.b_swizzle} descriptors but the buffer is laid out {layout}", (s.sid,),
+                                         s.gemm.b.buffer.name))
             case WgmmaMma():
                 acc = sched.fragment(s.gemm.c.buffer.name)
                 if acc is None or acc != s.tiling.fragment():

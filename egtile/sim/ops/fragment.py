@@ -12,7 +12,18 @@ outside the layout do nothing. The fragment's storage is the block's array with 
   (:mod:`egtile.tilemath`: the product of the whole operands, then the element), reading the rows of
   ``op(A)`` and the columns of ``op(B)`` its elements need.
 * ``LayoutLoop``: each owner runs the iterations ``(row, col)`` it holds, in slot order, with the loop
-  variables bound; iterations with a nonlocal effect are recorded for the repeated-iteration check.
+  variables bound; iterations with a nonlocal effect are recorded for the repeated-iteration check. Over a
+  row fragment (1-D) every replica of row ``i`` runs iteration ``i``.
+* ``RowReduce``: each thread folds its own elements of each row it holds (slot order, the accumulator
+  dtype, as the generated code does), then for each lane mask of the node exchanges its partials with lane
+  ``tid ^ mask`` of its warp: a rendezvous of the warp's lanes (``shfl.sync`` is ``.sync``: every lane of
+  the mask executes it), the values published and read, a second rendezvous before they are overwritten.
+  The partner's partial must be of the same row (its replica); anything else is the wrong lanes, an error
+  naming both rows. The result is written to the thread's copy of the row fragment (folded into the old
+  value when ``clear=False``).
+
+A row fragment's replicas are per-thread copies (:meth:`egtile.sim.machine.Block.mem`): a thread can
+access only the rows it holds.
 """
 
 from __future__ import annotations
@@ -21,11 +32,11 @@ import numpy as np
 
 from egtile.errors import SimulationError
 from egtile.evaluate import round_to
-from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
 from egtile.ir.kernel import Copy, Fill, Gemm
 from egtile.sim.machine import MISSING
 from egtile.sim.semantics import register_semantics
-from egtile.tilemath import accumulator, fold, matmul, matrix_shape
+from egtile.tilemath import accumulator, fold, matmul, matrix_shape, reduce_accumulator
 
 
 def _layout(m, name: str, what: str):
@@ -128,16 +139,75 @@ def layout_loop(m, s: LayoutLoop, th):
     outer_effect = th.effect
     th.loop_depth += 1
     for _v, r, c in f.elements(th.tid - s.threads.begin):
-        th.env[names[0]], th.env[names[1]] = r, c
+        th.env[names[0]] = r
+        if len(names) > 1:
+            th.env[names[1]] = c
         th.effect = False
         yield from m.run(s.body, th)
         if th.effect:
             outer_effect = True
-            m.iters.setdefault((("layout-loop", s.sid), env_key, ((names[0], r), (names[1], c))), []).append(th.tid)
+            m.iters.setdefault((("layout-loop", s.sid), env_key, tuple(zip(names, (r, c)))), []).append(th.tid)
     th.loop_depth -= 1
     th.effect = outer_effect
     for n, v in zip(names, saved):
         m.restore(th, n, v)
 
 
-__all__ = ["fragment_op", "gemm_elements", "layout_loop", "own_positions"]
+def _combine(kind: str, a, b, acc):
+    # the fold of two partials: + for sum/abssum, max for max/absmax, min for min
+    return np.asarray(fold(kind, a, np.asarray(b).astype(acc), acc)).astype(acc)[()]
+
+
+def _element(kind: str, x, acc):
+    v = np.asarray(x).astype(acc)
+    return np.abs(v)[()] if kind in ("abssum", "absmax") else v[()]
+
+
+@register_semantics(RowReduce, writes=lambda s: ())
+def row_reduce(m, s: RowReduce, th):
+    if th.tid not in s.threads:
+        return
+    r = s.reduce
+    th.sid = r.sid
+    what = f"T.reduce_{r.kind} (sid {r.sid}) by the layout of {s.fragment} in block {m.coords}"
+    f = _layout(m, s.fragment, what)
+    rf = _layout(m, r.dst.name, what)
+    t = th.tid - s.threads.begin
+    acc = reduce_accumulator(r.src.dtype, r.dst.dtype)
+    sm, dm = m.mem(r.src.name, th), m.mem(r.dst.name, th)
+    rows = [row for _k, row, _c in rf.elements(t)]
+    part: dict[int, object] = {}
+    for _v, row, col in f.elements(t):
+        if row not in rows:
+            raise SimulationError(f"{what}: thread {th.tid} holds element ({row}, {col}) of {s.fragment} but no replica of "
+                                  f"row {row} of {r.dst.name}")
+        x = _element(r.kind, m.read(sm, row * f.cols + col, th, r.sid), acc)
+        part[row] = x if row not in part else _combine(r.kind, part[row], x, acc)
+    ex = m.__dict__.setdefault("_shuffles", {})
+    warp = th.tid // 32
+    lanes = sum(1 for x in range(warp * 32, warp * 32 + 32) if x in s.threads)
+    for mask in s.lanes:
+        partner = th.tid ^ mask
+        if partner // 32 != warp or partner not in s.threads:
+            raise SimulationError(f"{what}: lane mask {mask} pairs thread {th.tid} with thread {partner}, outside its warp "
+                                  "or the layout (shfl.sync exchanges within a warp)")
+        ex[(r.sid, th.tid)] = dict(part)
+        yield m.sync(("shfl", warp), lanes, r.sid)
+        other = ex[(r.sid, partner)]
+        if set(other) != set(part):
+            raise SimulationError(f"{what}: shfl.bfly xor {mask} combines thread {th.tid}'s rows {sorted(part)} with thread "
+                                  f"{partner}'s rows {sorted(other)}: the lanes do not share the rows")
+        new = {row: _combine(r.kind, part[row], other[row], acc) for row in part}
+        yield m.sync(("shfl", warp), lanes, r.sid)
+        part = new
+    for row, v in part.items():
+        if not r.clear:
+            v = fold(r.kind, m.read(dm, row, th, r.sid), v, acc)
+        m.write(dm, row, round_to(r.dst.dtype, np.asarray(v).item()), th, r.sid)
+    for row in rows:
+        if row not in part:
+            raise SimulationError(f"{what}: thread {th.tid} holds row {row} of {r.dst.name} but no element of it in "
+                                  f"{s.fragment}")
+
+
+__all__ = ["fragment_op", "row_reduce", "gemm_elements", "layout_loop", "own_positions"]

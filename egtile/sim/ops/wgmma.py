@@ -21,6 +21,13 @@ refilled). Groups of one thread on the same accumulator are ordered among themse
 
 Layout agreement, checked at issue: the accumulator is a register fragment in the layout of the node's
 tiling, and each operand's shared buffer is laid out in the swizzle its descriptors name.
+
+Register A (``a_registers``, RS). ``.sync.aligned``: the warpgroup's threads issue together, so the issue is
+a rendezvous of the warpgroup (every owner has written its A registers before any group reads them, and none
+overwrites them before all have been read); then each thread's group takes the A values its rows need from
+the owners' registers, k16 slice by slice as the node reads them (``a_k_order``). A must be a register
+fragment in :func:`egtile.layout.operand_a.rs_a_layout` and step ``kk`` must read slice ``kk``: otherwise the
+instruction would multiply other elements than the gemm's, an error naming the layouts.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ class Group:
     b: tuple
     c: tuple
     positions: list[int]
+    a_values: object = None
 
 
 def _check_layouts(m, s: WgmmaMma, what: str) -> None:
@@ -57,17 +65,84 @@ def _check_layouts(m, s: WgmmaMma, what: str) -> None:
     if acc is None or acc != s.tiling.fragment():
         raise SimulationError(f"{what}: accumulator {s.gemm.c.buffer.name} is not a register fragment in the layout of "
                               f"tiling {s.tiling.code} ({acc.name if acc is not None else 'not in registers'})")
+    if s.a_registers:
+        _check_register_a(m, s, what)
     for role, r, swz in (("A", s.gemm.a, s.a_swizzle), ("B", s.gemm.b, s.b_swizzle)):
+        if role == "A" and s.a_registers:
+            continue
         layout = m.prog.buffers[r.buffer.name].layout
         if layout != swz:
             raise SimulationError(f"{what}: operand {role}'s descriptors read {r.buffer.name} as {swz} but it is laid out "
                                   f"{layout}; the wgmma would read permuted 16-byte chunks")
 
 
+def _check_register_a(m, s: WgmmaMma, what: str) -> None:
+    from egtile.layout.fragment import Fragment
+    from egtile.layout.operand_a import rs_a_layout, rs_a_problems, same_layout
+
+    a = m.prog.sched.fragment(s.gemm.a.buffer.name)
+    if not isinstance(a, Fragment):
+        raise SimulationError(f"{what}: register A {s.gemm.a.buffer.name} is not a 2-D register fragment")
+    t = s.tiling
+    if t.split != "M" and t.warpgroups > 1:
+        raise SimulationError(f"{what}: a column split over warpgroups needs every row of register A in each")
+    p = rs_a_problems(a.rows, a.cols, t.warpgroups)
+    want = None if p else rs_a_layout(a.rows, a.cols, t.warpgroups)
+    if want is None or not same_layout(a, want) or a.value_bits != 16:
+        raise SimulationError(f"{what}: register A {s.gemm.a.buffer.name} is laid out {a.name}; the instruction reads "
+                              f"its registers as {want.name if want else p[0]}")
+    if tuple(s.a_k_order) != tuple(range(a.cols // 16)):
+        bad = next(kk for kk, x in enumerate(s.a_k_order) if x != kk)
+        raise SimulationError(f"{what}: k16 step {bad} reads A's registers of columns [{16 * s.a_k_order[bad]}, "
+                              f"{16 * s.a_k_order[bad] + 16}) and multiplies them with B's rows [{16 * bad}, {16 * bad + 16})")
+
+
+def _issue_rs(m, s: WgmmaMma, th, what: str):
+    # .sync.aligned: the warpgroup issues together; its A registers are read while every owner waits
+    wg = (th.tid - s.threads.begin) // 128
+    yield m.sync(("wgmma-rs", s.threads.begin + 128 * wg), 128, s.sid)
+    g = s.gemm
+    am, af = m.region(g.a, th, what)
+
+    af2 = af.reshape(matrix_shape(g.a))
+    mine = own_positions(s.tiling.fragment(), th.tid - s.threads.begin)
+    N = s.tiling.cols
+    acc = accumulator(g.c.buffer.dtype)
+    vals = np.full(af2.shape, np.nan, dtype=acc)
+    for r in sorted({e // N for e in mine}):
+        for kk, src in enumerate(s.a_k_order):
+            cols = af2[r, 16 * src:16 * src + 16]
+            vals[r, 16 * kk:16 * kk + 16] = am.data[cols].astype(acc)
+    yield m.sync(("wgmma-rs", s.threads.begin + 128 * wg), 128, s.sid)
+    _open(m, s, th, what, vals)
+    yield None
+
+
+def _open(m, s: WgmmaMma, th, what: str, a_values=None) -> None:
+    g = s.gemm
+    seq = getattr(th, "mma_seq", 0) + 1
+    th.mma_seq = seq
+    pending = getattr(th, "mma_pending", None)
+    if pending is None:
+        pending = th.mma_pending = []
+    if not getattr(m, "_mma_finisher", False):
+        m.at_finish.append(_finish)
+        m._mma_finisher = True
+    mine = own_positions(s.tiling.fragment(), th.tid - s.threads.begin)
+    a = None if a_values is not None else m.region(g.a, th, what)
+    pending.append(Group(seq, s, th.vc.copy(), a, m.region(g.b, th, what), m.region(g.c, th, what), mine, a_values))
+    th.tick()
+
+
 @register_semantics(WgmmaMma, writes=lambda s: [])
 def wgmma(m, s: WgmmaMma, th):
     if th.tid not in s.threads:
         return None
+    if s.a_registers:
+        what = f"wgmma (sid {s.sid}) in block {m.coords}"
+        th.sid = s.sid
+        _check_layouts(m, s, what)
+        return _issue_rs(m, s, th, what)
     g = s.gemm
     what = f"wgmma (sid {s.sid}) in block {m.coords}"
     th.sid = s.sid
@@ -91,24 +166,29 @@ def _complete(m, th, grp: Group) -> None:
     s, g = grp.node, grp.node.gemm
     slot = m.prog.slots.mma_slot(th.tid)
     agent = Agent(slot, grp.seq, th.tid, grp.vc)
-    am, af = grp.a
     bm, bf = grp.b
     cm, cf = grp.c
-    af2, bf2 = af.reshape(matrix_shape(g.a)), bf.reshape(matrix_shape(g.b))
-    if g.trans_a:
-        af2 = af2.T
+    bf2 = bf.reshape(matrix_shape(g.b))
     if g.trans_b:
         bf2 = bf2.T
     cf2 = cf.reshape(matrix_shape(g.c))
     N = cf2.shape[1]
-    for r in sorted({e // N for e in grp.positions}):
-        for x in af2[r, :]:
-            m.shadow.proxy_read(am, int(x), agent, s.sid, m.fences, "wgmma")
+    acc = accumulator(g.c.buffer.dtype)
+    if grp.a_values is None:
+        am, af = grp.a
+        af2 = af.reshape(matrix_shape(g.a))
+        if g.trans_a:
+            af2 = af2.T
+        for r in sorted({e // N for e in grp.positions}):
+            for x in af2[r, :]:
+                m.shadow.proxy_read(am, int(x), agent, s.sid, m.fences, "wgmma")
+        a_vals = am.data[af2].astype(acc)
+    else:
+        a_vals = grp.a_values  # register A: taken from its owners' registers at the issue
     for c in sorted({e % N for e in grp.positions}):
         for x in bf2[:, c]:
             m.shadow.proxy_read(bm, int(x), agent, s.sid, m.fences, "wgmma")
-    acc = accumulator(g.c.buffer.dtype)
-    prod = matmul(am.data[af2].astype(acc), bm.data[bf2].astype(acc))
+    prod = matmul(a_vals, bm.data[bf2].astype(acc))
     for e in grp.positions:
         r, c = divmod(e, N)
         f = int(cf2[r, c])

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
 from egtile.ir.kernel import Copy, Fill, Gemm
 from egtile.ir.scheduled import swalk
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
@@ -59,6 +59,8 @@ def trace(tr, s, a, lo: int, hi: int, env: dict, path: tuple, loop_sid) -> bool:
             _wgmma(tr, s, a, lo, hi, env, path)
         case WgmmaWait():
             pass
+        case RowReduce():
+            _row_reduce(tr, s, a, lo, hi, env, path)
         case _:
             return False
     return True
@@ -113,7 +115,9 @@ def _layout_loop(tr, s: LayoutLoop, a, lo, hi, env, path, loop_sid) -> None:
     outer, tr.merge = tr.merge, {}
     for t in range(b, e):
         for _v, r, c in frag.elements(t - s.threads.begin):
-            env[names[0]], env[names[1]] = r, c
+            env[names[0]] = r
+            if len(names) > 1:
+                env[names[1]] = c
             tr.walk(s.body, a, b, e, env, path, s.sid if s.sid is not None else loop_sid, t)
     tr.merge = outer
     for n, v in zip(names, saved):
@@ -121,6 +125,26 @@ def _layout_loop(tr, s: LayoutLoop, a, lo, hi, env, path, loop_sid) -> None:
             env.pop(n, None)
         else:
             env[n] = v
+
+
+def _row_reduce(tr, s: RowReduce, a, lo, hi, env, path) -> None:
+    # each thread reads its own elements of the source (the row fragment it writes is its own register copy)
+    frag = tr.sched.fragment(s.fragment)
+    if frag is None:
+        return
+    owned, owner = _owned(tr, s, lo, hi, frag)
+    if not len(owned):
+        return
+    from egtile.ir.kernel import Region
+    from egtile.ir.kernel import Const
+
+    src = s.reduce.src
+    whole = Region(src, tuple(Const(0, "int32") for _ in src.shape), tuple(src.shape))
+    outer, tr.merge = tr.merge, {}
+    saved, tr.cur_tid = tr.cur_tid, None
+    tr.region(a, whole, "r", s.sid, path, env, owned=owned, owner_of=owner.__getitem__)
+    tr.cur_tid = saved
+    tr.merge = outer
 
 
 def _wgmma(tr, s: WgmmaMma, a, lo, hi, env, path) -> None:
@@ -133,7 +157,14 @@ def _wgmma(tr, s: WgmmaMma, a, lo, hi, env, path) -> None:
     g, sid = s.gemm, s.sid
     outer, tr.merge = tr.merge, {}
     saved, tr.cur_tid = tr.cur_tid, None
-    tr.region(a, g.a, "r", sid, path, env, proxy="async")
+    if s.a_registers:
+        # register A: the tensor core reads each element from its owner's registers (egtile.ir.wgmma)
+        fa = tr.sched.fragment(g.a.buffer.name)
+        if fa is not None:
+            a_owned, a_owner = _owned(tr, s, lo, hi, fa)
+            tr.region(a, g.a, "r", sid, path, env, owned=a_owned, owner_of=a_owner.__getitem__)
+    else:
+        tr.region(a, g.a, "r", sid, path, env, proxy="async")
     tr.region(a, g.b, "r", sid, path, env, proxy="async")
     if not g.clear_accum:
         tr.region(a, g.c, "r", sid, path, env, owned=owned, owner_of=owner.__getitem__)

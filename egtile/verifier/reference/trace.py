@@ -229,6 +229,11 @@ def agents_of(sched: Scheduled) -> list[Agent]:
 def tracked_buffers(sched: Scheduled) -> tuple[set[str], set[str]]:
     """(buffers whose accesses are tracked, multi-versioned buffers)."""
     tracked = {b.name for b in sched.buffers if b.scope in ("shared", "fragment")}
+    # a row fragment is replicated: each holder's copy is its own register (egtile.layout.RowFragment), never
+    # shared, so its accesses are not events (check_fragments proves each is its holder's)
+    from egtile.layout.fragment import RowFragment
+
+    tracked -= {n for n, f in sched.fragments if isinstance(f, RowFragment)}
     params = {p.name for p in sched.kernel.params}
     for s in swalk(sched.body):
         match s:
