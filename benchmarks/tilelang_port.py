@@ -44,11 +44,23 @@ _IMPORTS = [
     (re.compile(r"^(\s*)from tilelang\.tileop\.base import GemmWarpPolicy", re.M),
      r"\1from egtile.language import GemmWarpPolicy"),
     (re.compile(r"^(\s*)from tilelang\.layout import", re.M), r"\1from egtile.language import"),
+    # host-side modules outside the language that egtile provides with the same names (egtile.porting.PROVIDED)
+    (re.compile(r"^(\s*)import tilelang\.(testing|utils\.tensor|utils|contrib\.nvcc|contrib|profiler|autotuner)\s*$",
+                re.M), r"\1import egtile as tilelang, egtile.\2"),
+    (re.compile(r"^(\s*)from tilelang\.(testing|utils\.tensor|utils|contrib\.nvcc|contrib) import", re.M),
+     r"\1from egtile.\2 import"),
+    (re.compile(r"^(\s*)from tilelang\.carver\.arch import driver\s*$", re.M), r"\1from egtile import device as driver"),
+    (re.compile(r"^(\s*)from tilelang\.transform import PassConfigKey\s*$", re.M), r"\1from egtile import PassConfigKey"),
+    # TVM through tilelang: a plain import, which egtile.porting.LeftOutFinder refuses with the reason
+    (re.compile(r"^(\s*)from tilelang import tvm( as tvm)?\s*$", re.M), r"\1import tvm"),
     (re.compile(r"^(\s*)from tilelang import ", re.M), r"\1from egtile import "),
 ]
 
 _RUNNER = r'''
-import os, runpy, signal, sys, torch, egtile, egtile.api
+import os, runpy, signal, sys, torch, egtile, egtile.api, egtile.porting
+
+# import tilelang.<module egtile leaves out> -> UnsupportedError naming it (egtile.porting.LEFT_OUT)
+sys.meta_path.insert(0, egtile.porting.LeftOutFinder())
 
 class Reached(BaseException):
     pass
