@@ -86,6 +86,31 @@ def _to_cpu(self, *a, **k):
 torch.Tensor.to = _to_cpu
 torch.Tensor.cuda = lambda self, *a, **k: self
 torch.cuda.synchronize = lambda *a, **k: None
+# device queries answer for egtile's target (the H200 the simulator models: egtile.device)
+import types, egtile.device
+torch.cuda.current_device = lambda: 0
+torch.cuda.get_device_capability = lambda *a, **k: egtile.device.get_compute_capability()
+torch.cuda.get_device_name = lambda *a, **k: egtile.device.get_device_name()
+torch.cuda.get_device_properties = lambda *a, **k: types.SimpleNamespace(
+    name=egtile.device.get_device_name(), major=9, minor=0, multi_processor_count=egtile.device.get_num_sms(),
+    total_memory=141 * 2**30, shared_memory_per_block_optin=egtile.device.get_max_dynamic_shared_size_bytes(),
+    max_threads_per_block=egtile.device.get_max_threads_per_block(), regs_per_block=egtile.device.get_registers_per_block())
+torch.cuda.manual_seed_all = lambda *a, **k: None  # torch.manual_seed seeds the CPU generator the tensors come from
+torch.cuda.manual_seed = lambda *a, **k: None
+
+# the run stage: count kernel calls and the example's own comparisons against its reference
+CALLS = {"kernel": 0, "checks": 0}
+_real_call = egtile.api.JITKernel.__call__
+def _counted_call(self, *a, **k):
+    CALLS["kernel"] += 1
+    return _real_call(self, *a, **k)
+def _checked(f, passed=lambda r: True):
+    def g(*a, **k):
+        r = f(*a, **k)
+        if passed(r):
+            CALLS["checks"] += 1
+        return r
+    return g
 
 STAGE = os.environ.get("EGTILE_PORT_STAGE")
 if STAGE == "trace":
@@ -96,7 +121,20 @@ elif STAGE == "compile":
     def _reached(self, *a, **k):
         raise Reached(self.kernel.name)
     egtile.api.JITKernel.__call__ = _reached
-# STAGE == "run": the kernels run (on the simulator: no GPU here) and the example checks its own results
+else:  # "run": the kernels run (on the simulator: no GPU here) and the example checks its own results
+    import numpy, egtile.profiler, egtile.utils.tensor
+    egtile.api.JITKernel.__call__ = _counted_call
+    torch.testing.assert_close = _checked(torch.testing.assert_close)
+    torch.allclose = _checked(torch.allclose, bool)
+    torch.Tensor.allclose = _checked(torch.Tensor.allclose, bool)
+    numpy.testing.assert_allclose = _checked(numpy.testing.assert_allclose)
+    egtile.profiler.Profiler.assert_allclose = _checked(egtile.profiler.Profiler.assert_allclose)
+    egtile.utils.tensor.torch_assert_close = _checked(egtile.utils.tensor.torch_assert_close)
+    # timing is not a result on the CPU simulator: a benchmark returns NaN ms without running its function
+    def _no_bench(*a, **k):
+        return float("nan")
+    egtile.profiler.do_bench = _no_bench
+    egtile.profiler.Profiler.do_bench = lambda self, *a, **k: float("nan")
 
 def _alarm(*_):
     raise Timeout()
@@ -108,6 +146,7 @@ def one(path, argv, timeout):
     sys.path.insert(0, here)
     before = set(sys.modules)
     signal.alarm(int(timeout))
+    CALLS["kernel"] = CALLS["checks"] = 0
     try:
         runpy.run_path(path, run_name="__main__")
     except Reached as r:
@@ -134,7 +173,13 @@ def one(path, argv, timeout):
             mod = sys.modules.get(m)
             if getattr(mod, "__file__", None) and str(mod.__file__).startswith(os.path.dirname(here)):
                 del sys.modules[m]
-    return "ran" if STAGE == "run" else "finished without calling a kernel"
+    if STAGE == "run":
+        if not CALLS["kernel"]:
+            return "finished without calling a kernel"
+        if not CALLS["checks"]:
+            return f"ran {CALLS['kernel']} kernel call(s); the example compares nothing against a reference"
+        return f"matched: {CALLS['kernel']} kernel call(s), {CALLS['checks']} comparison(s) against its reference passed"
+    return "finished without calling a kernel"
 
 timeout = float(sys.argv[1])
 for spec in sys.stdin:
@@ -178,8 +223,13 @@ def main() -> None:
     ap.add_argument("--only", default="", help="a substring of the file paths to run")
     ap.add_argument("--stage", choices=("trace", "compile", "run"), default="compile",
                     help="stop at the first kernel traced (trace) or at its first call, once compiled (compile); "
-                         "or run the files of SMALL (their own checks against torch) on the simulator (run)")
+                         "or run each file whole on the simulator, with the sizes of SMALL where given (run)")
+    ap.add_argument("--compiled-in", type=Path, help="only the files a previous --json report has as compiled")
     args = ap.parse_args()
+    compiled = None
+    if args.compiled_in is not None:
+        compiled = {f for f, r in json.loads(args.compiled_in.read_text()).items()
+                    if r["outcome"].startswith("compiled")}
     from egtile import language as T
 
     def lacks(n: str) -> bool:
@@ -196,7 +246,7 @@ def main() -> None:
         jobs = []
         for path in kernel_files(args.examples):
             rel = str(path.relative_to(args.examples))
-            if args.only not in rel or (args.stage == "run" and rel not in SMALL):
+            if args.only not in rel or (compiled is not None and rel not in compiled):
                 continue
             src = path.read_text(errors="replace")
             try:
@@ -206,10 +256,21 @@ def main() -> None:
                 continue
             copy = Path(tmp) / path.parent.relative_to(args.examples) / path.name
             copy.parent.mkdir(parents=True, exist_ok=True)
-            for sib in path.parent.glob("*.py"):  # helper modules next to the example, ported the same way
-                (copy.parent / sib.name).write_text(port(sib.read_text(errors="replace")))
-            results[rel] = {"missing": missing, "outcome": "no outcome (the runner stopped)", "src": port(src)}
-            jobs.append((rel, copy, SMALL.get(rel, []) if args.stage == "run" else []))
+            # helper modules next to the example (and packages below it), ported the same way
+            for sib in (path.parent.glob("*.py") if path.parent == args.examples else path.parent.rglob("*.py")):
+                dst = copy.parent / sib.relative_to(path.parent)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.write_text(port(sib.read_text(errors="replace")))
+            small = SMALL.get(rel, []) if args.stage == "run" else []
+            argv, sizes = (small, []) if isinstance(small, list) else (small.get("argv", []), small.get("sizes", []))
+            ported = port(src)
+            for old, new in sizes:  # the sizes the simulator affords, changed in the ported copy only
+                if old not in ported:
+                    raise SystemExit(f"{rel}: size override {old!r} does not occur in the file")
+                ported = ported.replace(old, new)
+            copy.write_text(ported)
+            results[rel] = {"missing": missing, "outcome": "no outcome (the runner stopped)", "src": ported}
+            jobs.append((rel, copy, argv))
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", EGTILE_PORT_STAGE=args.stage)
         by_copy = {str(c): rel for rel, c, _ in jobs}
         pending = list(jobs)
@@ -229,6 +290,8 @@ def main() -> None:
                 if outcome.startswith("needs tilelang"):  # name the TileLang module outside the language
                     rest = sorted(set(re.findall(r"^\s*(?:from|import) (tilelang[\w.]*)", results[rel]["src"], re.M)))
                     outcome = "needs " + ", ".join(rest or ["tilelang"])
+                if outcome.startswith("error NameError") and re.search(r"^\s*(from|import) fla\b", results[rel]["src"], re.M):
+                    outcome = "needs fla (its reference; the import is guarded and the name is then undefined)"
                 results[rel]["outcome"] = outcome
                 done.add(rel)
                 missing = results[rel]["missing"]
