@@ -189,13 +189,36 @@ for spec in sys.stdin:
 '''
 
 
-#: Files run whole on the simulator (``--stage run``), with command-line sizes the CPU can afford; the examples'
-#: own ``main()`` compares against torch.
-SMALL: dict[str, list[str]] = {
+#: Sizes the CPU simulator affords, per file (``--stage run``): command-line arguments for the files that take
+#: them (argparse), or exact-text size changes in the ported copy (``sizes``: each must occur in the file). Nothing
+#: else in a file changes; the examples' own ``main`` compares against their own torch references.
+SMALL: dict[str, list[str] | dict[str, list]] = {
     "elementwise/example_elementwise_add.py": ["--m", "256", "--n", "128"],
-    "flash_attention/example_mha_fwd_bshd.py": ["--batch", "1", "--heads", "2", "--seq_len", "128", "--dim", "64"],
-    "flash_attention/example_mha_fwd_bhsd.py": ["--batch", "1", "--heads", "2", "--seq_q", "128", "--seq_kv", "128",
+    "flash_attention/example_mha_fwd_bshd.py": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
+    "flash_attention/example_mha_fwd_bhsd.py": ["--batch", "1", "--heads", "1", "--seq_q", "128", "--seq_kv", "128",
                                                  "--dim", "64"],
+    "flash_attention/example_gqa_fwd_bshd.py": ["--batch", "1", "--heads", "2", "--seq_len", "128", "--dim", "64",
+                                                 "--groups", "2"],
+    "flash_attention/example_mha_bwd_bhsd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
+    "flash_attention/example_mha_bwd_bshd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
+    "attention_sink/example_mha_sink_bwd_bhsd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
+    "attention_sink/example_gqa_sink_bwd_bhsd.py": ["--batch", "1", "--h", "2", "--n_ctx", "128", "--d_head", "64",
+                                                    "--groups", "2"],
+    "blocksparse_gemm/example_blocksparse_gemm.py": ["--m", "128", "--n", "128", "--k", "128"],
+    "topk/example_topk.py": ["--M", "64", "--N", "128", "--topk", "6", "--blk_m", "64"],
+    "grouped_gemm/example_grouped_gemm_fwd.py": ["--batch_sizes", "64, 64", "--K", "64", "--M", "64"],
+    "gemm/example_gemm.py": {"sizes": [
+        ("matmul.compile(M=1024, N=1024, K=1024,", "matmul.compile(M=128, N=128, K=64,"),
+        ("a = torch.randn(1024, 1024)", "a = torch.randn(128, 64)"),
+        ("b = torch.randn(1024, 1024)", "b = torch.randn(64, 128)")]},
+    "quickstart.py": {"sizes": [("M = 1024\nN = 1024\nK = 1024\n", "M = 128\nN = 128\nK = 64\n")]},
+    "gemm_splitk/example_tilelang_gemm_splitk.py": {"sizes": [
+        ("M = 1024\n    N = 1024\n    K = 1024\n", "M = 128\n    N = 128\n    K = 128\n")]},
+    "online_softmax/online_softmax.py": {"sizes": [("M = 8192\nN = 8192\n", "M = 2\nN = 8192\n")]},
+    "norm/rms_norm.py": {"sizes": [("M, N, blk_m, blk_k = 8192, 8192, 1, 512", "M, N, blk_m, blk_k = 4, 1024, 1, 512")]},
+    "norm/layernorm.py": {"sizes": [("N, D = 4096, 8192", "N, D = 4, 1024")]},
+    "dynamic_shape/example_dynamic.py": {"sizes": [("def main(M=16384, N=16384, K=16384):",
+                                                    "def main(M=128, N=128, K=128):")]},
 }
 
 
@@ -220,7 +243,7 @@ def main() -> None:
     ap.add_argument("examples", type=Path)
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--only", default="", help="a substring of the file paths to run")
+    ap.add_argument("--only", default="", help="substrings of the file paths to run, comma-separated")
     ap.add_argument("--stage", choices=("trace", "compile", "run"), default="compile",
                     help="stop at the first kernel traced (trace) or at its first call, once compiled (compile); "
                          "or run each file whole on the simulator, with the sizes of SMALL where given (run)")
@@ -246,7 +269,7 @@ def main() -> None:
         jobs = []
         for path in kernel_files(args.examples):
             rel = str(path.relative_to(args.examples))
-            if args.only not in rel or (compiled is not None and rel not in compiled):
+            if not any(o in rel for o in args.only.split(",")) or (compiled is not None and rel not in compiled):
                 continue
             src = path.read_text(errors="replace")
             try:
