@@ -3,23 +3,43 @@
 Usage::
 
     python benchmarks/tilelang_port.py /path/to/tilelang/examples [--timeout 60] [--json out.json]
+        [--stage trace|compile|run] [--only a,b] [--compiled-in compile.json]
 
 For every example file with a kernel (``T.Kernel`` in its source) the script
 
 1. lists the ``T.*`` names it uses that ``egtile.language`` lacks (a static count: what would stop it);
-2. rewrites its imports (``import tilelang`` -> ``import egtile as tilelang``, ``import tilelang.language as T``
-   -> ``from egtile import language as T``, ``tilelang.profiler`` / ``tilelang.autotuner`` -> egtile's) into a
-   temporary copy (never written next to the original, never committed), and runs the copy's ``__main__`` in a
-   subprocess on this machine's CPU with two stand-ins: tensors asked for on ``"cuda"`` are made on the CPU,
-   and the first call of a compiled kernel stops the run (reported as *compiled*: traced, scheduled and
-   verified by egtile), or with ``--stage trace`` the first kernel traced (*traced*: the front end accepted
-   it). The stand-ins only decide where the run stops; nothing is computed for the report.
+2. rewrites its imports into a temporary copy (never written next to the original, never committed):
+   ``import tilelang`` -> ``import egtile as tilelang``, ``tilelang.language`` -> ``egtile.language``, and the
+   host-side modules egtile provides with TileLang's names (``egtile.porting.PROVIDED``: ``tilelang.testing``,
+   ``tilelang.utils.tensor``, ``tilelang.contrib.nvcc``, ``tilelang.carver.arch.driver`` -> ``egtile.device``,
+   ``tilelang.profiler``, ``tilelang.autotuner``, ``PassConfigKey``); helper modules and packages next to the
+   example are copied and ported the same way;
+3. runs the copy's ``__main__`` in a subprocess on this machine's CPU with stand-ins that only move the
+   example off the GPU: tensors asked for on ``"cuda"`` are made on the CPU, ``torch.cuda`` device queries
+   answer for egtile's target (an H200, :mod:`egtile.device`), ``torch.cuda.synchronize`` does nothing, and
+   ``egtile.porting.LeftOutFinder`` makes an import of a TileLang module egtile leaves out raise
+   ``UnsupportedError`` with the reason (``egtile.porting.LEFT_OUT``).
 
-Each file ends in one outcome: ``compiled`` (or ``traced``), ``refused: <egtile error and construct>`` (at the file's line),
-``needs: <module>`` (a third-party library or a TileLang module outside the language), or ``error: <text>``.
-Running the compiled kernels against torch on the simulator needs sizes the simulator can afford, which this
-script does not change; docs/language.md lists the files ported that way by hand and what they print.
+Stages: ``trace`` stops at the first kernel traced; ``compile`` (default) at the first call of a compiled kernel
+(*compiled*: traced, scheduled and verified by egtile at the example's own sizes); ``run`` runs the file whole:
+its kernels execute on egtile's simulator (``target="auto"`` is ``sim`` without a GPU), with the sizes of
+:data:`SMALL` where the simulator needs smaller ones (command-line arguments, or exact-text size changes in the
+ported copy; nothing else changes), and benchmarks (``do_bench``) return NaN without running, since the CPU
+simulator is not a performance model. A run counts the kernel calls and the example's own comparisons against
+its reference that passed (``torch.testing.assert_close``, ``torch.allclose``, ``Profiler.assert_allclose``,
+``torch_assert_close``, ``numpy.testing.assert_allclose``): *matched* means at least one kernel ran and at
+least one such comparison passed, and none failed.
+
+Each file ends in one outcome: ``compiled`` / ``matched`` / ``ran``, ``refused: <egtile error and construct>``
+(at the file's line), ``needs: <module>`` (a third-party library), ``mismatch``, ``timeout`` or ``error: <text>``.
+``benchmarks/tilelang_port_table.py`` turns the JSON reports into the closing table of docs/porting-tilelang.md.
+
+Third-party libraries the examples import only for their references or setup may be installed into the
+measuring virtual environment, never as egtile dependencies: the December 2026 measurement had ``einops``
+(pure Python, 0.8.2) installed; ``triton``, ``fla`` (flash-linear-attention, itself on triton) and ``bitblas``
+were not (their references are GPU kernels, which cannot run on this CPU machine).
 """
+
 
 from __future__ import annotations
 
@@ -163,6 +183,8 @@ def one(path, argv, timeout):
     except ModuleNotFoundError as e:
         return f"needs {e.name}"
     except AssertionError as e:
+        if "not compiled with CUDA" in str(e):  # torch's own assertion: a CUDA call this stand-in set lacks
+            return "error AssertionError | " + str(e).splitlines()[0]
         return "mismatch | " + (str(e).splitlines()[0] if str(e) else "")
     except BaseException as e:
         return f"error {type(e).__name__} | " + (str(e).splitlines()[0] if str(e) else "")

@@ -25,13 +25,13 @@ CLASSES = [
     ("needs", "needs a third-party library for its reference (triton, fla, bitblas) or a TileLang-only module"),
     ("error", "stops on a host-side error (named)"),
     ("exited", "the example itself requires a GPU before any kernel"),
-    ("timeout", "did not finish within the time limit on the shared CPU"),
+    ("timeout", "did not finish within the time limit on the shared CPU (compiling, or running on the simulator)"),
     ("finished", "finished without calling a kernel"),
 ]
 
 
 def klass(outcome: str) -> str:
-    head = outcome.split(" ")[0].rstrip(":")
+    head = outcome.split(" ")[0].rstrip(":;")
     if head == "error" and ("CUDA" in outcome or "ATen_cuda" in outcome):
         return "exited"
     return head if head in dict(CLASSES) else "error"
