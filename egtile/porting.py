@@ -92,11 +92,13 @@ class LeftOutFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname in sys.modules:
             return None
-        if fullname == "tilelang":
-            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         reason = left_out_reason(fullname)
         if reason is not None:
             raise LeftOutModuleError(fullname, reason)
+        if fullname == "tilelang" or any(k.startswith(fullname + ".") for k in LEFT_OUT):
+            # a package above a left-out module (tilelang, tilelang.language, tilelang.cuda): empty, so that the
+            # import reaches the left-out module and its reason
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         if fullname.startswith("tilelang."):
             raise ModuleNotFoundError(f"No module named {fullname!r} (egtile provides no equivalent)", name=fullname)
         return None

@@ -116,7 +116,9 @@ def test_left_out_modules_raise_unsupported_naming_them_and_why():
         from egtile.errors import UnsupportedError
         sys.meta_path.insert(0, egtile.porting.LeftOutFinder())
         for stmt in ("from tilelang.carver.arch import CUDA", "import tvm", "from tilelang.tools import plot_layout",
-                     "from tilelang.engine.callback import register_cuda_postproc_callback"):
+                     "from tilelang.engine.callback import register_cuda_postproc_callback",
+                     "from tilelang.language.fp8 import determine_fp8_type",
+                     "from tilelang.cuda.intrinsics import make_mma_swizzle_layout"):
             try:
                 exec(stmt)
             except UnsupportedError as e:
@@ -135,6 +137,8 @@ def test_left_out_modules_raise_unsupported_naming_them_and_why():
     assert "REFUSED tvm | tvm: TVM" in out
     assert "REFUSED tilelang.tools | tilelang.tools: TileLang's analysis tools" in out
     assert "REFUSED tilelang.engine.callback" in out
+    assert "REFUSED tilelang.language.fp8 | tilelang.language.fp8: float8" in out
+    assert "REFUSED tilelang.cuda.intrinsics | tilelang.cuda.intrinsics: TileLang's hand-written" in out
     assert "GUARDED" in out and "MISSING tilelang.nosuchthing" in out
     assert porting.left_out_reason("tilelang.cuda.intrinsics.layout.mma_layout") == porting.LEFT_OUT[
         "tilelang.cuda.intrinsics"]
