@@ -22,7 +22,7 @@ CLASSES = [
     ("mismatch", "ran on the simulator and did not match its reference"),
     ("compiled", "compiled (traced, scheduled, verified) but not run on the simulator"),
     ("refused", "refused by egtile: the construct or limit that stops it"),
-    ("needs", "needs a third-party library for its reference (triton, fla, bitblas) or a TileLang-only module"),
+    ("needs", "needs a third-party library for its reference (triton, fla, bitblas)"),
     ("error", "stops on a host-side error (named)"),
     ("exited", "the example itself requires a GPU before any kernel"),
     ("timeout", "did not finish within the time limit on the shared CPU (compiling, or running on the simulator)"),
