@@ -3,23 +3,43 @@
 Usage::
 
     python benchmarks/tilelang_port.py /path/to/tilelang/examples [--timeout 60] [--json out.json]
+        [--stage trace|compile|run] [--only a,b] [--compiled-in compile.json]
 
 For every example file with a kernel (``T.Kernel`` in its source) the script
 
 1. lists the ``T.*`` names it uses that ``egtile.language`` lacks (a static count: what would stop it);
-2. rewrites its imports (``import tilelang`` -> ``import egtile as tilelang``, ``import tilelang.language as T``
-   -> ``from egtile import language as T``, ``tilelang.profiler`` / ``tilelang.autotuner`` -> egtile's) into a
-   temporary copy (never written next to the original, never committed), and runs the copy's ``__main__`` in a
-   subprocess on this machine's CPU with two stand-ins: tensors asked for on ``"cuda"`` are made on the CPU,
-   and the first call of a compiled kernel stops the run (reported as *compiled*: traced, scheduled and
-   verified by egtile), or with ``--stage trace`` the first kernel traced (*traced*: the front end accepted
-   it). The stand-ins only decide where the run stops; nothing is computed for the report.
+2. rewrites its imports into a temporary copy (never written next to the original, never committed):
+   ``import tilelang`` -> ``import egtile as tilelang``, ``tilelang.language`` -> ``egtile.language``, and the
+   host-side modules egtile provides with TileLang's names (``egtile.porting.PROVIDED``: ``tilelang.testing``,
+   ``tilelang.utils.tensor``, ``tilelang.contrib.nvcc``, ``tilelang.carver.arch.driver`` -> ``egtile.device``,
+   ``tilelang.profiler``, ``tilelang.autotuner``, ``PassConfigKey``); helper modules and packages next to the
+   example are copied and ported the same way;
+3. runs the copy's ``__main__`` in a subprocess on this machine's CPU with stand-ins that only move the
+   example off the GPU: tensors asked for on ``"cuda"`` are made on the CPU, ``torch.cuda`` device queries
+   answer for egtile's target (an H200, :mod:`egtile.device`), ``torch.cuda.synchronize`` does nothing, and
+   ``egtile.porting.LeftOutFinder`` makes an import of a TileLang module egtile leaves out raise
+   ``UnsupportedError`` with the reason (``egtile.porting.LEFT_OUT``).
 
-Each file ends in one outcome: ``compiled`` (or ``traced``), ``refused: <egtile error and construct>`` (at the file's line),
-``needs: <module>`` (a third-party library or a TileLang module outside the language), or ``error: <text>``.
-Running the compiled kernels against torch on the simulator needs sizes the simulator can afford, which this
-script does not change; docs/language.md lists the files ported that way by hand and what they print.
+Stages: ``trace`` stops at the first kernel traced; ``compile`` (default) at the first call of a compiled kernel
+(*compiled*: traced, scheduled and verified by egtile at the example's own sizes); ``run`` runs the file whole:
+its kernels execute on egtile's simulator (``target="auto"`` is ``sim`` without a GPU), with the sizes of
+:data:`SMALL` where the simulator needs smaller ones (command-line arguments, or exact-text size changes in the
+ported copy; nothing else changes), and benchmarks (``do_bench``) return NaN without running, since the CPU
+simulator is not a performance model. A run counts the kernel calls and the example's own comparisons against
+its reference that passed (``torch.testing.assert_close``, ``torch.allclose``, ``Profiler.assert_allclose``,
+``torch_assert_close``, ``numpy.testing.assert_allclose``): *matched* means at least one kernel ran and at
+least one such comparison passed, and none failed.
+
+Each file ends in one outcome: ``compiled`` / ``matched`` / ``ran``, ``refused: <egtile error and construct>``
+(at the file's line), ``needs: <module>`` (a third-party library), ``mismatch``, ``timeout`` or ``error: <text>``.
+``benchmarks/tilelang_port_table.py`` turns the JSON reports into the closing table of docs/porting-tilelang.md.
+
+Third-party libraries the examples import only for their references or setup may be installed into the
+measuring virtual environment, never as egtile dependencies: the December 2026 measurement had ``einops``
+(pure Python, 0.8.2) installed; ``triton``, ``fla`` (flash-linear-attention, itself on triton) and ``bitblas``
+were not (their references are GPU kernels, which cannot run on this CPU machine).
 """
+
 
 from __future__ import annotations
 
@@ -44,11 +64,23 @@ _IMPORTS = [
     (re.compile(r"^(\s*)from tilelang\.tileop\.base import GemmWarpPolicy", re.M),
      r"\1from egtile.language import GemmWarpPolicy"),
     (re.compile(r"^(\s*)from tilelang\.layout import", re.M), r"\1from egtile.language import"),
+    # host-side modules outside the language that egtile provides with the same names (egtile.porting.PROVIDED)
+    (re.compile(r"^(\s*)import tilelang\.(testing|utils\.tensor|utils|contrib\.nvcc|contrib|profiler|autotuner)\s*$",
+                re.M), r"\1import egtile as tilelang, egtile.\2"),
+    (re.compile(r"^(\s*)from tilelang\.(testing|utils\.tensor|utils|contrib\.nvcc|contrib) import", re.M),
+     r"\1from egtile.\2 import"),
+    (re.compile(r"^(\s*)from tilelang\.carver\.arch import driver\s*$", re.M), r"\1from egtile import device as driver"),
+    (re.compile(r"^(\s*)from tilelang\.transform import PassConfigKey\s*$", re.M), r"\1from egtile import PassConfigKey"),
+    # TVM through tilelang: a plain import, which egtile.porting.LeftOutFinder refuses with the reason
+    (re.compile(r"^(\s*)from tilelang import tvm( as tvm)?\s*$", re.M), r"\1import tvm"),
     (re.compile(r"^(\s*)from tilelang import ", re.M), r"\1from egtile import "),
 ]
 
 _RUNNER = r'''
-import os, runpy, signal, sys, torch, egtile, egtile.api
+import os, runpy, signal, sys, torch, egtile, egtile.api, egtile.porting
+
+# import tilelang.<module egtile leaves out> -> UnsupportedError naming it (egtile.porting.LEFT_OUT)
+sys.meta_path.insert(0, egtile.porting.LeftOutFinder())
 
 class Reached(BaseException):
     pass
@@ -74,6 +106,31 @@ def _to_cpu(self, *a, **k):
 torch.Tensor.to = _to_cpu
 torch.Tensor.cuda = lambda self, *a, **k: self
 torch.cuda.synchronize = lambda *a, **k: None
+# device queries answer for egtile's target (the H200 the simulator models: egtile.device)
+import types, egtile.device
+torch.cuda.current_device = lambda: 0
+torch.cuda.get_device_capability = lambda *a, **k: egtile.device.get_compute_capability()
+torch.cuda.get_device_name = lambda *a, **k: egtile.device.get_device_name()
+torch.cuda.get_device_properties = lambda *a, **k: types.SimpleNamespace(
+    name=egtile.device.get_device_name(), major=9, minor=0, multi_processor_count=egtile.device.get_num_sms(),
+    total_memory=141 * 2**30, shared_memory_per_block_optin=egtile.device.get_max_dynamic_shared_size_bytes(),
+    max_threads_per_block=egtile.device.get_max_threads_per_block(), regs_per_block=egtile.device.get_registers_per_block())
+torch.cuda.manual_seed_all = lambda *a, **k: None  # torch.manual_seed seeds the CPU generator the tensors come from
+torch.cuda.manual_seed = lambda *a, **k: None
+
+# the run stage: count kernel calls and the example's own comparisons against its reference
+CALLS = {"kernel": 0, "checks": 0}
+_real_call = egtile.api.JITKernel.__call__
+def _counted_call(self, *a, **k):
+    CALLS["kernel"] += 1
+    return _real_call(self, *a, **k)
+def _checked(f, passed=lambda r: True):
+    def g(*a, **k):
+        r = f(*a, **k)
+        if passed(r):
+            CALLS["checks"] += 1
+        return r
+    return g
 
 STAGE = os.environ.get("EGTILE_PORT_STAGE")
 if STAGE == "trace":
@@ -84,7 +141,20 @@ elif STAGE == "compile":
     def _reached(self, *a, **k):
         raise Reached(self.kernel.name)
     egtile.api.JITKernel.__call__ = _reached
-# STAGE == "run": the kernels run (on the simulator: no GPU here) and the example checks its own results
+else:  # "run": the kernels run (on the simulator: no GPU here) and the example checks its own results
+    import numpy, egtile.profiler, egtile.utils.tensor
+    egtile.api.JITKernel.__call__ = _counted_call
+    torch.testing.assert_close = _checked(torch.testing.assert_close)
+    torch.allclose = _checked(torch.allclose, bool)
+    torch.Tensor.allclose = _checked(torch.Tensor.allclose, bool)
+    numpy.testing.assert_allclose = _checked(numpy.testing.assert_allclose)
+    egtile.profiler.Profiler.assert_allclose = _checked(egtile.profiler.Profiler.assert_allclose)
+    egtile.utils.tensor.torch_assert_close = _checked(egtile.utils.tensor.torch_assert_close)
+    # timing is not a result on the CPU simulator: a benchmark returns NaN ms without running its function
+    def _no_bench(*a, **k):
+        return float("nan")
+    egtile.profiler.do_bench = _no_bench
+    egtile.profiler.Profiler.do_bench = lambda self, *a, **k: float("nan")
 
 def _alarm(*_):
     raise Timeout()
@@ -96,6 +166,7 @@ def one(path, argv, timeout):
     sys.path.insert(0, here)
     before = set(sys.modules)
     signal.alarm(int(timeout))
+    CALLS["kernel"] = CALLS["checks"] = 0
     try:
         runpy.run_path(path, run_name="__main__")
     except Reached as r:
@@ -112,6 +183,8 @@ def one(path, argv, timeout):
     except ModuleNotFoundError as e:
         return f"needs {e.name}"
     except AssertionError as e:
+        if "not compiled with CUDA" in str(e):  # torch's own assertion: a CUDA call this stand-in set lacks
+            return "error AssertionError | " + str(e).splitlines()[0]
         return "mismatch | " + (str(e).splitlines()[0] if str(e) else "")
     except BaseException as e:
         return f"error {type(e).__name__} | " + (str(e).splitlines()[0] if str(e) else "")
@@ -122,7 +195,13 @@ def one(path, argv, timeout):
             mod = sys.modules.get(m)
             if getattr(mod, "__file__", None) and str(mod.__file__).startswith(os.path.dirname(here)):
                 del sys.modules[m]
-    return "ran" if STAGE == "run" else "finished without calling a kernel"
+    if STAGE == "run":
+        if not CALLS["kernel"]:
+            return "finished without calling a kernel"
+        if not CALLS["checks"]:
+            return f"ran {CALLS['kernel']} kernel call(s); the example compares nothing against a reference"
+        return f"matched: {CALLS['kernel']} kernel call(s), {CALLS['checks']} comparison(s) against its reference passed"
+    return "finished without calling a kernel"
 
 timeout = float(sys.argv[1])
 for spec in sys.stdin:
@@ -132,13 +211,36 @@ for spec in sys.stdin:
 '''
 
 
-#: Files run whole on the simulator (``--stage run``), with command-line sizes the CPU can afford; the examples'
-#: own ``main()`` compares against torch.
-SMALL: dict[str, list[str]] = {
+#: Sizes the CPU simulator affords, per file (``--stage run``): command-line arguments for the files that take
+#: them (argparse), or exact-text size changes in the ported copy (``sizes``: each must occur in the file). Nothing
+#: else in a file changes; the examples' own ``main`` compares against their own torch references.
+SMALL: dict[str, list[str] | dict[str, list]] = {
     "elementwise/example_elementwise_add.py": ["--m", "256", "--n", "128"],
-    "flash_attention/example_mha_fwd_bshd.py": ["--batch", "1", "--heads", "2", "--seq_len", "128", "--dim", "64"],
-    "flash_attention/example_mha_fwd_bhsd.py": ["--batch", "1", "--heads", "2", "--seq_q", "128", "--seq_kv", "128",
+    "flash_attention/example_mha_fwd_bshd.py": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
+    "flash_attention/example_mha_fwd_bhsd.py": ["--batch", "1", "--heads", "1", "--seq_q", "128", "--seq_kv", "128",
                                                  "--dim", "64"],
+    "flash_attention/example_gqa_fwd_bshd.py": ["--batch", "1", "--heads", "2", "--seq_len", "128", "--dim", "64",
+                                                 "--groups", "2"],
+    "flash_attention/example_mha_bwd_bhsd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
+    "flash_attention/example_mha_bwd_bshd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
+    "attention_sink/example_mha_sink_bwd_bhsd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
+    "attention_sink/example_gqa_sink_bwd_bhsd.py": ["--batch", "1", "--h", "2", "--n_ctx", "128", "--d_head", "64",
+                                                    "--groups", "2"],
+    "blocksparse_gemm/example_blocksparse_gemm.py": ["--m", "128", "--n", "128", "--k", "128"],
+    "topk/example_topk.py": ["--M", "64", "--N", "128", "--topk", "6", "--blk_m", "64"],
+    "grouped_gemm/example_grouped_gemm_fwd.py": ["--batch_sizes", "64, 64", "--K", "64", "--M", "64"],
+    "gemm/example_gemm.py": {"sizes": [
+        ("matmul.compile(M=1024, N=1024, K=1024,", "matmul.compile(M=128, N=128, K=64,"),
+        ("a = torch.randn(1024, 1024)", "a = torch.randn(128, 64)"),
+        ("b = torch.randn(1024, 1024)", "b = torch.randn(64, 128)")]},
+    "quickstart.py": {"sizes": [("M = 1024\nN = 1024\nK = 1024\n", "M = 128\nN = 128\nK = 64\n")]},
+    "gemm_splitk/example_tilelang_gemm_splitk.py": {"sizes": [
+        ("M = 1024\n    N = 1024\n    K = 1024\n", "M = 128\n    N = 128\n    K = 128\n")]},
+    "online_softmax/online_softmax.py": {"sizes": [("M = 8192\nN = 8192\n", "M = 2\nN = 8192\n")]},
+    "norm/rms_norm.py": {"sizes": [("M, N, blk_m, blk_k = 8192, 8192, 1, 512", "M, N, blk_m, blk_k = 4, 1024, 1, 512")]},
+    "norm/layernorm.py": {"sizes": [("N, D = 4096, 8192", "N, D = 4, 1024")]},
+    "dynamic_shape/example_dynamic.py": {"sizes": [("def main(M=16384, N=16384, K=16384):",
+                                                    "def main(M=128, N=128, K=128):")]},
 }
 
 
@@ -163,11 +265,16 @@ def main() -> None:
     ap.add_argument("examples", type=Path)
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--only", default="", help="a substring of the file paths to run")
+    ap.add_argument("--only", default="", help="substrings of the file paths to run, comma-separated")
     ap.add_argument("--stage", choices=("trace", "compile", "run"), default="compile",
                     help="stop at the first kernel traced (trace) or at its first call, once compiled (compile); "
-                         "or run the files of SMALL (their own checks against torch) on the simulator (run)")
+                         "or run each file whole on the simulator, with the sizes of SMALL where given (run)")
+    ap.add_argument("--compiled-in", type=Path, help="only the files a previous --json report has as compiled")
     args = ap.parse_args()
+    compiled = None
+    if args.compiled_in is not None:
+        compiled = {f for f, r in json.loads(args.compiled_in.read_text()).items()
+                    if r["outcome"].startswith("compiled")}
     from egtile import language as T
 
     def lacks(n: str) -> bool:
@@ -184,7 +291,7 @@ def main() -> None:
         jobs = []
         for path in kernel_files(args.examples):
             rel = str(path.relative_to(args.examples))
-            if args.only not in rel or (args.stage == "run" and rel not in SMALL):
+            if not any(o in rel for o in args.only.split(",")) or (compiled is not None and rel not in compiled):
                 continue
             src = path.read_text(errors="replace")
             try:
@@ -194,10 +301,21 @@ def main() -> None:
                 continue
             copy = Path(tmp) / path.parent.relative_to(args.examples) / path.name
             copy.parent.mkdir(parents=True, exist_ok=True)
-            for sib in path.parent.glob("*.py"):  # helper modules next to the example, ported the same way
-                (copy.parent / sib.name).write_text(port(sib.read_text(errors="replace")))
-            results[rel] = {"missing": missing, "outcome": "no outcome (the runner stopped)", "src": port(src)}
-            jobs.append((rel, copy, SMALL.get(rel, []) if args.stage == "run" else []))
+            # helper modules next to the example (and packages below it), ported the same way
+            for sib in (path.parent.glob("*.py") if path.parent == args.examples else path.parent.rglob("*.py")):
+                dst = copy.parent / sib.relative_to(path.parent)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.write_text(port(sib.read_text(errors="replace")))
+            small = SMALL.get(rel, []) if args.stage == "run" else []
+            argv, sizes = (small, []) if isinstance(small, list) else (small.get("argv", []), small.get("sizes", []))
+            ported = port(src)
+            for old, new in sizes:  # the sizes the simulator affords, changed in the ported copy only
+                if old not in ported:
+                    raise SystemExit(f"{rel}: size override {old!r} does not occur in the file")
+                ported = ported.replace(old, new)
+            copy.write_text(ported)
+            results[rel] = {"missing": missing, "outcome": "no outcome (the runner stopped)", "src": ported}
+            jobs.append((rel, copy, argv))
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", EGTILE_PORT_STAGE=args.stage)
         by_copy = {str(c): rel for rel, c, _ in jobs}
         pending = list(jobs)
@@ -217,6 +335,8 @@ def main() -> None:
                 if outcome.startswith("needs tilelang"):  # name the TileLang module outside the language
                     rest = sorted(set(re.findall(r"^\s*(?:from|import) (tilelang[\w.]*)", results[rel]["src"], re.M)))
                     outcome = "needs " + ", ".join(rest or ["tilelang"])
+                if outcome.startswith("error NameError") and re.search(r"^\s*(from|import) fla\b", results[rel]["src"], re.M):
+                    outcome = "needs fla (its reference; the import is guarded and the name is then undefined)"
                 results[rel]["outcome"] = outcome
                 done.add(rel)
                 missing = results[rel]["missing"]

@@ -44,7 +44,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 
 _SUBMODULES = {"language", "ir", "errors", "rules", "codegen", "analysis", "schedule", "lower", "sim", "runtime",
                "api", "externs", "evaluate", "interp", "validate", "verifier", "profiler", "autotuner", "math",
-               "options"}
+               "options", "testing", "utils", "contrib", "device", "porting"}
 
 
 def __getattr__(name: str) -> Any:

@@ -327,11 +327,22 @@ class JITKernel:
 
         return Profiler(self, tensor_supply_type or TensorSupplyType.Auto)
 
-    def explain(self) -> str:
+    def explain(self, timeline: Any = None, format: str | None = None) -> str:  # noqa: A002
         """The schedule and why it is the way it is: the optimizer's explanation (decisions with the side
         conditions that held or failed, rejected alternatives, costs, stage reports) followed by the
         scheduled listing (roles, waits and arrives with their stage/parity, thread mappings). For
-        ``"interp"``, the listing of the unscheduled kernel."""
+        ``"interp"``, the listing of the unscheduled kernel.
+
+        ``timeline``: a path (``.png`` or ``.svg``, or ``format=``) to which the schedule's picture is also
+        written (:mod:`egtile.timeline`: one lane per role, one pipelined iteration per stage, the mbarrier
+        waits and arrivals with their phases; needs ``egtile[plot]``)."""
+        if timeline is not None:
+            if self.scheduled is None:
+                raise ArgumentError(f"kernel {self.kernel.name!r} (target 'interp') has no schedule to draw; "
+                                    f"compile it for 'sim' or 'cuda'")
+            from egtile.timeline import render
+
+            render(self.scheduled, timeline, format=format)
         if self.schedule_result is not None and hasattr(self.schedule_result, "explain"):
             from egtile.ir.printer import format_scheduled
 

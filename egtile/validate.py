@@ -4,7 +4,11 @@ Every mismatch raises; nothing is coerced (no dtype conversion, no ``.contiguous
 because a silently converted argument would be a copy the kernel writes into instead of the caller's
 tensor. Messages name the kernel, the parameter, and the expected vs actual value.
 
-The rules, per tensor argument: a ``torch.Tensor``; the parameter's dtype; its shape; not requiring grad;
+The rules, per tensor argument: a ``torch.Tensor``; the parameter's dtype; its shape; when the kernel writes
+the parameter, not requiring grad while autograd records (torch refuses in-place writes into such a tensor, and
+autograd would not see the kernel; with grad mode off, as in a ``torch.autograd.Function``'s forward and
+backward or under ``torch.no_grad()``, it is accepted, and a tensor the kernel only reads is always accepted,
+as TileLang accepts it: the kernel's outputs simply do not require grad);
 on the required device type (and, for CUDA, on the same device as the other arguments); row-major
 strides on every dimension of extent > 1; and, when the kernel writes the parameter, not an inference
 tensor while inference mode is off. The last rule exists because torch refuses in-place updates of a
@@ -90,9 +94,11 @@ def check_tensor(kernel: Kernel, index: int, param: Buffer, t: Any, *, device: s
                          "arguments")
     if tuple(t.shape) != param.shape:
         raise ShapeError(f"{what}: expected shape {param.shape}, got {tuple(t.shape)}")
-    if t.requires_grad:
-        raise ArgumentError(f"{what}: the tensor requires grad; egtile kernels are not differentiable and write "
-                            "their parameters in place: pass .detach()")
+    if written and t.requires_grad and torch.is_grad_enabled():
+        raise ArgumentError(f"{what}: the kernel writes this tensor in place, and it requires grad while autograd is "
+                            "recording (torch forbids that; autograd would not see the kernel): call the kernel "
+                            "inside a torch.autograd.Function (whose forward and backward run with grad mode off) or "
+                            "torch.no_grad(), or pass .detach()")
     if written and t.is_inference() and not torch.is_inference_mode_enabled():
         raise inference_error(what)
     if device is not None and t.device.type != device:
@@ -226,7 +232,8 @@ def _generate(params: Sequence[Any], device: str | None, written: Collection[str
     """The source of :attr:`Checker.accept` for ``params``, compiled (see :class:`Checker`)."""
     import torch
 
-    env: dict[str, Any] = {"Tensor": torch.Tensor, "inference_mode": torch.is_inference_mode_enabled}
+    env: dict[str, Any] = {"Tensor": torch.Tensor, "inference_mode": torch.is_inference_mode_enabled,
+                           "grad_enabled": torch.is_grad_enabled}
     lines = ["def accept(ts):"]
     # ``is_contiguous()`` is the stride rule (extent-1 dimensions ignored) except for tensors without
     # elements, which torch calls contiguous whatever their strides: those always go to the complete check.
@@ -243,14 +250,14 @@ def _generate(params: Sequence[Any], device: str | None, written: Collection[str
         for i, p in enumerate(params):
             env[f"D{i}"] = getattr(torch, lookup_dtype(p.dtype).torch)
             env[f"S{i}"] = torch.Size(p.shape)
-            conds = ["not isinstance(t, Tensor)", f"t.dtype is not D{i}", f"t.shape != S{i}", "t.requires_grad",
-                     "not t.is_contiguous()"]
+            conds = ["not isinstance(t, Tensor)", f"t.dtype is not D{i}", f"t.shape != S{i}", "not t.is_contiguous()"]
             if device == "cuda":
                 conds.append("not t.is_cuda")
             elif device == "cpu":
                 conds.append("not t.is_cpu")
             if p.name in written:
                 conds.append("(t.is_inference() and not inference_mode())")
+                conds.append("(t.requires_grad and grad_enabled())")
             lines.append(f"    t = ts[{i}]  # {p.name}")
             lines.append(f"    if {' or '.join(conds)}: return {REJECT}")
             if many:

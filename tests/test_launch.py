@@ -239,7 +239,7 @@ def test_bad_tensors_are_rejected_before_anything_is_launched(fake):
         ((a.double(), b, c), DTypeError, "'A'.*expected dtype torch.float32"),
         ((a, b.reshape(64, 16), c), ShapeError, r"'B'.*expected shape \(16, 64\), got \(64, 16\)"),
         ((a, b, torch.randn(64, 16).t()), DeviceError, "'C'.*contiguous"),
-        ((torch.randn(16, 64).requires_grad_(), b, c), ArgumentError, "'A'.*requires grad"),
+        ((a, b, torch.randn(16, 64).requires_grad_()), ArgumentError, "'C'.*requires grad"),
         ((base[1:].view(16, 64), b, c), DeviceError, "parameter 'A'.*16-byte aligned"),
     ]
     for args, err, pattern in cases:

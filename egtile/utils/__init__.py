@@ -1,0 +1,1 @@
+"""Host-side utilities with TileLang's names (``tilelang.utils``): :mod:`egtile.utils.tensor`."""
