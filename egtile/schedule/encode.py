@@ -153,13 +153,19 @@ class _Terms:
             if size > _CHUNK:
                 g = f"$__egtile_term_{next(_GLOBALS)}"
                 cmds.append(bindings.ActionCommand(bindings.Let(span, g, out)))
-                return Var(span, g), 1
+                # egglog-python translates a term that contains this one (explain's look-ups of statement
+                # e-classes) down to here only, as its own let would have cached it
+                cache[e] = ref = Var(span, g)
+                return ref, 1
             return out, size
+
+        cache = state.expr_to_egg_cache
 
         var = name if name.startswith("$") else f"${name}"
         top, _ = conv(decl)
         cmds.append(bindings.ActionCommand(bindings.Let(span, var, top)))
         egraph._run_program(*cmds)
+        cache[decl.expr] = Var(span, var)
         return self._expr.__from_values__(egraph.__egg_decls__, self._typed_decl(decl.tp, LetRefDecl(name)))
 
 
