@@ -22,8 +22,11 @@ stratification: each stratum is saturated before the next, and a stratum only ne
 ``False`` default and an ``or`` merge) facts of earlier strata; rewrites run only after the whole support
 schedule is at its fixpoint (egglog notes §3.3). The strata:
 
-1. **access and structure** (positive): ``sid_of``; ``reads``/``writes``/``ptr`` of every statement and
-   list (union over bodies); ``has(st, kind)``; ``moves(st, var)`` (``var`` a pipelined loop's); ``whole(st, buf)`` (a reduce); per pipelined body form ``B`` of loop
+1. **access and structure** (positive): ``sid_of``; ``reads``/``writes``/``ptr`` of every statement (a
+   compound one: the union over its bodies) and of every *whole* list (the kernel body, each statement
+   body: ``list_reads`` ...; not their proper suffixes, which would cost cells x buffers rows; a condition
+   that needs the rest of a list derives it for the lists and buffers it asks about, as
+   :mod:`egtile.rules.fission` does); ``has(st, kind)``; ``moves(st, var)`` (``var`` a pipelined loop's); ``whole(st, buf)`` (a reduce); per pipelined body form ``B`` of loop
    ``L`` (``pipelined(L, B)``; a rule that rewrites a body builds a new form, never edits one in place):
    ``body_of(L, B)``, ``member_at(st, B, i)``; what is read and written *outside* each list item
    (``outside_read``/``outside_write``, top-down from the kernel body), for ``local`` buffers (stratum 4
