@@ -126,6 +126,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated substrings of kernel names")
     ap.add_argument("--no-nvrtc", action="store_true", help="skip codegen, NVRTC and the warm compile")
+    ap.add_argument("--no-nvrtc-keep-codegen", action="store_true",
+                    help="time codegen, skip NVRTC and the warm compile (cold then lacks NVRTC)")
     ap.add_argument("--median", action="store_true", help="medians of the runs instead of the least times")
     args = ap.parse_args()
 
@@ -146,6 +148,8 @@ def main() -> int:
             return [t_trace, t_sched, t_verify, None, None], note, result
         try:
             t_low, low = _timed(lambda: generate(result.scheduled))
+            if args.no_nvrtc_keep_codegen:
+                return [t_trace, t_sched, t_verify, t_low, None], note, result
             t_nvrtc, _ = _timed(lambda: nvrtc.compile_cuda(low.source, f"{low.symbol}.cu"))
         except EgtileError as err:
             return [t_trace, t_sched, t_verify, None, None], type(err).__name__, result
@@ -173,7 +177,7 @@ def main() -> int:
                 vals = [r[0][i] for r in runs]
                 cols.append(None if any(v is None for v in vals) else pick(vals))
             warm_t = None
-            if cols[3] is not None:
+            if cols[4] is not None:
                 os.environ["EGTILE_DISABLE_CACHE"] = "0"
                 egtile.compile(trace(), target="cuda")  # fill both caches
                 warm_t = pick([warm(trace) for _ in range(args.repeat)])

@@ -207,6 +207,9 @@ class JITKernel:
         self._empty = torch.empty
         self._devices: dict[int, Any] = {}
         self._call = self._call_cuda if self.target == "cuda" else self._call_cpu
+        self._accept_launch = self._check.accept_launch
+        if self.target == "cuda" and not self._outputs and self._accept_launch is not None:
+            self._call = self._call_cuda_accepted
 
     def __call__(self, *tensors: Any, **kwargs: Any) -> Any:
         """Run the kernel.
@@ -228,6 +231,16 @@ class JITKernel:
                                 f"({', '.join(p.name for p in self.kernel.params)}); got keyword argument(s) "
                                 f"{', '.join(sorted(kwargs))}")
         return self._call(tensors)
+
+    def _call_cuda_accepted(self, tensors: tuple[Any, ...]) -> None:
+        # _call_cuda without outputs, through the checks that also return the pointers the launch writes
+        if not self._launchable:
+            return self._call_cuda(tensors)
+        accepted = self._accept_launch(tensors)
+        if accepted is None:
+            return self._call_cuda(tensors)  # the complete check raises the message (or accepts)
+        self._runtime.launch_accepted(tensors, accepted)
+        return None
 
     def _call_cuda(self, tensors: tuple[Any, ...]) -> Any:
         if not self._launchable:

@@ -202,16 +202,22 @@ class Checker:
             parameters that may not alias (a written one and any other), and compares them with constants
             bound at generation, so a call builds no tuple, message or dictionary.
 
+        accept_launch: for ``device="cuda"`` (and at least one parameter), the same rules with what a launch
+            reads next: ``accept_launch(tensors) -> (ptr_0, ..., ptr_n-1, device) | None``, every tensor's
+            ``data_ptr()`` and the device index when every rule holds, else ``None`` (so a launch does not
+            read the pointers a second time, :meth:`egtile.runtime.CudaKernel.launch_accepted`).
+
     Calling the checker itself runs ``accept`` and, on :data:`REJECT`, ``explain``; it returns the device.
     """
 
-    __slots__ = ("accept", "_explain", "_cuda")
+    __slots__ = ("accept", "accept_launch", "_explain", "_cuda")
 
     def __init__(self, params: Sequence[Any], *, device: str | None, written: Collection[str],
                  explain: Callable[[Sequence[Any]], None], name: str = "kernel") -> None:
         self._explain = explain
         self._cuda = device == "cuda"
         self.accept = _generate(params, device, written, name)
+        self.accept_launch = _generate(params, device, written, name, launch=True) if self._cuda and params else None
 
     def __call__(self, tensors: Sequence[Any]) -> int:
         d = self.accept(tensors)
@@ -228,13 +234,16 @@ def _nbytes(p: Any) -> int:
     return n * lookup_dtype(p.dtype).bytes
 
 
-def _generate(params: Sequence[Any], device: str | None, written: Collection[str], name: str) -> Callable[..., int]:
-    """The source of :attr:`Checker.accept` for ``params``, compiled (see :class:`Checker`)."""
+def _generate(params: Sequence[Any], device: str | None, written: Collection[str], name: str,
+              launch: bool = False) -> Callable[..., Any]:
+    """The source of :attr:`Checker.accept` (``launch``: :attr:`Checker.accept_launch`) for ``params``,
+    compiled (see :class:`Checker`)."""
     import torch
 
     env: dict[str, Any] = {"Tensor": torch.Tensor, "inference_mode": torch.is_inference_mode_enabled,
                            "grad_enabled": torch.is_grad_enabled}
     lines = ["def accept(ts):"]
+    REJECT = "None" if launch else globals()["REJECT"]  # noqa: N806 - the generated code's refusal
     # ``is_contiguous()`` is the stride rule (extent-1 dimensions ignored) except for tensors without
     # elements, which torch calls contiguous whatever their strides: those always go to the complete check.
     if any(0 in p.shape for p in params):
@@ -262,13 +271,15 @@ def _generate(params: Sequence[Any], device: str | None, written: Collection[str
             lines.append(f"    if {' or '.join(conds)}: return {REJECT}")
             if many:
                 lines.append("    d = t.get_device()" if i == 0 else f"    if t.get_device() != d: return {REJECT}")
-            if i in aliasable:
+            if i in aliasable or launch:
                 lines.append(f"    p{i} = t.data_ptr()")
         # no written parameter overlaps another (see _check_no_alias): byte spans, sizes bound at generation
         for i, j in pairs:
             bi, bj = _nbytes(params[i]), _nbytes(params[j])
             lines.append(f"    if p{i} < p{j} + {bj} and p{j} < p{i} + {bi}: return {REJECT}")
         result = "-1" if device != "cuda" or not params else ("d" if many else "0")
+        if launch:
+            result = f"({''.join(f'p{i}, ' for i in range(len(params)))}{result})"
         lines.append(f"    return {result}")
     exec(compile("\n".join(lines) + "\n", f"<argument checks of kernel {name!r}>", "exec"), env)  # noqa: S102
     return env["accept"]

@@ -27,7 +27,7 @@ extracted only when the schedule it enables is cheaper.
 
 from __future__ import annotations
 
-from egglog import Bool, String, eq, function, i64, rewrite, rule, set_, var
+from egglog import Bool, String, eq, function, i64, relation, rewrite, rule, set_, var
 
 from egtile.schedule import dataflow as D
 from egtile.schedule.rule import Rule, Violation, stmt_condition
@@ -44,11 +44,34 @@ def splittable(st: Stmt) -> Bool:
     """``st`` is a ``T.Parallel`` with at least two body statements."""
 
 
+par_tail = relation("par_tail", Block)
+"""``par_tail(c)``: list cell ``c`` is a proper suffix of a ``T.Parallel`` body (where the loop may be split)."""
+rest_reads_local = relation("rest_reads_local", Block, String)
+"""``rest_reads_local(c, buf)``: an item of ``T.Parallel`` body suffix ``c`` reads ``local`` buffer ``buf``."""
+rest_writes_local = relation("rest_writes_local", Block, String)
+"""``rest_writes_local(c, buf)``: an item of ``T.Parallel`` body suffix ``c`` writes ``local`` buffer ``buf``."""
+
+
+def _derive():
+    # What the rest of a T.Parallel body reads and writes, for local buffers only and on the suffixes of
+    # T.Parallel bodies only (the dataflow module summarizes whole lists, not their suffixes): the only
+    # lists and buffers this condition asks about.
+    st, h = var("st", Stmt), var("h", Stmt)
+    s = var("s", i64)
+    b = var("b", String)
+    r, c = var("r", Block), var("c", Block)
+    yield rule(eq(st).to(Stmt.par(s, Block.cons(h, r)))).then(par_tail(r))
+    yield rule(par_tail(c), eq(c).to(Block.cons(h, r))).then(par_tail(r))
+    for item, rest in ((D.reads, rest_reads_local), (D.writes, rest_writes_local)):
+        yield rule(par_tail(c), eq(c).to(Block.cons(h, r)), item(h, b), D.scope(b, String("local"))).then(rest(c, b))
+        yield rule(par_tail(c), eq(c).to(Block.cons(h, r)), rest(r, b)).then(rest(c, b))
+
+
 def _violations(w):
     # st = par(s, cons(h, r)): h and the rest of the body exchange a local value.
     shape = (eq(w.st).to(Stmt.par(w.s, Block.cons(w.h, w.r))), D.scope(w.b, String("local")))
-    for a, b in ((D.writes(w.h, w.b), D.list_reads(w.r, w.b)), (D.writes(w.h, w.b), D.list_writes(w.r, w.b)),
-                 (D.reads(w.h, w.b), D.list_writes(w.r, w.b))):
+    for a, b in ((D.writes(w.h, w.b), rest_reads_local(w.r, w.b)), (D.writes(w.h, w.b), rest_writes_local(w.r, w.b)),
+                 (D.reads(w.h, w.b), rest_writes_local(w.r, w.b))):
         yield Violation((*shape, a, b, eq(w.i).to(D.sid_of(w.h))), w.i, -1, w.b)
 
 
@@ -61,7 +84,7 @@ def _explain(ctx, sid: int) -> str:
 KEEPS_LOCAL_FLOW = stmt_condition(
     "fission-keeps-local-flow",
     "no T.Parallel is split between a statement and a later one of its body that share a local buffer (one writes "
-    "it, the other reads or writes it)", _violations, _explain)
+    "it, the other reads or writes it)", _violations, _explain, derive=tuple(_derive()))
 
 
 def blocked(st):
@@ -107,4 +130,5 @@ parallel_fission = Rule(
 RULES = (parallel_fission,)
 DECISIONS = ()
 
-__all__ = ["DECISIONS", "KEEPS_LOCAL_FLOW", "blocked", "RULES", "parallel_fission", "split_pars"]
+__all__ = ["DECISIONS", "KEEPS_LOCAL_FLOW", "RULES", "blocked", "par_tail", "parallel_fission", "rest_reads_local",
+           "rest_writes_local", "split_pars"]

@@ -105,6 +105,21 @@ def test_outside_rows_grow_linearly_with_one_buffer_per_statement():
     assert big <= 6 * small, (small, big)  # 4x the statements; all statement x buffer pairs would be 16x
 
 
+def test_list_summaries_grow_linearly_with_one_buffer_per_statement():
+    """What each list reads and writes is derived for whole lists (kernel body, statement bodies), not for
+    every suffix: with a buffer per statement, summaries of every suffix would be N^2/2 rows per relation."""
+    from egtile.rules import fission
+
+    def rows(n: int) -> int:
+        s = saturate(_chain(n))
+        return sum(s.egraph.function_size(f) for f in (D.list_reads, D.list_writes, D.list_has, D.list_cell,
+                                                         D.list_member, D.after_read, D.after_write,
+                                                         fission.rest_reads_local, fission.rest_writes_local))
+
+    small, big = rows(8), rows(32)
+    assert big <= 6 * small, (small, big)  # 4x the statements
+
+
 def _chain(n: int):
     @T.prim_func
     def main(X: T.Tensor((128, 256), "float16"), Y: T.Tensor((128, 256), "float16")):

@@ -341,6 +341,41 @@ def test_compiled_checks_are_never_looser_than_the_complete_checks(device, infer
     assert "good" not in rejected and "inference input" not in rejected
 
 
+@pytest.mark.parametrize("inference_mode", [False, True])
+def test_checks_that_return_the_pointers_accept_exactly_what_the_device_checks_accept(fake, inference_mode):
+    """``Checker.accept_launch`` (the call path of a CUDA kernel without outputs) refuses exactly what
+    ``accept`` refuses, and otherwise returns every tensor's data pointer and the device (0, one GPU)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4, 8), "float16"), Out: T.Tensor((4,), "int32")):
+        with T.Kernel(1) as bx:
+            Out[bx] = T.cast(A[bx, 0], "int32")
+
+    kernel = main.kernel
+    written = written_params(kernel)
+    checker = Checker(kernel.params, device="cuda", written=written,
+                      explain=lambda ts: check_args(kernel, ts, device="cuda", written=written))
+    refused = set()
+    for name, args in _candidates() + [("alias", [torch.zeros(32).half().view(4, 8), None])]:
+        if args[-1] is None:  # Out over A's bytes
+            args = [args[0], args[0].view(-1)[:8].view(torch.int32)]
+        with torch.inference_mode(inference_mode):
+            try:
+                want = checker.accept(args)
+            except Exception as e:  # noqa: BLE001 - both must raise alike
+                with pytest.raises(type(e)):
+                    checker.accept_launch(args)
+                continue
+            got = checker.accept_launch(args)
+        if want == REJECT:
+            assert got is None, name
+            refused.add(name)
+        else:
+            assert got == (*ptrs(*args), want), name
+    assert {"few", "many", "list", "dtype", "shape", "transposed", "strided", "grad", "alias"} <= refused
+    assert "good" not in refused
+
+
 # ----------------------------------------------------------------------------------------------------
 # GPU
 

@@ -124,7 +124,27 @@ class CudaKernel:
     def __call__(self, *tensors: Any) -> None:
         if not self._gpu_seen:
             self._require_gpu()
-        self.launch(tensors, self._checker(tensors))
+        fast = self._checker.accept_launch
+        accepted = fast(tensors) if fast is not None else None
+        if accepted is None:
+            self.launch(tensors, self._checker(tensors))
+        else:
+            self.launch_accepted(tensors, accepted)
+
+    def launch_accepted(self, tensors: Sequence[Any], accepted: tuple[int, ...]) -> None:
+        """:meth:`launch` of tensors that :attr:`egtile.validate.Checker.accept_launch` accepted, with what it
+        returned (their pointers, then their device), so the pointers are not read again."""
+        device = accepted[-1]
+        p = self._plans.get(device) or self.plan(device)
+        if p.current_device() == device:
+            p.launch(tensors, p.current_stream(device), accepted)
+        else:
+            import torch
+
+            with torch.cuda.device(device):
+                p.launch(tensors, p.current_stream(device), accepted)
+        if self.watchdog_s is not None:
+            self._wait(device, self.watchdog_s)
 
     def launch(self, tensors: Sequence[Any], device: int) -> None:
         """Launch on ``tensors`` (one per parameter, already checked: dtype, shape, contiguity, all on CUDA
@@ -217,17 +237,20 @@ class _Plan:
         self._stream_type = d.CUstream
         self._pointers = _pointer_reader(len(built.params))
 
-    def launch(self, tensors: Sequence[Any], stream: int) -> None:
+    def launch(self, tensors: Sequence[Any], stream: int, pointers: tuple[int, ...] | None = None) -> None:
         """Write the arguments into this thread's lane and launch on ``stream`` (a ``cudaStream_t``).
 
-        Only what changed since this thread's previous launch is rewritten: the pointer values (checked for
+        ``pointers``: the tensors' ``data_ptr()`` values in order, possibly followed by more values (the
+        device, from :attr:`~egtile.validate.Checker.accept_launch`); read here when not given. Only what
+        changed since this thread's previous launch is rewritten: the pointer values (checked for
         alignment) when any differs, a tensor-map slot when its operand's address differs, the config's
         stream when torch's current stream differs."""
         try:
             lane = self._local.lane
         except AttributeError:
             lane = self._local.lane = _Lane(self)
-        pointers = self._pointers(tensors)
+        if pointers is None:
+            pointers = self._pointers(tensors)
         if pointers != lane.pointers:
             self._write_pointers(lane, pointers)
         if stream != lane.stream:
@@ -241,7 +264,7 @@ class _Plan:
         for i, (ptr, align) in enumerate(zip(pointers, self.aligns)):
             if ptr % align:
                 raise misaligned(self.name, self.params[i], ptr, align)
-        lane.block.write_pointers(pointers)
+        lane.block.write_pointers(pointers[:len(self.aligns)])
         for k, i in enumerate(self.map_params):
             ptr = pointers[i]
             if ptr != lane.map_addresses[k]:

@@ -22,8 +22,11 @@ stratification: each stratum is saturated before the next, and a stratum only ne
 ``False`` default and an ``or`` merge) facts of earlier strata; rewrites run only after the whole support
 schedule is at its fixpoint (egglog notes §3.3). The strata:
 
-1. **access and structure** (positive): ``sid_of``; ``reads``/``writes``/``ptr`` of every statement and
-   list (union over bodies); ``has(st, kind)``; ``moves(st, var)`` (``var`` a pipelined loop's); ``whole(st, buf)`` (a reduce); per pipelined body form ``B`` of loop
+1. **access and structure** (positive): ``sid_of``; ``reads``/``writes``/``ptr`` of every statement (a
+   compound one: the union over its bodies) and of every *whole* list (the kernel body, each statement
+   body: ``list_reads`` ...; not their proper suffixes, which would cost cells x buffers rows; a condition
+   that needs the rest of a list derives it for the lists and buffers it asks about, as
+   :mod:`egtile.rules.fission` does); ``has(st, kind)``; ``moves(st, var)`` (``var`` a pipelined loop's); ``whole(st, buf)`` (a reduce); per pipelined body form ``B`` of loop
    ``L`` (``pipelined(L, B)``; a rule that rewrites a body builds a new form, never edits one in place):
    ``body_of(L, B)``, ``member_at(st, B, i)``; what is read and written *outside* each list item
    (``outside_read``/``outside_write``, top-down from the kernel body), for ``local`` buffers (stratum 4
@@ -98,7 +101,15 @@ def sid_of(st: Stmt) -> i64:
 reads = relation("reads", Stmt, String)
 writes = relation("writes", Stmt, String)
 ptr = relation("ptr", Stmt, String)
+list_cell = relation("list_cell", Block, Block)
+"""``list_cell(L, c)``: ``c`` is whole list ``L`` or one of its suffixes (``L``: the kernel body or a statement
+body, :data:`child`)."""
+list_member = relation("list_member", Block, Stmt)
+"""``list_member(L, st)``: ``st`` is an item of whole list ``L`` (the head of one of its cells)."""
 list_reads = relation("list_reads", Block, String)
+"""``list_reads(L, buf)``: an item of *whole* list ``L`` reads ``buf`` (likewise ``list_writes``, ``list_ptr``,
+``list_has``, ``list_moves``, ``list_whole``). Derived for the kernel body and for every statement body
+(a loop's, a branch's, a ``T.Parallel``'s, each pipelined body form), not for their proper suffixes."""
 list_writes = relation("list_writes", Block, String)
 list_ptr = relation("list_ptr", Block, String)
 has = relation("has", Stmt, String)
@@ -125,6 +136,10 @@ nested = relation("nested", Block)
 """A list that is a (part of a) statement body: reached from the kernel body through compound statements."""
 in_loop = relation("in_loop", Block)
 enclosed = relation("enclosed", Stmt)
+after_read = relation("after_read", Block, String)
+"""``after_read(c, buf)``: an item of list cell ``c`` (a suffix of a nested list) reads ``buf``, for the buffers
+:func:`_outside_rules` tracks only (likewise ``after_write``)."""
+after_write = relation("after_write", Block, String)
 before_read = relation("before_read", Block, String)
 before_write = relation("before_write", Block, String)
 outside_read = relation("outside_read", Stmt, String)
@@ -257,11 +272,16 @@ def _access_rules() -> Iterator[Any]:
     yield rule(leaf(st, s), index_var(s, k), loop_var(n, k), kind(n, String("pipelined"))).then(moves(st, k))
     yield rule(leaf(st, s), kind(s, String("reduce")), own_read(s, b)).then(whole(st, b))
     yield rule(leaf(st, s), kind(s, String("reduce")), own_write(s, b)).then(whole(st, b))
+    # List summaries, for whole lists only (the kernel body and every statement body): each one's cells
+    # and members once, then the union of its members' rows. Summarizing every list suffix instead would
+    # cost (cells x buffers) rows, quadratic in the statement count when statements have their own buffers.
+    yield rule(root(blk)).then(list_cell(blk, blk))
+    yield rule(child(st, body)).then(list_cell(body, body))
+    yield rule(list_cell(blk, other), eq(other).to(Block.cons(h, r))).then(list_cell(blk, r), list_member(blk, h))
     for item, lst in ((reads, list_reads), (writes, list_writes), (ptr, list_ptr), (has, list_has),
                       (moves, list_moves), (whole, list_whole)):
         yield rule(child(st, body), lst(body, b)).then(item(st, b))
-        yield rule(eq(blk).to(Block.cons(h, r)), item(h, b)).then(lst(blk, b))
-        yield rule(eq(blk).to(Block.cons(h, r)), lst(r, b)).then(lst(blk, b))
+        yield rule(list_member(blk, h), item(h, b)).then(lst(blk, b))
     # An issued statement is the statement (same accesses, same leaves).
     yield rule(eq(st).to(Stmt.issue(h, ctx)), eq(s).to(sid_of(h))).then(set_(sid_of(st)).to(s))
     yield rule(eq(st).to(Stmt.issue(h, ctx)), eq(n).to(st_items(h)), eq(w1).to(st_work(h))).then(
@@ -309,11 +329,13 @@ def _outside_rules(tracked) -> Iterator[Any]:
     s = var("s", i64)
     b = var("b", String)
     body, r, blk = var("body", Block), var("r", Block), var("blk", Block)
-    for rel, own, lst, before, outside in ((reads, own_read, list_reads, before_read, outside_read),
-                                           (writes, own_write, list_writes, before_write, outside_write)):
+    for rel, own, after, before, outside in ((reads, own_read, after_read, before_read, outside_read),
+                                             (writes, own_write, after_write, before_write, outside_write)):
         yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), before(blk, b)).then(before(r, b), outside(h, b))
-        yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), rel(h, b), *tracked(b)).then(before(r, b))
-        yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), lst(r, b), *tracked(b)).then(outside(h, b))
+        yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), rel(h, b), *tracked(b)).then(before(r, b),
+                                                                                           after(blk, b))
+        yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), after(r, b)).then(after(blk, b))
+        yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), after(r, b)).then(outside(h, b))
         yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), child(h, body), outside(h, b)).then(before(body, b))
         yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), child(h, body), stmt_of(h, s), own(s, b),
                    *tracked(b)).then(before(body, b))
@@ -432,7 +454,7 @@ def support(facts: tuple[Any, ...] = (), checks: tuple[Any, ...] = (), expansion
 
 
 __all__ = [
-    "ANY_BUFFER", "EXPANSION", "NOT_PRODUCER_KINDS", "STRATA", "addr_load", "addr_var", "var_kind", "body_of", "cell_at", "clist_of", "clist_root", "consumer", "disqualified", "enclosed", "escapes",
+    "ANY_BUFFER", "EXPANSION", "after_read", "after_write", "list_cell", "list_member", "list_ptr", "list_moves", "NOT_PRODUCER_KINDS", "STRATA", "addr_load", "addr_var", "var_kind", "body_of", "cell_at", "clist_of", "clist_root", "consumer", "disqualified", "enclosed", "escapes",
     "fails", "fails_st", "guarded", "has", "index_var", "items", "kernel_threads", "kernel_write", "kind",
     "leaf_work", "list_has", "list_reads", "list_writes", "loop_var", "member_at", "moves", "moves_loop",
     "nested", "nonlocal_", "num_stages", "outside_read", "outside_write", "own_ptr", "own_read", "own_write",
