@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from soundness.check import VARIANTS, check, ruleset, schedule
 from soundness.conftest import long_budget
+from soundness.gemm_programs import gemm_programs
 from soundness.programs import programs
 
 from egtile import rules
@@ -46,6 +47,38 @@ def test_default_rules_are_sound(soundness_long):
         problems = check(program.kernel, cheapest, program.args())
         assert not problems, f"{program}, cheapest schedule:\n" + "\n".join(problems[:10])
         for variant in variants[:6]:  # the first variant (in drawn order) that gives another schedule
+            other = schedule(program.kernel, variant_ruleset(variant))
+            if other is None or other.body == cheapest.body:
+                continue
+            problems = check(program.kernel, other, program.args(seed=1))
+            assert not problems, f"{program}, schedule {variant}:\n" + "\n".join(problems[:10])
+            return
+
+    sound()
+
+
+GEMM_BUDGET = 4
+GEMM_LONG_BUDGET = 80
+
+
+def test_gemm_and_reduction_programs_are_sound(soundness_long):
+    """The gemm / reduction generator (:mod:`gemm_programs`: wgmma or SIMT ``T.gemm`` into a register
+    fragment or a shared tile, ``T.reduce_*``, a ``T.Parallel`` by the accumulator's layout with
+    ``T.if_then_else``, whole and partial copies out, 1-3 consumer warpgroups): the cheapest schedule and
+    one other legal one pass ``verify`` and reproduce the interpreter exactly in the simulator."""
+    budget = long_budget(GEMM_LONG_BUDGET) if soundness_long else GEMM_BUDGET
+
+    @settings(max_examples=budget, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(gemm_programs(), st.permutations(variant_choices()))
+    def sound(program, variants):
+        cheapest = schedule(program.kernel, rules.default())
+        assert cheapest is not None, f"the default rules find no schedule for {program}"
+        problems = check(program.kernel, cheapest, program.args())
+        assert not problems, f"{program}, cheapest schedule:\n" + "\n".join(problems[:10])
+        if not soundness_long:
+            return  # the simulator is slow on a gemm tile: other schedules only in long runs
+        for variant in variants[:6]:
             other = schedule(program.kernel, variant_ruleset(variant))
             if other is None or other.body == cheapest.body:
                 continue
