@@ -1,0 +1,47 @@
+"""Tests that kill the surviving cosmic-ray mutants of ``rules/`` (docs/mutation.md)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import egtile.rules as R
+from egtile import language as T
+from egtile.ir import RoleSplit, swalk
+from egtile.rules import NumSpec
+from egtile.rules.warp_specialize import PRODUCER_REGS, PRODUCER_THREADS, REGISTER_FILE
+from egtile.schedule.driver import optimize
+
+
+def _copy_consume(threads: int):
+    @T.prim_func
+    def main(In: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 64), "float16")):
+        with T.Kernel(1, threads=threads) as _bx:
+            X_s = T.alloc_shared((64,), "float16")
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(In[k, 0:64], X_s)
+                for i in T.Parallel(64):
+                    Out[k, i] = X_s[i]
+
+    return main
+
+
+def _with_inc(inc: int) -> R.RuleSet:
+    plan = NumSpec("ws.inc", f"a plan of {inc} consumer registers", lambda ctx, s: inc, scope="pipelined")
+    ws = R.builtin().rule("pipeline-warp-specialize")
+    return R.builtin().replace(replace(ws, oracles=(plan,) + ws.oracles))
+
+
+def test_the_register_budget_counts_every_producer_thread_s_registers():
+    # warp_specialize.py register-budget: ``dec * P`` -> ``dec + P`` lets a plan in that overflows the register
+    # file only through the producer warpgroup's 128 x dec registers
+    consumers = 256
+    over = 240  # the hardware's largest setmaxnreg; 236 is the most 256 consumer threads may have
+    assert PRODUCER_THREADS * PRODUCER_REGS + over * consumers > REGISTER_FILE
+    assert PRODUCER_THREADS + PRODUCER_REGS + over * consumers <= REGISTER_FILE
+    r = optimize(_copy_consume(consumers), rules=_with_inc(over))
+    assert not any(isinstance(x, RoleSplit) for x in swalk(r.scheduled.body))
+    rej = next(x for x in r.rejected if x.rule == "pipeline-warp-specialize")
+    assert rej.failed == ("register-budget",)
+    # one step of 8 below (the builtin plan for 256 consumer threads) it fits and the loop is warp-specialized
+    fits = optimize(_copy_consume(consumers), rules=_with_inc(over - 8))
+    assert any(isinstance(x, RoleSplit) for x in swalk(fits.scheduled.body))
