@@ -45,3 +45,23 @@ def test_the_register_budget_counts_every_producer_thread_s_registers():
     # one step of 8 below (the builtin plan for 256 consumer threads) it fits and the loop is warp-specialized
     fits = optimize(_copy_consume(consumers), rules=_with_inc(over - 8))
     assert any(isinstance(x, RoleSplit) for x in swalk(fits.scheduled.body))
+
+
+def test_a_warp_specialization_refusal_names_both_statements_of_its_witness():
+    # warp_specialize.py witness_text: ``a >= 0`` -> ``a < 0`` drops the producer from the explanation
+    @T.prim_func
+    def main(G: T.Tensor((8, 64), "float16"), Out: T.Tensor((4, 64), "float16")):
+        with T.Kernel(1, threads=128) as _bx:
+            X_s = T.alloc_shared((64,), "float16")
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(G[k, 0:64], X_s)
+                for i in T.Parallel(64):
+                    G[k + 1, i] = X_s[i] * T.float16(2.0)
+                for i in T.Parallel(64):
+                    Out[k, i] = X_s[i]
+
+    r = optimize(main)
+    rej = next(x for x in r.rejected if x.rule == "pipeline-warp-specialize")
+    assert rej.failed == ("ws-no-producer-reads-consumer-write",)
+    assert "`T.copy(G[k, 0:64], X_s)` (sid 2" in rej.reason
+    assert "reads G, which consumer `for i in T.Parallel(64): G[k + 1, i]" in rej.reason
