@@ -546,8 +546,9 @@ def _different(a, b) -> bool:
     return a is None or (a.body, a.buffers, a.barriers, a.threads) != (b.body, b.buffers, b.barriers, b.threads)
 
 
-def _witness_outcome(key) -> str | None:
-    """``None`` when the mutant is caught on its witness, else why not."""
+def _witness_outcome(key, check_reference: bool = True) -> str | None:
+    """``None`` when the mutant is caught on its witness, else why not. ``check_reference``: also check
+    that the rules' own schedule of the witness is clean (long runs; the cost of a CI run is there)."""
     w = WITNESS[key]
     kernel = w.make()
     base = w.ruleset()
@@ -556,7 +557,7 @@ def _witness_outcome(key) -> str | None:
         return None  # the mutant's compile fails loudly (the lowering refuses what the condition kept out)
     ref, ref_err = _try_schedule(kernel, base)
     assert ref_err is None, ref_err
-    if ref is not None:
+    if ref is not None and check_reference:
         assert not w.catch(kernel, ref), f"{key}: the witness's legal schedule is not clean"
     if sched is None:
         # where the rules compile the witness and the mutant refuses it, the refusal is loud
@@ -571,8 +572,10 @@ def _witness_outcome(key) -> str | None:
 
 
 @pytest.mark.parametrize("key", [k for k in KEYS if k in WITNESS], ids=lambda k: f"{k[0]}.{k[1]}")
-def test_condition_mutant_is_caught_on_its_witness(key):
-    why = _witness_outcome(key)
+def test_condition_mutant_is_caught_on_its_witness(key, soundness_long):
+    if key in GAPS and not soundness_long:
+        pytest.xfail(f"known gap (checked in --soundness-long runs): {GAPS[key]}")
+    why = _witness_outcome(key, check_reference=soundness_long)
     if key in GAPS:
         if why is None:
             pytest.fail(f"{key} is caught on its witness now: remove it from GAPS")

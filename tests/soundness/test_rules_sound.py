@@ -117,6 +117,31 @@ def test_generated_schedules_compile_with_nvrtc(soundness_long):
     compiles()
 
 
+GEMM_CODEGEN_BUDGET = 2
+
+
+def test_generated_gemm_schedules_compile_with_nvrtc(soundness_long):
+    """The gemm / reduction programs' cheapest schedules (wgmma or SIMT) lower to CUDA C++ that NVRTC
+    compiles for sm_90a, with the synchronization the schedule needs present in the machine code."""
+    from soundness.protocol import missing_sass
+
+    from egtile.codegen import build, sass
+
+    @settings(max_examples=long_budget(40) if soundness_long else GEMM_CODEGEN_BUDGET, derandomize=True,
+              database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(gemm_programs())
+    def compiles(program):
+        sched = schedule(program.kernel, rules.default())
+        assert sched is not None, f"the default rules find no schedule for {program}"
+        built = build(sched)
+        assert built.cubin[:4] == b"\x7fELF", program
+        if sass.available():
+            missing = missing_sass(sched, sass.disassemble(built.cubin))
+            assert not missing, f"{program}: {missing}"
+
+    compiles()
+
+
 GPU_BUDGET = 16
 
 
