@@ -57,7 +57,7 @@ def test_default_rules_are_sound(soundness_long):
     sound()
 
 
-GEMM_BUDGET = 4
+GEMM_BUDGET = 3
 GEMM_LONG_BUDGET = 80
 
 
