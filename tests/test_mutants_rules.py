@@ -65,3 +65,13 @@ def test_a_warp_specialization_refusal_names_both_statements_of_its_witness():
     assert rej.failed == ("ws-no-producer-reads-consumer-write",)
     assert "`T.copy(G[k, 0:64], X_s)` (sid 2" in rej.reason
     assert "reads G, which consumer `for i in T.Parallel(64): G[k + 1, i]" in rej.reason
+
+
+def test_the_release_explanation_names_the_last_consumer_statement_it_cannot_move_above():
+    # barrier.py position_notes: ``prev.op != "wait_full"`` -> ``==`` words every release as "right after
+    # the wait" and drops the hoist-release rejection from the explanation
+    r = optimize(_copy_consume(128))
+    text = r.explain()
+    assert "hoist-release: release empty_0 after `for i in T.Parallel(64): Out[k, i] = X_s[i]`" in text
+    assert "it cannot move above `for i in T.Parallel(64): Out[k, i] = X_s[i]`" in text
+    assert "right after the wait" not in text
