@@ -75,3 +75,31 @@ def test_the_release_explanation_names_the_last_consumer_statement_it_cannot_mov
     assert "hoist-release: release empty_0 after `for i in T.Parallel(64): Out[k, i] = X_s[i]`" in text
     assert "it cannot move above `for i in T.Parallel(64): Out[k, i] = X_s[i]`" in text
     assert "right after the wait" not in text
+
+
+def test_a_wait_or_release_rejection_names_the_loop_s_barrier():
+    # barrier.py _explain: ``rows[0][0]`` (the loop of the witness row) -> ``rows[0][1]`` names another
+    # statement's barrier
+    r = optimize(_copy_consume(128))
+    reasons = {x.rule: x.reason for x in r.rejected if x.rule in ("sink-wait", "hoist-release")}
+    assert "reads X_s, which full_0 guards (written by a producer of this loop)" in reasons["sink-wait"]
+    assert "reads X_s, which full_0 guards (it must finish with the stage before the release)" in reasons["hoist-release"]
+
+
+def test_without_sink_wait_the_explanation_says_the_rule_is_not_in_the_ruleset():
+    # barrier.py position_notes: ``sink is None`` -> ``is not None`` words a missing rule as "costs more"
+    @T.prim_func
+    def main(In: T.Tensor((4, 64), "float16"), Other: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 64), "float16"),
+             Out2: T.Tensor((4, 64), "float16")):
+        with T.Kernel(1, threads=128) as _bx:
+            X_s = T.alloc_shared((64,), "float16")
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(In[k, 0:64], X_s)
+                for i in T.Parallel(64):
+                    Out2[k, i] = Other[k, i] * T.float16(2.0)
+                for i in T.Parallel(64):
+                    Out[k, i] = X_s[i]
+
+    text = optimize(main, rules=R.builtin().without("sink-wait")).explain()
+    assert "sinking past `for i in T.Parallel(64): Out2[k, i] = Other[k, i] * T.float16(2.0)`" in text
+    assert "is not in the ruleset" in text and "costs more" not in text
