@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from soundness.check import VARIANTS, check, ruleset, schedule
 from soundness.conftest import long_budget
+from soundness.gemm_programs import gemm_programs
 from soundness.programs import programs
 
 from egtile import rules
@@ -56,6 +57,38 @@ def test_default_rules_are_sound(soundness_long):
     sound()
 
 
+GEMM_BUDGET = 3
+GEMM_LONG_BUDGET = 80
+
+
+def test_gemm_and_reduction_programs_are_sound(soundness_long):
+    """The gemm / reduction generator (:mod:`gemm_programs`: wgmma or SIMT ``T.gemm`` into a register
+    fragment or a shared tile, ``T.reduce_*``, a ``T.Parallel`` by the accumulator's layout with
+    ``T.if_then_else``, whole and partial copies out, 1-3 consumer warpgroups): the cheapest schedule and
+    one other legal one pass ``verify`` and reproduce the interpreter exactly in the simulator."""
+    budget = long_budget(GEMM_LONG_BUDGET) if soundness_long else GEMM_BUDGET
+
+    @settings(max_examples=budget, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(gemm_programs(), st.permutations(variant_choices()))
+    def sound(program, variants):
+        cheapest = schedule(program.kernel, rules.default())
+        assert cheapest is not None, f"the default rules find no schedule for {program}"
+        problems = check(program.kernel, cheapest, program.args())
+        assert not problems, f"{program}, cheapest schedule:\n" + "\n".join(problems[:10])
+        if not soundness_long:
+            return  # the simulator is slow on a gemm tile: other schedules only in long runs
+        for variant in variants[:6]:
+            other = schedule(program.kernel, variant_ruleset(variant))
+            if other is None or other.body == cheapest.body:
+                continue
+            problems = check(program.kernel, other, program.args(seed=1))
+            assert not problems, f"{program}, schedule {variant}:\n" + "\n".join(problems[:10])
+            return
+
+    sound()
+
+
 CODEGEN_BUDGET = 12
 
 
@@ -77,6 +110,31 @@ def test_generated_schedules_compile_with_nvrtc(soundness_long):
         assert built.cubin[:4] == b"\x7fELF", program
         # the machine code holds the synchronization the schedule needs (fence.proxy.async as
         # FENCE.VIEW.ASYNC.S, try_wait.parity as SYNCS.PHASECHK, ...), not only the helpers' names
+        if sass.available():
+            missing = missing_sass(sched, sass.disassemble(built.cubin))
+            assert not missing, f"{program}: {missing}"
+
+    compiles()
+
+
+GEMM_CODEGEN_BUDGET = 2
+
+
+def test_generated_gemm_schedules_compile_with_nvrtc(soundness_long):
+    """The gemm / reduction programs' cheapest schedules (wgmma or SIMT) lower to CUDA C++ that NVRTC
+    compiles for sm_90a, with the synchronization the schedule needs present in the machine code."""
+    from soundness.protocol import missing_sass
+
+    from egtile.codegen import build, sass
+
+    @settings(max_examples=long_budget(40) if soundness_long else GEMM_CODEGEN_BUDGET, derandomize=True,
+              database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(gemm_programs())
+    def compiles(program):
+        sched = schedule(program.kernel, rules.default())
+        assert sched is not None, f"the default rules find no schedule for {program}"
+        built = build(sched)
+        assert built.cubin[:4] == b"\x7fELF", program
         if sass.available():
             missing = missing_sass(sched, sass.disassemble(built.cubin))
             assert not missing, f"{program}: {missing}"
