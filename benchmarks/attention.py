@@ -19,7 +19,7 @@ at most about ``--budget`` seconds per contender); an egtile call slower than ``
 Without a GPU of compute capability 9.0 it prints that it was skipped and exits 0.
 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
-                                   [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks 128x64]
+                                   [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks 128x64] [--threads 128] [--stages 1]
                                    [--iters 20] [--budget 2.0] [--egtile-max-s 0.3] [--no-egtile]
 """
 
@@ -82,7 +82,7 @@ def backends():
             ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
 
 
-def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks: tuple[int, int]) -> dict:
+def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks: tuple[int, int, int, int]) -> dict:
     import flash_attention as FA
     from _check import poisoned
     from _devcheck import device_check as check
@@ -112,10 +112,11 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks
         except Exception as e:  # noqa: BLE001  (a backend may refuse a case)
             res[name] = f"n/a ({type(e).__name__}: {str(e).splitlines()[0][:60] if str(e) else ''})"
     if not args.no_egtile:
-        bm, bn = blocks
+        bm, bn, nt, ns = blocks
         try:
             t0 = time.perf_counter()
-            prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, dtype=dt)
+            prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns,
+                                            dtype=dt)
             kernel = egtile.compile(prim, target="cuda")
             res["compile_s"] = time.perf_counter() - t0
             O = poisoned((B, S, H, D), td, "cuda")  # noqa: E741
@@ -146,7 +147,8 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks
         line += f" {n} {val:6.1f}{res.get(n + '_ok', '')}" if isinstance(val, float) else f" {n} {val}"
     eg = res.get("egtile")
     if isinstance(eg, float):
-        line += (f"   egtile {eg:7.2f} TFLOP/s{res.get('egtile_calls', '')} ({bm}x{bn}, compile "
+        line += (f"   egtile {eg:7.2f} TFLOP/s{res.get('egtile_calls', '')} ({bm}x{bn}, {nt} threads, "
+                 f"{ns} stage(s), compile "
                  f"{res['compile_s']:.1f} s)")
         if best:
             line += f"   ratio {eg / best:6.3f}"
@@ -164,6 +166,8 @@ def main() -> int:
     ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     ap.add_argument("--shape", action="append", default=[], help="B,H,S,D: run exactly these shapes (repeatable)")
     ap.add_argument("--blocks", default="128x64", help="egtile's block_M x block_N")
+    ap.add_argument("--threads", type=int, default=128, help="egtile's threads per block (T.Kernel threads=)")
+    ap.add_argument("--stages", type=int, default=1, help="egtile's T.Pipelined num_stages")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per contender, about")
     ap.add_argument("--no-egtile", action="store_true", help="torch's backends only")
@@ -178,7 +182,7 @@ def main() -> int:
               f"torch.cuda.is_available() = {torch.cuda.is_available()})")
         return 0
     sys.argv = [sys.argv[0], "--target", "cuda"]  # the example reads --target at import
-    blocks = tuple(int(x) for x in args.blocks.split("x"))
+    blocks = (*(int(x) for x in args.blocks.split("x")), args.threads, args.stages)
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     if args.shape:
         shapes = [tuple(int(x) for x in s.split(",")) for s in args.shape]
