@@ -295,6 +295,42 @@ def _gemm(bk: int = 32, dtype: str = "float16", reduce: bool = False, simt_a: bo
     return main.kernel
 
 
+def _chained_gemm(n: int = 64, simt_v: bool = False, reduce: bool = False) -> Kernel:
+    """``O = f16(A B^T) V`` over two K/V blocks: the first gemm's accumulator cast to float16 in registers is
+    the second's A operand (``gemm-to-wgmma-rs``, attention's ``P V``). ``n``: the first gemm's N (the second's
+    K); ``simt_v``: V's tile written by a T.Parallel (generic stores); ``reduce``: a row sum of the output
+    copied out (a user that keeps the fragment group in shared memory)."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((2 * n, 32), "float16"), V: T.Tensor((2 * n, 64), "float16"),
+             O: T.Tensor((64, 64), "float32"), R: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            Q_s = T.alloc_shared((64, 32), "float16")
+            K_s = T.alloc_shared((n, 32), "float16")
+            V_s = T.alloc_shared((n, 64), "float16")
+            S = T.alloc_fragment((64, n), "float32")
+            P = T.alloc_fragment((64, n), "float16")
+            O_f = T.alloc_fragment((64, 64), "float32")
+            T.copy(A[0, 0], Q_s)
+            T.clear(O_f)
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(B[k * n, 0], K_s)
+                if simt_v:
+                    for i, j in T.Parallel(n, 64):
+                        V_s[i, j] = V[k * n + i, j]
+                else:
+                    T.copy(V[k * n, 0], V_s)
+                T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
+                T.copy(S, P)
+                T.gemm(P, V_s, O_f)
+            if reduce:
+                r_f = T.alloc_fragment((64,), "float32")
+                T.reduce_sum(O_f, r_f, dim=1)
+                T.copy(r_f, R[0])
+            T.copy(O_f, O[0, 0])
+
+    return main.kernel
+
+
 def _greedy_register_rules() -> rules.RuleSet:
     from dataclasses import replace
 
@@ -310,14 +346,14 @@ def _greedy_register_rules() -> rules.RuleSet:
 
 
 def _args(kernel: Kernel, seed: int = 0) -> list[torch.Tensor]:
-    """Fresh random inputs for every parameter (small integers for gemm operands, so every accumulation
-    is exact); outputs are compared whole against the interpreter run from the same start."""
+    """Fresh random inputs for every parameter (small integers for gemm operands ``A``, ``B``, ``V``, so every
+    accumulation, and the chained gemm's float16 cast of its first product, is exact); outputs are compared whole against the interpreter run from the same start."""
     g = torch.Generator().manual_seed(seed)
     out = []
     for p in kernel.params:
         dt = getattr(torch, p.dtype)
         if dt.is_floating_point:
-            v = torch.randint(-3, 4, p.shape, generator=g).to(dt) if p.name in ("A", "B") else \
+            v = torch.randint(-3, 4, p.shape, generator=g).to(dt) if p.name in ("A", "B", "V") else \
                 torch.randn(p.shape, generator=g).to(dt)
         else:
             v = torch.randint(1, 9, p.shape, generator=g, dtype=dt)
@@ -440,6 +476,12 @@ WITNESS: dict[tuple[str, str], Witness] = {
     ("gemm-to-wgmma", "wgmma-eligible"): Witness(lambda: _gemm(bk=8), cheap=("wgmma",), catch=checkers_and_nvrtc),
     ("gemm-to-wgmma", "fragment-users-admit-registers"): Witness(lambda: _gemm(reduce=True), cheap=("wgmma",)),
     ("gemm-to-wgmma", "wgmma-operands-async-proxy"): Witness(lambda: _gemm(simt_a=True), cheap=("wgmma",)),
+    ("gemm-to-wgmma-rs", "wgmma-rs-eligible"): Witness(lambda: _chained_gemm(n=8), cheap=("wgmma_rs",),
+                                                       catch=checkers_and_nvrtc),
+    ("gemm-to-wgmma-rs", "fragment-users-admit-registers"): Witness(lambda: _chained_gemm(reduce=True),
+                                                                    cheap=("wgmma_rs",)),
+    ("gemm-to-wgmma-rs", "wgmma-operands-async-proxy"): Witness(lambda: _chained_gemm(simt_v=True),
+                                                                cheap=("wgmma_rs",)),
 }
 
 GAPS: dict[tuple[str, str], str] = {
@@ -475,6 +517,10 @@ GAPS: dict[tuple[str, str], str] = {
         "no rejection of the rule is recorded on the witness (the rule's pattern does not match it, or the condition holds there): a witness that reaches the condition is still missing",
     ('gemm-to-wgmma', 'wgmma-eligible'):
         "no rejection of the rule is recorded on the witness (the rule's pattern does not match it, or the condition holds there): a witness that reaches the condition is still missing",
+    ('gemm-to-wgmma-rs', 'wgmma-rs-eligible'):
+        "the rule's binding wgmma_rs_option(sid, split, swb) is filled from the same oracle's legal options only, so "
+        "without the condition an ineligible gemm (K = 8 on the witness) still has no register-A alternative: the "
+        "mutant schedules it as the rules do; the condition is implied by the binding (as for gemm-to-wgmma)",
 }
 """Witnessed conditions whose mutant is not caught yet, with why: each a known gap, listed so that the suite
 says so instead of passing silently (the test fails once the gap closes, so the entry has to go)."""
