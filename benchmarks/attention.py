@@ -19,7 +19,7 @@ at most about ``--budget`` seconds per contender); an egtile call slower than ``
 Without a GPU of compute capability 9.0 it prints that it was skipped and exits 0.
 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
-                                   [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks 128x64] [--threads 128] [--stages 1]
+                                   [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks 128x128] [--threads 256] [--stages 2]
                                    [--iters 20] [--budget 2.0] [--egtile-max-s 0.3] [--no-egtile]
 """
 
@@ -165,9 +165,9 @@ def main() -> int:
     ap.add_argument("--seqs", default="1024,2048,4096,8192,16384")
     ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     ap.add_argument("--shape", action="append", default=[], help="B,H,S,D: run exactly these shapes (repeatable)")
-    ap.add_argument("--blocks", default="128x64", help="egtile's block_M x block_N")
-    ap.add_argument("--threads", type=int, default=128, help="egtile's threads per block (T.Kernel threads=)")
-    ap.add_argument("--stages", type=int, default=1, help="egtile's T.Pipelined num_stages")
+    ap.add_argument("--blocks", default="128x128", help="egtile's block_M x block_N")
+    ap.add_argument("--threads", type=int, default=256, help="egtile's threads per block (T.Kernel threads=)")
+    ap.add_argument("--stages", type=int, default=2, help="egtile's T.Pipelined num_stages")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per contender, about")
     ap.add_argument("--no-egtile", action="store_true", help="torch's backends only")

@@ -23,11 +23,12 @@ mask puts ``-inf`` on every key past the end (its probability is exactly 0, so t
 nothing), and the output rows past the end are not stored. When the blocks divide ``seq_len`` the tiles are
 plain ``T.copy``s (TMA-eligible), as in TileLang.
 
-Register fragments. In TileLang ``acc_s``, ``acc_s_cast`` and ``acc_o`` live in registers and the second GEMM
-takes its A operand (``acc_s_cast``) from registers (wgmma RS). Today's egtile stores fragments in shared
-memory (``docs/architecture.md``) and accepts a fragment anywhere a shared tile goes, so this file already has
-TileLang's form, ``T.gemm(acc_s_cast, V_s, acc_o)``; it becomes a register-A wgmma once the register-fragment
-work (issue 13 item 1) lands, with no change here.
+Register fragments. As in TileLang, ``acc_s``, ``acc_s_cast``, ``acc_o`` and the softmax rows live in
+registers and the second GEMM takes its A operand (``acc_s_cast``) from registers: egtile's e-graph picks
+``gemm-to-wgmma`` for ``Q K^T`` and ``gemm-to-wgmma-rs`` for ``P V`` when every statement touching those
+fragments can run by the accumulator's layout and the registers fit (``kernel.explain()`` says which and
+why; 128x128 blocks at head dim 128 need 256 threads, two consumer warpgroups). A configuration that does
+not fit keeps them in shared memory, correct but far slower.
 
 Checked element by element against a float64 reference on fresh random inputs (float32 on the GPU for the
 benchmark sizes), with a NaN-poisoned ``O``, causal and not, at a sequence length that the blocks divide and
