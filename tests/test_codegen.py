@@ -23,6 +23,7 @@ from egtile.ir import (
 from codegen_kernels import CASES, acceptance_kernels
 from gemm_kernels import gemm_kernel
 from seed_schedules import bug1_schedule, bug2_schedule
+from verify.kernels import flash_attention
 
 
 def _scheduled(prim):
@@ -41,6 +42,9 @@ ALL_SCHEDULES = {
     # tests/test_gemm_gpu.py): the clear, the wgmma and its wait, the fragment copy-out or a by-layout loop
     "wgmma_gemm": lambda: _scheduled(gemm_kernel(128, 128, 64)),
     "wgmma_gemm_epilogue_loop": lambda: _scheduled(gemm_kernel(128, 128, 64, epilogue_loop=True)),
+    # attention in registers: row fragments, the shuffle row reductions, register-A wgmma (run on the GPU by
+    # tests/test_attention_gpu.py)
+    "attention_in_registers": lambda: _scheduled(flash_attention(seq=128)),
 }
 
 

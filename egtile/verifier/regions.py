@@ -237,6 +237,7 @@ class Space:
         self._pieces: dict[Piece, Piece] = {}
         self._fps: dict[tuple, Footprint] = {}
         self._overlap: dict[tuple[int, int], bool] = {}
+        self._member_masks: dict[int, tuple[Points, np.ndarray]] = {}
         self._agree: dict[tuple[int, int], bool] = {}
         self._internal: dict[int, bool] = {}
         self._mat: dict[int, Points | None] = {}
@@ -483,7 +484,16 @@ class Space:
             a, b = self._mat_points(p, shape), self._mat_points(q, shape)
             if a is None or b is None:
                 return True
-            return bool(np.intersect1d(a.flat, b.flat, assume_unique=True).size)
+            if not a.flat.size or not b.flat.size:
+                return False
+            if a.flat.size < b.flat.size:
+                a, b = b, a
+            # One membership mask per (larger) point set, reused for every piece it meets: a gather per pair
+            # instead of intersect1d's sort of both sets (the register fragments' by-layout pieces meet
+            # hundreds of others).
+            mask = self._members(a)
+            bf = b.flat[(b.flat >= 0) & (b.flat < mask.size)]
+            return bool(mask[bf].any())
         met = self._meet_forms(p, q)
         if met is None:
             return False
@@ -555,6 +565,16 @@ class Space:
                 mask &= (res[i] >= f[1]) & (res[i] < f[2])
                 i += 1
         return bool(np.all(own_p[mask] == own_q[mask]))
+
+    def _members(self, a: Points) -> np.ndarray:
+        """A boolean mask over flat element indices ``0 .. max(a)``, true at ``a``'s points (cached per point
+        set; ``a`` is not empty, its indices are not negative)."""
+        got = self._member_masks.get(id(a))
+        if got is None or got[0] is not a:
+            mask = np.zeros(int(a.flat.max()) + 1, dtype=bool)
+            mask[a.flat] = True
+            got = self._member_masks[id(a)] = (a, mask)
+        return got[1]
 
     def _mat_points(self, p, shape) -> Points | None:
         """``p`` as explicit points (``None``: too large to materialize)."""
