@@ -169,12 +169,7 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
                  f"{max_accumulators(k.threads)} (setmaxnreg {WS.consumer_regs(k.threads)} less {ACC_RESERVE}); "
                  f"more consumer threads (T.Kernel(..., threads=)) or a smaller tile"]
         if not p and rows:
-            # the accumulator's group has row fragments (a softmax): each row's replicas must be combinable by
-            # shfl.sync, i.e. lie in one warp (egtile.layout.RowFragment.shuffle_lanes)
-            try:
-                row_projection(tiling.fragment()).shuffle_lanes()
-            except LayoutError as e:
-                p = [f"its rows cannot be reduced by shuffles: {e}"]
+            p = _row_shuffle_problems(tiling)
         if p:
             why += [f"{split} split: {x}" for x in p]
             continue
@@ -266,6 +261,16 @@ OPERANDS_ASYNC_PROXY = Condition(OPERANDS_ASYNC_PROXY.name, OPERANDS_ASYNC_PROXY
 def wgmma(sid: i64Like, split: StringLike, swa: StringLike, swb: StringLike) -> Stmt:
     """``T.gemm`` ``sid`` as wgmma.mma_async instructions with its accumulator split ``split`` over the consumer
     warpgroups and its operands in shared layouts ``swa`` / ``swb``."""
+
+
+def _row_shuffle_problems(tiling: AccumulatorTiling) -> list[str]:
+    """Why a tiling cannot serve an accumulator group with row fragments (a softmax): each row's replicas must
+    be combinable by shfl.sync, i.e. lie in one warp (egtile.layout.RowFragment.shuffle_lanes)."""
+    try:
+        row_projection(tiling.fragment()).shuffle_lanes()
+    except LayoutError as e:
+        return [f"its rows cannot be reduced by shuffles: {e}"]
+    return []
 
 
 def tiling_of(kernel, g: Gemm, split: str) -> AccumulatorTiling:
@@ -441,10 +446,7 @@ def wgmma_rs_options(ctx, g) -> tuple[int, list[str]]:
             p = [f"{tiling.registers_per_thread} accumulator + {a_regs} A registers per thread exceed the budget of "
                  f"{max_accumulators(k.threads)}"]
         if not p and rows:
-            try:
-                row_projection(tiling.fragment()).shuffle_lanes()
-            except LayoutError as e:
-                p = [f"its rows cannot be reduced by shuffles: {e}"]
+            p = _row_shuffle_problems(tiling)
         if p:
             why += [f"{split} split: {x}" for x in p]
             continue
