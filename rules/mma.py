@@ -174,22 +174,12 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
             why += [f"{split} split: {x}" for x in p]
             continue
         for la in SW.LAYOUTS:
-            pa = SW.buffer_problems(ctx, A.name, la)
-            if not pa:
-                try:
-                    pa = _operand_problems(g, "A", SW.smem_tile(*A.shape, A.dtype, la), tiling, K)
-                except LayoutError as e:
-                    pa = [str(e)]
+            pa = _in_layout_problems(ctx, g, "A", A, la, tiling, K)
             if pa:
                 why.append(f"{split} split, A {la}: {pa[0]}")
                 continue
             for lb in SW.LAYOUTS:
-                pb = SW.buffer_problems(ctx, B.name, lb)
-                if not pb:
-                    try:
-                        pb = _operand_problems(g, "B", SW.smem_tile(*B.shape, B.dtype, lb), tiling, K)
-                    except LayoutError as e:
-                        pb = [str(e)]
+                pb = _in_layout_problems(ctx, g, "B", B, lb, tiling, K)
                 if pb:
                     why.append(f"{split} split, B {lb}: {pb[0]}")
                     continue
@@ -261,6 +251,19 @@ OPERANDS_ASYNC_PROXY = Condition(OPERANDS_ASYNC_PROXY.name, OPERANDS_ASYNC_PROXY
 def wgmma(sid: i64Like, split: StringLike, swa: StringLike, swb: StringLike) -> Stmt:
     """``T.gemm`` ``sid`` as wgmma.mma_async instructions with its accumulator split ``split`` over the consumer
     warpgroups and its operands in shared layouts ``swa`` / ``swb``."""
+
+
+def _in_layout_problems(ctx, g: Gemm, role: str, buf, layout: str, tiling: AccumulatorTiling, K: int) -> list[str]:
+    """Why shared operand ``role`` (buffer ``buf``) cannot be read by the tiling's instructions in swizzle
+    ``layout``: the buffer cannot take the mode, or some instruction's operand is not expressible by a
+    descriptor in it."""
+    problems = SW.buffer_problems(ctx, buf.name, layout)
+    if problems:
+        return problems
+    try:
+        return _operand_problems(g, role, SW.smem_tile(*buf.shape, buf.dtype, layout), tiling, K)
+    except LayoutError as e:
+        return [str(e)]
 
 
 def _row_shuffle_problems(tiling: AccumulatorTiling) -> list[str]:
@@ -451,12 +454,7 @@ def wgmma_rs_options(ctx, g) -> tuple[int, list[str]]:
             why += [f"{split} split: {x}" for x in p]
             continue
         for lb in SW.LAYOUTS:
-            pb = SW.buffer_problems(ctx, B.name, lb)
-            if not pb:
-                try:
-                    pb = _operand_problems(g, "B", SW.smem_tile(*B.shape, B.dtype, lb), tiling, K)
-                except LayoutError as e:
-                    pb = [str(e)]
+            pb = _in_layout_problems(ctx, g, "B", B, lb, tiling, K)
             if pb:
                 why.append(f"{split} split, B {lb}: {pb[0]}")
                 continue
