@@ -360,12 +360,37 @@ class JITKernel:
             from egtile.ir.printer import format_scheduled
 
             listing = format_scheduled(self.scheduled, decisions=False)
-            return f"{self.schedule_result.explain()}\n\nSchedule:\n{listing}"
+            n = len(self.scheduled.decisions)
+            if n:  # the listing's one-line summary would send the reader to explain(), which they are reading
+                head, _, last = listing.rpartition("\n")
+                if last.startswith("decisions:"):
+                    listing = f"{head}\ndecisions: {n}, listed above with their reasons"
+            launch = _launch_note(self.kernel, self.scheduled)
+            return f"{launch}{self.schedule_result.explain()}\n\nSchedule:\n{listing}"
         return (f"target 'interp': the unscheduled kernel runs on the reference interpreter, one block after "
                 f"another, statements in program order.\n{self.kernel}")
 
     def __repr__(self) -> str:
         return f"JITKernel({self.kernel.name!r}, target={self.target!r}, out_idx={list(self.out_idx)})"
+
+
+def _launch_note(kernel: Kernel, scheduled: Any) -> str:
+    """Why a schedule launches more threads than the kernel's ``threads=`` (``""`` when it does not): warp
+    specialization adds a producer warpgroup after the threads the kernel asked for."""
+    from egtile.ir.scheduled import RoleSplit, swalk
+
+    extra = scheduled.threads - kernel.threads
+    if extra <= 0:
+        return ""
+    added = sorted({f"{r.name} (threads {r.threads.begin}..{r.threads.end - 1})" for x in swalk(scheduled.body)
+                    if isinstance(x, RoleSplit) for r in x.roles if r.threads.begin >= kernel.threads})
+    who = f" (role {', '.join(added)})" if added else ""
+    return (f"launch: {scheduled.threads} threads per block although the kernel says threads={kernel.threads}: "
+            f"warp specialization added a producer warpgroup of {extra} threads{who} that only issues the "
+            f"pipelined loads and waits for free stages; the kernel's own {kernel.threads} threads "
+            f"(0..{kernel.threads - 1}) are the consumer warpgroup(s) and run its compute as written. "
+            "(compiling with rules=egtile.rules.default().without(\"pipeline-warp-specialize\") keeps the launch at "
+            "threads=.)\n\n")
 
 
 def compile(func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", rules: Any = None,  # noqa: A001

@@ -395,7 +395,7 @@ def format_scheduled(s: Scheduled, *, decisions: bool = True) -> str:
         out.append("mbarriers:")
         for m in s.barriers:
             guards = f", guards {', '.join(m.guards)}" if m.guards else ""
-            out.append(f"{_INDENT}{m.name}[{m.stages}]: {m.kind}, arrive_count={m.arrive_count}{guards}")
+            out.append(f"{_INDENT}{m.name}[{m.stages}]: {_barrier_kind(k, m)}, arrive_count={m.arrive_count}{guards}")
     out.append("body:")
     out += indent(listing_lines(s.body))
     if s.decisions and not decisions:
@@ -406,6 +406,20 @@ def format_scheduled(s: Scheduled, *, decisions: bool = True) -> str:
             where = f" [{d.sid}]" if d.sid is not None else ""
             out.append(f"{_INDENT}{d.rule}{where}: {d.choice} ({d.reason})")
     return "\n".join(out)
+
+
+def _barrier_kind(k: Any, m: Any) -> str:
+    """``full`` / ``empty`` for egtile's own barriers; a user's barrier (``kind`` ``other``) by the call that
+    allocated it, so a report reads ``the user's T.alloc_barrier at file:line``, not ``other``."""
+    if m.kind != "other":
+        return m.kind
+    from egtile.ir.protocol import BarrierAlloc
+
+    for st in getattr(k, "body", ()):
+        if isinstance(st, BarrierAlloc) and st.name == m.name:
+            where = f" at {st.loc.file}:{st.loc.line}" if st.loc is not None else ""
+            return f"the user's `{m.name} = T.alloc_barrier(...)`{where}"
+    return "the user's barrier"
 
 
 # egtile's register-fragment and wgmma nodes (their own module, registered the same way)
