@@ -32,9 +32,8 @@ from typing import Any
 
 from egtile.errors import ArgumentError, DSLError, LaunchError, ResourceError, ScheduleError, SimulationError
 from egtile.ir.dtypes import dtype as lookup_dtype
-from egtile.ir.kernel import Kernel, walk
+from egtile.ir.kernel import Kernel
 from egtile.language.kernel import PrimFunc
-from egtile.schedule.describe import describe
 from egtile.validate import REJECT, Checker, check_args, written_params
 
 TARGETS = ("auto", "interp", "sim", "cuda")
@@ -301,16 +300,7 @@ class JITKernel:
 
         simulate = importlib.import_module("egtile.sim").simulate
         result = simulate(self.scheduled, *args)
-        if not result.ok:  # races, deadlock, repeated nonlocal iterations, barrier count errors
-            errors = result.errors()
-            shown = errors[:10] + ([f"... and {len(errors) - 10} more"] if len(errors) > 10 else [])
-            stmts = {s.sid: s for s in walk(self.kernel.body)}
-            named = [stmts[i] for i in result.sids() if i in stmts]
-            where = [f"sid {s.sid}: {describe(s)}" for s in named[:10]]
-            # The first statement a report names is where the author should look, not the kernel's def line.
-            loc = next((s.loc for s in named if s.loc is not None), self.kernel.loc)
-            raise SimulationError(f"kernel {self.kernel.name!r} on the simulator: " + "\n  ".join(shown)
-                                  + ("\n statements named above:\n  " + "\n  ".join(where) if where else ""), loc)
+        result.raise_for_errors()  # races, deadlock, repeated nonlocal iterations, barrier count errors
         # Only what the kernel writes is copied back: a parameter it only reads may be an inference tensor,
         # which torch would refuse to update in place outside inference mode.
         for p, t, o in zip(self.kernel.params, args, result.outputs):

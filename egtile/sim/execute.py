@@ -135,4 +135,4 @@ def simulate(kernel_or_schedule: Any, *tensors: Any, policy: str = "round_robin"
                 break
     outputs = tuple(_to_tensor(kernel, i, globals_[p.name].data) for i, p in enumerate(kernel.params))
     return SimResult(outputs, log.races(), deadlock, tuple(repeated), tuple(barrier_errors), policy, seed,
-                     {"steps": steps})
+                     {"steps": steps}, kernel)

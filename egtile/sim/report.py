@@ -8,7 +8,7 @@ element. :class:`SimResult` bundles them with the output tensors.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from egtile.errors import SimulationError
 
@@ -191,6 +191,8 @@ class SimResult:
     policy: str = "round_robin"
     seed: int = 0
     stats: dict = field(default_factory=dict, compare=False)
+    kernel: Any = field(default=None, compare=False, repr=False)
+    """The ``ir.Kernel`` that ran: its statements name every report's ``sid`` with the user's line."""
 
     @property
     def ok(self) -> bool:
@@ -223,19 +225,106 @@ class SimResult:
                 seen.setdefault(r.sid)
         return tuple(seen)
 
-    def raise_for_errors(self) -> None:
-        """Raise :class:`egtile.errors.SimulationError` listing every report, if there is any."""
+    def statements(self) -> dict[int, Any]:
+        """``sid -> statement`` of the kernel that ran (empty when the result carries no kernel)."""
+        if self.kernel is None:
+            return {}
+        from egtile.ir.kernel import walk
+
+        return {st.sid: st for st in walk(self.kernel.body)}
+
+    def named(self) -> list[str]:
+        """Each statement the reports name, with the user's line: ``sid 5: `T.copy(...)` (file.py:12)``."""
+        from egtile.schedule.describe import describe
+
+        stmts = self.statements()
+        return [f"sid {i}: {describe(stmts[i])}" for i in self.sids() if i in stmts]
+
+    def hints(self) -> list[tuple[str, Any]]:
+        """For a deadlock, the culprit of each barrier a blocked wait waits on, as ``(sentence, statement)``:
+        a missing arrival, an arrive_count that more threads than arrive, transaction bytes no load delivers,
+        or arrivals by threads blocked elsewhere. The culprit is usually there, not at the wait."""
+        if self.deadlock is None or self.kernel is None:
+            return []
+        import re
+
+        from egtile.ir.protocol import BarrierAlloc, BarrierArrive, BarrierCopy, BarrierExpectTx, BarrierWait
+
+        stmts = self.statements()
+        out: list[tuple[str, Any]] = []
+        seen: set[str] = set()
+        for b in self.deadlock.blocked:
+            w = stmts.get(b.sid)
+            if not isinstance(w, BarrierWait) or w.barrier in seen:
+                continue
+            seen.add(w.barrier)
+            m = re.search(r"(\S+) is in phase (\d+) \(parity \d\), (\d+)/(\d+) arrivals, (\d+) tx bytes pending",
+                          b.point)
+            if m is None:
+                continue
+            bar, phase, got, want, tx = m.group(1), m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(5))
+            arrives = [x for x in stmts.values() if isinstance(x, (BarrierArrive, BarrierExpectTx))
+                       and x.barrier == w.barrier and (isinstance(x, BarrierArrive) or x.arrive)]
+            posts = [x for x in stmts.values() if isinstance(x, (BarrierExpectTx, BarrierCopy))
+                     and x.barrier == w.barrier]
+            alloc = next((x for x in stmts.values() if isinstance(x, BarrierAlloc) and x.name == w.barrier), None)
+            if not arrives:
+                out.append((f"{bar} phase {phase}: no statement arrives on {w.barrier}, so the wait at {_where(w)} "
+                            "hangs: a T.mbarrier_arrive is missing", w))
+            elif 0 < got < want and alloc is not None:
+                out.append((f"{bar} phase {phase}: {got}/{want} arrivals: `{_text(alloc)}` ({_where(alloc)}) sets "
+                            f"arrive_count {want}, but {got} threads arrive ({', '.join(_where(x) for x in arrives)})",
+                            alloc))
+            elif got >= want and tx > 0:
+                extra = [x for x in posts if isinstance(x, BarrierExpectTx)] or posts
+                out.append((f"{bar} phase {phase}: all {want} arrivals came but {tx} expected transaction bytes are "
+                            f"never delivered: `{_text(extra[0])}` ({_where(extra[0])}) expects more bytes than the "
+                            "loads deliver (expect_tx adds bytes per thread that runs it)", extra[0]))
+            else:
+                out.append((f"{bar} phase {phase}: {got}/{want} arrivals; the statements that arrive on it "
+                            f"({', '.join(_where(x) for x in arrives)}) are on threads blocked elsewhere", arrives[0]))
+        return sorted(out, key=lambda h: "blocked elsewhere" in h[0])  # causes before their consequences
+
+    def raise_for_errors(self, prefix: str = "") -> None:
+        """Raise :class:`egtile.errors.SimulationError` listing every report, if there is any, each statement
+        they name with the user's line, and the error's ``loc`` at the first of them."""
         if self.ok:
             return
         errs = self.errors()
-        shown = errs[:20] + ([f"... and {len(errs) - 20} more"] if len(errs) > 20 else [])
-        raise SimulationError(f"simulation (policy {self.policy}, seed {self.seed}) found "
-                              f"{len(errs)} problem(s):\n" + "\n".join(shown))
+        shown = errs[:10] + ([f"... and {len(errs) - 10} more"] if len(errs) > 10 else [])
+        named = self.named()
+        hints = self.hints()
+        stmts = self.statements()
+        # the first statement a report names is where the author should look, not the kernel's def line
+        loc = next((stmts[i].loc for i in self.sids() if i in stmts and stmts[i].loc is not None),
+                   getattr(self.kernel, "loc", None))
+        culprit = next((st for _, st in hints if getattr(st, "loc", None) is not None), None)
+        loc = culprit.loc if culprit is not None else loc
+        head = (f"kernel {self.kernel.name!r} on the simulator: " if self.kernel is not None else
+                f"simulation (policy {self.policy}, seed {self.seed}) found {len(errs)} problem(s):\n")
+        first = "".join(f"{h}\n  " for h, _ in hints)
+        raise SimulationError(f"{prefix}{head}{first}" + "\n  ".join(shown)
+                              + ("\n statements named above:\n  " + "\n  ".join(named[:10]) if named else ""), loc)
 
     def __str__(self) -> str:
         if self.ok:
             return f"SimResult(ok, policy={self.policy}, seed={self.seed})"
         return "SimResult:\n" + "\n".join(self.errors())
+
+
+def _where(st: Any) -> str:
+    loc = getattr(st, "loc", None)
+    import os
+
+    return f"{os.path.basename(loc.file)}:{loc.line}" if loc is not None else f"sid {getattr(st, 'sid', '?')}"
+
+
+def _text(st: Any) -> str:
+    """The user's spelling of ``st`` (its source line without a trailing comment)."""
+    import re
+
+    loc = getattr(st, "loc", None)
+    return re.sub(r"\s+#.*$", "", loc.text).strip() if loc is not None and loc.text else type(st).__name__
 
 
 def _ranges(tids: list[int]) -> str:

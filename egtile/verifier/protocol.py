@@ -80,10 +80,21 @@ def check_protocol(sched: Scheduled) -> None:
         listing = "\n  ".join(str(v) for v in found)
         raise ResourceError(f"kernel {name!r} exceeds a per-block limit of sm_90:\n  {listing}", sched.kernel.loc)
     found = sorted(found, key=lambda v: _PRIORITY.get(v.property, 9))
+    from egtile.verifier.protocol_diagnosis import diagnose
+
+    culprits = diagnose(found, sched)
+    head = ""
+    loc = _loc(found[0], sched)
+    if culprits:
+        c = culprits[0]
+        head = f"\n  {c.headline}\n  fix: {c.fix}"
+        loc = c.loc or loc
+        # the culprit's violation first, then the rest in their order
+        found = [c.violation] + [v for v in found if v is not c.violation]
     text = "\n  ".join(describe(v, sched) for v in found[:6])
     more = f"\n  ... and {len(found) - 6} more" if len(found) > 6 else ""
     raise ScheduleError(f"kernel {name!r}: its hand-written barrier protocol is wrong (egtile's verifier, "
-                        f"before the kernel runs anywhere):\n  {text}{more}", _loc(found[0], sched))
+                        f"before the kernel runs anywhere):{head}\n  what the verifier found:\n  {text}{more}", loc)
 
 
 # The report's line is its first violation's culprit: a wait whose parity is wrong (L4) or a phase that does not

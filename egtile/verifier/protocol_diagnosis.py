@@ -1,0 +1,402 @@
+"""The culprit of a wrong hand-written barrier protocol, in the kernel author's terms.
+
+The verifier reports what goes wrong (:mod:`egtile.verifier.protocol`): a wait that hangs, a read that may see
+stale data. Those are often *consequences*: the consumer's correct wait on ``full`` hangs because the producer
+never arrives on it. :func:`diagnose` reads the violations together and names the statement to change (or,
+for a missing statement, the statement it belongs after), the barrier, the phase and parity involved, and a
+one-line fix. Each kind of culprit below has one function; :data:`_RANK` orders them so that a cause is
+preferred to its consequences (a missing arrival makes other waits deadlock; a wait that passes at once makes
+the reads after it race).
+
+Facts used (PTX ISA 9.7.13.15): an mbarrier starts in phase 0; ``mbarrier.try_wait.parity p`` returns once
+the phase of parity ``p`` completed, and on a fresh barrier the phase "before" phase 0 (parity 1) counts as
+complete, so a wait for parity 1 at the first round returns at once; a phase completes when it received
+``arrive_count`` arrivals and every expected transaction byte (``expect_tx`` adds bytes to the *phase*, per
+thread that executes it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from egtile.errors import SourceLoc
+from egtile.ir.kernel import Copy, Fill, For, Gemm, If, Load, Reduce, Store
+from egtile.ir.printer import format_stmt
+from egtile.ir.protocol import (
+    WARPGROUP, BarrierAlloc, BarrierArrive, BarrierCopy, BarrierExpectTx, BarrierWait, RoleBlock,
+)
+from egtile.ir.scheduled import Scheduled
+from egtile.verifier.violation import Violation
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """One culprit: ``headline`` names the statement (with its line), the barrier and phase; ``fix`` says what
+    to change; ``loc`` is the user's line the error points at; ``violation`` the verifier's report it reads."""
+
+    headline: str
+    fix: str
+    loc: SourceLoc | None
+    violation: Violation
+
+
+@dataclass(frozen=True)
+class _Site:
+    stmt: Any
+    role: tuple[int, ...] | None  # the T.ws warpgroups around it (None: all the block's threads)
+    order: int  # program order
+
+
+class _Kernel:
+    """The tile IR of the kernel, indexed for the diagnosis: each statement's role and program position."""
+
+    def __init__(self, sched: Scheduled) -> None:
+        self.k = sched.kernel
+        self.sched = sched
+        self.sites: dict[int, _Site] = {}
+        self._visit(self.k.body, None)
+        self.allocs = {s.name: s for s in self.k.body if isinstance(s, BarrierAlloc)}
+        self.guards = {b.name: b.guards for b in sched.barriers}
+
+    def _visit(self, stmts: tuple, role: tuple[int, ...] | None) -> None:
+        for s in stmts:
+            self.sites.setdefault(s.sid, _Site(s, role, len(self.sites)))
+            if isinstance(s, RoleBlock):
+                self._visit(s.then_body, s.groups)
+            elif isinstance(s, If):
+                self._visit(s.then_body, role)
+                self._visit(s.else_body, role)
+            elif isinstance(s, For):
+                self._visit(s.body, role)
+
+    def stmt(self, sid: int | None) -> Any:
+        site = self.sites.get(sid) if sid is not None else None
+        return site.stmt if site is not None else None
+
+    def role_name(self, role: tuple[int, ...] | None) -> str:
+        if role is None:
+            return f"all {self.k.threads} threads"
+        return "+".join(f"wg{g}" for g in role)
+
+    def role_threads(self, role: tuple[int, ...] | None) -> int:
+        return self.k.threads if role is None else WARPGROUP * len(role)
+
+    def in_role(self, role: tuple[int, ...] | None, kind: type | tuple[type, ...]) -> list[_Site]:
+        return [x for x in self.sites.values() if x.role == role and isinstance(x.stmt, kind)]
+
+    def on_barrier(self, name: str, kind: type | tuple[type, ...]) -> list[_Site]:
+        return [x for x in self.sites.values() if isinstance(x.stmt, kind) and getattr(x.stmt, "barrier", None) == name]
+
+
+def _at(s: Any) -> str:
+    loc = getattr(s, "loc", None)
+    return f"{loc.file}:{loc.line}" if loc is not None else f"sid {getattr(s, 'sid', '?')}"
+
+
+def _line(s: Any) -> str:
+    loc = getattr(s, "loc", None)
+    return f"line {loc.line}" if loc is not None else f"sid {getattr(s, 'sid', '?')}"
+
+
+def _src(s: Any) -> str:
+    """The user's own spelling of ``s`` (its source line without a trailing comment), else egtile's."""
+    loc = getattr(s, "loc", None)
+    text = loc.text if loc is not None else ""
+    if text:
+        text = re.sub(r"\s+#.*$", "", text).rstrip(":").strip()
+    return text or format_stmt(s).rstrip(":")
+
+
+def _subscript(s: Any, barrier: str) -> str:
+    """``barrier[...]`` as the user wrote it in ``s`` (``full[k % S]``), else egtile's spelling."""
+    m = re.search(rf"\b{re.escape(barrier)}\s*\[([^\]]*)\]", _src(s))
+    if m:
+        return f"{barrier}[{m.group(1)}]"
+    from egtile.ir.printer import format_expr
+
+    idx = getattr(s, "index", None)
+    return f"{barrier}[{format_expr(idx)}]" if idx is not None else barrier
+
+
+def _loads(e: Any, out: set[str]) -> set[str]:
+    if isinstance(e, Load):
+        out.add(e.buffer.name)
+    if dataclasses.is_dataclass(e) and not isinstance(e, type):
+        for f in dataclasses.fields(e):
+            v = getattr(e, f.name)
+            for x in (v if isinstance(v, tuple) else (v,)):
+                if dataclasses.is_dataclass(x):
+                    _loads(x, out)
+    return out
+
+
+def _reads(s: Any) -> set[str]:
+    match s:
+        case Copy(src=src):
+            return {src.buffer.name}
+        case Gemm(a=a, b=b):
+            return {a.buffer.name, b.buffer.name}
+        case Reduce(src=src):
+            return {src.name}
+        case Store(value=v, indices=idx):
+            return _loads(v, set()) | set().union(*(_loads(i, set()) for i in idx))
+    return set()
+
+
+def _writes(s: Any) -> set[str]:
+    match s:
+        case Copy(dst=dst) | Fill(dst=dst):
+            return {dst.buffer.name}
+        case Gemm(c=c):
+            return {c.buffer.name}
+        case Reduce(dst=dst):
+            return {dst.name}
+        case Store(buffer=b):
+            return {b.name}
+    return set()
+
+
+def _iteration(v: Violation) -> str:
+    """``k=0`` from a message ``... (k=0) ...`` ('' when it names none)."""
+    m = re.search(r"\((\w+=\d+(?:, \w+=\d+)*)\)", v.message)
+    return m.group(1) if m else ""
+
+
+def _bar(v: Violation) -> str:
+    return f"{v.barrier}[{v.stage}]" if v.stage is not None else str(v.barrier)
+
+
+# ---- one function per culprit -------------------------------------------------------------------------------
+
+
+def _divergent(v: Violation, k: _Kernel) -> Diagnosis | None:
+    m = re.search(r"(\w+) on (\w+) is under a data-dependent condition \(SIf sid (\d+)\)", v.message)
+    if not m:
+        return None
+    op, bar, if_sid = m.group(1), m.group(2), int(m.group(3))
+    branch = k.stmt(if_sid)
+    inner = [x.stmt for x in k.sites.values() if x.order > (k.sites[if_sid].order if if_sid in k.sites else -1)
+             and isinstance(x.stmt, (BarrierWait, BarrierArrive, BarrierExpectTx, BarrierCopy))
+             and x.stmt.barrier == bar]
+    stmt = inner[0] if inner else branch
+    what = f"`{_src(stmt)}` ({_at(stmt)})" if stmt is not None else f"the {op.lower()} on {bar}"
+    cond = f"`{_src(branch)}` ({_line(branch)})" if branch is not None else "a branch"
+    return Diagnosis(
+        f"{what} is inside the branch {cond}, whose condition threads of one role may evaluate differently (it "
+        f"reads memory): then only some threads wait on or arrive at {bar}, and the phase's arrivals and waits "
+        "differ from thread to thread",
+        f"move `{_src(stmt) if stmt is not None else op}` out of the branch, or branch on a value every thread of "
+        "the role agrees on (a loop variable, the block index, a kernel argument known at trace time)",
+        getattr(stmt, "loc", None) or getattr(branch, "loc", None), v)
+
+
+def _expect_tx(v: Violation, k: _Kernel) -> Diagnosis | None:
+    m = re.search(r"phase (\d+) of (\S+) .*expects (\d+) transaction bytes .*deliver (\d+)", v.message)
+    if not m:
+        return None
+    phase, expected, delivered = int(m.group(1)), int(m.group(3)), int(m.group(4))
+    posts = [k.sites[s] for s in v.sids if s in k.sites and isinstance(k.sites[s].stmt, BarrierExpectTx)]
+    copies = [k.sites[s].stmt for s in v.sids if s in k.sites and isinstance(k.sites[s].stmt, BarrierCopy)]
+    if not posts:
+        return Diagnosis(
+            f"phase {phase} of {_bar(v)} expects {expected} transaction bytes but its TMA loads deliver {delivered}: "
+            "the phase never completes and every wait for it hangs",
+            "make the bytes expected in one phase equal the bytes of the copies that complete it",
+            getattr(k.stmt(v.sids[0]), "loc", None) if v.sids else None, v)
+    site = posts[0]
+    s = site.stmt
+    n = k.role_threads(site.role)
+    own = "" if not copies else (
+        f"; the T.tma_copy at {', '.join(_line(c) for c in copies)} already expect{'s' if len(copies) == 1 else ''} "
+        "its own bytes")
+    return Diagnosis(
+        f"`{_src(s)}` ({_at(s)}) runs on each of the {n} threads of {k.role_name(site.role)}, and each adds "
+        f"{s.tx_bytes} bytes: {n} x {s.tx_bytes} = {n * s.tx_bytes} bytes in phase {phase} of {_bar(v)}{own}. The "
+        f"phase expects {expected} bytes, its loads deliver {delivered}: it never completes, and the wait for it "
+        "hangs",
+        "expect_tx counts bytes per phase, whichever thread posts it: post the phase's total once (from one "
+        "thread), and not for a T.tma_copy(..., barrier=), which expects its own bytes"
+        + (" (here: remove this call)" if copies and sum(
+            c.dst.numel * _dtype_bytes(c) for c in copies) == delivered else ""),
+        s.loc, v)
+
+
+def _dtype_bytes(c: BarrierCopy) -> int:
+    from egtile.ir.dtypes import dtype
+
+    return dtype(c.dst.buffer.dtype).bytes
+
+
+def _count(v: Violation, k: _Kernel) -> Diagnosis | None:
+    m = re.search(r"phase (\d+) of (\S+) .*receives (\d+) arrivals, but its arrive_count is (\d+)", v.message)
+    if not m or int(m.group(3)) == 0:
+        return None
+    phase, got, want = int(m.group(1)), int(m.group(3)), int(m.group(4))
+    alloc = k.allocs.get(v.barrier or "")
+    arrivers = [x for x in (k.sites.get(i) for i in v.sids) if x is not None and (
+        isinstance(x.stmt, BarrierArrive) or (isinstance(x.stmt, BarrierExpectTx) and x.stmt.arrive))]
+    who = "; ".join(f"`{_src(a.stmt)}` at {_line(a.stmt)}, once per thread of {k.role_name(a.role)} "
+                    f"({k.role_threads(a.role)} threads)" for a in arrivers) or "the arrivals"
+    where = f"`{_src(alloc)}` ({_at(alloc)})" if alloc is not None else f"barrier {v.barrier}"
+    return Diagnosis(
+        f"{where} gives {_bar(v)} arrive_count {want}, but phase {phase} receives {got} arrivals ({who}): "
+        + ("the phase never completes and every wait for it hangs" if got < want else
+           "arrivals spill into the next phase"),
+        f"arrive_count is the number of arrivals (threads that arrive) per phase: use {got} here, or make "
+        f"{want} threads arrive",
+        alloc.loc if alloc is not None else None, v)
+
+
+def _missing_arrive(v: Violation, k: _Kernel) -> Diagnosis | None:
+    none = re.search(r"phase (\d+) of (\S+) .*receives 0 arrivals", v.message)
+    never = re.search(r"waits \((\w+=\d+)\) with parity (\d) for phase (\d+) of (\S+), but only 0 phases ever "
+                      r"receive arrivals", v.message)
+    if not (none or never):
+        return None
+    bar = v.barrier or ""
+    waits = k.on_barrier(bar, BarrierWait)
+    wait = waits[0] if waits else None
+    copies = k.on_barrier(bar, BarrierCopy)
+    ref = _subscript(wait.stmt if wait is not None else (copies[0].stmt if copies else None), bar)
+    alloc = k.allocs.get(bar)
+    count = f" (arrive_count {alloc.counts[0]}: one arrival per thread)" if alloc is not None else ""
+    phase = none.group(1) if none else never.group(3)
+    waiter = (f"`{_src(wait.stmt)}` ({_line(wait.stmt)}, {k.role_name(wait.role)}) waits for it, "
+              if wait is not None else "")
+    after: _Site | None = None
+    role: tuple[int, ...] | None = None
+    why = ""
+    if copies:  # a barrier TMA loads complete: the role issuing them also arrives (TileLang's contract)
+        after = max(copies, key=lambda x: x.order)
+        role = after.role
+        why = f"after the T.tma_copy at {_line(after.stmt)}"
+    elif wait is not None:  # a release barrier: the waiter then writes a buffer; its readers must arrive
+        later = [x for x in k.sites.values() if x.role == wait.role and x.order > wait.order and _writes(x.stmt)]
+        for w in later:
+            bufs = _writes(w.stmt)
+            readers = [x for x in k.sites.values() if x.role != wait.role and _reads(x.stmt) & bufs]
+            if readers:
+                after = max(readers, key=lambda x: x.order)
+                role = after.role
+                why = f"after the last read of `{sorted(_reads(after.stmt) & bufs)[0]}` at {_line(after.stmt)}"
+                break
+    head = (f"nothing arrives on {_bar(v)}: phase {phase} receives no arrival, so it never completes; "
+            f"{waiter}and hangs")
+    if after is None:
+        return Diagnosis(head, f"add `T.mbarrier_arrive({ref})`{count} in the role that releases the waiter",
+                         wait.stmt.loc if wait is not None else None, v)
+    return Diagnosis(
+        f"{head}. The missing statement: `T.mbarrier_arrive({ref})` in {k.role_name(role)}, {why} ({_at(after.stmt)})",
+        f"arrive on `{ref}` in {k.role_name(role)} {why}{count}",
+        after.stmt.loc, v)
+
+
+def _parity(v: Violation, k: _Kernel) -> Diagnosis | None:
+    """A wait whose parity is wrong at the first round: it passes at once (data waits: parity 1 at iteration
+    0), or it waits for a phase whose arrivals come after it (release waits: parity 0 at iteration 0)."""
+    if v.property != "L4":
+        return None
+    early = re.search(r"wait \((\w+=\d+)\) on (\S+) with parity (\d) returns at once", v.message)
+    dead = re.search(r"waits \((\w+=\d+)\) with parity (\d) for phase (\d+) of (\S+), whose arrivals depend on this "
+                     r"wait", v.message)
+    if not (early or dead):
+        return None
+    s = k.stmt(v.sids[0]) if v.sids else None
+    if s is None:
+        return None
+    it = (early or dead).group(1)
+    p = int(early.group(3) if early else dead.group(2))
+    text = f"`{_src(s)}` ({_at(s)})"
+    if early:
+        return Diagnosis(
+            f"{text} waits for parity {p} at {it}, but mbarrier phases start at 0: {_bar(v)} is still in phase 0, "
+            f"and a wait for parity 1 on it returns at once (the phase before phase 0 counts as complete), before "
+            f"the arrivals of phase 0: what it guards is read before it is written",
+            "the wait expects parity 1 at iteration 0; mbarrier phases start at 0: wait for parity 0 in the first "
+            "round (flip this parity, e.g. drop an `^ 1`)",
+            s.loc, v)
+    arrivals = [x.stmt for x in k.on_barrier(v.barrier or "", (BarrierArrive, BarrierExpectTx))]
+    by = f" (`{_src(arrivals[0])}` at {_line(arrivals[0])})" if arrivals else ""
+    return Diagnosis(
+        f"{text} waits for parity {p} at {it}, i.e. for phase {dead.group(3)} of {_bar(v)}, whose arrivals{by} "
+        "come only after this wait: deadlock",
+        f"the wait expects parity {p} at iteration 0, so it waits for phase 0 itself; a wait that must pass in "
+        "the first round (a free slot) waits for parity 1 at iteration 0 (phases start at 0, and the phase before "
+        "phase 0 counts as complete): flip this parity",
+        s.loc, v)
+
+
+def _order(v: Violation, k: _Kernel) -> Diagnosis | None:
+    """L1 (a read before its wait) and L2 (a write before the release wait)."""
+    if v.property not in ("L1", "L2") or len(v.sids) < 2:
+        return None
+    first, later = k.sites.get(v.sids[0]), k.sites.get(v.sids[-1])
+    if first is None or later is None:
+        return None
+    buf = v.buffer or "?"
+    guards = [b for b, g in k.guards.items() if buf in g]
+    if v.property == "L1":
+        waits = [x for x in k.in_role(later.role, BarrierWait) if x.stmt.barrier in guards or not guards]
+        after = [x for x in waits if x.order > later.order]
+        head = (f"the read of `{buf}` in `{_src(later.stmt)}` ({_at(later.stmt)}, {k.role_name(later.role)}) is not "
+                f"ordered after the write of it by `{_src(first.stmt)}` ({_line(first.stmt)})")
+        if after:
+            w = after[0].stmt
+            return Diagnosis(f"{head}: it comes before `{_src(w)}` ({_line(w)}), the wait that orders it",
+                             f"move the read after the wait at {_line(w)}", later.stmt.loc, v)
+        bar = guards[0] if guards else "a barrier the writer arrives on"
+        return Diagnosis(f"{head}: no wait of {k.role_name(later.role)} on {bar} comes before it",
+                         f"wait on `{bar}` before the read at {_line(later.stmt)}", later.stmt.loc, v)
+    # L2: a write ``later`` overwrites what ``first`` read (or wrote) in an earlier round
+    reader = "" if first.role == later.role else f" while {k.role_name(first.role)} may still read it"
+    return Diagnosis(
+        f"`{_src(later.stmt)}` ({_at(later.stmt)}, {k.role_name(later.role)}) overwrites `{buf}`{reader} "
+        f"(`{_src(first.stmt)}`, {_line(first.stmt)}): no wait orders the write after the reader is done",
+        f"before the write at {_line(later.stmt)}, wait on a release barrier ('empty') that "
+        f"{k.role_name(first.role)} arrives on after its last read of `{buf}`",
+        later.stmt.loc, v)
+
+
+def _prefer(d: Diagnosis, k: _Kernel) -> int:
+    """Among culprits of one kind, which is the cause: a wait that passes at once on a barrier that guards data
+    (TMA loads complete it), a deadlocked wait on a release barrier (one that guards nothing); a write-after-read
+    over a write-after-write."""
+    v = d.violation
+    guards = bool(k.guards.get(v.barrier or ""))
+    if "returns at once" in v.message:
+        return 0 if guards else 1
+    if "depend on this wait" in v.message:
+        return 1 if guards else 0
+    if v.property == "L2" and "the read of" in v.message:
+        return 0
+    return 1
+
+
+_RANK = (_divergent, _expect_tx, _count, _missing_arrive, _parity, _order)
+
+
+def diagnose(violations: list[Violation], sched: Scheduled) -> list[Diagnosis]:
+    """The culprits the violations point at, cause first (module docstring)."""
+    k = _Kernel(sched)
+    found: list[tuple[int, int, int, Diagnosis]] = []
+    for i, v in enumerate(violations):
+        for rank, fn in enumerate(_RANK):
+            try:
+                d = fn(v, k)
+            except (AttributeError, IndexError, KeyError, TypeError, ValueError):  # pragma: no cover - a report
+                d = None  # the diagnosis cannot read falls back to the verifier's own words
+            if d is not None:
+                found.append((rank, _prefer(d, k), i, d))
+                break
+    return [d for *_, d in sorted(found, key=lambda t: t[:3])]
+
+
+def short(loc: SourceLoc | None) -> str:
+    return f"{os.path.basename(loc.file)}:{loc.line}" if loc is not None else "?"
+
+
+__all__ = ["Diagnosis", "diagnose"]
