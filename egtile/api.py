@@ -24,6 +24,7 @@ Arguments are checked (:mod:`egtile.validate`) and never converted.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -300,7 +301,10 @@ class JITKernel:
 
         simulate = importlib.import_module("egtile.sim").simulate
         result = simulate(self.scheduled, *args)
-        result.raise_for_errors()  # races, deadlock, repeated nonlocal iterations, barrier count errors
+        if not result.ok:  # races, deadlock, repeated nonlocal iterations, barrier count errors
+            if result.kernel is None:  # a result made elsewhere: name the statements of this kernel
+                result = dataclasses.replace(result, kernel=self.kernel)
+            result.raise_for_errors()
         # Only what the kernel writes is copied back: a parameter it only reads may be an inference tensor,
         # which torch would refuse to update in place outside inference mode.
         for p, t, o in zip(self.kernel.params, args, result.outputs):

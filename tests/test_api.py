@@ -149,6 +149,24 @@ def _fake_optimize(monkeypatch, seen):
     monkeypatch.setenv("EGTILE_DISABLE_CACHE", "1")
 
 
+def _reports_class():
+    from egtile.sim.report import SimResult
+
+    class Reports(SimResult):
+        """A SimResult whose reports are sentences (no statements)."""
+
+        def errors(self):
+            return list(self.races)
+
+        def sids(self):
+            return ()
+
+    return Reports
+
+
+_Reports = _reports_class()
+
+
 def test_sim_dispatch_copies_outputs_back_and_raises_on_reports(monkeypatch):
     seen = {}
     _fake_optimize(monkeypatch, seen)
@@ -158,8 +176,7 @@ def test_sim_dispatch_copies_outputs_back_and_raises_on_reports(monkeypatch):
         seen["scheduled"] = scheduled
         outs = [t.clone() for t in tensors]
         outs[2] = 2.0 * tensors[0] + tensors[1]
-        races = report["races"]
-        return types.SimpleNamespace(outputs=outs, ok=not races, errors=lambda: list(races), sids=lambda: ())
+        return _Reports(tuple(outs), races=tuple(report["races"]))
 
     monkeypatch.setitem(sys.modules, "egtile.sim", types.SimpleNamespace(simulate=simulate))
     pf = axpy()

@@ -42,7 +42,7 @@ def ws_gemm(M, N, K, bm, bn, bk, S=2, bug=None):
                     if bug != "no_empty_wait":
                         T.mbarrier_wait_parity(empty[ko % S], ((ko // S) % 2) ^ (0 if bug == "empty_parity" else 1))  # @empty_wait
                     T.tma_copy(A[by * bm, ko * bk], A_s[ko % S, :, :], barrier=full[ko % S])  # @tma_a
-                    T.tma_copy(B[ko * bk, bx * bn], B_s[ko % S, :, :], barrier=full[ko % S])
+                    T.tma_copy(B[ko * bk, bx * bn], B_s[ko % S, :, :], barrier=full[ko % S])  # @tma_b
                     if bug == "expect_tx":
                         T.mbarrier_expect_tx(full[ko % S], 512)  # @expect
                     if bug != "no_arrive":
@@ -101,32 +101,32 @@ def test_correct_protocol_is_kept_verbatim_and_explained():
     assert egtile.optimize(kernel.kernel).scheduled == sched
 
 
-# bug -> (the verifier's property, the marker of the line the report points at)
+# bug -> (the verifier's property, the marker of a statement the report lists, the marker of the culprit's line,
+# where the error points and which its first line names)
 BUGS = {
-    "full_parity": ("L4", "full_wait"),         # returns at once: reads an old phase
-    "empty_parity": ("L4", "empty_wait"),       # deadlock (the consumer's wait on full is stuck too)
-    "no_arrive": ("L3", "tma_a"),               # the phase never completes
-    "read_before_wait": ("L1", "early_gemm"),
-    "count": ("L3", "tma_a"),                   # arrive_count 256, 128 arrivals
-    "expect_tx": ("L3", "tma_a"),               # expected bytes != delivered bytes
-    "no_empty_wait": ("L2", "tma_a"),           # the producer overwrites a stage the consumer reads
+    "full_parity": ("L4", "full_wait", "full_wait"),      # returns at once: reads an old phase
+    "empty_parity": ("L4", "empty_wait", "empty_wait"),   # deadlock (the consumer's wait on full is stuck too)
+    "no_arrive": ("L3", "tma_a", "tma_b"),                # the phase never completes: arrive after the last copy
+    "read_before_wait": ("L1", "early_gemm", "early_gemm"),
+    "count": ("L3", "tma_a", "full_alloc"),               # arrive_count 256, 128 arrivals
+    "expect_tx": ("L3", "tma_a", "expect"),               # expected bytes != delivered bytes
+    "no_empty_wait": ("L2", "tma_a", "tma_a"),            # the producer overwrites a stage the consumer reads
 }
 
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_each_protocol_bug_is_reported_at_compile_time_at_its_line(bug):
-    prop, marker = BUGS[bug]
+    prop, marker, culprit = BUGS[bug]
     with pytest.raises(ScheduleError) as exc:
         egtile.compile(ws_gemm(M, N, K, BM, BN, BK, bug=bug), target="sim")
     err = exc.value
     assert "hand-written barrier protocol is wrong" in err.message
     assert f"{prop}:" in err.message
-    assert f"{__file__}:{line_of(marker)}: " in err.message, err.message  # the culprit, at its line
-    # the error's own line: the culprit, or (a deadlock of two waits) the other wait of the cycle
-    # (the stuck wait on full that the missing or wrong wait on empty causes is reported too, L4)
-    allowed = {line_of(marker)} | ({line_of("full_wait")} if bug in ("empty_parity", "no_empty_wait") else set())
-    assert err.loc is not None and err.loc.line in allowed, (err.loc, err.message)
-    assert "statement " in err.message and __file__ in err.message  # every statement involved, at its line
+    assert f"{__file__}:{line_of(marker)}: " in err.message, err.message  # every statement involved, at its line
+    headline, fix = err.message.split("\n")[1:3]
+    assert f"{__file__}:{line_of(culprit)}" in headline and fix.strip().startswith("fix: "), err.message
+    assert err.loc is not None and err.loc.line == line_of(culprit), (err.loc, err.message)
+    assert "statement " in err.message and __file__ in err.message
 
 
 def test_the_expect_tx_report_names_the_user_statement():

@@ -210,9 +210,9 @@ def _expect_tx(v: Violation, k: _Kernel) -> Diagnosis | None:
     site = posts[0]
     s = site.stmt
     n = k.role_threads(site.role)
-    own = "" if not copies else (
-        f"; the T.tma_copy at {', '.join(_line(c) for c in copies)} already expect{'s' if len(copies) == 1 else ''} "
-        "its own bytes")
+    lines = [str(c.loc.line) if c.loc is not None else f"sid {c.sid}" for c in copies]
+    own = "" if not copies else (f"; the T.tma_copy at line {lines[0]} already expects its own bytes" if len(lines) == 1
+                                 else f"; the T.tma_copy at lines {', '.join(lines)} already expect their own bytes")
     return Diagnosis(
         f"`{_src(s)}` ({_at(s)}) runs on each of the {n} threads of {k.role_name(site.role)}, and each adds "
         f"{s.tx_bytes} bytes: {n} x {s.tx_bytes} = {n * s.tx_bytes} bytes in phase {phase} of {_bar(v)}{own}. The "

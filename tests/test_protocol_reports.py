@@ -1,0 +1,116 @@
+"""The protocol reports name the culprit, not the consequence: for each planted bug of a small hand-written
+warp-specialized kernel (tests/protocol_kernels.py), the verifier's report (egtile.compile, target "sim") leads
+with the statement to change at the user's file:line, the barrier, the phase or parity, and a fix; the
+simulator's own report (egtile.sim.simulate, run anyway) names the same culprit where it finds one."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import egtile
+from egtile.errors import ScheduleError, SimulationError
+from egtile.lower.protocol import schedule_protocol
+from egtile.sim import simulate
+
+from protocol_kernels import divergent, line, scale
+
+FILE = os.path.join(os.path.dirname(__file__), "protocol_kernels.py")
+
+
+def _headline(err: ScheduleError) -> tuple[str, str]:
+    lines = err.message.split("\n")
+    assert "hand-written barrier protocol is wrong" in lines[0]
+    assert lines[2].strip().startswith("fix: "), err.message
+    return lines[1], lines[2]
+
+
+# bug -> (the culprit's marker, words the headline must hold, words the fix must hold)
+CASES = {
+    "parity": ("full_wait", ["parity 1 at k=0", "full[0]", "phases start at 0", "returns at once"],
+               ["parity 1 at iteration 0", "phases start at 0"]),
+    "no_full_arrive": ("tma", ["nothing arrives on full[0]", "phase 0", f"{line(scale, 'full_wait')}"],
+                       ["arrive on `full[k % S]` in wg1 after the T.tma_copy at line"]),
+    "no_empty_arrive": ("read", ["nothing arrives on empty[0]", "phase 0"],
+                        [f"arrive on `empty[k % S]` in wg0 after the last read of `buf` at line {line(scale, 'read')}"]),
+    "read_before_wait": ("early_read", ["read of `buf`", f"line {line(scale, 'full_wait')}", "comes before"],
+                         [f"after the wait at line {line(scale, 'full_wait')}"]),
+    "count": ("full_alloc", ["arrive_count 256", "128 arrivals", "full[0]", "phase 0",
+                             f"line {line(scale, 'full_arrive')}"], ["use 128"]),
+    "expect_tx": ("expect", ["128 threads of wg1", "128 x 512 = 65536", "phase 0 of full[0]", "deliver 512"],
+                  ["bytes per phase, whichever thread posts it", "remove this call"]),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(CASES))
+def test_the_verifier_names_the_culprit_line_first(bug):
+    marker, head_words, fix_words = CASES[bug]
+    with pytest.raises(ScheduleError) as exc:
+        egtile.compile(scale(bug), target="sim")
+    head, fix = _headline(exc.value)
+    assert f"{FILE}:{line(scale, marker)}" in head, head
+    for w in head_words:
+        assert w in head, (w, head)
+    for w in fix_words:
+        assert w in fix, (w, fix)
+    assert exc.value.loc is not None and exc.value.loc.line == line(scale, marker)
+    assert "what the verifier found:" in exc.value.message  # the verifier's own words stay below
+
+
+def test_a_wait_in_a_divergent_branch_names_the_wait_and_the_branch():
+    with pytest.raises(ScheduleError) as exc:
+        egtile.compile(divergent(), target="sim")
+    head, fix = _headline(exc.value)
+    assert f"{FILE}:{line(divergent, 'div_wait')}" in head and "inside the branch `if X[0, 0] > 0.0`" in head
+    assert "out of the branch" in fix
+    assert exc.value.loc.line == line(divergent, "div_wait")
+
+
+def test_the_correct_kernel_runs_and_matches():
+    kernel = egtile.compile(scale(), target="sim")
+    x = torch.randn(4, 128, generator=torch.Generator().manual_seed(5))
+    y = torch.full((4, 128), float("nan"))
+    kernel(x, y)
+    assert torch.equal(y, x * 2)
+
+
+def _sim_error(fn) -> SimulationError:
+    sched = schedule_protocol(fn.kernel).scheduled
+    x = torch.randn(4, 128, generator=torch.Generator().manual_seed(6))
+    r = simulate(sched, x, torch.full((4, 128), float("nan")))
+    assert not r.ok
+    with pytest.raises(SimulationError) as exc:
+        r.raise_for_errors()
+    return exc.value
+
+
+# the simulator's culprit, where its run shows one: bug -> (marker of the error's line, words of its first line)
+SIM_CASES = {
+    "no_full_arrive": ("full_wait", ["full[0] phase 0", "no statement arrives on full", "T.mbarrier_arrive is missing"]),
+    "no_empty_arrive": ("empty_wait", ["empty[0] phase 0", "no statement arrives on empty"]),
+    "count": ("full_alloc", ["128/256 arrivals", "arrive_count 256", f"protocol_kernels.py:{line(scale, 'full_arrive')}"]),
+    "expect_tx": ("expect", ["65536 expected transaction bytes", "per thread"]),
+    "read_before_wait": ("early_read", ["buf"]),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(SIM_CASES))
+def test_the_simulator_report_names_the_culprit_and_user_lines(bug):
+    marker, words = SIM_CASES[bug]
+    err = _sim_error(scale(bug))
+    first = err.message.split("\n")[0]
+    for w in words:
+        assert w in first, (w, err.message)
+    assert err.loc is not None and err.loc.line == line(scale, marker), (err.loc, err.message)
+    assert "statements named above:" in err.message and "protocol_kernels.py:" in err.message
+
+
+def test_every_simulator_report_names_statements_whichever_path_raises_it():
+    """SimResult carries the kernel: raise_for_errors names statements and lines without egtile.api."""
+    sched = schedule_protocol(scale("parity").kernel).scheduled
+    r = simulate(sched, torch.randn(4, 128), torch.full((4, 128), float("nan")))
+    assert r.kernel is sched.kernel
+    named = r.named()
+    assert named and all("protocol_kernels.py:" in n for n in named)
