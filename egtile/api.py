@@ -31,7 +31,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from egtile.errors import ArgumentError, DSLError, LaunchError, ResourceError, ScheduleError, SimulationError
+from egtile.errors import (
+    ArgumentError, DSLError, EgtileError, LaunchError, ResourceError, ScheduleError, SimulationError, public, trimmed,
+)
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Kernel
 from egtile.language.kernel import PrimFunc
@@ -230,7 +232,10 @@ class JITKernel:
             raise ArgumentError(f"kernel {self.kernel.name!r} takes its tensors positionally, in parameter order "
                                 f"({', '.join(p.name for p in self.kernel.params)}); got keyword argument(s) "
                                 f"{', '.join(sorted(kwargs))}")
-        return self._call(tensors)
+        try:
+            return self._call(tensors)
+        except EgtileError as err:  # the user's error ends at the user's call (egtile.errors.trimmed)
+            raise trimmed(err)  # noqa: B904 - egtile's frames are cut here; EGTILE_DEBUG=1 keeps them
 
     def _call_cuda_accepted(self, tensors: tuple[Any, ...]) -> None:
         # _call_cuda without outputs, through the checks that also return the pointers the launch writes
@@ -334,6 +339,7 @@ class JITKernel:
 
         return Profiler(self, tensor_supply_type or TensorSupplyType.Auto)
 
+    @public
     def explain(self, timeline: Any = None, format: str | None = None) -> str:  # noqa: A002
         """The schedule and why it is the way it is: the optimizer's explanation (decisions with the side
         conditions that held or failed, rejected alternatives, costs, stage reports) followed by the
@@ -387,6 +393,7 @@ def _launch_note(kernel: Kernel, scheduled: Any) -> str:
             "threads=.)\n\n")
 
 
+@public
 def compile(func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", rules: Any = None,  # noqa: A001
             **options: Any) -> JITKernel:
     """Compile a traced prim_func for ``target`` (see module docstring).
@@ -468,6 +475,7 @@ class JITFactory:
             return None
         return key
 
+    @public
     def __call__(self, *args: Any, **kwargs: Any) -> JITKernel:
         key = self._key(args, kwargs)
         if key is not None and key in self._cache:
@@ -486,6 +494,7 @@ class JITFactory:
         return self(*args, **kwargs)
 
 
+@public
 def jit(func: Callable[..., Any] | PrimFunc | None = None, *, out_idx: Any = None, target: str = "auto",
         **options: Any) -> Any:
     """``@egtile.jit`` / ``@egtile.jit(out_idx=[...], target=...)`` on a kernel factory (a function returning a

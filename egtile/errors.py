@@ -3,11 +3,21 @@
 Every user-facing error derives from :class:`EgtileError`. Errors about a kernel's source carry the
 user's file and line (:class:`SourceLoc`) and show it in the message, so a failure points at the line
 the user wrote, never at egtile's internals.
+
+The public entry points (``egtile.compile``, ``@egtile.jit``, a compiled kernel's call, ``explain``) raise
+their :class:`EgtileError` with egtile's own frames cut from the traceback (:func:`trimmed`, :func:`public`), so
+it ends at the user's line: the call, or the kernel's line that uses a construct wrongly. ``EGTILE_DEBUG=1``
+keeps the whole traceback; without it the error's ``internal_traceback`` still holds it.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import types
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 
 @dataclass(frozen=True)
@@ -118,3 +128,61 @@ class VerifyLimitError(LimitError):
     """The static verifier's budget (events, listed elements, enumerated loop iterations per block) ran out
     before the schedule was checked; the message names the kernel, what was too large and the knob
     (``egtile.verifier.VerifyLimits``, environment variable ``EGTILE_VERIFY_BUDGET``)."""
+
+
+# ---- tracebacks that end at the user's line -------------------------------------------------------------------
+
+DEBUG_ENV = "EGTILE_DEBUG"
+"""Set (to anything but ``""`` or ``"0"``) to keep egtile's internal frames in the tracebacks of its errors."""
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_NOTE = f"(egtile's internal frames are hidden from this traceback; set {DEBUG_ENV}=1 to see them)"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def debug() -> bool:
+    """Whether ``EGTILE_DEBUG`` asks for egtile's internal frames."""
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def _user_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
+    kept = []
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+            kept.append(tb)
+        tb = tb.tb_next
+    out = None
+    for t in reversed(kept):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
+def trimmed(err: BaseException) -> BaseException:
+    """``err`` with egtile's own frames removed from its traceback (and from its cause's), the exceptions it
+    was raised while handling hidden from the display (still at ``__context__``), the whole traceback kept
+    as ``err.internal_traceback``; ``err`` unchanged under ``EGTILE_DEBUG``."""
+    if debug():
+        return err
+    if not hasattr(err, "internal_traceback"):
+        err.internal_traceback = err.__traceback__  # type: ignore[attr-defined]
+        err.add_note(_NOTE)
+    err.__suppress_context__ = True
+    cause = err.__cause__
+    if cause is not None and cause.__traceback__ is not None:
+        cause.with_traceback(_user_frames(cause.__traceback__))
+    return err.with_traceback(_user_frames(err.__traceback__))
+
+
+def public(fn: F) -> F:
+    """Decorate a public entry point: its :class:`EgtileError` leaves with a traceback that ends at the user's
+    line (:func:`trimmed`). Other exceptions (egtile's bugs) keep every frame."""
+
+    @functools.wraps(fn)
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except EgtileError as err:
+            raise trimmed(err)  # noqa: B904 - egtile's frames are cut here; EGTILE_DEBUG=1 keeps them
+
+    return entry  # type: ignore[return-value]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from egtile import limits
-from egtile.errors import DSLError, DTypeError, ResourceError, ShapeError, SourceLoc, UnsupportedError
+from egtile.errors import DSLError, DTypeError, ResourceError, ShapeError, SourceLoc, UnsupportedError, public
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Buffer, Kernel as IRKernel, Var
 from egtile.language import letbind, source, tracer
@@ -123,6 +123,7 @@ def _def_loc(fn: Callable[..., Any]) -> SourceLoc | None:
     return SourceLoc(inspect.getsourcefile(fn) or "<unknown>", start, lines[0].strip() if lines else "")
 
 
+@public
 def prim_func(fn: Callable[..., Any]) -> PrimFunc:
     """Trace ``fn`` into an ``ir.Kernel``.
 
