@@ -81,6 +81,8 @@ class Event:
     stage: int | None = None
     parity: int | None = None
     passes: bool = False
+    cost: int = 1
+    """egtile's cost-model estimate of the statement (cycles, :mod:`egtile.schedule.cost`): the box's width."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,20 @@ class Timeline:
     arrows: tuple[tuple[int, int], ...] = field(default=())
     """``(i, j)``: event ``i`` (an arrival or the TMA load completing a phase) completes the phase event ``j``
     (a wait) waits for."""
+    loops: tuple[tuple[str, int, int | None], ...] = field(default=())
+    """Each pipelined loop as ``(var, iterations drawn, trip count or None when not known statically)``."""
+
+    def notes(self) -> list[str]:
+        """What the picture leaves out: the pipelined iterations not drawn."""
+        out = []
+        for var, drawn, trips in self.loops:
+            if trips is None:
+                out.append(f"{var}: first {drawn} iterations drawn (trip count known only at run time)")
+            elif trips > drawn:
+                rest = trips - drawn
+                out.append(f"{var}: {drawn} of {trips} iterations drawn, {rest} iteration{'s' if rest > 1 else ''} "
+                           "not drawn")
+        return out
 
     @property
     def columns(self) -> int:
@@ -162,6 +178,53 @@ def _generic_kind(s: Any) -> str:
     return "other"
 
 
+def _cost(s: Any, threads: int) -> int:
+    """egtile's cost-model estimate of one statement in cycles (:mod:`egtile.schedule.cost`; wgmma from
+    ``egtile.rules.mma``'s MAC rate), at least 1: what a box's width is proportional to."""
+    from math import ceil, prod
+
+    from egtile.ir.dtypes import dtype
+    from egtile.schedule import cost as C
+
+    def nbytes(r: Any) -> int:
+        return r.numel * dtype(r.buffer.dtype).bytes
+
+    try:
+        match s:
+            case TileOp(op=Copy() as op, inst=inst, threads=t):
+                return max(1, C.copy_cost(op, inst if inst in ("simt", "tma", "cp_async") else "simt", t.count))
+            case TileOp(op=op, threads=t):
+                return max(1, C.tile_cost(op, t.count))
+            case TmaLoad(dst=dst) | TmaStore(src=dst):
+                return C.TMA_ISSUE + nbytes(dst) // C.GLOBAL_BYTES_PER_CYCLE
+            case Wait() | Arrive() | ArriveExpectTx() | CpAsyncArrive():
+                return C.MBARRIER_OP
+            case SyncThreads():
+                return C.SYNCTHREADS
+            case FenceProxyAsync():
+                return C.BRANCH
+            case Leaf(stmt=st):
+                return max(1, C.leaf_cost(st))
+            case ThreadLoop(extents=ext, mapping=mapping, threads=t, body=body):
+                work = sum(C.leaf_cost(x.stmt) for x in swalk(body) if isinstance(x, Leaf)) or 1
+                return max(1, C.parallel_cost(prod(ext), t.count, mapping, work))
+            case SeqLoop():
+                return C.LOOP_OVERHEAD
+        gemm = getattr(s, "gemm", None)
+        if isinstance(gemm, Gemm):  # a tensor-core gemm: M N K multiply-adds at the wgmma rate
+            from egtile.rules.mma import WGMMA_GROUP, WGMMA_MACS_PER_CYCLE
+
+            m, n = gemm.c.squeezed if len(gemm.c.squeezed) == 2 else (gemm.c.numel, 1)
+            k = gemm.a.numel // max(1, m)
+            return ceil(m * n * k / WGMMA_MACS_PER_CYCLE) + WGMMA_GROUP
+        op = getattr(s, "op", None) or getattr(s, "reduce", None)
+        if isinstance(op, (Copy, Fill, Gemm, Reduce)):
+            return max(1, C.tile_cost(op, getattr(getattr(s, "threads", None), "count", threads)))
+    except (AttributeError, ArithmeticError, KeyError, TypeError, ValueError, ImportError):
+        pass  # a statement the model does not cover: the minimum width
+    return 1
+
+
 def _short(text: str, n: int = 38) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
@@ -207,7 +270,9 @@ class _Builder:
         self.lanes: list[Lane] = []
         self.rows: list[list[tuple[tuple[int, int, int], dict]]] = []  # per lane: (segment key, event fields)
         self.loop_no: list[int] = []  # per lane: pipelined loops passed so far
+        self.lane_threads: list[int] = []  # per lane: its thread count (the cost model's divisor)
         self.seg_var: dict[tuple[int, int, int], str] = {}
+        self.loop_info: dict[tuple[int, str], tuple[str, int, int | None]] = {}
 
     def _pipelined(self, s: SeqLoop) -> bool:
         """The loop the mbarriers belong to (or, in a schedule without loop ids, one that waits)."""
@@ -219,12 +284,15 @@ class _Builder:
         stages = self.stages.get(s.sid, 2)
         want = self.iterations if self.iterations is not None else stages + 1
         start, stop = _const(s.start, env), _const(s.stop, env)
-        if start is not None and stop is not None:
-            want = min(want, max(0, stop - start))
+        trips = max(0, stop - start) if start is not None and stop is not None else None
+        if trips is not None:
+            want = min(want, trips)
+        self.loop_info[(s.sid if s.sid is not None else id(s), s.var.name)] = (s.var.name, want, trips)
         return want
 
-    def lane(self, name: str, threads: str) -> int:
+    def lane(self, name: str, threads: str, count: int) -> int:
         self.lanes.append(Lane(name, threads))
+        self.lane_threads.append(count)
         self.rows.append([])
         self.loop_no.append(0)
         return len(self.lanes) - 1
@@ -239,8 +307,9 @@ class _Builder:
         def put(label: str, kind: str, **kw: Any) -> None:
             n = self.loop_no[lane]
             key = (ctx.top, 2 * n + 1, ctx.iteration) if ctx.iteration is not None else (ctx.top, 2 * n, 0)
-            self.rows[lane].append((key, dict(label=_short(ctx.prefix + label), kind=kind, elected=ctx.elected,
-                                              iteration=ctx.iteration, **kw)))
+            self.rows[lane].append((key, dict(label=_short(ctx.prefix + label, 80), kind=kind, elected=ctx.elected,
+                                              iteration=ctx.iteration, cost=_cost(s, self.lane_threads[lane]),
+                                              **kw)))
 
         def stage(e: Expr) -> tuple[int | None, str]:
             v = _const(e, env)
@@ -307,11 +376,11 @@ class _Builder:
         for i, s in enumerate(self.sched.body):
             if isinstance(s, RoleSplit):
                 for r in s.roles:
-                    lane = self.lane(r.name, f"threads {r.threads.begin}..{r.threads.end - 1}")
+                    lane = self.lane(r.name, f"threads {r.threads.begin}..{r.threads.end - 1}", r.threads.count)
                     self.walk(r.body, lane, _Ctx(top=i, env={}))
                 continue
             if block is None:
-                block = self.lane("block", f"all {self.sched.threads} threads")
+                block = self.lane("block", f"all {self.sched.threads} threads", self.sched.threads)
             self.stmt(s, block, _Ctx(top=i, env={}))
         # program order per lane; one event list, lane after lane
         flat: list[tuple[int, tuple[int, int, int], dict]] = [(lane, k, ev) for lane, row in enumerate(self.rows)
@@ -328,7 +397,8 @@ class _Builder:
                 segments[-1] = replace(last, end=cols[i] + 1)
             else:
                 segments.append(Segment(cols[i], cols[i] + 1, ev["iteration"], self.seg_var.get(key), lane, key))
-        return Timeline(self.sched.kernel.name, tuple(self.lanes), events, tuple(segments), arrows)
+        return Timeline(self.sched.kernel.name, tuple(self.lanes), events, tuple(segments), arrows,
+                        tuple(self.loop_info.values()))
 
 
 def _handovers(flat: list[tuple[int, tuple, dict]]) -> tuple[tuple[tuple[int, int], ...], set[int]]:
@@ -419,87 +489,180 @@ def _pyplot() -> Any:
     return plt
 
 
-def figure(tl: Timeline) -> Any:
-    """A matplotlib Figure of ``tl`` (module docstring)."""
-    plt = _pyplot()
-    from matplotlib.patches import FancyBboxPatch, Patch
+MAX_WIDTH_PX = 4000
+"""The widest picture :func:`render` draws (at its default 150 dpi): wider schedules draw fewer pipelined
+iterations, then cut the statements past the edge, and say so in a note under the picture."""
+MAX_HEIGHT_PX = 2400
 
-    cols = max(tl.columns, 1)
-    box_w, box_h, lane_h = 2.6, 0.62, 1.0
-    fig_w = min(4.0 + cols * 1.05, 90.0)
-    fig_h = 1.8 + 1.1 * len(tl.lanes)
+_MIN_BOX, _MAX_BOX, _PER_CYCLE = 1.5, 3.6, 1 / 150
+"""Box widths (data units, 1 = about 0.42 in): ``_MIN_BOX + cost * _PER_CYCLE``, at most ``_MAX_BOX``, so a
+600-cycle SIMT copy is wider than a 40-cycle TMA issue and a 20-cycle mbarrier wait keeps a readable box."""
+_INCH_PER_UNIT = 0.42
+_LINES, _CHARS_PER_UNIT = 3, 8.5
+
+
+def box_width(cost: int) -> float:
+    """The width of a statement's box: proportional to its cost-model estimate, with a minimum and a maximum."""
+    return min(_MAX_BOX, _MIN_BOX + cost * _PER_CYCLE)
+
+
+def _column_widths(tl: Timeline) -> list[float]:
+    widths = [_MIN_BOX] * max(tl.columns, 1)
+    for e in tl.events:
+        widths[e.column] = max(widths[e.column], box_width(e.cost))
+    return widths
+
+
+def _fig_width(widths: list[float]) -> float:
+    return 3.2 + sum(widths) * _INCH_PER_UNIT
+
+
+def _fit(text: str, width: float) -> str | None:
+    """``text`` wrapped into the box (None: it does not fit in :data:`_LINES` lines)."""
+    chars = max(6, int(width * _CHARS_PER_UNIT))
+    wrapped = _wrap(text, chars, limit=99)
+    lines = wrapped.split("\n")
+    if len(lines) > _LINES or any(len(x) > chars + 2 for x in lines):
+        return None
+    return wrapped
+
+
+def figure(tl: Timeline, max_width_px: int | None = MAX_WIDTH_PX, dpi: int = 150) -> Any:
+    """A matplotlib Figure of ``tl`` (module docstring): box widths follow the cost model, labels that do not
+    fit their box are shortened with a key (``[3]``) spelled out under the picture, and the columns past
+    ``max_width_px`` are cut with a note."""
+    plt = _pyplot()
+    from matplotlib.patches import FancyBboxPatch, Patch, Rectangle
+
+    widths = _column_widths(tl)
+    notes = tl.notes()
+    cut = len(widths)
+    if max_width_px is not None:
+        limit = max_width_px / dpi
+        while cut > 1 and _fig_width(widths[:cut]) > limit:
+            cut -= 1
+    events = [e for e in tl.events if e.column < cut]
+    if cut < len(widths):
+        notes.append(f"{len(tl.events) - len(events)} statements past the right edge not drawn "
+                     f"(the picture is at most {max_width_px} px wide)")
+    widths = widths[:cut]
+    x_of = [0.0]
+    for w in widths:
+        x_of.append(x_of[-1] + w)
+    keys: dict[str, int] = {}
+    texts: list[str] = []
+    for e in events:
+        text = e.label + (" (passes: fresh barrier)" if e.passes else "")
+        fitted = _fit(text, box_width(e.cost) - 0.16)
+        if fitted is None:
+            n = keys.setdefault(text, len(keys) + 1)
+            chars = max(6, int((box_width(e.cost) - 0.16) * _CHARS_PER_UNIT))
+            fitted = _wrap(f"[{n}] " + text, chars, limit=_LINES, ellipsis=True)
+        texts.append(fitted)
+    legend_rows = -(-len(keys) // 2) + len(notes)
+    box_h, lane_h = 0.62, 1.0
+    fig_w = _fig_width(widths)
+    fig_h = min(MAX_HEIGHT_PX / dpi, 1.9 + 1.1 * len(tl.lanes) + 0.16 * legend_rows)
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))
     y_of = {i: (len(tl.lanes) - 1 - i) * lane_h for i in range(len(tl.lanes))}
-    from matplotlib.patches import Rectangle
-
     for seg in tl.segments:
-        x0, x1, y = seg.begin * box_w, seg.end * box_w, y_of[seg.lane]
+        if seg.begin >= cut:
+            continue
+        x0, x1, y = x_of[seg.begin], x_of[min(seg.end, cut)], y_of[seg.lane]
         ax.add_patch(Rectangle((x0 + 0.02, y - lane_h * 0.46), x1 - x0 - 0.04, lane_h * 0.92, zorder=0,
                                facecolor="#eef2fa" if seg.iteration % 2 == 0 else "#dfe6f5", edgecolor="none"))
         ax.text(x0 + 0.06, y + lane_h * 0.44, f"{seg.var} = {seg.iteration}", ha="left", va="top", fontsize=6,
                 color="#445", zorder=1)
-    for e in tl.events:
-        x, y = e.column * box_w + 0.08, y_of[e.lane] - box_h / 2
+    index = {id(e): i for i, e in enumerate(tl.events)}
+    for e, text in zip(events, texts):
+        w = box_width(e.cost)
+        x, y = x_of[e.column] + 0.08, y_of[e.lane] - box_h / 2
         name, colour = KINDS.get(e.kind, KINDS["other"])
-        patch = FancyBboxPatch((x, y), box_w - 0.16, box_h, boxstyle="round,pad=0.02,rounding_size=0.08",
-                               facecolor=colour, edgecolor="#222", linewidth=0.6, zorder=2,
-                               hatch="//" if e.elected else None, alpha=0.55 if e.passes else 1.0)
-        ax.add_patch(patch)
+        ax.add_patch(FancyBboxPatch((x, y), w - 0.16, box_h, boxstyle="round,pad=0.02,rounding_size=0.08",
+                                    facecolor=colour, edgecolor="#222", linewidth=0.6, zorder=2,
+                                    hatch="//" if e.elected else None, alpha=0.55 if e.passes else 1.0))
         dark = e.kind in ("tma", "wait", "arrive", "sync", "fence", "wgmma")
-        text = e.label + ("\n(passes: fresh barrier)" if e.passes else "")
-        ax.text(x + (box_w - 0.16) / 2, y_of[e.lane], _wrap(text, 22), ha="center", va="center", fontsize=5.6,
-                color="white" if dark else "#111", zorder=3)
+        ax.text(x + (w - 0.16) / 2, y_of[e.lane], text, ha="center", va="center", fontsize=5.6,
+                color="white" if dark else "#111", zorder=3, clip_on=True)
+    drawn = {index[id(e)] for e in events}
     for i, j in tl.arrows:
+        if i not in drawn or j not in drawn:
+            continue
         a, b = tl.events[i], tl.events[j]
-        ax.annotate("", xy=(b.column * box_w + 0.1, y_of[b.lane] + (box_h / 2 if y_of[b.lane] < y_of[a.lane]
-                                                                        else -box_h / 2)),
-                    xytext=(a.column * box_w + box_w - 0.1, y_of[a.lane] + (-box_h / 2 if y_of[b.lane] < y_of[a.lane]
-                                                                             else box_h / 2)),
+        down = y_of[b.lane] < y_of[a.lane]
+        ax.annotate("", xy=(x_of[b.column] + 0.1, y_of[b.lane] + (box_h / 2 if down else -box_h / 2)),
+                    xytext=(x_of[a.column] + box_width(a.cost) - 0.1,
+                            y_of[a.lane] + (-box_h / 2 if down else box_h / 2)),
                     arrowprops=dict(arrowstyle="->", color="#555", lw=0.8, connectionstyle="arc3,rad=0.12"),
                     zorder=4)
-    ax.set_xlim(-0.2, cols * box_w + 0.2)
+    ax.set_xlim(-0.2, x_of[-1] + 0.2)
     ax.set_ylim(-0.8, len(tl.lanes) * lane_h + 0.1)
     ax.set_yticks([y_of[i] for i in range(len(tl.lanes))])
     ax.set_yticklabels([f"{ln.name}\n({ln.threads})" for ln in tl.lanes], fontsize=8)
     ax.set_xticks([])
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
-    used = [k for k in KINDS if any(e.kind == k for e in tl.events)]
+    used = [k for k in KINDS if any(e.kind == k for e in events)]
     handles = [Patch(facecolor=KINDS[k][1], edgecolor="#222", label=KINDS[k][0]) for k in used]
-    if any(e.elected for e in tl.events):
+    if any(e.elected for e in events):
         handles.append(Patch(facecolor="white", edgecolor="#222", hatch="//", label="one elected thread"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=min(len(handles), 6),
               fontsize=7, frameon=False)
-    ax.set_title(f"schedule of {tl.name!r}: one lane per role; arrows: the arrival completing the phase a wait "
-                 f"waits for", fontsize=9)
-    fig.tight_layout()
+    ax.set_title(f"schedule of {tl.name!r}: one lane per role; box width: egtile's cost estimate; arrows: the "
+                 f"arrival completing the phase a wait waits for", fontsize=9)
+    foot = [f"[{n}] {text}" for text, n in keys.items()]
+    half = -(-len(foot) // 2)
+    rows = [f"{foot[i]:<70}  {foot[i + half] if i + half < len(foot) else ''}".rstrip() for i in range(half)]
+    lines = notes + rows
+    if lines:
+        fig.text(0.01, 0.005, "\n".join(lines), ha="left", va="bottom", fontsize=6, family="monospace",
+                 color="#333")
+    fig.tight_layout(rect=(0, min(0.6, 0.02 + 0.16 * len(lines) / fig_h), 1, 1))
     return fig
 
 
-def _wrap(text: str, width: int) -> str:
+def _wrap(text: str, width: int, limit: int = 4, ellipsis: bool = False) -> str:
     words, lines, cur = text.split(" "), [], ""
     for w in words:
+        while len(w) > width:  # a word longer than the box: cut it
+            if cur:
+                lines.append(cur)
+                cur = ""
+            lines.append(w[:width])
+            w = w[width:]
         if cur and len(cur) + 1 + len(w) > width:
             lines.append(cur)
             cur = w
         else:
             cur = f"{cur} {w}" if cur else w
     lines.append(cur)
-    return "\n".join(lines[:4])
+    if len(lines) > limit and ellipsis:
+        lines = lines[:limit]
+        lines[-1] = lines[-1][: max(1, width - 1)] + "…"
+    return "\n".join(lines[:limit])
 
 
 def render(sched: Scheduled | Timeline, path: str | Path | None = None, format: str | None = None,  # noqa: A002
-           iterations: int | None = None, dpi: int = 150) -> bytes:
+           iterations: int | None = None, dpi: int = 150, max_width_px: int | None = MAX_WIDTH_PX) -> bytes:
     """Draw the timeline of ``sched`` as PNG or SVG (``format``, or ``path``'s suffix; default PNG); write it
-    to ``path`` when given. Returns the image's bytes."""
+    to ``path`` when given. Returns the image's bytes.
+
+    The picture is at most ``max_width_px`` wide (``None``: no cap): a schedule too wide for it is drawn with
+    fewer pipelined iterations (down to one), then with the statements past the edge cut; a note under the
+    picture says how many iterations and statements are not drawn."""
     import io
 
     tl = sched if isinstance(sched, Timeline) else build(sched, iterations)
+    if max_width_px is not None and not isinstance(sched, Timeline):
+        drawn = max((d for _, d, _ in tl.loops), default=1)
+        while drawn > 1 and _fig_width(_column_widths(tl)) > max_width_px / dpi:
+            drawn -= 1
+            tl = build(sched, drawn)
     fmt = (format or (Path(path).suffix.lstrip(".") if path is not None else "") or "png").lower()
     if fmt not in ("png", "svg"):
         raise ArgumentError(f"timeline: format {fmt!r} is not png or svg")
     plt = _pyplot()
-    fig = figure(tl)
+    fig = figure(tl, max_width_px, dpi)
     buf = io.BytesIO()
     try:
         fig.savefig(buf, format=fmt, dpi=dpi, metadata={"Software": None} if fmt == "png" else {"Date": None})
@@ -511,4 +674,4 @@ def render(sched: Scheduled | Timeline, path: str | Path | None = None, format: 
     return data
 
 
-__all__ = ["KINDS", "Event", "Lane", "Segment", "Timeline", "build", "figure", "render"]
+__all__ = ["KINDS", "MAX_WIDTH_PX", "Event", "Lane", "Segment", "Timeline", "box_width", "build", "figure", "render"]

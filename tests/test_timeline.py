@@ -73,6 +73,78 @@ def test_the_timeline_renders_for_every_example(path, monkeypatch, tmp_path):
         assert tl.events[a].column < tl.events[w].column
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "Schedule:" in drawn["text"]
     assert b"<svg" in drawn["svg"][:400]
+    width, height = png_size(png.read_bytes())
+    assert width <= timeline.MAX_WIDTH_PX and height <= timeline.MAX_HEIGHT_PX, (path.stem, width, height)
+    for e in tl.events:  # every box is as wide as the cost model says, within the minimum and maximum
+        assert timeline.box_width(e.cost) >= timeline.box_width(1) and e.cost >= 1
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk (PNG specification 11.2.2)."""
+    import struct
+
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_a_long_schedule_is_capped_and_says_what_it_leaves_out(monkeypatch):
+    """The softmax example used to render 7845 px wide: many iterations (here 40 of the GEMM's pipelined loop)
+    draw fewer iterations under the width cap, and the note says how many are not drawn."""
+    k = first_kernel(EXAMPLES_DIR / "gemm.py", monkeypatch)
+    wide = timeline.build(k.scheduled, iterations=40)
+    assert timeline.render(k.scheduled, max_width_px=None, iterations=40)  # uncapped: as asked
+    data = timeline.render(k.scheduled, iterations=40)
+    width, _ = png_size(data)
+    assert width <= timeline.MAX_WIDTH_PX
+    var, drawn, trips = wide.loops[0]
+    assert trips is not None and drawn == trips  # --small: the whole loop asked for
+    capped = timeline.build(k.scheduled)
+    assert capped.loops[0][1] == min(trips, max(b.stages for b in k.scheduled.barriers) + 1)
+    # a Timeline drawn as given is cut at the edge with a note instead
+    fig = timeline.figure(timeline.build(k.scheduled, iterations=40), max_width_px=800)
+    texts = [t.get_text() for t in fig.texts]
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    assert any("statements past the right edge not drawn" in t for t in texts), texts
+
+
+def test_iterations_not_drawn_are_noted():
+    tl = timeline.Timeline("k", (), (), (), (), (("ko", 3, 32), ("j", 2, 2), ("i", 3, None)))
+    assert tl.notes() == ["ko: 3 of 32 iterations drawn, 29 iterations not drawn",
+                          "i: first 3 iterations drawn (trip count known only at run time)"]
+
+
+def test_box_widths_follow_the_cost_model(monkeypatch):
+    from egtile.schedule import cost as C
+
+    k = first_kernel(EXAMPLES_DIR / "gemm.py", monkeypatch)
+    tl = timeline.build(k.scheduled)
+    waits = [e for e in tl.events if e.kind == "wait"]
+    loads = [e for e in tl.events if e.kind == "tma" and e.label.startswith("TMA ") and "store" not in e.label]
+    assert waits and loads
+    assert all(e.cost == C.MBARRIER_OP for e in waits)
+    assert all(e.cost > C.TMA_ISSUE for e in loads)  # issue plus the bytes at the HBM rate
+    assert timeline.box_width(loads[0].cost) > timeline.box_width(waits[0].cost) >= timeline.box_width(1)
+    assert timeline.box_width(10**9) == timeline.box_width(10**10)  # a maximum
+
+
+def test_labels_that_do_not_fit_get_a_key_spelled_out_below(monkeypatch):
+    import matplotlib.pyplot as plt
+
+    k = first_kernel(EXAMPLES_DIR / "gemm.py", monkeypatch)
+    tl = timeline.build(k.scheduled)
+    fig = timeline.figure(tl)
+    boxes = [t.get_text() for t in fig.axes[0].texts]
+    foot = "\n".join(t.get_text() for t in fig.texts)
+    plt.close(fig)
+    keyed = [b for b in boxes if b.startswith("[")]
+    assert keyed, boxes
+    for b in keyed:
+        n = b.split("]")[0] + "]"
+        assert f"{n} " in foot, (n, foot)
+    wgmma = next(e.label for e in tl.events if e.kind == "wgmma")
+    assert wgmma in foot  # the long wgmma label is legible in full under the picture
 
 
 def test_the_gemm_timeline_shows_the_pipeline(monkeypatch):
