@@ -2,8 +2,10 @@
 
 A schedule that egtile built is wrong only through egtile's bug (``egtile.api`` says so). A hand-specialized
 kernel's protocol is the user's (:mod:`egtile.lower.protocol`), so a violation of L1-L4 there is a bug in the
-kernel: :func:`check_protocol` raises :class:`~egtile.errors.ScheduleError` at the first statement involved,
-with what the property means for a hand-written protocol and every statement involved, at its line.
+kernel: :func:`check_protocol` raises :class:`~egtile.errors.ScheduleError` at the culprit's line: its first
+lines name the statement to change, the barrier, the phase or parity and a fix
+(:mod:`egtile.verifier.protocol_diagnosis` reads the violations together, cause before consequence), then
+what each property means for a hand-written protocol and every statement involved, at its line.
 
 What each property catches in a hand-written protocol (``docs/soundness.md`` defines them):
 
@@ -68,7 +70,8 @@ def check_protocol(sched: Scheduled) -> None:
 
     Raises:
         ResourceError: only L8 (per-block limits) is violated.
-        ScheduleError: the protocol is wrong (L1-L7), at the first statement of the first violation.
+        ScheduleError: the protocol is wrong (L1-L7), at the culprit's line (the first violation's statement
+            when no culprit can be named).
     """
     from egtile.verifier import verify
 

@@ -18,7 +18,6 @@ thread that executes it).
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -158,12 +157,6 @@ def _writes(s: Any) -> set[str]:
         case Store(buffer=b):
             return {b.name}
     return set()
-
-
-def _iteration(v: Violation) -> str:
-    """``k=0`` from a message ``... (k=0) ...`` ('' when it names none)."""
-    m = re.search(r"\((\w+=\d+(?:, \w+=\d+)*)\)", v.message)
-    return m.group(1) if m else ""
 
 
 def _bar(v: Violation) -> str:
@@ -393,10 +386,6 @@ def diagnose(violations: list[Violation], sched: Scheduled) -> list[Diagnosis]:
                 found.append((rank, _prefer(d, k), i, d))
                 break
     return [d for *_, d in sorted(found, key=lambda t: t[:3])]
-
-
-def short(loc: SourceLoc | None) -> str:
-    return f"{os.path.basename(loc.file)}:{loc.line}" if loc is not None else "?"
 
 
 __all__ = ["Diagnosis", "diagnose"]
