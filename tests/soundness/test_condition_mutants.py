@@ -479,7 +479,6 @@ WITNESS: dict[tuple[str, str], Witness] = {
     ("pipeline-warp-specialize", "ws-runs-once"): Witness(_pipeline_in_serial_loop, cheap=WS),
     ("pipeline-warp-specialize", "register-budget"): Witness(lambda: _copy_consume(threads=512), cheap=WS,
                                                               base=_greedy_register_rules),
-    ("pipeline-software-pipeline", "swp-async-producers"): Witness(_simt_producer, force=NO_WS, cheap=SWP),
     ("pipeline-software-pipeline", "ws-has-producer"): Witness(_no_producer, force=NO_WS, cheap=SWP),
     ("pipeline-software-pipeline", "ws-no-consumer-writes-producer-buffer"): Witness(_consumer_writes_next_round,
                                                                                      force=NO_WS, cheap=SWP),
@@ -511,10 +510,7 @@ WITNESS: dict[tuple[str, str], Witness] = {
                                                                 cheap=("wgmma_rs",)),
 }
 
-GAPS: dict[tuple[str, str], str] = {
-    ('pipeline-software-pipeline', 'swp-async-producers'):
-        "the mutant's software pipeline of the SIMT producer is in the e-graph (legal, rejected on cost) but extraction does not take it even at swp cost 0",
-}
+GAPS: dict[tuple[str, str], str] = {}
 """Witnessed conditions whose mutant is not caught yet, with why: each a known gap, listed so that the suite
 says so instead of passing silently (the test fails once the gap closes, so the entry has to go)."""
 
@@ -572,6 +568,13 @@ NOT_LEGALITY: dict[tuple[str, str], tuple[Callable[[], Kernel], str]] = {
         "not a refusal: the condition's query is empty, so it can reject no match; it only carries the wait "
         "mode's derivation (the table the rule's mode binding reads). Its mutant cannot admit a schedule the rules "
         "refuse; on the SIMT-producer witness it schedules the kernel as the rules do, and legally"),
+    ("pipeline-software-pipeline", "swp-async-producers"): (
+        _simt_producer,
+        "implied by the copy rules' issue contexts: the software pipeline issues its producers in context "
+        "'prefetch', where only copy-to-tma (TMA eligible, prefer auto/tma) and copy-to-cp-async (cp.async "
+        "eligible and asked for) match; the SIMT producer rules match context 'warpgroup' only, so without the "
+        "condition the swp node of a SIMT producer has no extractable issue term (extraction does not take it "
+        "even at swp cost 0) and the mutant's schedule is the rules' own"),
     ("gemm-to-wgmma", "wgmma-eligible"): (
         lambda: _gemm(bk=8),
         "implied by the binding: wgmma_option(sid, split, swa, swb) is filled from the wgmma-options mask, which "
