@@ -103,3 +103,35 @@ def test_without_sink_wait_the_explanation_says_the_rule_is_not_in_the_ruleset()
     text = optimize(main, rules=R.builtin().without("sink-wait")).explain()
     assert "sinking past `for i in T.Parallel(64): Out2[k, i] = Other[k, i] * T.float16(2.0)`" in text
     assert "is not in the ruleset" in text and "costs more" not in text
+
+
+def _swp_refusal(producer: str) -> str:
+    """The software pipeline's refusal of a 96-thread loop (not whole warpgroups: warp specialization is out, so
+    the software pipeline is the only pipeline left) whose producer is ``producer``: a store loop, or a copy that
+    asks for SIMT."""
+    @T.prim_func
+    def main(In: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 64), "float16")):
+        with T.Kernel(1, threads=96) as _bx:
+            X_s = T.alloc_shared((64,), "float16")
+            for k in T.Pipelined(4, num_stages=2):
+                if producer == "loop":
+                    for j in T.Parallel(64):
+                        X_s[j] = In[k, 63 - j]
+                else:
+                    T.copy(In[k, 0:64], X_s, prefer_instruction="simt")
+                for i in T.Parallel(64):
+                    Out[k, i] = X_s[63 - i]
+
+    rej = next(x for x in optimize(main).rejected if x.rule == "pipeline-software-pipeline")
+    assert "swp-async-producers" in rej.failed
+    return rej.reason
+
+
+def test_a_software_pipeline_refusal_says_why_its_producer_cannot_be_asynchronous():
+    # software_pipeline.py _explain_async: ``not hasattr(s, "prefer")`` -> ``not not ...`` words a store loop as a
+    # copy that asks for SIMT and a SIMT-preferring copy as "not a T.copy"
+    loop, copy = _swp_refusal("loop"), _swp_refusal("copy")
+    assert "cannot be issued asynchronously: it is not a T.copy" in loop
+    assert "prefer_instruction" not in loop
+    assert "cannot be issued asynchronously: prefer_instruction='simt' asks for a synchronous copy" in copy
+    assert "it is not a T.copy" not in copy
