@@ -135,3 +135,44 @@ def test_a_software_pipeline_refusal_says_why_its_producer_cannot_be_asynchronou
     assert "prefer_instruction" not in loop
     assert "cannot be issued asynchronously: prefer_instruction='simt' asks for a synchronous copy" in copy
     assert "it is not a T.copy" not in copy
+
+
+def test_a_serial_loop_in_a_parallel_body_stays_serial_in_its_thread():
+    # partition.py thread_loop: ``kind == "parallel" and start is Const and stop is Const`` -> ``... or ...``
+    # (either of the two mutants) folds the inner T.serial into the T.Parallel's iteration space, so its
+    # iterations run on different threads, racing on Y[i] and losing the order of the recurrence
+    import torch
+
+    import egtile
+
+    @T.prim_func
+    def main(X: T.Tensor((64, 4), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(64):
+                for j in T.serial(4):
+                    Y[i] = Y[i] * 0.5 + X[i, j]
+
+    sched = optimize(main).scheduled
+    assert egtile.verify(sched) == []
+    g = torch.Generator().manual_seed(7)
+    X, Y0 = torch.randn(64, 4, generator=g), torch.randn(64, generator=g)
+    ref = Y0.double()
+    for j in range(4):
+        ref = ref * 0.5 + X[:, j].double()
+    Y = Y0.clone()
+    egtile.compile(main, target="sim")(X, Y)
+    torch.testing.assert_close(Y.double(), ref, rtol=1e-6, atol=1e-6)
+
+
+def test_a_replication_refusal_names_the_atomic():
+    # partition.py _explain_effect: ``a == 1`` -> ``a == 0`` words an atomic as an extern with a hidden effect
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Count: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(64):
+                T.atomic_add(Count[0], X[i])
+
+    rej = next(x for x in optimize(main).rejected if x.rule == "replicate-parallel")
+    assert rej.failed == ("effect-local",)
+    assert "contains an atomic read-modify-write" in rej.reason
+    assert "extern" not in rej.reason
