@@ -38,3 +38,75 @@ def test_a_loop_run_backward_reorders_its_writes_and_the_verifier_says_so():
     found = {(v.property, tuple(v.sids)) for v in egtile.verify(_reversed_loop(True))}
     assert ("L2", (2, 2)) in found, found   # S[0]'s writes of k = 3, 2, 1, 0: the last one must be k = 3's
     assert any(p == "L1" and s == (2, 3) for p, s in found), found
+
+
+def _one_stage_pipeline():
+    from egtile import language as T
+
+    @T.prim_func
+    def main(In: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 64), "float16")):
+        with T.Kernel(1, threads=128) as _bx:
+            X_s = T.alloc_shared((64,), "float16")
+            for k in T.Pipelined(4, num_stages=1):
+                T.copy(In[k, 0:64], X_s)
+                for i in T.Parallel(64):
+                    Out[k, i] = X_s[63 - i] + T.float16(1.0)
+
+    return main
+
+
+def test_phase_expressions_of_each_mode():
+    # phase.py: ``mode == "absolute"`` -> ``!=`` (the absolute mode refused, an unknown one accepted) and the
+    # single-stage stage ``Const(0)`` -> ``Const(-1)``
+    import pytest
+
+    from egtile.lower.phase import phase_exprs
+
+    k, start = Var("k"), Const(2)
+    assert phase_exprs(k, start, 1) == (Const(0), BinOp("&", BinOp("-", k, start), Const(1)))
+    assert phase_exprs(k, start, 3) == (BinOp("%", BinOp("-", k, start), Const(3)),
+                                        BinOp("&", BinOp("/", BinOp("-", k, start), Const(3)), Const(1)))
+    assert phase_exprs(k, start, 3, "absolute") == (BinOp("%", k, Const(3)),
+                                                    BinOp("&", BinOp("/", k, Const(3)), Const(1)))
+    with pytest.raises(ValueError, match="unknown phase mode"):
+        phase_exprs(k, start, 3, "relative")
+    with pytest.raises(ValueError, match="at least 1 stage"):
+        phase_exprs(k, start, 0)
+
+
+def test_a_one_stage_pipeline_runs_on_the_simulator_as_the_serial_loop():
+    import torch
+
+    pf = _one_stage_pipeline()
+    from egtile.schedule.driver import optimize
+
+    sched = optimize(pf).scheduled
+    assert any(type(x).__name__ == "Wait" for x in egtile.ir.swalk(sched.body))  # it is pipelined
+    assert egtile.verify(sched) == []
+    g = torch.Generator().manual_seed(3)
+    In = torch.randn(4, 64, generator=g).to(torch.float16)
+    Out = torch.full((4, 64), float("nan"), dtype=torch.float16)
+    egtile.compile(pf, target="sim")(In, Out)
+    ref = (In.double().flip(1) + 1.0).to(torch.float16)
+    torch.testing.assert_close(Out, ref, rtol=0, atol=0)
+
+
+def test_a_barrier_index_outside_its_array_is_a_violation(monkeypatch):
+    # the same mutant (stage -1 of a one-stage pipeline) ran on the verifier clean: mbarrier stage indices were
+    # not range-checked (the simulator refuses it); the planted schedule must now be refused by verify too
+    import egtile.rules as R
+    import egtile.rules.warp_specialize as ws
+    from egtile.schedule.driver import optimize
+
+    real = ws.phase_exprs
+
+    def planted(k, start, stages, mode="normalized"):
+        stage, parity = real(k, start, stages, mode)
+        return (Const(-1) if stages == 1 else stage), parity
+
+    monkeypatch.setattr(ws, "phase_exprs", planted)
+    sched = optimize(_one_stage_pipeline(), rules=R.default()).scheduled
+    waits = [x for x in egtile.ir.swalk(sched.body) if type(x).__name__ == "Wait"]
+    assert waits and all(w.stage == Const(-1) for w in waits)  # the bug is planted
+    found = egtile.verify(sched)
+    assert any("out of range for mbarrier array" in v.message for v in found), found
