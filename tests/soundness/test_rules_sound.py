@@ -49,6 +49,8 @@ def test_default_rules_are_sound(soundness_long):
         problems = check(program.kernel, cheapest, program.args())
         assert not problems, f"{program}, cheapest schedule:\n" + "\n".join(problems[:10])
         tally.update(programs=1, schedules=1)
+        if soundness_long:  # progress, so that a long run stopped by a time limit still gives its figures
+            print(f"[soundness] program {tally['programs']}: {program}", flush=True)
         for variant in variants[:6]:  # the first variant (in drawn order) that gives another schedule
             other = schedule(program.kernel, variant_ruleset(variant))
             if other is None or other.body == cheapest.body:
@@ -56,6 +58,8 @@ def test_default_rules_are_sound(soundness_long):
             problems = check(program.kernel, other, program.args(seed=1))
             assert not problems, f"{program}, schedule {variant}:\n" + "\n".join(problems[:10])
             tally.update(schedules=1)
+            if soundness_long:
+                print(f"[soundness] program {tally['programs']}: second schedule ({variant})", flush=True)
             return
 
     tally = Counter()
@@ -83,6 +87,8 @@ def test_gemm_and_reduction_programs_are_sound(soundness_long):
         problems = check(program.kernel, cheapest, program.args())
         assert not problems, f"{program}, cheapest schedule:\n" + "\n".join(problems[:10])
         tally.update(programs=1, schedules=1)
+        if soundness_long:  # progress, so that a long run stopped by a time limit still gives its figures
+            print(f"[soundness] program {tally['programs']}: {program}", flush=True)
         if not soundness_long:
             return  # the simulator is slow on a gemm tile: other schedules only in long runs
         for variant in variants[:6]:
@@ -92,6 +98,8 @@ def test_gemm_and_reduction_programs_are_sound(soundness_long):
             problems = check(program.kernel, other, program.args(seed=1))
             assert not problems, f"{program}, schedule {variant}:\n" + "\n".join(problems[:10])
             tally.update(schedules=1)
+            if soundness_long:
+                print(f"[soundness] program {tally['programs']}: second schedule ({variant})", flush=True)
             return
 
     tally = Counter()
