@@ -110,3 +110,13 @@ def test_a_barrier_index_outside_its_array_is_a_violation(monkeypatch):
     assert waits and all(w.stage == Const(-1) for w in waits)  # the bug is planted
     found = egtile.verify(sched)
     assert any("out of range for mbarrier array" in v.message for v in found), found
+    # sim/mbarrier.py ``0 <= s`` -> ``-1 <= s``: the simulator took stage -1 as the array's last barrier (Python
+    # indexing) and ran the planted schedule clean
+    import pytest
+    import torch
+
+    g = torch.Generator().manual_seed(5)
+    In = torch.randn(4, 64, generator=g).to(torch.float16)
+    Out = torch.full((4, 64), float("nan"), dtype=torch.float16)
+    with pytest.raises(Exception, match="stage -1 is out of range for mbarrier array"):
+        egtile.simulate(sched, In, Out)
