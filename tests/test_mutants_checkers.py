@@ -120,3 +120,25 @@ def test_a_barrier_index_outside_its_array_is_a_violation(monkeypatch):
     Out = torch.full((4, 64), float("nan"), dtype=torch.float16)
     with pytest.raises(Exception, match="stage -1 is out of range for mbarrier array"):
         egtile.simulate(sched, In, Out)
+
+
+def test_a_simulated_race_names_the_writer_s_thread_and_statement():
+    # sim/memory.py Shadow.read: the earlier access of a read-after-write race ``(w[2], w[3], ...)`` (the
+    # writer's thread and statement) -> ``(w[3], w[3], ...)`` named the writer's statement id as its thread
+    import torch
+
+    In, Out = Buffer("In", (4,), "float32", "global"), Buffer("Out", (4,), "float32", "global")
+    S, L = Buffer("S", (1,), "float32", "shared"), Buffer("L", (1,), "float32", "local")
+    w, r, o = (Store(2, S, (_c(0),), Load(In, (_c(1),))), Store(3, L, (_c(0),), Load(S, (_c(0),))),
+               Store(4, Out, (_c(0),), Load(L, (_c(0),))))
+    kernel = Kernel("race", (In, Out), (1,), (Var("bx"),), 128, (S, L), (w, r, o))
+    everyone, writer = ThreadRange(0, 128), ThreadRange(32, 64)
+    # thread 32 writes S[0]; every thread reads it with no barrier between (the planted race)
+    sched = Scheduled(kernel, 128, (S, L), (), (Elect(writer, (Leaf(w),)), Leaf(r), SyncThreads(everyone),
+                                                Elect(everyone, (Leaf(o),))))
+    assert any(v.property == "L1" for v in egtile.verify(sched))
+    g = torch.Generator().manual_seed(11)
+    res = egtile.simulate(sched, torch.randn(4, generator=g), torch.full((4,), float("nan")))
+    raw = [x for x in res.races if x.kind == "read-after-write" and x.buffer == "S"]
+    assert raw, res.races
+    assert all(x.earlier.thread == 32 and x.earlier.sid == 2 and x.later.sid == 3 for x in raw), raw
