@@ -176,3 +176,22 @@ def test_a_replication_refusal_names_the_atomic():
     assert rej.failed == ("effect-local",)
     assert "contains an atomic read-modify-write" in rej.reason
     assert "extern" not in rej.reason
+
+
+def test_a_software_pipeline_refusal_names_the_address_variable_that_is_not_the_loop_s():
+    # software_pipeline.py _explain_independent: ``b == -1`` -> ``b == 1`` words an outer loop's variable in the
+    # copy's address as "a source the kernel writes"
+    @T.prim_func
+    def main(In: T.Tensor((6, 64), "float16"), Out: T.Tensor((6, 64), "float16")):
+        with T.Kernel(1, threads=96) as _bx:
+            X_s = T.alloc_shared((64,), "float16")
+            for j in T.serial(2):
+                for k in T.Pipelined(3, num_stages=2):
+                    T.copy(In[j * 3 + k, 0:64], X_s)
+                    for i in T.Parallel(64):
+                        Out[j * 3 + k, i] = X_s[63 - i]
+
+    rej = next(x for x in optimize(main).rejected if x.rule == "pipeline-software-pipeline")
+    assert "swp-producer-independent" in rej.failed
+    assert "addresses memory with j, which is neither the loop variable nor a block index" in rej.reason
+    assert "which the kernel writes" not in rej.reason
