@@ -142,3 +142,49 @@ def test_a_simulated_race_names_the_writer_s_thread_and_statement():
     raw = [x for x in res.races if x.kind == "read-after-write" and x.buffer == "S"]
     assert raw, res.races
     assert all(x.earlier.thread == 32 and x.earlier.sid == 2 and x.later.sid == 3 for x in raw), raw
+
+
+def test_a_tma_load_from_rows_of_24_bytes_is_refused_by_codegen():
+    # codegen/ops/tma.py: the row-stride check over ``row_major(shape)[:-1]`` -> ``[:not 1]`` (no dimension)
+    # let a tensor map with a 24-byte global stride through (cuTensorMapEncodeTiled: multiples of 16 bytes)
+    from dataclasses import replace
+
+    import pytest
+    from seed_schedules import bug2_schedule
+
+    from egtile.codegen import emit
+    from egtile.errors import CodegenError
+    from egtile.ir import Region, TmaLoad
+
+    s = bug2_schedule()
+    G = Buffer("A_in", (4, 12), "float16", "global")   # 12 x 2 bytes per row; the box's 8 x 2 bytes are fine
+    kernel = replace(s.kernel, params=(G,) + s.kernel.params[1:])
+    load = TmaLoad(Region(G, (_c(0), _c(0)), (1, 8)), Region(s.buffers[0], (_c(0), _c(0)), (1, 8)), "full_0", _c(0),
+                   sid=4)
+    with pytest.raises(CodegenError, match="row stride that is not a multiple of 16 bytes"):
+        emit(replace(s, kernel=kernel, body=(Elect(ThreadRange(0, 256), (load,)),)))
+
+
+def test_the_code_of_a_vectorized_loop_says_its_width():
+    # codegen/ops/control.py: ``if s.vector > 1`` -> ``if not ...`` in the loop's description (the comment and
+    # the messages that name the loop): a vectorized loop described as scalar and a scalar one as "1-wide"
+    from egtile import language as T
+    from egtile.codegen import emit
+    from egtile.schedule.driver import optimize
+
+    @T.prim_func
+    def main(X: T.Tensor((512,), "float32"), Y: T.Tensor((512,), "float32"), Z: T.Tensor((96,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(512):
+                Y[i] = X[i] * 2.0
+            for j in T.Parallel(96):
+                Z[j] = X[95 - j] + 1.0
+
+    sched = optimize(main).scheduled
+    loops = {x.sid: x.vector for x in egtile.ir.swalk(sched.body) if type(x).__name__ == "ThreadLoop"}
+    assert sorted(loops.values())[-1] > 1 and 1 in loops.values(), loops  # one vectorized, one not
+    src = emit(sched)
+    src = src if isinstance(src, str) else getattr(src, "source", str(src))
+    for sid, w in loops.items():
+        line = next(ln for ln in src.splitlines() if f"T.Parallel (sid {sid}," in ln)
+        assert (f"{w}-wide" in line) == (w > 1) and ("-wide" in line) == (w > 1), line
