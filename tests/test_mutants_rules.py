@@ -195,3 +195,19 @@ def test_a_software_pipeline_refusal_names_the_address_variable_that_is_not_the_
     assert "swp-producer-independent" in rej.failed
     assert "addresses memory with j, which is neither the loop variable nor a block index" in rej.reason
     assert "which the kernel writes" not in rej.reason
+
+
+def test_the_explanation_of_a_vectorized_loop_says_its_width():
+    # partition.py _detail: ``x.vector > 1`` -> ``<= 1`` words a scalar loop as "1-wide accesses" and drops the
+    # width of a vectorized one
+    @T.prim_func
+    def main(X: T.Tensor((512,), "float32"), Y: T.Tensor((512,), "float32"), Z: T.Tensor((96,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(512):
+                Y[i] = X[i] * 2.0
+            for j in T.Parallel(96):
+                Z[j] = X[95 - j] + 1.0
+
+    text = optimize(main).explain()
+    assert "512 iterations, 4-wide accesses" in text, text
+    assert "96 iterations" in text and "96 iterations, 1-wide" not in text and "1-wide accesses" not in text, text
