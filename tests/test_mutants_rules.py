@@ -103,3 +103,111 @@ def test_without_sink_wait_the_explanation_says_the_rule_is_not_in_the_ruleset()
     text = optimize(main, rules=R.builtin().without("sink-wait")).explain()
     assert "sinking past `for i in T.Parallel(64): Out2[k, i] = Other[k, i] * T.float16(2.0)`" in text
     assert "is not in the ruleset" in text and "costs more" not in text
+
+
+def _swp_refusal(producer: str) -> str:
+    """The software pipeline's refusal of a 96-thread loop (not whole warpgroups: warp specialization is out, so
+    the software pipeline is the only pipeline left) whose producer is ``producer``: a store loop, or a copy that
+    asks for SIMT."""
+    @T.prim_func
+    def main(In: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 64), "float16")):
+        with T.Kernel(1, threads=96) as _bx:
+            X_s = T.alloc_shared((64,), "float16")
+            for k in T.Pipelined(4, num_stages=2):
+                if producer == "loop":
+                    for j in T.Parallel(64):
+                        X_s[j] = In[k, 63 - j]
+                else:
+                    T.copy(In[k, 0:64], X_s, prefer_instruction="simt")
+                for i in T.Parallel(64):
+                    Out[k, i] = X_s[63 - i]
+
+    rej = next(x for x in optimize(main).rejected if x.rule == "pipeline-software-pipeline")
+    assert "swp-async-producers" in rej.failed
+    return rej.reason
+
+
+def test_a_software_pipeline_refusal_says_why_its_producer_cannot_be_asynchronous():
+    # software_pipeline.py _explain_async: ``not hasattr(s, "prefer")`` -> ``not not ...`` words a store loop as a
+    # copy that asks for SIMT and a SIMT-preferring copy as "not a T.copy"
+    loop, copy = _swp_refusal("loop"), _swp_refusal("copy")
+    assert "cannot be issued asynchronously: it is not a T.copy" in loop
+    assert "prefer_instruction" not in loop
+    assert "cannot be issued asynchronously: prefer_instruction='simt' asks for a synchronous copy" in copy
+    assert "it is not a T.copy" not in copy
+
+
+def test_a_serial_loop_in_a_parallel_body_stays_serial_in_its_thread():
+    # partition.py thread_loop: ``kind == "parallel" and start is Const and stop is Const`` -> ``... or ...``
+    # (either of the two mutants) folds the inner T.serial into the T.Parallel's iteration space, so its
+    # iterations run on different threads, racing on Y[i] and losing the order of the recurrence
+    import torch
+
+    import egtile
+
+    @T.prim_func
+    def main(X: T.Tensor((64, 4), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(64):
+                for j in T.serial(4):
+                    Y[i] = Y[i] * 0.5 + X[i, j]
+
+    sched = optimize(main).scheduled
+    assert egtile.verify(sched) == []
+    g = torch.Generator().manual_seed(7)
+    X, Y0 = torch.randn(64, 4, generator=g), torch.randn(64, generator=g)
+    ref = Y0.double()
+    for j in range(4):
+        ref = ref * 0.5 + X[:, j].double()
+    Y = Y0.clone()
+    egtile.compile(main, target="sim")(X, Y)
+    torch.testing.assert_close(Y.double(), ref, rtol=1e-6, atol=1e-6)
+
+
+def test_a_replication_refusal_names_the_atomic():
+    # partition.py _explain_effect: ``a == 1`` -> ``a == 0`` words an atomic as an extern with a hidden effect
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Count: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(64):
+                T.atomic_add(Count[0], X[i])
+
+    rej = next(x for x in optimize(main).rejected if x.rule == "replicate-parallel")
+    assert rej.failed == ("effect-local",)
+    assert "contains an atomic read-modify-write" in rej.reason
+    assert "extern" not in rej.reason
+
+
+def test_a_software_pipeline_refusal_names_the_address_variable_that_is_not_the_loop_s():
+    # software_pipeline.py _explain_independent: ``b == -1`` -> ``b == 1`` words an outer loop's variable in the
+    # copy's address as "a source the kernel writes"
+    @T.prim_func
+    def main(In: T.Tensor((6, 64), "float16"), Out: T.Tensor((6, 64), "float16")):
+        with T.Kernel(1, threads=96) as _bx:
+            X_s = T.alloc_shared((64,), "float16")
+            for j in T.serial(2):
+                for k in T.Pipelined(3, num_stages=2):
+                    T.copy(In[j * 3 + k, 0:64], X_s)
+                    for i in T.Parallel(64):
+                        Out[j * 3 + k, i] = X_s[63 - i]
+
+    rej = next(x for x in optimize(main).rejected if x.rule == "pipeline-software-pipeline")
+    assert "swp-producer-independent" in rej.failed
+    assert "addresses memory with j, which is neither the loop variable nor a block index" in rej.reason
+    assert "which the kernel writes" not in rej.reason
+
+
+def test_the_explanation_of_a_vectorized_loop_says_its_width():
+    # partition.py _detail: ``x.vector > 1`` -> ``<= 1`` words a scalar loop as "1-wide accesses" and drops the
+    # width of a vectorized one
+    @T.prim_func
+    def main(X: T.Tensor((512,), "float32"), Y: T.Tensor((512,), "float32"), Z: T.Tensor((96,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(512):
+                Y[i] = X[i] * 2.0
+            for j in T.Parallel(96):
+                Z[j] = X[95 - j] + 1.0
+
+    text = optimize(main).explain()
+    assert "512 iterations, 4-wide accesses" in text, text
+    assert "96 iterations" in text and "96 iterations, 1-wide" not in text and "1-wide accesses" not in text, text

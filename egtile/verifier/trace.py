@@ -423,6 +423,8 @@ class Tracer:
         self.limits = limits
         self.window = window
         self.tracked, self.staged = tracked if tracked is not None else tracked_buffers(sched)
+        self.versions = dict(sched.staged)
+        self.barrier_sizes = {b.name: b.stages for b in sched.barriers}
         # per-thread buffers: traced for value flow (egtile.verifier.valueflow), never for ordering
         self.local = {b.name for b in sched.buffers if b.scope == "local"}
         self.tracked = self.tracked | self.local
@@ -515,9 +517,24 @@ class Tracer:
         if name not in self.staged or first is None:
             return None
         try:
-            return int(self.const(first, env))
+            stage = int(self.const(first, env))
         except NotConstant:
             return None
+        versions = self.versions.get(name)
+        if versions is not None and not 0 <= stage < versions:
+            # the hardware has no such version: the access lands in another buffer's shared memory
+            raise TraceError(f"stage {stage} of {name} at {env} is out of range: it has {versions} versions", None)
+        return stage
+
+    def barrier_stage(self, barrier: str, stage: Expr, env: dict, what: str, sid) -> int:
+        """The barrier of array ``barrier`` an operation names; out of range is a schedule that cannot run (an
+        mbarrier operation on an address outside the array: PTX ISA 9.7.13.15, the object must be an
+        initialized mbarrier)."""
+        s = self.const_int(stage, env, what, sid)
+        n = self.barrier_sizes.get(barrier)
+        if n is not None and not 0 <= s < n:
+            raise TraceError(f"{what} is {s} at {env}, out of range for mbarrier array {barrier} of {n}", sid)
+        return s
 
     # -- accesses ------------------------------------------------------------------------------------
 
@@ -767,14 +784,14 @@ class Tracer:
         n = ctx.threads
         if kind == "wait":
             ev = Event("wait", ctx.agent.index, sid if sid is not None else ctx.loop_sid, ctx.path, barrier=barrier,
-                       bstage=self.const_int(stage, ctx.env, f"stage of the wait on {barrier}", sid),
+                       bstage=self.barrier_stage(barrier, stage, ctx.env, f"stage of the wait on {barrier}", sid),
                        parity=self.const_int(parity, ctx.env, f"parity of the wait on {barrier}", sid) & 1,
                        count=n, tid=ctx.tid)
         else:
             what = "a cp.async arrive" if kind == "cp_arrive" else "an arrive"
             at = sid if sid is not None else ctx.loop_sid  # the user's arrive names its own statement
             ev = Event(kind, ctx.agent.index, at, ctx.path, barrier=barrier,
-                       bstage=self.const_int(stage, ctx.env, f"stage of {what} on {barrier}", at), count=n,
+                       bstage=self.barrier_stage(barrier, stage, ctx.env, f"stage of {what} on {barrier}", at), count=n,
                        tx=tx * n, tid=ctx.tid)
         self.emit(ctx.agent, ev, ctx)
 
@@ -784,8 +801,8 @@ class Tracer:
         for _ in range(ctx.threads):  # every thread that reaches it issues one copy (L5 flags n > 1)
             t = ctx.tid if ctx.tid is not None else ctx.lo
             ev = Event("tma", ctx.agent.index, sid, ctx.path, barrier=barrier,
-                       bstage=self.const_int(stage, ctx.env, f"stage of the TMA load on {barrier}", sid), tx=nbytes,
-                       tid=t)
+                       bstage=self.barrier_stage(barrier, stage, ctx.env, f"stage of the TMA load on {barrier}", sid),
+                       tx=nbytes, tid=t)
             self.emit(ctx.agent, ev, ctx)
             self.region(ctx, src, "r", sid)
             w = self.region(ctx, dst, "w", sid, proxy="async", kind="async_write", owner_tid=t)

@@ -8,8 +8,9 @@ The conditions are enumerated from ``egtile.rules.default()`` at collection time
 it gets a verdict here: ``HUNTED`` (the random programs catch it; ``python tests/soundness/conditions.py``
 finds which), ``WITNESS`` (a kernel on which the mutant's schedule is caught), ``COVERED`` (an
 ``egtile.rules.MUTANTS`` entry drops the same condition and the named test catches it), or ``NOT_LEGALITY``
-(the condition states a user preference or a cost choice: the mutant's schedule of the named kernel is
-*legal*, which the test checks). A witnessed condition whose mutant is not caught yet is listed in ``GAPS``
+(the condition states a user preference or a cost choice, or is implied by another condition, the
+definition of a producer or the rule's own binding: the mutant's schedule of the named kernel is *legal*, which
+the test checks). A witnessed condition whose mutant is not caught yet is listed in ``GAPS``
 with why (an expected failure that fails once the gap closes), as ``egtile.rules.MUTANT_GAPS`` does.
 
 What "caught" means: the mutant's compile raises (a loud refusal, not a silent wrong kernel), or its
@@ -83,16 +84,18 @@ def _zero_stages() -> Kernel:
     return replace(k, body=(replace(k.body[0], num_stages=0),))
 
 
-def _read_before_write() -> Kernel:
+def _read_previous_round() -> Kernel:
+    """The consumer reads ``X_s`` before the copy of its iteration: iteration ``k`` must see iteration
+    ``k - 1``'s copy (a loop-carried dependence through the produced buffer; ``X_s`` is touched only in the
+    loop, so ``ws-produced-private`` holds). Staged, the read sees the copy of its own stage instead."""
     @T.prim_func
-    def main(In: T.Tensor((5, 64), "float16"), Out: T.Tensor((4, 64), "float16")):
+    def main(In: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 64), "float16")):
         with T.Kernel(1, threads=128) as _bx:
             X_s = T.alloc_shared((64,), "float16")
-            for i in T.Parallel(64):
-                X_s[i] = In[4, i]
             for k in T.Pipelined(4, num_stages=2):
                 for i in T.Parallel(64):
-                    Out[k, i] = X_s[i]
+                    with T.If(k > 0):
+                        Out[k, i] = X_s[63 - i]
                 T.copy(In[k, 0:64], X_s)
 
     return main.kernel
@@ -113,17 +116,21 @@ def _producer_reads_consumer_write() -> Kernel:
     return main.kernel
 
 
-def _consumer_writes_produced() -> Kernel:
+def _consumer_writes_next_round() -> Kernel:
+    """The copy fills ``X_s[0:32]``; a consumer writes ``X_s[32:64]`` after the reads, for the next iteration
+    to read (written before read in the body order: ``ws-produced-written-before-read`` holds). Staged, the
+    next iteration reads the other stage's copy of ``X_s[32:64]``, which holds another round's value."""
     @T.prim_func
-    def main(In: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 64), "float16")):
+    def main(In: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 32), "float16")):
         with T.Kernel(1, threads=128) as _bx:
             X_s = T.alloc_shared((64,), "float16")
             for k in T.Pipelined(4, num_stages=2):
-                T.copy(In[k, 0:64], X_s)
-                for i in T.Parallel(64):
-                    X_s[i] = X_s[i] * T.float16(2.0)
-                for i in T.Parallel(64):
-                    Out[k, i] = X_s[i]
+                T.copy(In[k, 0:32], X_s[0:32])
+                for i in T.Parallel(32):
+                    with T.If(k > 0):
+                        Out[k, i] = X_s[63 - i]
+                for i in T.Parallel(32):
+                    X_s[32 + i] = X_s[i] * T.float16(2.0)
 
     return main.kernel
 
@@ -143,14 +150,16 @@ def _produced_read_after_loop() -> Kernel:
     return main.kernel
 
 
-def _pipeline_in_serial_loop() -> Kernel:
+def _pipeline_in_serial_loop(outer_in_copy: bool = True) -> Kernel:
+    """A pipelined loop run twice by a serial loop; ``outer_in_copy=False``: its copy does not mention the
+    outer variable (so ``swp-producer-independent`` holds and only ``ws-runs-once`` keeps it out)."""
     @T.prim_func
     def main(In: T.Tensor((6, 64), "float16"), Out: T.Tensor((6, 64), "float16")):
         with T.Kernel(1, threads=128) as _bx:
             X_s = T.alloc_shared((64,), "float16")
             for j in T.serial(2):
                 for k in T.Pipelined(3, num_stages=2):
-                    T.copy(In[j * 3 + k, 0:64], X_s)
+                    T.copy(In[(j * 3 if outer_in_copy else 0) + k, 0:64], X_s)
                     for i in T.Parallel(64):
                         Out[j * 3 + k, i] = X_s[63 - i]
 
@@ -186,10 +195,10 @@ def _simt_producer() -> Kernel:
     return main.kernel
 
 
-def _source_written_in_kernel() -> Kernel:
+def _source_written_in_kernel(threads: int = 128) -> Kernel:
     @T.prim_func
     def main(In: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 64), "float16")):
-        with T.Kernel(1, threads=128) as _bx:
+        with T.Kernel(1, threads=threads) as _bx:
             X_s = T.alloc_shared((64,), "float16")
             for i in T.Parallel(64):
                 In[1, i] = In[1, i] * T.float16(3.0)
@@ -265,6 +274,37 @@ def _store_copy(width: int = 64, **kw) -> Kernel:
             for i in T.Parallel(width):
                 X_s[i] = In[width - 1 - i] * 2.0
             T.copy(X_s, Out[0:width], **kw)
+
+    return main.kernel
+
+
+def _fragment_store(**kw) -> Kernel:
+    """A whole 2-D fragment copied to a global tile (``copy-via-tma-store``'s pattern)."""
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            C_f = T.alloc_fragment((64, 64), "float32")
+            for i, j in T.Parallel(64, 64):
+                C_f[i, j] = X[63 - i, j] * 2.0
+            T.copy(C_f, C[0, 0], **kw)
+
+    return main.kernel
+
+
+def _tma_copy_beside_simt_producer() -> Kernel:
+    """A copy that asks for TMA beside a SIMT store-loop producer: the producer warpgroup's wait mode is the
+    whole warpgroup (not every producer is single-issue), so ``copy-to-simt-producer`` matches the copy."""
+    @T.prim_func
+    def main(In: T.Tensor((4, 64), "float16"), In2: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 64), "float16")):
+        with T.Kernel(1, threads=128) as _bx:
+            X_s = T.alloc_shared((64,), "float16")
+            Y_s = T.alloc_shared((64,), "float16")
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(In[k, 0:64], X_s, prefer_instruction="tma")
+                for j in T.Parallel(64):
+                    Y_s[j] = In2[k, 63 - j]
+                for i in T.Parallel(64):
+                    Out[k, i] = X_s[63 - i] + Y_s[i]
 
     return main.kernel
 
@@ -429,33 +469,25 @@ NO_WS = ("pipeline-warp-specialize",)
 WS, SWP = ("ws",), ("swp",)
 WITNESS: dict[tuple[str, str], Witness] = {
     ("pipeline-warp-specialize", "ws-num-stages"): Witness(_zero_stages, cheap=WS),
-    ("pipeline-warp-specialize", "ws-producers-shared-from-global"): Witness(_shared_source_producer, cheap=WS),
     ("pipeline-warp-specialize", "ws-no-producer-reads-consumer-write"): Witness(_producer_reads_consumer_write,
                                                                                  cheap=WS),
-    ("pipeline-warp-specialize", "ws-no-consumer-writes-producer-buffer"): Witness(_consumer_writes_produced,
+    ("pipeline-warp-specialize", "ws-no-consumer-writes-producer-buffer"): Witness(_consumer_writes_next_round,
                                                                                    cheap=WS),
-    ("pipeline-warp-specialize", "ws-produced-written-before-read"): Witness(_read_before_write, cheap=WS),
+    ("pipeline-warp-specialize", "ws-produced-written-before-read"): Witness(_read_previous_round, cheap=WS),
     ("pipeline-warp-specialize", "ws-produced-private"): Witness(_produced_read_after_loop, cheap=WS),
     ("pipeline-warp-specialize", "ws-whole-warpgroups"): Witness(lambda: _copy_consume(threads=96), cheap=WS),
     ("pipeline-warp-specialize", "ws-runs-once"): Witness(_pipeline_in_serial_loop, cheap=WS),
     ("pipeline-warp-specialize", "register-budget"): Witness(lambda: _copy_consume(threads=512), cheap=WS,
                                                               base=_greedy_register_rules),
-    ("pipeline-warp-specialize", "ws-producer-wait-mode"): Witness(_simt_producer, cheap=WS),
-    ("pipeline-software-pipeline", "swp-async-producers"): Witness(_simt_producer, force=NO_WS, cheap=SWP),
     ("pipeline-software-pipeline", "ws-has-producer"): Witness(_no_producer, force=NO_WS, cheap=SWP),
-    ("pipeline-software-pipeline", "ws-producers-shared-from-global"): Witness(_shared_source_producer, force=NO_WS,
-                                                                               cheap=SWP),
-    ("pipeline-software-pipeline", "ws-no-producer-reads-consumer-write"): Witness(_producer_reads_consumer_write,
-                                                                                   force=NO_WS, cheap=SWP),
-    ("pipeline-software-pipeline", "ws-no-consumer-writes-producer-buffer"): Witness(_consumer_writes_produced,
+    ("pipeline-software-pipeline", "ws-no-consumer-writes-producer-buffer"): Witness(_consumer_writes_next_round,
                                                                                      force=NO_WS, cheap=SWP),
-    ("pipeline-software-pipeline", "ws-produced-written-before-read"): Witness(_read_before_write, force=NO_WS,
+    ("pipeline-software-pipeline", "ws-produced-written-before-read"): Witness(_read_previous_round, force=NO_WS,
                                                                                cheap=SWP),
     ("pipeline-software-pipeline", "ws-produced-private"): Witness(_produced_read_after_loop, force=NO_WS,
                                                                    cheap=SWP),
-    ("pipeline-software-pipeline", "ws-runs-once"): Witness(_pipeline_in_serial_loop, force=NO_WS, cheap=SWP),
-    ("pipeline-software-pipeline", "swp-producer-independent"): Witness(_source_written_in_kernel, force=NO_WS,
-                                                                        cheap=SWP),
+    ("pipeline-software-pipeline", "ws-runs-once"): Witness(lambda: _pipeline_in_serial_loop(outer_in_copy=False),
+                                                            force=NO_WS, cheap=SWP),
     ("copy-to-simt", "prefer-allows-simt"): Witness(lambda: _block_copy(prefer_instruction="tma"),
                                                     catch=requires("TmaLoad")),
     ("copy-to-tma", "tma-eligible"): Witness(lambda: _copy_consume(width=4), cheap=("tma_load",),
@@ -464,64 +496,21 @@ WITNESS: dict[tuple[str, str], Witness] = {
                                                   catch=excludes("TmaLoad")),
     ("copy-to-cp-async", "cp-async-eligible"): Witness(lambda: _copy_consume(width=1, prefer_instruction="cp_async"),
                                                        cheap=("cp_async_load",), catch=checkers_and_nvrtc),
-    ("copy-to-simt-producer", "prefer-allows-simt"): Witness(lambda: _copy_consume(prefer_instruction="tma"),
+    ("copy-to-simt-producer", "prefer-allows-simt"): Witness(_tma_copy_beside_simt_producer,
                                                              cheap=("simt_load",), catch=requires("TmaLoad")),
-    ("copy-via-tma-store", "tma-store-eligible"): Witness(lambda: _store_copy(width=2), cheap=("copy_tma_store",),
-                                                          catch=checkers_and_nvrtc),
-    ("copy-via-tma-store", "prefer-allows-tma"): Witness(lambda: _store_copy(disable_tma=True),
+    ("copy-via-tma-store", "prefer-allows-tma"): Witness(lambda: _fragment_store(disable_tma=True),
                                                          cheap=("copy_tma_store",), catch=excludes("TmaStore")),
-    ("vectorize-parallel", "no-escaping-local-write"): Witness(_vector_local_escape, cheap=("vectorized",)),
     ("replicate-parallel", "effect-local"): Witness(_extern_address_of, cheap=("replicated",)),
     ("elect-scalar", "no-escaping-local-write"): Witness(_block_local, force=("replicate-scalar",)),
-    ("gemm-to-wgmma", "wgmma-eligible"): Witness(lambda: _gemm(bk=8), cheap=("wgmma",), catch=checkers_and_nvrtc),
     ("gemm-to-wgmma", "fragment-users-admit-registers"): Witness(lambda: _gemm(reduce=True), cheap=("wgmma",)),
     ("gemm-to-wgmma", "wgmma-operands-async-proxy"): Witness(lambda: _gemm(simt_a=True), cheap=("wgmma",)),
-    ("gemm-to-wgmma-rs", "wgmma-rs-eligible"): Witness(lambda: _chained_gemm(n=8), cheap=("wgmma_rs",),
-                                                       catch=checkers_and_nvrtc),
     ("gemm-to-wgmma-rs", "fragment-users-admit-registers"): Witness(lambda: _chained_gemm(reduce=True),
                                                                     cheap=("wgmma_rs",)),
     ("gemm-to-wgmma-rs", "wgmma-operands-async-proxy"): Witness(lambda: _chained_gemm(simt_v=True),
                                                                 cheap=("wgmma_rs",)),
 }
 
-GAPS: dict[tuple[str, str], str] = {
-    ('pipeline-warp-specialize', 'ws-producers-shared-from-global'):
-        'the shared-to-shared copy is no producer at all, so ws-has-producer fails too: no witness isolates this condition yet',
-    ('pipeline-warp-specialize', 'ws-produced-written-before-read'):
-        'the witness also fails ws-produced-private (the buffer is written before the loop): no witness isolates this condition yet',
-    ('pipeline-warp-specialize', 'ws-producer-wait-mode'):
-        "the condition holds on the witness (the derived mode fits its SIMT producer): no rejection of the rule is recorded on the witness (the rule's pattern does not match it, or the condition holds there): a witness that reaches the condition is still missing",
-    ('pipeline-warp-specialize', 'ws-no-consumer-writes-producer-buffer'):
-        "on the in-place witness (each consumer thread rewrites its own element of the stage it holds between its full wait and its empty arrival) the mutant's schedule is legal: the condition is conservative there; no witness of a real race found yet",
-    ('pipeline-software-pipeline', 'ws-no-consumer-writes-producer-buffer'):
-        "as for warp specialization: the in-place witness is legal under the software pipeline's barriers",
-    ('pipeline-software-pipeline', 'swp-async-producers'):
-        "the mutant's software pipeline of the SIMT producer is in the e-graph (legal, rejected on cost) but extraction does not take it even at swp cost 0",
-    ('pipeline-software-pipeline', 'ws-producers-shared-from-global'):
-        'as for warp specialization (ws-has-producer fails too)',
-    ('pipeline-software-pipeline', 'ws-no-producer-reads-consumer-write'):
-        "the witness also fails swp-producer-independent (the consumer writes the copy's global source)",
-    ('pipeline-software-pipeline', 'ws-produced-written-before-read'):
-        'as for warp specialization (ws-produced-private fails too)',
-    ('pipeline-software-pipeline', 'ws-runs-once'):
-        'the pipeline nested in a serial loop also fails swp-producer-independent (its copy depends on the outer variable)',
-    ('pipeline-software-pipeline', 'swp-producer-independent'):
-        "the copy of a global written before the loop is ordered by the CTA barrier the issue-15 fix places (a TMA load's global source is tracked): the mutant's schedule is legal on this witness; the condition is conservative there",
-    ('copy-to-simt-producer', 'prefer-allows-simt'):
-        "no rejection of the rule is recorded on the witness (the rule's pattern does not match it, or the condition holds there): a witness that reaches the condition is still missing",
-    ('copy-via-tma-store', 'tma-store-eligible'):
-        "no rejection of the rule is recorded on the witness (the rule's pattern does not match it, or the condition holds there): a witness that reaches the condition is still missing",
-    ('copy-via-tma-store', 'prefer-allows-tma'):
-        "no rejection of the rule is recorded on the witness (the rule's pattern does not match it, or the condition holds there): a witness that reaches the condition is still missing",
-    ('vectorize-parallel', 'no-escaping-local-write'):
-        "no rejection of the rule is recorded on the witness (the rule's pattern does not match it, or the condition holds there): a witness that reaches the condition is still missing",
-    ('gemm-to-wgmma', 'wgmma-eligible'):
-        "no rejection of the rule is recorded on the witness (the rule's pattern does not match it, or the condition holds there): a witness that reaches the condition is still missing",
-    ('gemm-to-wgmma-rs', 'wgmma-rs-eligible'):
-        "the rule's binding wgmma_rs_option(sid, split, swb) is filled from the same oracle's legal options only, so "
-        "without the condition an ineligible gemm (K = 8 on the witness) still has no register-A alternative: the "
-        "mutant schedules it as the rules do; the condition is implied by the binding (as for gemm-to-wgmma)",
-}
+GAPS: dict[tuple[str, str], str] = {}
 """Witnessed conditions whose mutant is not caught yet, with why: each a known gap, listed so that the suite
 says so instead of passing silently (the test fails once the gap closes, so the entry has to go)."""
 
@@ -551,6 +540,58 @@ NOT_LEGALITY: dict[tuple[str, str], tuple[Callable[[], Kernel], str]] = {
         "a consumer never writes a guarded (produced) buffer once the loop is pipelined: "
         "ws-no-consumer-writes-producer-buffer refuses both pipelines for such a loop, so this condition is "
         "implied (defence in depth)"),
+    # implied conditions (defence in depth): another condition, the definition of a producer or the rule's own
+    # binding already keeps out every match the condition refuses, so the mutant's schedule is the rules' own
+    ("pipeline-warp-specialize", "ws-producers-shared-from-global"): (
+        _shared_source_producer,
+        "implied by the definition of a producer (egtile.schedule.dataflow: a member that writes a non-shared or "
+        "reads a non-global buffer is disqualified, so it is a consumer); the shared-to-shared copy of the witness "
+        "is no producer, ws-has-producer refuses the loop and the mutant's schedule is the serial one"),
+    ("pipeline-software-pipeline", "ws-producers-shared-from-global"): (
+        _shared_source_producer, "as for warp specialization: implied by the definition of a producer"),
+    ("pipeline-software-pipeline", "ws-no-producer-reads-consumer-write"): (
+        _producer_reads_consumer_write,
+        "implied: swp-async-producers makes every producer a global -> shared T.copy, whose only read is its "
+        "global source, and swp-producer-independent refuses a source the kernel writes (through a pointer "
+        "included: kernel_write(ANY)), which a consumer's write is"),
+    ("pipeline-software-pipeline", "swp-producer-independent"): (
+        lambda: _source_written_in_kernel(threads=96),
+        "conservative given the other conditions: a source written inside the loop is refused by "
+        "ws-no-producer-reads-consumer-write, one written before the loop is ordered by the CTA barrier the "
+        "lowering places (the TMA load's global source is tracked, issue 15's fix), one written after it is "
+        "after every issue; an address variable other than the loop variable or a block index is an enclosing "
+        "loop's (ws-runs-once); an address loaded from memory the kernel never writes is the same value early. "
+        "Warp specialization issues as early with no such condition. The witness has 96 threads, so the "
+        "mutant's schedule is the software pipeline itself, and it is legal"),
+    ("pipeline-warp-specialize", "ws-producer-wait-mode"): (
+        _simt_producer,
+        "not a refusal: the condition's query is empty, so it can reject no match; it only carries the wait "
+        "mode's derivation (the table the rule's mode binding reads). Its mutant cannot admit a schedule the rules "
+        "refuse; on the SIMT-producer witness it schedules the kernel as the rules do, and legally"),
+    ("pipeline-software-pipeline", "swp-async-producers"): (
+        _simt_producer,
+        "implied by the copy rules' issue contexts: the software pipeline issues its producers in context "
+        "'prefetch', where only copy-to-tma (TMA eligible, prefer auto/tma) and copy-to-cp-async (cp.async "
+        "eligible and asked for) match; the SIMT producer rules match context 'warpgroup' only, so without the "
+        "condition the swp node of a SIMT producer has no extractable issue term (extraction does not take it "
+        "even at swp cost 0) and the mutant's schedule is the rules' own"),
+    ("gemm-to-wgmma", "wgmma-eligible"): (
+        lambda: _gemm(bk=8),
+        "implied by the binding: wgmma_option(sid, split, swa, swb) is filled from the wgmma-options mask, which "
+        "is 0 for an ineligible gemm (K = 8 on the witness), so the mutant has no wgmma alternative for it"),
+    ("gemm-to-wgmma-rs", "wgmma-rs-eligible"): (
+        lambda: _chained_gemm(n=8),
+        "implied by the binding: wgmma_rs_option(sid, split, swb) is filled from the same oracle's legal options "
+        "only, so an ineligible gemm (K = 8 on the witness) has no register-A alternative in the mutant either"),
+    ("copy-via-tma-store", "tma-store-eligible"): (
+        lambda: _store_copy(width=2),
+        "implied by the binding: staging_option(sid, layout) is filled from the tma-store-layouts mask, which "
+        "egtile.rules.epilogue.tma_store_eligibility makes 0 (no option) for every copy the fact refuses"),
+    ("vectorize-parallel", "no-escaping-local-write"): (
+        _vector_local_escape,
+        "implied by the vector-width oracle (egtile.analysis.vector_width): every store of a vectorized nest "
+        "mentions the innermost variable, and an access of a local buffer that mentions it makes the width 1 (no "
+        "binding), so a vectorized body never writes a local buffer"),
 }
 
 

@@ -9,6 +9,8 @@ generation: the run is the same on every machine.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -46,15 +48,23 @@ def test_default_rules_are_sound(soundness_long):
         assert cheapest is not None, f"the default rules find no schedule for {program}"
         problems = check(program.kernel, cheapest, program.args())
         assert not problems, f"{program}, cheapest schedule:\n" + "\n".join(problems[:10])
+        tally.update(programs=1, schedules=1)
+        if soundness_long:  # progress, so that a long run stopped by a time limit still gives its figures
+            print(f"[soundness] program {tally['programs']}: {program}", flush=True)
         for variant in variants[:6]:  # the first variant (in drawn order) that gives another schedule
             other = schedule(program.kernel, variant_ruleset(variant))
             if other is None or other.body == cheapest.body:
                 continue
             problems = check(program.kernel, other, program.args(seed=1))
             assert not problems, f"{program}, schedule {variant}:\n" + "\n".join(problems[:10])
+            tally.update(schedules=1)
+            if soundness_long:
+                print(f"[soundness] program {tally['programs']}: second schedule ({variant})", flush=True)
             return
 
+    tally = Counter()
     sound()
+    print(f"[soundness] {tally['programs']} programs, {tally['schedules']} schedules checked (budget {budget})")
 
 
 GEMM_BUDGET = 3
@@ -76,6 +86,9 @@ def test_gemm_and_reduction_programs_are_sound(soundness_long):
         assert cheapest is not None, f"the default rules find no schedule for {program}"
         problems = check(program.kernel, cheapest, program.args())
         assert not problems, f"{program}, cheapest schedule:\n" + "\n".join(problems[:10])
+        tally.update(programs=1, schedules=1)
+        if soundness_long:  # progress, so that a long run stopped by a time limit still gives its figures
+            print(f"[soundness] program {tally['programs']}: {program}", flush=True)
         if not soundness_long:
             return  # the simulator is slow on a gemm tile: other schedules only in long runs
         for variant in variants[:6]:
@@ -84,9 +97,14 @@ def test_gemm_and_reduction_programs_are_sound(soundness_long):
                 continue
             problems = check(program.kernel, other, program.args(seed=1))
             assert not problems, f"{program}, schedule {variant}:\n" + "\n".join(problems[:10])
+            tally.update(schedules=1)
+            if soundness_long:
+                print(f"[soundness] program {tally['programs']}: second schedule ({variant})", flush=True)
             return
 
+    tally = Counter()
     sound()
+    print(f"[soundness] {tally['programs']} programs, {tally['schedules']} schedules checked (budget {budget})")
 
 
 CODEGEN_BUDGET = 12
