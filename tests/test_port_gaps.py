@@ -1,0 +1,85 @@
+"""Gaps found by porting TileLang's examples (docs/porting-tilelang.md), one test per construct family, each with
+this file's own kernel compared against torch on fresh random inputs:
+
+* ``tilelang.layout.make_swizzled_layout`` reached through ``import egtile as tilelang`` (the layout hint of
+  ``egtile.language``);
+* a loop outside ``T.Parallel`` whose bound is read from tensor data: refused as the unsupported construct it is,
+  at the user's loop (it was reported as "egtile scheduled kernel illegally", a rule bug it is not: no schedule
+  of it can be verified), and the alternative the message names (a static trip count with a guard) computes the
+  same result.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import egtile
+import egtile as tilelang
+from egtile import language as T
+from egtile.errors import UnsupportedError
+
+
+def _swizzle_hinted(n: int):
+    @T.prim_func
+    def main(A: T.Tensor((n, n), "float16"), B: T.Tensor((n, n), "float16")):
+        with T.Kernel(n // 32, threads=128) as bx:
+            S = T.alloc_shared((32, n), "float16")
+            T.annotate_layout({S: tilelang.layout.make_swizzled_layout(S)})
+            T.copy(A[bx * 32, 0], S)
+            for i, j in T.Parallel(32, n):
+                B[bx * 32 + i, j] = S[i, j] * 2
+
+    return main
+
+
+def test_make_swizzled_layout_through_the_tilelang_alias():
+    assert tilelang.layout.make_swizzled_layout is T.make_swizzled_layout
+    a = torch.randn(64, 64).half()
+    b = torch.full((64, 64), float("nan")).half()
+    egtile.compile(_swizzle_hinted(64), target="sim")(a, b)
+    assert torch.equal(b, a * 2)
+    with pytest.raises(AttributeError, match="no attribute 'make_tiled_layout'"):
+        tilelang.layout.make_tiled_layout  # noqa: B018
+
+
+def _runtime_bound(guarded: bool, stages: int):
+    @T.prim_func
+    def main(N: T.Tensor((2,), "int32"), A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            if guarded:
+                for t in T.Pipelined(4, num_stages=stages):
+                    if t < N[bx]:
+                        T.copy(A[t * 64, 0], S)
+                        for i, j in T.Parallel(64, 64):
+                            acc[i, j] += S[i, j]
+            else:
+                for t in T.Pipelined(N[bx], num_stages=stages):  # the bound is tensor data
+                    T.copy(A[t * 64, 0], S)
+                    for i, j in T.Parallel(64, 64):
+                        acc[i, j] += S[i, j]
+            T.copy(acc, B)
+
+    return main
+
+
+@pytest.mark.parametrize("stages", [0, 2])
+def test_a_loop_bound_read_from_a_tensor_is_refused_at_the_users_loop(stages):
+    with pytest.raises(UnsupportedError, match=r"bounds are read from tensor data") as err:
+        egtile.compile(_runtime_bound(False, stages), target="sim")
+    assert err.value.loc is not None and "T.Pipelined(N[bx]" in err.value.loc.text
+    assert "illegally" not in str(err.value)
+
+
+def test_the_guarded_static_loop_the_refusal_names_computes_the_sum():
+    kern = egtile.compile(_runtime_bound(True, 2), target="sim")
+    for count in (3, 1):
+        n = torch.tensor([count, 0], dtype=torch.int32)
+        a = torch.randn(256, 64).half()
+        b = torch.full((64, 64), float("nan"))
+        kern(n, a, b)
+        ref = a[: 64 * count].double().reshape(count, 64, 64).sum(0)
+        torch.testing.assert_close(b.double(), ref, rtol=1e-5, atol=1e-4)
