@@ -83,3 +83,41 @@ def test_the_guarded_static_loop_the_refusal_names_computes_the_sum():
         kern(n, a, b)
         ref = a[: 64 * count].double().reshape(count, 64, 64).sum(0)
         torch.testing.assert_close(b.double(), ref, rtol=1e-5, atol=1e-4)
+
+
+def _split_k_atomic(M: int, N: int, K: int, split: int, block: int = 64, block_K: int = 32):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((2, M, N), "float32")):
+        with T.Kernel(N // block, M // block, split, threads=128) as (bx, by, bz):
+            As = T.alloc_shared((block, block_K), "float16")
+            Bs = T.alloc_shared((block_K, block), "float16")
+            acc = T.alloc_fragment((block, block), "float32")
+            T.clear(acc)
+            for ko in T.Pipelined(K // split // block_K, num_stages=2):
+                T.copy(A[by * block, bz * (K // split) + ko * block_K], As)
+                T.copy(B[bz * (K // split) + ko * block_K, bx * block], Bs)
+                T.gemm(As, Bs, acc)
+            T.atomic_add(C[1, by * block, bx * block], acc)  # a 2-D tile into the last two dimensions
+
+    return main
+
+
+def test_tile_atomic_add_accumulates_every_element_of_the_tile():
+    kern = egtile.compile(_split_k_atomic(64, 64, 128, 2), target="sim")
+    a, b = torch.randn(64, 128).half(), torch.randn(128, 64).half()
+    c0 = torch.randn(2, 64, 64)
+    c = c0.clone()
+    kern(a, b, c)
+    assert torch.equal(c[0], c0[0])
+    torch.testing.assert_close(c[1].double(), c0[1].double() + a.double() @ b.double(), rtol=1e-5, atol=1e-3)
+
+
+def test_tile_atomic_add_refuses_a_tile_leaving_the_destination():
+    with pytest.raises(egtile.errors.ShapeError, match=r"T.atomic_add \(C \+= acc\): C dimension 0 .* 32..95") as err:
+        @T.prim_func
+        def main(C: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                acc = T.alloc_fragment((64, 64), "float32")
+                T.fill(acc, 1.0)
+                T.atomic_add(C[32, 0], acc)
+    assert "T.atomic_add(C[32, 0], acc)" in err.value.loc.text
