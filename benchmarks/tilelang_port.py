@@ -238,7 +238,7 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
         ("M = 1024\n    N = 1024\n    K = 1024\n", "M = 128\n    N = 128\n    K = 128\n")]},
     "online_softmax/online_softmax.py": {"sizes": [("M = 8192\nN = 8192\n", "M = 2\nN = 8192\n")]},
     "norm/rms_norm.py": {"sizes": [("M, N, blk_m, blk_k = 8192, 8192, 1, 512", "M, N, blk_m, blk_k = 4, 1024, 1, 512")]},
-    "norm/layernorm.py": {"sizes": [("N, D = 4096, 8192", "N, D = 4, 1024")]},
+    "norm/layernorm.py": {"sizes": [("N, D = 4096, 8192", "N, D = 32, 256")]},  # the backward needs N % 32 == 0
     "dynamic_shape/example_dynamic.py": {"sizes": [("def main(M=16384, N=16384, K=16384):",
                                                     "def main(M=128, N=128, K=128):")]},
     "warp_specialize/example_warp_specialize_gemm_barrierpipe_stage2.py": {"sizes": [
