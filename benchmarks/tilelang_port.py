@@ -236,6 +236,8 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "quickstart.py": {"sizes": [("M = 1024\nN = 1024\nK = 1024\n", "M = 128\nN = 128\nK = 64\n")]},
     "gemm_splitk/example_tilelang_gemm_splitk.py": {"sizes": [
         ("M = 1024\n    N = 1024\n    K = 1024\n", "M = 128\n    N = 128\n    K = 128\n")]},
+    "gemm_splitk/example_tilelang_gemm_splitk_vectorize_atomicadd.py": {"sizes": [
+        ("M = 1024\n    N = 1024\n    K = 1024\n", "M = 128\n    N = 128\n    K = 128\n")]},
     "online_softmax/online_softmax.py": {"sizes": [("M = 8192\nN = 8192\n", "M = 2\nN = 8192\n")]},
     "norm/rms_norm.py": {"sizes": [("M, N, blk_m, blk_k = 8192, 8192, 1, 512", "M, N, blk_m, blk_k = 4, 1024, 1, 512")]},
     "norm/layernorm.py": {"sizes": [("N, D = 4096, 8192", "N, D = 32, 256")]},  # the backward needs N % 32 == 0
