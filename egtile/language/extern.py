@@ -100,8 +100,10 @@ def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_pre
     loc = tracer.user_loc()
     trace = tracer.current("T.atomic_add")
     trace.require_kernel("T.atomic_add")
-    if return_prev or use_tma or memory_order is not None:
-        raise UnsupportedError("T.atomic_add(return_prev=/use_tma=/memory_order=)", loc)
+    # memory_order="relaxed" is what atomicAdd is (PTX atom without .sem is .relaxed, PTX ISA 9.7.13.5); stronger
+    # orders would need fences egtile does not emit
+    if return_prev or use_tma or memory_order not in (None, "relaxed"):
+        raise UnsupportedError("T.atomic_add(return_prev=/use_tma=/memory_order= other than 'relaxed')", loc)
     dst = lvalue(dst)
     if not (isinstance(dst, Value) and isinstance(dst.expr, Load)):
         raise UnsupportedError("T.atomic_add on a region or buffer (only one element, buf[i, ...], is supported)", loc)
