@@ -32,7 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from egtile.errors import (
-    ArgumentError, DSLError, EgtileError, LaunchError, ResourceError, ScheduleError, SimulationError, public, trimmed,
+    ArgumentError, DSLError, EgtileError, LaunchError, ResourceError, ScheduleError, SimulationError, UnsupportedError,
+    public, trimmed,
 )
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Kernel
@@ -89,6 +90,9 @@ def _normalize_out_idx(out_idx: Any, kernel: Kernel) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+_UNENUMERABLE = "cannot enumerate the schedule: "
+
+
 def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
     """Run the independent verifier on a fresh schedule, so that every target (the simulator too) refuses
     what the hardware would: L8 (shared memory, threads, registers) raises ResourceError; any other
@@ -102,6 +106,20 @@ def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
     listing = "\n  ".join(str(v) for v in violations)
     if all(v.property == "L8" for v in violations):
         raise ResourceError(f"kernel {kernel.name!r} exceeds a per-block limit of sm_90:\n  {listing}", kernel.loc)
+    unenumerable = [v for v in violations if v.property == "L3" and v.message.startswith(_UNENUMERABLE)]
+    if unenumerable:
+        # not an illegal schedule: no schedule of this kernel can be verified (the verifier walks every iteration of
+        # the block's loops), so it is the construct egtile does not support, at the user's loop
+        from egtile.ir.kernel import walk
+
+        v = unenumerable[0]
+        locs = {st.sid: st.loc for st in walk(kernel.body) if st.loc is not None}
+        loc = next((locs[s] for s in v.sids if s in locs), kernel.loc)
+        raise UnsupportedError(f"kernel {kernel.name!r}: {v.message[len(_UNENUMERABLE):]}: a loop outside T.Parallel "
+                               "whose bounds are read from tensor data at run time is not supported (egtile verifies a "
+                               "schedule by enumerating each block's loops, so their bounds must be known when the kernel "
+                               "starts: ints, shapes, block indices); loop over a static maximum trip count and guard the "
+                               "body with `if k < bound:`", loc)
     raise ScheduleError(f"egtile scheduled kernel {kernel.name!r} illegally (a bug in egtile's rules; please "
                         f"report it with this kernel):\n  {listing}", kernel.loc)
 

@@ -100,17 +100,43 @@ def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_pre
     loc = tracer.user_loc()
     trace = tracer.current("T.atomic_add")
     trace.require_kernel("T.atomic_add")
-    if return_prev or use_tma or memory_order is not None:
-        raise UnsupportedError("T.atomic_add(return_prev=/use_tma=/memory_order=)", loc)
+    # memory_order="relaxed" is what atomicAdd is (PTX atom without .sem is .relaxed, PTX ISA 9.7.13.5); stronger
+    # orders would need fences egtile does not emit
+    if return_prev or use_tma or memory_order not in (None, "relaxed"):
+        raise UnsupportedError("T.atomic_add(return_prev=/use_tma=/memory_order= other than 'relaxed')", loc)
     dst = lvalue(dst)
     if not (isinstance(dst, Value) and isinstance(dst.expr, Load)):
         raise UnsupportedError("T.atomic_add on a region or buffer (only one element, buf[i, ...], is supported)", loc)
     ld = dst.expr
     from egtile.language.buffer import RegionRef, TileBuffer
 
-    if isinstance(value, (TileBuffer, RegionRef)):  # TileLang's tile atomic: C[i, j] += a whole tile
-        raise UnsupportedError(f"T.atomic_add of a tile ({value!r}) into {ld.buffer.name}: only one element at a "
-                               "time is supported; write `for i, j in T.Parallel(...): T.atomic_add(dst[...], "
+    if isinstance(value, RegionRef):
+        raise UnsupportedError(f"T.atomic_add of a buffer region into {ld.buffer.name}: copy the region into a "
+                               "fragment first (T.copy), or write `for i, j in T.Parallel(...): T.atomic_add(dst[...], "
                                "src[i, j])`", loc)
+    if isinstance(value, TileBuffer):
+        _tile_atomic_add(ld, value, loc)
+        return
     check_region(ld.buffer, ld.indices, (1,) * len(ld.indices), f"T.atomic_add ({ld.buffer.name})", loc)
     trace.emit(AtomicAdd(trace.sid(), ld.buffer, ld.indices, as_expr(value, ld.buffer.dtype), loc), "T.atomic_add")
+
+
+def _tile_atomic_add(ld: Load, src: Any, loc) -> None:
+    """TileLang's tile atomic ``T.atomic_add(C[o0, o1], C_local)``: ``C[o0 + i, o1 + j] += C_local[i, j]`` for every
+    element of the tile, each one atomic (``atomicAdd``), the tile at the origin the element names (a source of
+    fewer dimensions fills the destination's last ones). Traced as the ``T.Parallel`` nest of element atomics the
+    refusal used to ask for, so the scheduler, verifier and simulator see exactly that."""
+    from egtile.language.loop import Parallel
+
+    shape = tuple(src.shape)
+    nd = len(ld.indices)
+    if len(shape) > nd:
+        raise UnsupportedError(f"T.atomic_add of tile {src.name} {shape} into {ld.buffer.name}: the tile has more "
+                               f"dimensions than the destination ({nd})", loc)
+    extents = (1,) * (nd - len(shape)) + shape
+    check_region(ld.buffer, ld.indices, extents, f"T.atomic_add ({ld.buffer.name} += {src.name})", loc)
+    lead = nd - len(shape)
+    for idx in Parallel(*shape):
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        dst = tuple(Value(o) if d < lead else Value(o) + idx[d - lead] for d, o in enumerate(ld.indices))
+        atomic_add(Value(Load(ld.buffer, tuple(as_expr(x, "int32") for x in dst))), src[idx])

@@ -31,3 +31,13 @@ __all__ = [
     "Swizzle", "swizzle_offset", "tma_inner_box_problems",
     "AccumulatorTiling",
 ]
+
+
+def __getattr__(name: str):
+    # TileLang's `tilelang.layout.make_swizzled_layout(buf)` reached through `import egtile as tilelang`: the
+    # language's layout hint (egtile.language.hints), imported lazily (egtile.language imports this package)
+    if name == "make_swizzled_layout":
+        from egtile.language.hints import make_swizzled_layout
+
+        return make_swizzled_layout
+    raise AttributeError(f"module 'egtile.layout' has no attribute {name!r}")

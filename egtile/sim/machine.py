@@ -405,6 +405,31 @@ class Block:
             th.effect = True
         m.set(f, value)
 
+    def read_many(self, m: Mem, flats: np.ndarray, th: ThreadState, sid: int | None, op: str = "read") -> np.ndarray:
+        """:meth:`read` of the elements ``flats`` (an int array) of ``m`` in order, as one call: their values (``m``'s
+        storage array type). Raises as :meth:`read` does, naming the first element ``th`` does not hold."""
+        if m.owner is not None:
+            bad = m.owner[flats] != th.tid
+            if bad.any():
+                raise self._not_owner(m, int(flats[int(bad.argmax())]), th, "reads")
+        if m.shadowed:
+            self.shadow.read_many(m, flats.tolist(), th.agent, sid, op)
+        return m.data[flats]
+
+    def write_many(self, m: Mem, flats: np.ndarray, values: np.ndarray, th: ThreadState, sid: int | None,
+                   op: str = "write") -> None:
+        """:meth:`write` of ``values`` (already converted to ``m``'s dtype: :func:`egtile.evaluate.cast_array`) into
+        the distinct elements ``flats`` of ``m``, in order, as one call."""
+        if m.owner is not None:
+            bad = m.owner[flats] != th.tid
+            if bad.any():
+                raise self._not_owner(m, int(flats[int(bad.argmax())]), th, "writes")
+        if m.shadowed:
+            self.shadow.write_many(m, flats.tolist(), th.agent, sid, op)
+        if m.scope != "local":
+            th.effect = True
+        m.data[flats] = values
+
     def atomic_add(self, m: Mem, f: int, value: Any, th: ThreadState, sid: int | None) -> Any:
         """``atomicAdd`` of ``value`` to element ``f`` of ``m`` as ``th``; returns the old value."""
         if m.owner is not None and m.owner[f] != th.tid:

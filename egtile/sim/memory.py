@@ -218,6 +218,80 @@ class Shadow:
                         self.log.add("write-after-write", mem, f, self._acc(t, asid, "atomic"),
                                      self._acc(a.tid, sid, op))
 
+    def read_many(self, mem: Mem, flats, a: Agent, sid, op: str = "read") -> None:
+        """:meth:`read` of every element of ``flats`` (an iterable of flat indices) by one agent, in order: the
+        same checks and the same shadow state as one call per element, without the per-call overhead (the
+        agent's clock is read once; the read epoch is one shared record)."""
+        vc = a.vc.tolist()
+        slot = a.slot
+        writes, atomics, reads = mem.writes, mem.atomics, mem.reads
+        rec = (a.clock, a.tid, sid, op)
+        local_scope = mem.scope != "global"
+        log = self.log
+        for f in flats:
+            w = writes.get(f)
+            if w is not None and w[0] != slot and vc[w[0]] < w[1]:
+                log.add("read-after-write", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
+            ats = atomics.get(f) if atomics else None
+            if ats:
+                for s, c, t, asid in ats:
+                    if s != slot and vc[s] < c:
+                        log.add("read-after-write", mem, f, self._acc(t, asid, "atomic"), self._acc(a.tid, sid, op))
+            elif w is None and local_scope:
+                log.add("uninitialized-read", mem, f, None, self._acc(a.tid, sid, op))
+            r = reads.get(f)
+            if r is None:
+                reads[f] = {slot: rec}
+            else:
+                r[slot] = rec
+        if not local_scope:
+            br = mem.block_reads
+            first = (a.tid, sid, op)
+            for f in flats:
+                if f not in br:
+                    br[f] = first
+
+    def write_many(self, mem: Mem, flats, a: Agent, sid, op: str = "write") -> None:
+        """:meth:`write` of every element of ``flats`` by one agent, in order (same checks, same state)."""
+        vc = a.vc.tolist()
+        slot = a.slot
+        writes, reads, atomics = mem.writes, mem.reads, mem.atomics
+        rec = (a.slot, a.clock, a.tid, sid, op, a.fences)
+        log = self.log
+        for f in flats:
+            w = writes.get(f)
+            if w is not None and w[0] != slot and vc[w[0]] < w[1]:
+                log.add("write-after-write", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
+            r = reads.pop(f, None)
+            if r:
+                for s, (c, t, rsid, rop) in r.items():
+                    if s != slot and vc[s] < c:
+                        log.add("write-after-read", mem, f, self._acc(t, rsid, rop), self._acc(a.tid, sid, op))
+            if atomics:
+                ats = atomics.pop(f, None)
+                if ats:
+                    for s, c, t, asid in ats:
+                        if s != slot and vc[s] < c:
+                            log.add("write-after-write", mem, f, self._acc(t, asid, "atomic"), self._acc(a.tid, sid, op))
+            writes[f] = rec
+        if mem.scope == "global":
+            bw = mem.block_writes
+            first = (a.tid, sid, op)
+            for f in flats:
+                if f not in bw:
+                    bw[f] = first
+
+    def proxy_read_many(self, mem: Mem, flats, a: Agent, sid, fence_counts: list[int], op: str = "tma-store") -> None:
+        """:meth:`proxy_read` of every element of ``flats`` by one agent, in order (same checks, same state)."""
+        flats = list(flats)
+        self.read_many(mem, flats, a, sid, op)
+        writes = mem.writes
+        threads = self.slots.threads
+        for f in flats:
+            w = writes.get(f)
+            if w is not None and w[5] >= 0 and w[0] < threads and fence_counts[w[2]] <= w[5]:
+                self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
+
     def proxy_read(self, mem: Mem, f: int, a: Agent, sid, fence_counts: list[int], op: str = "tma-store") -> None:
         """A read by the async proxy (TMA store, wgmma operand): a generic-proxy write must have been fenced
         by its writer (``fence.proxy.async``) since it was made."""

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from egtile.errors import ShapeError
-from egtile.evaluate import round_to
+from egtile.evaluate import cast_array, round_to
+from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Copy, Expr, Fill, Gemm, Reduce, Region
 from egtile.sim.memory import Mem
 from egtile.tilemath import (
@@ -39,6 +40,25 @@ class Ctx(Protocol):
     def mem(self, name: str, th: Any) -> Mem: ...
     def read(self, m: Mem, f: int, th: Any, sid: int, op: str = "read") -> Any: ...
     def write(self, m: Mem, f: int, value: Any, th: Any, sid: int, op: str = "write") -> None: ...
+
+
+_PRODUCTS: dict[tuple, np.ndarray] = {}
+_PRODUCTS_MAX = 8
+
+
+def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``tilemath.matmul(a, b)``, remembered by the operands' exact contents (shape, dtype and bytes): every thread
+    of a cooperative gemm (and every wgmma group of a warpgroup) multiplies the whole operand tiles it sees and
+    keeps its own elements, so without a race they all ask for the same product. A hit is a product of the very
+    same values, so the result is the bits ``matmul`` would give (the caller must not write into it)."""
+    key = (a.shape, a.dtype.str, a.tobytes(), b.shape, b.dtype.str, b.tobytes())
+    hit = _PRODUCTS.get(key)
+    if hit is None:
+        if len(_PRODUCTS) >= _PRODUCTS_MAX:
+            _PRODUCTS.pop(next(iter(_PRODUCTS)))
+        hit = _PRODUCTS[key] = matmul(a, b)
+        hit.flags.writeable = False
+    return hit
 
 
 def rel_offsets(extents: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
@@ -96,15 +116,44 @@ def copy_elements(ctx: Ctx, op: Copy, th: Any, rank: int, count: int, what: str,
     return out
 
 
+def batch_cast_exact(src_dtype: str, dst_dtype: str) -> bool:
+    """Whether converting an array of ``src_dtype`` storage values with :func:`egtile.evaluate.cast_array` gives, element
+    for element, what :func:`egtile.evaluate.round_to` gives for each value read one at a time: the same dtype, or
+    float to float (both go through float32 to float16/bfloat16). Integer conversions keep the per-element path."""
+    if src_dtype == dst_dtype:
+        return True
+    return lookup_dtype(src_dtype).kind == "float" and lookup_dtype(dst_dtype).kind == "float"
+
+
+def copy_batched(ctx: Any, sm: Mem, sf: np.ndarray, dm: Mem, df: np.ndarray, th: Any, sid: int) -> bool:
+    """This thread's copy ``dm[df] = sm[sf]`` as one batched read and one batched write (the per-element reads and
+    writes, interleaved, leave the same state when source and destination are different buffers), or False
+    (nothing done) where the per-element path must run."""
+    if sm is dm or not hasattr(ctx, "read_many") or not batch_cast_exact(sm.dtype, dm.dtype):
+        return False
+    vals = ctx.read_many(sm, sf, th, sid)
+    ctx.write_many(dm, df, cast_array(dm.dtype, vals), th, sid)
+    return True
+
+
 def run_simt(ctx: Ctx, op: Copy | Fill | Gemm | Reduce, th: Any, rank: int, count: int, what: str) -> None:
     """Run this thread's share of a synchronous (``simt``) tile op."""
     match op:
         case Copy():
+            _check_copy_shapes(op.src, op.dst, what)
+            sm, sf = region_flats(ctx, op.src, th, what)
+            dm, df = region_flats(ctx, op.dst, th, what)
+            if copy_batched(ctx, sm, sf[rank::count], dm, df[rank::count], th, op.sid):
+                return
             for m, f, v in copy_elements(ctx, op, th, rank, count, what):
                 ctx.write(m, f, v, th, op.sid)
         case Fill(dst=dst, value=value):
             m, df = region_flats(ctx, dst, th, what)
             v = ctx.ev(value, th)
+            if hasattr(ctx, "write_many") and type(v) in (int, float) and lookup_dtype(m.dtype).kind == "float":
+                mine = df[rank::count]
+                ctx.write_many(m, mine, np.full(len(mine), m.rnd(v), dtype=m.data.dtype), th, op.sid)
+                return
             for e in range(rank, len(df), count):
                 ctx.write(m, int(df[e]), v, th, op.sid)
         case Gemm():
@@ -132,15 +181,19 @@ def _gemm(ctx: Ctx, g: Gemm, th: Any, rank: int, count: int, what: str) -> None:
     rows = sorted({e // N for e in mine})
     cols = sorted({e % N for e in mine})
     # Record this thread's operand reads (row m of op(A) and column n of op(B) for its outputs).
-    for m_ in rows:
-        for f in af2[m_, :]:
-            ctx.read(am, int(f), th, g.sid)
-    for n_ in cols:
-        for f in bf2[:, n_]:
-            ctx.read(bm, int(f), th, g.sid)
+    if hasattr(ctx, "read_many"):
+        ctx.read_many(am, af2[rows, :].reshape(-1), th, g.sid)
+        ctx.read_many(bm, bf2[:, cols].T.reshape(-1), th, g.sid)
+    else:
+        for m_ in rows:
+            for f in af2[m_, :]:
+                ctx.read(am, int(f), th, g.sid)
+        for n_ in cols:
+            for f in bf2[:, n_]:
+                ctx.read(bm, int(f), th, g.sid)
     a = am.data[af2].astype(acc)
     b = bm.data[bf2].astype(acc)
-    prod = matmul(a, b)
+    prod = product(a, b)
     for e in mine:
         m_, n_ = divmod(e, N)
         f = int(cf2[m_, n_])

@@ -31,12 +31,14 @@ from __future__ import annotations
 import numpy as np
 
 from egtile.errors import SimulationError
-from egtile.evaluate import round_to
+from egtile.evaluate import cast_array, round_to
 from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
 from egtile.ir.kernel import Copy, Fill, Gemm
 from egtile.sim.machine import MISSING
+from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.sim.semantics import register_semantics
-from egtile.tilemath import accumulator, fold, matmul, matrix_shape, reduce_accumulator
+from egtile.sim.tileops import copy_batched, product
+from egtile.tilemath import accumulator, fold, matrix_shape, reduce_accumulator
 
 
 def _layout(m, name: str, what: str):
@@ -67,13 +69,19 @@ def gemm_elements(m, g: Gemm, th, positions: list[int], what: str) -> None:
         bf2 = bf2.T
     cf2 = cf.reshape(matrix_shape(g.c))
     N = cf2.shape[1]
-    for r in sorted({e // N for e in positions}):
-        for x in af2[r, :]:
-            m.read(am, int(x), th, g.sid)
-    for c in sorted({e % N for e in positions}):
-        for x in bf2[:, c]:
-            m.read(bm, int(x), th, g.sid)
-    prod = matmul(am.data[af2].astype(acc), bm.data[bf2].astype(acc))
+    rows = sorted({e // N for e in positions})
+    cols = sorted({e % N for e in positions})
+    m.read_many(am, af2[rows, :].reshape(-1), th, g.sid)
+    m.read_many(bm, bf2[:, cols].T.reshape(-1), th, g.sid)
+    prod = product(am.data[af2].astype(acc), bm.data[bf2].astype(acc))
+    if cm is not am and cm is not bm:  # the thread's C elements at once (each read before its own write)
+        rr, cc = np.divmod(np.asarray(positions, dtype=np.int64), N)
+        flats = cf2[rr, cc]
+        new = prod[rr, cc]
+        if not g.clear_accum:
+            new = fold("sum", m.read_many(cm, flats, th, g.sid), new, acc)
+        m.write_many(cm, flats, cast_array(g.c.buffer.dtype, new), th, g.sid)
+        return
     for e in positions:
         r, c = divmod(e, N)
         fl = int(cf2[r, c])
@@ -101,6 +109,10 @@ def fragment_op(m, s: FragmentOp, th):
         case Fill(dst=dst, value=value):
             dm, df = m.region(dst, th, what)
             v = m.ev(value, th)
+            if type(v) in (int, float) and lookup_dtype(dm.dtype).kind == "float":
+                flats = df[np.asarray(mine, dtype=np.int64)]
+                m.write_many(dm, flats, np.full(len(flats), dm.rnd(v), dtype=dm.data.dtype), th, op.sid)
+                return None
             for e in mine:
                 m.write(dm, int(df[e]), v, th, op.sid)
         case Copy(src=src, dst=dst):
@@ -108,6 +120,9 @@ def fragment_op(m, s: FragmentOp, th):
                 raise SimulationError(f"{what}: copy extents {src.extents} -> {dst.extents} differ")
             sm, sf = m.region(src, th, what)
             dm, df = m.region(dst, th, what)
+            pos = np.asarray(mine, dtype=np.int64)
+            if copy_batched(m, sm, sf[pos], dm, df[pos], th, op.sid):
+                return None
             for e in mine:
                 m.write(dm, int(df[e]), m.read(sm, int(sf[e]), th, op.sid), th, op.sid)
         case Gemm():

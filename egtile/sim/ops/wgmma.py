@@ -37,13 +37,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from egtile.errors import SimulationError
-from egtile.evaluate import round_to
+from egtile.evaluate import cast_array
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 from egtile.sim.memory import Agent
 from egtile.sim.ops.fragment import own_positions
 from egtile.sim.report import BarrierError
 from egtile.sim.semantics import register_semantics
-from egtile.tilemath import accumulator, fold, matmul, matrix_shape
+from egtile.sim.tileops import product
+from egtile.tilemath import accumulator, fold, matrix_shape
 
 
 @dataclass
@@ -179,26 +180,25 @@ def _complete(m, th, grp: Group) -> None:
         af2 = af.reshape(matrix_shape(g.a))
         if g.trans_a:
             af2 = af2.T
-        for r in sorted({e // N for e in grp.positions}):
-            for x in af2[r, :]:
-                m.shadow.proxy_read(am, int(x), agent, s.sid, m.fences, "wgmma")
+        rows = sorted({e // N for e in grp.positions})
+        m.shadow.proxy_read_many(am, af2[rows, :].reshape(-1).tolist(), agent, s.sid, m.fences, "wgmma")
         a_vals = am.data[af2].astype(acc)
     else:
         a_vals = grp.a_values  # register A: taken from its owners' registers at the issue
-    for c in sorted({e % N for e in grp.positions}):
-        for x in bf2[:, c]:
-            m.shadow.proxy_read(bm, int(x), agent, s.sid, m.fences, "wgmma")
-    prod = matmul(a_vals, bm.data[bf2].astype(acc))
-    for e in grp.positions:
-        r, c = divmod(e, N)
-        f = int(cf2[r, c])
-        if g.clear_accum:
-            new = prod[r, c]
-        else:
-            m.shadow.read(cm, f, agent, s.sid, "wgmma")
-            new = fold("sum", cm.get(f), prod[r, c], acc)
-        m.shadow.write(cm, f, agent, s.sid, "wgmma")
-        cm.set(f, round_to(g.c.buffer.dtype, np.asarray(new).item()))
+    cols = sorted({e % N for e in grp.positions})
+    m.shadow.proxy_read_many(bm, bf2[:, cols].T.reshape(-1).tolist(), agent, s.sid, m.fences, "wgmma")
+    prod = product(a_vals, bm.data[bf2].astype(acc))
+    # the thread's accumulator elements, all at once (the element-wise arithmetic and rounding of egtile.tilemath
+    # and egtile.evaluate.cast_array; the shadow state as one read and one write per element)
+    rr, cc = np.divmod(np.asarray(grp.positions, dtype=np.int64), N)
+    flats = cf2[rr, cc]
+    fl = flats.tolist()
+    new = prod[rr, cc]
+    if not g.clear_accum:
+        m.shadow.read_many(cm, fl, agent, s.sid, "wgmma")
+        new = fold("sum", cm.data[flats], new, acc)
+    m.shadow.write_many(cm, fl, agent, s.sid, "wgmma")
+    cm.data[flats] = cast_array(g.c.buffer.dtype, new)
     th.vc[slot] = max(int(th.vc[slot]), grp.seq)
 
 
