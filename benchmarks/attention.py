@@ -20,7 +20,11 @@ Without a GPU of compute capability 9.0 it prints that it was skipped and exits 
 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
                                    [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks 128x128] [--threads 256] [--stages 2]
-                                   [--iters 20] [--budget 2.0] [--egtile-max-s 0.3] [--no-egtile]
+                                   [--iters 20] [--budget 2.0] [--egtile-max-s 0.3] [--no-egtile] [--no-torch]
+                                   [--without RULE,...]
+
+``--without`` removes rules from egtile's default ruleset for the run (each schedule decision measured alone:
+the rest of the schedule is the e-graph's choice without that alternative).
 """
 
 from __future__ import annotations
@@ -99,7 +103,7 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks
     tol = FA.tolerance(scale, ref, dt)
     q, k, v = (x.transpose(1, 2) for x in (Q, K, V))  # bhsd views of the same storage
     res: dict[str, float | str] = {}
-    for name, be in backends():
+    for name, be in ([] if args.no_torch else backends()):
         try:
             with sdpa_kernel([be]):
                 fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
@@ -117,7 +121,12 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks
             t0 = time.perf_counter()
             prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns,
                                             dtype=dt)
-            kernel = egtile.compile(prim, target="cuda")
+            rules = None
+            if args.without:
+                rules = egtile.rules.default()
+                for r in args.without.split(","):
+                    rules = rules.without(r)
+            kernel = egtile.compile(prim, target="cuda", rules=rules)
             res["compile_s"] = time.perf_counter() - t0
             O = poisoned((B, S, H, D), td, "cuda")  # noqa: E741
             kernel(Q, K, V, O)
@@ -148,7 +157,7 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks
     eg = res.get("egtile")
     if isinstance(eg, float):
         line += (f"   egtile {eg:7.2f} TFLOP/s{res.get('egtile_calls', '')} ({bm}x{bn}, {nt} threads, "
-                 f"{ns} stage(s), compile "
+                 f"{ns} stage(s){', without ' + args.without if args.without else ''}, compile "
                  f"{res['compile_s']:.1f} s)")
         if best:
             line += f"   ratio {eg / best:6.3f}"
@@ -171,6 +180,10 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per contender, about")
     ap.add_argument("--no-egtile", action="store_true", help="torch's backends only")
+    ap.add_argument("--no-torch", action="store_true", help="egtile only (no SDPA backend is run or timed)")
+    ap.add_argument("--without", default="",
+                    help="comma-separated rule names removed from egtile's default ruleset (one decision at a time: "
+                         "e.g. gemm-to-wgmma-async,gemm-to-wgmma-rs-async)")
     ap.add_argument("--egtile-max-s", type=float, default=0.3,
                     help="an egtile call slower than this is timed once (its second call), not repeatedly")
     args = ap.parse_args()

@@ -568,8 +568,10 @@ gemm_to_wgmma_rs = Rule(
     support=RS_OPTION_RULES,
 )
 
-RULES = (gemm_to_wgmma, gemm_to_wgmma_rs)
-DECISIONS = (WGMMA, WGMMA_RS)
+from egtile.rules import mma_async as _async  # noqa: E402  (its rules build on the synchronous ones above)
+
+RULES = (gemm_to_wgmma, gemm_to_wgmma_rs) + _async.RULES
+DECISIONS = (WGMMA, WGMMA_RS) + _async.DECISIONS
 
 # ----------------------------------------------------------------------------------------------------
 # Mutants (soundness tests of the checkers: tests/test_rules_mma.py)

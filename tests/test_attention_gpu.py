@@ -64,3 +64,31 @@ def test_tilelang_bshd_example_matches_sdpa(causal, seq):
     k(q, kk, v, o)
     ref = _sdpa(q.transpose(1, 2), kk.transpose(1, 2), v.transpose(1, 2), causal).transpose(1, 2)
     assert check("O", o, ref, rtol=2e-2, atol=2e-3)
+
+
+ASYNC_RULES = ("gemm-to-wgmma-async", "gemm-to-wgmma-rs-async")
+
+
+@pytest.mark.parametrize("deferred", [True, False], ids=["deferred-wait", "sync-wait"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("seq", [512, 1024], ids=["s512", "s1024"])
+def test_example_at_the_benchmark_configuration_with_and_without_the_deferred_wait(deferred, causal, seq):
+    """examples/flash_attention.py at 128x128 blocks, 256 threads, 2 stages, head dim 128 (the benchmark's
+    configuration), with the e-graph's deferred wgmma wait (egtile.rules.mma_async) and without it. (A sequence
+    length the blocks do not divide takes the example's clamped T.Parallel loads, whose fragments stay in shared
+    memory today: no wgmma in registers, so no deferred wait; tests/test_examples_attention_gpu.py covers it.)"""
+    import flash_attention as FA
+
+    b, h, d = 1, 4, 128
+    rules = egtile.rules.default()
+    if not deferred:
+        for r in ASYNC_RULES:
+            rules = rules.without(r)
+    prim = FA.flashattn.__wrapped__(b, h, seq, d, causal, block_M=128, block_N=128, num_stages=2, threads=256)
+    k = egtile.compile(prim, target="cuda", rules=rules)
+    assert ("] gemm-to-wgmma-async" in k.explain()) == deferred
+    q, kk, v = (torch.randn(b, seq, h, d, dtype=torch.float16, device="cuda") for _ in range(3))
+    o = poisoned((b, seq, h, d), torch.float16, "cuda")
+    k(q, kk, v, o)
+    ref, scale = FA.reference(q, kk, v, causal, torch.float32)
+    assert check("O", o, ref, **FA.tolerance(scale, ref, "float16"))

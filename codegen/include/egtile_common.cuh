@@ -67,32 +67,27 @@ __device__ __forceinline__ double eg_floormod(double a, double b) { return a - f
 
 template <typename T> __device__ __forceinline__ T eg_min(T a, T b) { return b < a ? b : a; }
 template <typename T> __device__ __forceinline__ T eg_max(T a, T b) { return a < b ? b : a; }
-// Floats: IEEE 754-2019 minimumNumber / maximumNumber, written out rather than left to fminf/fmaxf so that
-// the sign of a zero result is defined (as egtile.evaluate computes it): a NaN operand is ignored, and
-// -0.0 < +0.0.
+// Floats: IEEE 754-2019 minimumNumber / maximumNumber, the sign of a zero result defined (as egtile.evaluate
+// computes it): a NaN operand is ignored, and -0.0 < +0.0. Branch-free: fminf/fmaxf are IEEE maxNum (a NaN
+// operand is treated as missing data, CUDA Math API) and differ from minimumNumber/maximumNumber only in which
+// zero they return for two zeros of opposite signs; equal operands are resolved on their bits (OR gives -0.0 for
+// the minimum, AND +0.0 for the maximum; equal non-zero operands have equal bits). One FMNMX, a compare, a LOP3
+// and a select, instead of a branch per operand (the softmax's row maximum runs this per element).
 template <> __device__ __forceinline__ float eg_min<float>(float a, float b) {
-  if (a != a) return b;
-  if (b != b) return a;
-  if (a == b) return __float_as_int(a) < 0 ? a : b;
-  return a < b ? a : b;
+  const float m = fminf(a, b);
+  return a == b ? __int_as_float(__float_as_int(a) | __float_as_int(b)) : m;
 }
 template <> __device__ __forceinline__ float eg_max<float>(float a, float b) {
-  if (a != a) return b;
-  if (b != b) return a;
-  if (a == b) return __float_as_int(a) < 0 ? b : a;
-  return a > b ? a : b;
+  const float m = fmaxf(a, b);
+  return a == b ? __int_as_float(__float_as_int(a) & __float_as_int(b)) : m;
 }
 template <> __device__ __forceinline__ double eg_min<double>(double a, double b) {
-  if (a != a) return b;
-  if (b != b) return a;
-  if (a == b) return __double_as_longlong(a) < 0 ? a : b;
-  return a < b ? a : b;
+  const double m = fmin(a, b);
+  return a == b ? __longlong_as_double(__double_as_longlong(a) | __double_as_longlong(b)) : m;
 }
 template <> __device__ __forceinline__ double eg_max<double>(double a, double b) {
-  if (a != a) return b;
-  if (b != b) return a;
-  if (a == b) return __double_as_longlong(a) < 0 ? b : a;
-  return a > b ? a : b;
+  const double m = fmax(a, b);
+  return a == b ? __longlong_as_double(__double_as_longlong(a) & __double_as_longlong(b)) : m;
 }
 
 // Fused multiply-add for tile-op accumulations (SIMT gemm): `acc + a * b` rounded once. Written out because

@@ -26,6 +26,7 @@ from egtile.analysis.uniform import uniformity
 from egtile.layout.fragment import Fragment, RowFragment
 from egtile.lower import fragment_layouts
 from egtile.lower import mma_access  # noqa: F401  (access summaries of the fragment and wgmma nodes)
+from egtile.lower.mma_wait import place_deferred_waits
 from egtile.lower.sync import NonUniformBarrier, place_syncs
 from egtile.schedule.decision import Decision
 from egtile.schedule.decode import Node
@@ -326,7 +327,7 @@ def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, De
     total = launch_threads(body, facts, decisions)
     lw = Lowerer(facts, decisions, total, collect_layouts(body, facts, decisions))
     everyone = ThreadRange(0, total)
-    stmts = lw.block(role_tails(body, facts, lw), LowerCtx(everyone))
+    stmts = place_deferred_waits(lw.block(role_tails(body, facts, lw), LowerCtx(everyone)))
     buffers = tuple(lw.staged.get(b.name, b) for b in facts.kernel.allocs) + tuple(lw.extra)
     buffers = tuple(replace(b, layout=lw.swizzle(b.name)) if b.scope == "shared" else b for b in buffers)
     fragments = tuple((b.name, f) for b in buffers if (f := lw.fragment(b.name)) is not None)

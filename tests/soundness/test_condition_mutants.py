@@ -371,6 +371,104 @@ def _chained_gemm(n: int = 64, simt_v: bool = False, reduce: bool = False) -> Ke
     return main.kernel
 
 
+def _gemm_tail(tail: str = "free", bk: int = 32, reduce: bool = False, simt_a: bool = False) -> Kernel:
+    """``_gemm`` with a statement after the gemm in the pipelined body, so that the deferred-wait rules
+    (egtile.rules.mma_async) have a wait position: ``free`` touches neither the accumulator nor the operands
+    (a scratch row), ``serial`` is the same in a serial loop (not straight-line), ``acc`` reads and writes the
+    accumulator, ``operand`` overwrites operand B's tile (both followed by a read of the stage, so that the stage
+    release, which the lowering never moves a wait past, comes after them)."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 2 * bk), "float16"), B: T.Tensor((2 * bk, 64), "float16"), C: T.Tensor((64, 64), "float32"),
+             R: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            A_s = T.alloc_shared((64, bk), "float16")
+            B_s = T.alloc_shared((bk, 64), "float16")
+            X_s = T.alloc_shared((64,), "float32")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for ko in T.Pipelined(2, num_stages=2):
+                if simt_a:
+                    for i, j in T.Parallel(64, bk):
+                        A_s[i, j] = A[i, ko * bk + j]
+                else:
+                    T.copy(A[0, ko * bk], A_s)
+                T.copy(B[ko * bk, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+                if tail == "free":
+                    for i in T.Parallel(64):
+                        X_s[i] = T.float32(ko) + 1.0
+                elif tail == "serial":
+                    for t in T.serial(2):
+                        X_s[t] = T.float32(ko + t)
+                elif tail == "acc":
+                    for i, j in T.Parallel(64, 64):
+                        C_f[i, j] = C_f[i, j] * 0.5
+                elif tail == "operand":
+                    for i, j in T.Parallel(bk, 64):
+                        B_s[i, j] = T.float16(1.0)
+                if tail in ("acc", "operand"):
+                    # a later read of the stage keeps its release (which the wait may not pass) after the tail
+                    for i in T.Parallel(64):
+                        X_s[i] = T.float32(A_s[i, 0])
+            if reduce:
+                r_f = T.alloc_fragment((64,), "float32")
+                T.reduce_sum(C_f, r_f, dim=1)
+                T.copy(r_f, R[0])
+            T.copy(C_f, C[0, 0])
+
+    return main.kernel
+
+
+def _chained_tail(tail: str = "free", n: int = 64, simt_v: bool = False, reduce: bool = False) -> Kernel:
+    """``_chained_gemm`` with a statement after the register-A gemm (``free``, ``serial``, ``acc`` as in
+    :func:`_gemm_tail`; ``operand`` rewrites the register A operand ``P``; both followed by a read of the stage, so
+    that the stage release, which the lowering never moves a wait past, comes after them)."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((2 * n, 32), "float16"), V: T.Tensor((2 * n, 64), "float16"),
+             O: T.Tensor((64, 64), "float32"), R: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            Q_s = T.alloc_shared((64, 32), "float16")
+            K_s = T.alloc_shared((n, 32), "float16")
+            V_s = T.alloc_shared((n, 64), "float16")
+            X_s = T.alloc_shared((64,), "float32")
+            S = T.alloc_fragment((64, n), "float32")
+            P = T.alloc_fragment((64, n), "float16")
+            O_f = T.alloc_fragment((64, 64), "float32")
+            T.copy(A[0, 0], Q_s)
+            T.clear(O_f)
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(B[k * n, 0], K_s)
+                if simt_v:
+                    for i, j in T.Parallel(n, 64):
+                        V_s[i, j] = V[k * n + i, j]
+                else:
+                    T.copy(V[k * n, 0], V_s)
+                T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
+                T.copy(S, P)
+                T.gemm(P, V_s, O_f)
+                if tail == "free":
+                    for i in T.Parallel(64):
+                        X_s[i] = T.float32(k) + 1.0
+                elif tail == "serial":
+                    for t in T.serial(2):
+                        X_s[t] = T.float32(k + t)
+                elif tail == "acc":
+                    for i, j in T.Parallel(64, 64):
+                        O_f[i, j] = O_f[i, j] * 0.5
+                elif tail == "operand":
+                    T.copy(S, P)
+                if tail in ("acc", "operand"):
+                    for i in T.Parallel(64):
+                        X_s[i] = T.float32(V_s[0, i])
+            if reduce:
+                r_f = T.alloc_fragment((64,), "float32")
+                T.reduce_sum(O_f, r_f, dim=1)
+                T.copy(r_f, R[0])
+            T.copy(O_f, O[0, 0])
+
+    return main.kernel
+
+
 def _greedy_register_rules() -> rules.RuleSet:
     from dataclasses import replace
 
@@ -508,6 +606,20 @@ WITNESS: dict[tuple[str, str], Witness] = {
                                                                     cheap=("wgmma_rs",)),
     ("gemm-to-wgmma-rs", "wgmma-operands-async-proxy"): Witness(lambda: _chained_gemm(simt_v=True),
                                                                 cheap=("wgmma_rs",)),
+    # the deferred wgmma wait (egtile.rules.mma_async): the synchronous rules' conditions on kernels with a
+    # statement after the gemm (a wait position), and the rules' own
+    ("gemm-to-wgmma-async", "fragment-users-admit-registers"): Witness(lambda: _gemm_tail(reduce=True),
+                                                                       cheap=("wgmma_async",)),
+    ("gemm-to-wgmma-async", "wgmma-operands-async-proxy"): Witness(lambda: _gemm_tail(simt_a=True),
+                                                                   cheap=("wgmma_async",)),
+    ("gemm-to-wgmma-async", "wgmma-async-accumulator-untouched"): Witness(lambda: _gemm_tail("acc")),
+    ("gemm-to-wgmma-async", "wgmma-async-operands-unmodified"): Witness(lambda: _gemm_tail("operand")),
+    ("gemm-to-wgmma-rs-async", "fragment-users-admit-registers"): Witness(lambda: _chained_tail(reduce=True),
+                                                                          cheap=("wgmma_rs_async",)),
+    ("gemm-to-wgmma-rs-async", "wgmma-operands-async-proxy"): Witness(lambda: _chained_tail(simt_v=True),
+                                                                      cheap=("wgmma_rs_async",)),
+    ("gemm-to-wgmma-rs-async", "wgmma-async-accumulator-untouched"): Witness(lambda: _chained_tail("acc")),
+    ("gemm-to-wgmma-rs-async", "wgmma-async-operands-unmodified"): Witness(lambda: _chained_tail("operand")),
 }
 
 GAPS: dict[tuple[str, str], str] = {}
@@ -535,6 +647,14 @@ NOT_LEGALITY: dict[tuple[str, str], tuple[Callable[[], Kernel], str]] = {
         lambda: _copy_consume(stages=1),
         "with one stage the software pipeline issues no copy ahead of its iteration (a synchronous copy, wait and "
         "barrier per iteration): legal, only not faster; the condition keeps the alternative out as useless"),
+    ("gemm-to-wgmma-async", "wgmma-async-straight-line"): (
+        lambda: _gemm_tail("serial"),
+        "the condition keeps the decided wait position where the lowering can put it; without it the position may "
+        "lie past a loop, and egtile.lower.mma_wait stops at the first non-plain statement (the serial loop): the "
+        "wait lands right after the issue, legal"),
+    ("gemm-to-wgmma-rs-async", "wgmma-async-straight-line"): (
+        lambda: _chained_tail("serial"),
+        "as for gemm-to-wgmma-async: the lowering never moves the wait past a loop, branch or wgmma"),
     ("sink-wait", "no-write-of-guarded"): (
         _copy_consume,
         "a consumer never writes a guarded (produced) buffer once the loop is pipelined: "
@@ -583,6 +703,14 @@ NOT_LEGALITY: dict[tuple[str, str], tuple[Callable[[], Kernel], str]] = {
         lambda: _chained_gemm(n=8),
         "implied by the binding: wgmma_rs_option(sid, split, swb) is filled from the same oracle's legal options "
         "only, so an ineligible gemm (K = 8 on the witness) has no register-A alternative in the mutant either"),
+    ("gemm-to-wgmma-async", "wgmma-eligible"): (
+        lambda: _gemm_tail(bk=8),
+        "implied by the binding, as for gemm-to-wgmma: wgmma_option(sid, split, swa, swb) holds only the oracle's "
+        "legal options, so an ineligible gemm (K = 8 on the witness) has no deferred-wait alternative either"),
+    ("gemm-to-wgmma-rs-async", "wgmma-rs-eligible"): (
+        lambda: _chained_tail(n=8),
+        "implied by the binding, as for gemm-to-wgmma-rs: wgmma_rs_option(sid, split, swb) holds only the "
+        "oracle's legal options"),
     ("copy-via-tma-store", "tma-store-eligible"): (
         lambda: _store_copy(width=2),
         "implied by the binding: staging_option(sid, layout) is filled from the tma-store-layouts mask, which "
