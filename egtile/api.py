@@ -39,6 +39,9 @@ from egtile.validate import REJECT, Checker, check_args, written_params
 
 TARGETS = ("auto", "interp", "sim", "cuda")
 
+# written_params of the kernels compiled in this process, by schedule-cache key (bounded)
+_WRITTEN: dict[str, frozenset[str]] = {}
+
 # TileLang options accepted for source compatibility; they have no meaning for egtile.
 _IGNORED_OPTIONS = {"pass_configs", "execution_backend", "verbose", "compile_flags", "debug_root_path"}
 
@@ -129,6 +132,8 @@ class JITKernel:
         self._built: Any = None
         self._runtime: Any = None
         self.rules = rules
+        self._key: Any = None
+        self._written: frozenset[str] | None = None
         if self.target in ("sim", "cuda"):
             self._schedule_and_build()
         self._prepare_calls()
@@ -143,6 +148,7 @@ class JITKernel:
             return
         cacheable = self.rules is None and schedule_cache.enabled()
         key = schedule_cache.key(self.kernel, ARCH) if cacheable else None
+        self._key = key
         hit = schedule_cache.load(key) if key is not None else None
         if hit is not None and (self.target != "cuda" or hit[1] is not None):
             self.schedule_result, self._built = hit
@@ -162,9 +168,26 @@ class JITKernel:
                 schedule_cache.store(key, self.schedule_result, self._built)
         self.scheduled = self.schedule_result.scheduled
         if self.target == "cuda":
-            self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled)
+            self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled,
+                                                                                 written=self._written_params())
             # Whether a GPU is present does not change while the process runs: ask once, not per launch.
             self._launchable = hopper_available()
+
+    def _written_params(self) -> frozenset[str]:
+        """``written_params(self.kernel)``, computed once per process for each schedule-cache key (the key's
+        digest covers the kernel's encoding, so an equal key means the same kernel)."""
+        if self._written is not None:
+            return self._written
+        key = self._key
+        written = _WRITTEN.get(str(key)) if key is not None else None
+        if written is None:
+            written = written_params(self.kernel)
+            if key is not None:
+                if len(_WRITTEN) >= 1024:
+                    _WRITTEN.pop(next(iter(_WRITTEN)), None)
+                _WRITTEN[str(key)] = written
+        self._written = written
+        return written
 
     def _schedule_protocol(self) -> None:
         """A hand-specialized kernel: its protocol lowered as written and checked as the user's
@@ -193,7 +216,7 @@ class JITKernel:
         import torch
 
         kernel = self.kernel
-        self._written = written_params(kernel)
+        self._written = self._written_params()
         inputs = [p for i, p in enumerate(kernel.params) if i not in self.out_idx]
         device, out_idx, written = self.device, self.out_idx, self._written
         self._check = Checker(inputs, device=device, written=written, name=kernel.name,

@@ -30,6 +30,9 @@ from collections.abc import Iterable
 from typing import Any, Literal, Union
 
 
+_ATOMS = frozenset({type(None), bool, int, str, float})
+
+
 class CodecError(ValueError):
     """The text is not an encoding of a value of the expected type (the message says where and why)."""
 
@@ -50,6 +53,7 @@ class Codec:
             if self._classes.setdefault(cls.__name__, cls) is not cls:
                 raise TypeError(f"two classes are named {cls.__name__!r}")
         self._fields: dict[type, tuple[tuple[str, Any], ...]] = {}
+        self._names: dict[type, tuple[str, ...]] = {}  # the encoder's field names of each class met
 
     def _hints(self, cls: type) -> tuple[tuple[str, Any], ...]:
         got = self._fields.get(cls)
@@ -68,6 +72,20 @@ class Codec:
         Raises:
             CodecError: a value of a type the codec does not know.
         """
+        # the common cases by exact type (a cache key encodes the whole kernel on every compile); anything
+        # else, subclasses of the primitive types included, goes the general way below
+        t = type(value)
+        if t in _ATOMS:
+            return value
+        if t is tuple:
+            return [v if type(v) in _ATOMS else self.encode(v) for v in value]
+        names = self._names.get(t)
+        if names is not None:
+            out: dict[str, Any] = {"$": t.__name__}
+            for name in names:
+                v = getattr(value, name)
+                out[name] = v if type(v) in _ATOMS else self.encode(v)
+            return out
         if value is None or isinstance(value, (bool, int, str)):
             return value
         if isinstance(value, float):
@@ -76,10 +94,8 @@ class Codec:
             return [self.encode(v) for v in value]
         cls = type(value)
         if self._classes.get(cls.__name__) is cls:
-            out: dict[str, Any] = {"$": cls.__name__}
-            for name, _ in self._hints(cls):
-                out[name] = self.encode(getattr(value, name))
-            return out
+            self._names[cls] = tuple(name for name, _ in self._hints(cls))
+            return self.encode(value)
         raise CodecError(f"cannot encode a {cls.__module__}.{cls.__qualname__}")
 
     def dumps(self, value: Any) -> str:
