@@ -168,8 +168,7 @@ class JITKernel:
                 schedule_cache.store(key, self.schedule_result, self._built)
         self.scheduled = self.schedule_result.scheduled
         if self.target == "cuda":
-            self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled,
-                                                                                 written=self._written_params())
+            self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled)
             # Whether a GPU is present does not change while the process runs: ask once, not per launch.
             self._launchable = hopper_available()
 

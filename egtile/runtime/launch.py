@@ -78,28 +78,35 @@ class CudaKernel:
     a caller that has already checked the tensors (``egtile.jit``'s kernels).
     """
 
-    def __init__(self, built: BuiltKernel, scheduled: Scheduled, *, watchdog_s: float | None = None,
-                 written: frozenset[str] | None = None) -> None:
+    def __init__(self, built: BuiltKernel, scheduled: Scheduled, *, watchdog_s: float | None = None) -> None:
         self.built = built
         self.scheduled = scheduled
         env = os.environ.get("EGTILE_WATCHDOG_S")
         self.watchdog_s = watchdog_s if watchdog_s is not None else (float(env) if env else None)
-        # ``written``: the caller's ``written_params(scheduled.kernel)`` (egtile.jit computes it already)
-        self.written = written_params(scheduled.kernel) if written is None else written
         self._plans: dict[int, _Plan] = {}
         self._plan_lock = threading.Lock()
         self._gpu_seen = False
+        self._written: frozenset[str] | None = None
         self._checks: Checker | None = None
+
+    # ``egtile.jit``'s kernels check their arguments themselves and call :meth:`launch`; what only a direct
+    # call needs is made at the first one, so that a (warm) compile does not build it.
+    @property
+    def written(self) -> frozenset[str]:
+        """The parameters the kernel writes (:func:`egtile.validate.written_params`)."""
+        w = self._written
+        if w is None:
+            w = self._written = written_params(self.scheduled.kernel)
+        return w
 
     @property
     def _checker(self) -> Checker:
-        """The argument checks of a direct call (made at the first one: ``egtile.jit``'s kernels check the
-        arguments themselves and call :meth:`launch`, so a compile does not build them)."""
+        """The argument checks of a direct call."""
         c = self._checks
         if c is None:
-            built = self.built
-            c = self._checks = Checker(built.params, device="cuda", written=self.written, name=self.name,
-                                       explain=lambda ts: validate(built, self.name, ts, self.written))
+            built, written = self.built, self.written
+            c = self._checks = Checker(built.params, device="cuda", written=written, name=self.name,
+                                       explain=lambda ts: validate(built, self.name, ts, written))
         return c
 
     @property
