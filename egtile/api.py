@@ -230,8 +230,14 @@ class JITKernel:
         self._devices: dict[int, Any] = {}
         self._call = self._call_cuda if self.target == "cuda" else self._call_cpu
         self._accept_launch = self._check.accept_launch
+        # __call__'s fast path: the checks that return the pointers, then the runtime's launch of them; only
+        # for a launchable "cuda" kernel without outputs (every other call goes through self._call)
+        self._fast: Any = None
         if self.target == "cuda" and not self._outputs and self._accept_launch is not None:
             self._call = self._call_cuda_accepted
+            self._launch_accepted = getattr(self._runtime, "launch_accepted", None)
+            if self._launchable and self._launch_accepted is not None:
+                self._fast = self._accept_launch
 
     def __call__(self, *tensors: Any, **kwargs: Any) -> Any:
         """Run the kernel.
@@ -248,6 +254,13 @@ class JITKernel:
             SimulationError: target ``"sim"`` found a race, a deadlock or a repeated iteration.
             LaunchError: target ``"cuda"`` without a GPU of compute capability 9.0, or a failed driver call.
         """
+        fast = self._fast
+        if fast is not None and not kwargs:
+            # _call_cuda_accepted written out (one Python frame less per launch)
+            accepted = fast(tensors)
+            if accepted is not None:
+                return self._launch_accepted(tensors, accepted)
+            return self._call_cuda(tensors)  # the complete check raises the message (or accepts)
         if kwargs:
             raise ArgumentError(f"kernel {self.kernel.name!r} takes its tensors positionally, in parameter order "
                                 f"({', '.join(p.name for p in self.kernel.params)}); got keyword argument(s) "

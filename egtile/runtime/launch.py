@@ -152,9 +152,26 @@ class CudaKernel:
 
     def launch_accepted(self, tensors: Sequence[Any], accepted: tuple[int, ...]) -> None:
         """:meth:`launch` of tensors that :attr:`egtile.validate.Checker.accept_launch` accepted, with what it
-        returned (their pointers, then their device), so the pointers are not read again."""
+        returned (their pointers, then their device), so the pointers are not read again.
+
+        The common case (the tensors on torch's current device, no watchdog, this thread's lane made) is
+        :meth:`_Plan.launch` written out here: one Python frame per launch instead of two."""
         device = accepted[-1]
         p = self._plans.get(device) or self.plan(device)
+        lane = getattr(p._local, "lane", None)
+        if lane is None or self.watchdog_s is not None or p.current_device() != device:
+            return self._launch_accepted_slow(p, tensors, accepted, device)
+        if accepted != lane.pointers:
+            p._write_pointers(lane, accepted)
+        stream = p.current_stream(device)
+        if stream != lane.stream:
+            lane.config.hStream = p._stream_type(stream)
+            lane.stream = stream
+        res = p._launch(lane.config, p.function, lane.address, 0)
+        if res[0] != p._ok:
+            p._relaunch(lane, res)
+
+    def _launch_accepted_slow(self, p: _Plan, tensors: Sequence[Any], accepted: tuple[int, ...], device: int) -> None:
         if p.current_device() == device:
             p.launch(tensors, p.current_stream(device), accepted)
         else:
