@@ -42,6 +42,9 @@ from egtile.validate import REJECT, Checker, check_args, written_params
 
 TARGETS = ("auto", "interp", "sim", "cuda")
 
+# written_params of the kernels compiled in this process, by schedule-cache key (bounded)
+_WRITTEN: dict[str, frozenset[str]] = {}
+
 # TileLang options accepted for source compatibility; they have no meaning for egtile.
 _IGNORED_OPTIONS = {"pass_configs", "execution_backend", "verbose", "compile_flags", "debug_root_path"}
 
@@ -149,6 +152,8 @@ class JITKernel:
         self._built: Any = None
         self._runtime: Any = None
         self.rules = rules
+        self._key: Any = None
+        self._written: frozenset[str] | None = None
         if self.target in ("sim", "cuda"):
             self._schedule_and_build()
         self._prepare_calls()
@@ -163,6 +168,7 @@ class JITKernel:
             return
         cacheable = self.rules is None and schedule_cache.enabled()
         key = schedule_cache.key(self.kernel, ARCH) if cacheable else None
+        self._key = key
         hit = schedule_cache.load(key) if key is not None else None
         if hit is not None and (self.target != "cuda" or hit[1] is not None):
             self.schedule_result, self._built = hit
@@ -185,6 +191,22 @@ class JITKernel:
             self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled)
             # Whether a GPU is present does not change while the process runs: ask once, not per launch.
             self._launchable = hopper_available()
+
+    def _written_params(self) -> frozenset[str]:
+        """``written_params(self.kernel)``, computed once per process for each schedule-cache key (the key's
+        digest covers the kernel's encoding, so an equal key means the same kernel)."""
+        if self._written is not None:
+            return self._written
+        key = self._key
+        written = _WRITTEN.get(str(key)) if key is not None else None
+        if written is None:
+            written = written_params(self.kernel)
+            if key is not None:
+                if len(_WRITTEN) >= 1024:
+                    _WRITTEN.pop(next(iter(_WRITTEN)), None)
+                _WRITTEN[str(key)] = written
+        self._written = written
+        return written
 
     def _schedule_protocol(self) -> None:
         """A hand-specialized kernel: its protocol lowered as written and checked as the user's
@@ -213,7 +235,7 @@ class JITKernel:
         import torch
 
         kernel = self.kernel
-        self._written = written_params(kernel)
+        self._written = self._written_params()
         inputs = [p for i, p in enumerate(kernel.params) if i not in self.out_idx]
         device, out_idx, written = self.device, self.out_idx, self._written
         self._check = Checker(inputs, device=device, written=written, name=kernel.name,
@@ -228,8 +250,14 @@ class JITKernel:
         self._devices: dict[int, Any] = {}
         self._call = self._call_cuda if self.target == "cuda" else self._call_cpu
         self._accept_launch = self._check.accept_launch
+        # __call__'s fast path: the checks that return the pointers, then the runtime's launch of them; only
+        # for a launchable "cuda" kernel without outputs (every other call goes through self._call)
+        self._fast: Any = None
         if self.target == "cuda" and not self._outputs and self._accept_launch is not None:
             self._call = self._call_cuda_accepted
+            self._launch_accepted = getattr(self._runtime, "launch_accepted", None)
+            if self._launchable and self._launch_accepted is not None:
+                self._fast = self._accept_launch
 
     def __call__(self, *tensors: Any, **kwargs: Any) -> Any:
         """Run the kernel.
@@ -246,6 +274,13 @@ class JITKernel:
             SimulationError: target ``"sim"`` found a race, a deadlock or a repeated iteration.
             LaunchError: target ``"cuda"`` without a GPU of compute capability 9.0, or a failed driver call.
         """
+        fast = self._fast
+        if fast is not None and not kwargs:
+            # _call_cuda_accepted written out (one Python frame less per launch)
+            accepted = fast(tensors)
+            if accepted is not None:
+                return self._launch_accepted(tensors, accepted)
+            return self._call_cuda(tensors)  # the complete check raises the message (or accepts)
         if kwargs:
             raise ArgumentError(f"kernel {self.kernel.name!r} takes its tensors positionally, in parameter order "
                                 f"({', '.join(p.name for p in self.kernel.params)}); got keyword argument(s) "

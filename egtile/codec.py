@@ -30,6 +30,9 @@ from collections.abc import Iterable
 from typing import Any, Literal, Union
 
 
+_ATOMS = frozenset({type(None), bool, int, str, float})
+
+
 class CodecError(ValueError):
     """The text is not an encoding of a value of the expected type (the message says where and why)."""
 
@@ -50,6 +53,9 @@ class Codec:
             if self._classes.setdefault(cls.__name__, cls) is not cls:
                 raise TypeError(f"two classes are named {cls.__name__!r}")
         self._fields: dict[type, tuple[tuple[str, Any], ...]] = {}
+        self._names: dict[type, tuple[str, ...]] = {}  # the encoder's field names of each class met
+        self._plans: dict[Any, tuple[Any, ...]] = {}  # the decoder's plan of each type met (_plan)
+        self._keys: dict[type, frozenset[str]] = {}  # the keys of each class's encoding
 
     def _hints(self, cls: type) -> tuple[tuple[str, Any], ...]:
         got = self._fields.get(cls)
@@ -68,6 +74,20 @@ class Codec:
         Raises:
             CodecError: a value of a type the codec does not know.
         """
+        # the common cases by exact type (a cache key encodes the whole kernel on every compile); anything
+        # else, subclasses of the primitive types included, goes the general way below
+        t = type(value)
+        if t in _ATOMS:
+            return value
+        if t is tuple:
+            return [v if type(v) in _ATOMS else self.encode(v) for v in value]
+        names = self._names.get(t)
+        if names is not None:
+            out: dict[str, Any] = {"$": t.__name__}
+            for name in names:
+                v = getattr(value, name)
+                out[name] = v if type(v) in _ATOMS else self.encode(v)
+            return out
         if value is None or isinstance(value, (bool, int, str)):
             return value
         if isinstance(value, float):
@@ -76,10 +96,8 @@ class Codec:
             return [self.encode(v) for v in value]
         cls = type(value)
         if self._classes.get(cls.__name__) is cls:
-            out: dict[str, Any] = {"$": cls.__name__}
-            for name, _ in self._hints(cls):
-                out[name] = self.encode(getattr(value, name))
-            return out
+            self._names[cls] = tuple(name for name, _ in self._hints(cls))
+            return self.encode(value)
         raise CodecError(f"cannot encode a {cls.__module__}.{cls.__qualname__}")
 
     def dumps(self, value: Any) -> str:
@@ -89,70 +107,108 @@ class Codec:
 
     # -- decoding -----------------------------------------------------------------------------------
 
-    def decode(self, data: Any, tp: Any, where: str = "value") -> Any:
+    def decode(self, data: Any, tp: Any, where: Any = "value") -> Any:
         """The value of type ``tp`` that ``data`` encodes.
 
         Raises:
             CodecError: ``data`` is not an encoding of a ``tp``.
         """
-        origin = typing.get_origin(tp)
-        if tp is Any:
-            raise CodecError(f"{where}: field type Any cannot be decoded safely")
-        if tp is None or tp is type(None):
+        # What to do with a ``tp`` is worked out once per type (:meth:`_plan`); ``where`` (the path in error
+        # messages) is built only when an error is raised (:class:`_Where`): decoding a cached schedule of a
+        # few hundred statements did both per value.
+        entry = self._plans.get(id(tp))  # by identity: typing's generic aliases hash and compare slowly
+        plan = entry[1] if entry is not None and entry[0] is tp else self._plan(tp)
+        kind = plan[0]
+        if kind is _PRIM:
+            want = plan[1]
+            if type(data) is want or (want is float and type(data) is int):  # an int in a float field decodes
+                return data                                                 # as it was encoded
+            raise CodecError(f"{where}: expected {plan[2]}, got {_kind(data)}")
+        if kind is _TUPLE:
+            if type(data) is not list:
+                raise CodecError(f"{where}: expected an array, got {_kind(data)}")
+            elem = plan[1]
+            prim = plan[2]  # the element's plan when it is a primitive type
+            if prim is not None and all(type(v) is prim[1] for v in data):
+                return tuple(data)
+            return tuple(self.decode(v, elem, _Where(where, "[", i)) for i, v in enumerate(data))
+        if kind is _DATACLASS:
+            return self._decode_dataclass(data, plan[1], where)
+        if kind is _UNION:
+            return self._decode_union(data, plan, where)
+        if kind is _NONE:
             if data is None:
                 return None
             raise CodecError(f"{where}: expected null, got {_kind(data)}")
-        if tp is bool:
-            if type(data) is bool:
-                return data
-            raise CodecError(f"{where}: expected a bool, got {_kind(data)}")
-        if tp is int:
-            if type(data) is int:
-                return data
-            raise CodecError(f"{where}: expected an int, got {_kind(data)}")
-        if tp is float:
-            if type(data) in (float, int):  # an int stored in a float field decodes as it was encoded
-                return data
-            raise CodecError(f"{where}: expected a number, got {_kind(data)}")
-        if tp is str:
-            if type(data) is str:
-                return data
-            raise CodecError(f"{where}: expected a string, got {_kind(data)}")
-        if origin is Literal:
-            for allowed in typing.get_args(tp):
+        if kind is _LITERAL:
+            for allowed in plan[1]:
                 if type(data) is type(allowed) and data == allowed:
                     return allowed
-            raise CodecError(f"{where}: {data!r} is not one of {typing.get_args(tp)}")
-        if origin is tuple:
-            args = typing.get_args(tp)
+            raise CodecError(f"{where}: {data!r} is not one of {plan[1]}")
+        if kind is _FIXED:
+            args = plan[1]
             if type(data) is not list:
                 raise CodecError(f"{where}: expected an array, got {_kind(data)}")
-            if len(args) == 2 and args[1] is Ellipsis:
-                return tuple(self.decode(v, args[0], f"{where}[{i}]") for i, v in enumerate(data))
             if len(args) != len(data):
                 raise CodecError(f"{where}: expected {len(args)} items, got {len(data)}")
-            return tuple(self.decode(v, t, f"{where}[{i}]") for i, (v, t) in enumerate(zip(data, args)))
-        if origin in (Union, types.UnionType):
-            return self._decode_union(data, typing.get_args(tp), where)
-        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-            return self._decode_dataclass(data, (tp,), where)
-        raise CodecError(f"{where}: unsupported field type {tp!r}")
+            return tuple(self.decode(v, t, _Where(where, "[", i)) for i, (v, t) in enumerate(zip(data, args)))
+        raise CodecError(f"{where}: {plan[1]}")
 
-    def _decode_union(self, data: Any, alts: tuple[Any, ...], where: str) -> Any:
-        classes = tuple(a for a in alts if isinstance(a, type) and dataclasses.is_dataclass(a))
+    def _plan(self, tp: Any) -> tuple[Any, ...]:
+        """How :meth:`decode` decodes a ``tp`` (memoized per type)."""
+        origin = typing.get_origin(tp)
+        if tp is Any:
+            plan: tuple[Any, ...] = (_BAD, "field type Any cannot be decoded safely")
+        elif tp is None or tp is type(None):
+            plan = (_NONE,)
+        elif tp in _PRIMITIVE_NAMES:
+            plan = (_PRIM, tp, _PRIMITIVE_NAMES[tp])
+        elif origin is Literal:
+            plan = (_LITERAL, typing.get_args(tp))
+        elif origin is tuple:
+            args = typing.get_args(tp)
+            if len(args) == 2 and args[1] is Ellipsis:
+                inner = self._plan(args[0])
+                plan = (_TUPLE, args[0], inner if inner[0] is _PRIM else None)
+            else:
+                plan = (_FIXED, args)
+        elif origin in (Union, types.UnionType):
+            alts = typing.get_args(tp)
+            classes = tuple(a for a in alts if isinstance(a, type) and dataclasses.is_dataclass(a))
+            # primitive alternatives, in an order that keeps bool, int and float apart
+            prims = tuple(sorted((a for a in alts if a not in classes), key=_primitive_rank))
+            plan = (_UNION, alts, classes, prims)
+        elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            plan = (_DATACLASS, (tp,))
+        else:
+            plan = (_BAD, f"unsupported field type {tp!r}")
+        self._plans[id(tp)] = (tp, plan)  # holds tp, so its id is not reused while the entry lives
+        return plan
+
+    def _decode_union(self, data: Any, plan: tuple[Any, ...], where: Any) -> Any:
+        _, alts, classes, prims = plan
         if type(data) is dict:
             if not classes:
                 raise CodecError(f"{where}: expected one of {alts}, got an object")
             return self._decode_dataclass(data, classes, where)
-        # primitive alternatives, in an order that keeps bool, int and float apart
-        for a in sorted((a for a in alts if a not in classes), key=_primitive_rank):
+        for a in prims:
+            entry = self._plans.get(id(a))
+            kind = (entry[1] if entry is not None and entry[0] is a else self._plan(a))[0]
+            if kind is _PRIM:  # decided here: a failed try would build (and drop) an error message
+                if type(data) is a or (a is float and type(data) is int):
+                    return data
+                continue
+            if kind is _NONE:
+                if data is None:
+                    return None
+                continue
             try:
                 return self.decode(data, a, where)
             except CodecError:
                 continue
         raise CodecError(f"{where}: {_kind(data)} matches none of {alts}")
 
-    def _decode_dataclass(self, data: Any, allowed: tuple[type, ...], where: str) -> Any:
+    def _decode_dataclass(self, data: Any, allowed: tuple[type, ...], where: Any) -> Any:
         if type(data) is not dict:
             raise CodecError(f"{where}: expected an object, got {_kind(data)}")
         name = data.get("$")
@@ -160,11 +216,14 @@ class Codec:
         if cls is None or cls not in allowed:
             raise CodecError(f"{where}: class {name!r} is not one of {[c.__name__ for c in allowed]}")
         fields = self._hints(cls)
-        if set(data) != {"$"} | {n for n, _ in fields}:
+        keys = self._keys.get(cls)
+        if keys is None:
+            keys = self._keys[cls] = frozenset({"$"} | {n for n, _ in fields})
+        if data.keys() != keys:
             extra = sorted(set(data) - {"$"} - {n for n, _ in fields})
             missing = sorted({n for n, _ in fields} - set(data))
             raise CodecError(f"{where}: {name} has fields {missing} missing and {extra} unknown")
-        kwargs = {n: self.decode(data[n], t, f"{where}.{n}") for n, t in fields}
+        kwargs = {n: self.decode(data[n], t, _Where(where, ".", n)) for n, t in fields}
         try:
             return cls(**kwargs)
         except Exception as err:  # noqa: BLE001 - a constructor's own check: the data is not a valid value
@@ -181,6 +240,31 @@ class Codec:
         except (ValueError, RecursionError) as err:
             raise CodecError(f"not valid JSON: {err}") from None
         return self.decode(data, tp)
+
+
+_PRIM, _TUPLE, _DATACLASS, _UNION, _NONE, _LITERAL, _FIXED, _BAD = (object() for _ in range(8))  # plan kinds
+_PRIMITIVE_NAMES = {bool: "a bool", int: "an int", float: "a number", str: "a string"}
+
+
+class _Where:
+    """A path in a decoded value, for error messages: ``parent`` followed by ``[key]`` or ``.key``; made
+    into text only when a message is."""
+
+    __slots__ = ("parent", "sep", "key")
+
+    def __init__(self, parent: Any, sep: str, key: Any) -> None:
+        self.parent, self.sep, self.key = parent, sep, key
+
+    def __str__(self) -> str:
+        parts = []
+        w: Any = self
+        while isinstance(w, _Where):
+            parts.append(f"[{w.key}]" if w.sep == "[" else f".{w.key}")
+            w = w.parent
+        return str(w) + "".join(reversed(parts))
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _primitive_rank(t: Any) -> int:

@@ -178,7 +178,7 @@ def parse_entry(k: str, data: bytes) -> tuple[CachedSchedule, Any] | None:
         hit = _DECODED.get(memo)
         if hit is not None:
             schedule, launch = hit
-            return schedule, None if launch is None else _built(launch, _codec())
+            return schedule, None if launch is None else _with_cubin(*launch)
         record = json.loads(data)
         if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("key") != str(k):
             return _miss(k, "record of another format or key")
@@ -196,20 +196,20 @@ def parse_entry(k: str, data: bytes) -> tuple[CachedSchedule, Any] | None:
         kernel = getattr(k, "kernel", None)
         if kernel is not None and codec.dumps(schedule.scheduled.kernel) != codec.dumps(kernel):
             return _miss(k, "the entry schedules another kernel")
-        built = None if data["launch"] is None else _built(data["launch"], codec)
+        launch = None if data["launch"] is None else _launch(data["launch"], codec)
         with _DECODED_LOCK:
             if len(_DECODED) >= _DECODED_MAX:
                 _DECODED.pop(next(iter(_DECODED)))
-            _DECODED[memo] = (schedule, data["launch"])
-        return schedule, built
+            _DECODED[memo] = (schedule, launch)
+        return schedule, None if launch is None else _with_cubin(*launch)
     except Exception as err:  # noqa: BLE001 - MemoryError, RecursionError, CodecError, OSError...: a miss
         return _miss(k, f"{type(err).__name__}: {err}")
 
 
-def _built(data: Any, codec: Codec) -> Any:
-    """The BuiltKernel of stored launch metadata with its cubin from the cubin cache (``None``: no valid
-    cubin there)."""
-    from egtile.codegen import builder, cache, nvrtc
+def _launch(data: Any, codec: Codec) -> tuple[dict[str, Any], Any]:
+    """The decoded launch metadata of an entry and the cubin cache key of its source (computed once per
+    entry: the key hashes the source and egtile's headers)."""
+    from egtile.codegen import cache, nvrtc
 
     if not isinstance(data, dict):
         raise CodecError("launch metadata is not an object")
@@ -220,6 +220,14 @@ def _built(data: Any, codec: Codec) -> Any:
         raise CodecError("launch metadata has the wrong fields")
     v = {n: codec.decode(data[n], t, f"launch.{n}") for n, t in fields.items()}
     ck = cache.cache_key(v["source"], nvrtc.header_texts(), nvrtc.options(v["arch"]), nvrtc.nvrtc_version(), __version__)
+    return v, ck
+
+
+def _with_cubin(v: dict[str, Any], ck: Any) -> Any:
+    """The BuiltKernel of decoded launch metadata ``v`` with its cubin from the cubin cache, read and checked
+    afresh (``None``: no valid cubin there)."""
+    from egtile.codegen import builder, cache
+
     hit = cache.load(ck, v["symbol"])
     if hit is None:
         return None

@@ -234,8 +234,34 @@ def _nbytes(p: Any) -> int:
     return n * lookup_dtype(p.dtype).bytes
 
 
+# Generated checks by everything they are generated from: compiling their source is most of what a warm
+# compile spends on them (each ``egtile.compile`` of a cached kernel builds its checkers again). Bounded.
+_GENERATED: dict[Any, Callable[..., Any]] = {}
+_GENERATED_MAX = 1024
+
+
 def _generate(params: Sequence[Any], device: str | None, written: Collection[str], name: str,
               launch: bool = False) -> Callable[..., Any]:
+    """:func:`_compile_checks`, memoized on what the generated code depends on: each parameter's name,
+    dtype and shape, the device rule, the written parameters, the label, ``launch`` and whether more than
+    one GPU is visible (the generated code reads nothing else of them)."""
+    import torch
+
+    many = device == "cuda" and torch.cuda.device_count() > 1
+    dts = [lookup_dtype(p.dtype) for p in params]
+    key = (tuple((p.name, d.torch, d.bytes, tuple(p.shape)) for p, d in zip(params, dts)), device, frozenset(written),
+           name, launch, many)
+    fn = _GENERATED.get(key)
+    if fn is None:
+        fn = _compile_checks(params, device, written, name, launch)
+        if len(_GENERATED) >= _GENERATED_MAX:
+            _GENERATED.pop(next(iter(_GENERATED)))
+        _GENERATED[key] = fn
+    return fn
+
+
+def _compile_checks(params: Sequence[Any], device: str | None, written: Collection[str], name: str,
+                    launch: bool = False) -> Callable[..., Any]:
     """The source of :attr:`Checker.accept` (``launch``: :attr:`Checker.accept_launch`) for ``params``,
     compiled (see :class:`Checker`)."""
     import torch

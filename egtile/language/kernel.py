@@ -11,6 +11,7 @@ the block indices. Exactly one ``T.Kernel`` per prim_func; grid extents and ``th
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -112,7 +113,27 @@ class PrimFunc:
                        "egtile.compile(func) or @egtile.jit", tracer.user_loc())
 
 
+# _def_loc by (code object, file, its modification time): reading and tokenizing the source was most of a
+# warm compile's trace (issue 11); an edited file has another time and is read again
+_DEF_LOCS: dict[Any, SourceLoc | None] = {}
+
+
 def _def_loc(fn: Callable[..., Any]) -> SourceLoc | None:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return _read_def_loc(fn)
+    try:
+        key = (code, code.co_filename, os.stat(code.co_filename).st_mtime_ns)
+    except OSError:
+        return _read_def_loc(fn)
+    if key not in _DEF_LOCS:
+        if len(_DEF_LOCS) >= 4096:
+            _DEF_LOCS.clear()
+        _DEF_LOCS[key] = _read_def_loc(fn)
+    return _DEF_LOCS[key]
+
+
+def _read_def_loc(fn: Callable[..., Any]) -> SourceLoc | None:
     try:
         lines, start = inspect.getsourcelines(fn)
     except (OSError, TypeError):

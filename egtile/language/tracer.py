@@ -36,12 +36,22 @@ def _limit(name: str) -> int:
 _EGTILE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
+_INSIDE: dict[str, bool] = {}  # co_filename -> whether it is egtile's own (or frozen) code
+
+
 def user_frame() -> FrameType | None:
     """The innermost stack frame outside the egtile package (the user's code)."""
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_EGTILE_DIR) and not filename.startswith("<frozen"):
+        inside = _INSIDE.get(filename)
+        if inside is None:
+            inside = os.path.abspath(filename).startswith(_EGTILE_DIR) or filename.startswith("<frozen")
+            if os.path.isabs(filename):  # a relative name's answer depends on the working directory
+                if len(_INSIDE) >= 4096:
+                    _INSIDE.clear()
+                _INSIDE[filename] = inside
+        if not inside:
             return frame
         frame = frame.f_back
     return None

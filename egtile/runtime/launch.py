@@ -83,12 +83,31 @@ class CudaKernel:
         self.scheduled = scheduled
         env = os.environ.get("EGTILE_WATCHDOG_S")
         self.watchdog_s = watchdog_s if watchdog_s is not None else (float(env) if env else None)
-        self.written = written_params(scheduled.kernel)
         self._plans: dict[int, _Plan] = {}
         self._plan_lock = threading.Lock()
         self._gpu_seen = False
-        self._checker = Checker(built.params, device="cuda", written=self.written, name=self.name,
-                                explain=lambda ts: validate(built, self.name, ts, self.written))
+        self._written: frozenset[str] | None = None
+        self._checks: Checker | None = None
+
+    # ``egtile.jit``'s kernels check their arguments themselves and call :meth:`launch`; what only a direct
+    # call needs is made at the first one, so that a (warm) compile does not build it.
+    @property
+    def written(self) -> frozenset[str]:
+        """The parameters the kernel writes (:func:`egtile.validate.written_params`)."""
+        w = self._written
+        if w is None:
+            w = self._written = written_params(self.scheduled.kernel)
+        return w
+
+    @property
+    def _checker(self) -> Checker:
+        """The argument checks of a direct call."""
+        c = self._checks
+        if c is None:
+            built, written = self.built, self.written
+            c = self._checks = Checker(built.params, device="cuda", written=written, name=self.name,
+                                       explain=lambda ts: validate(built, self.name, ts, written))
+        return c
 
     @property
     def name(self) -> str:
@@ -133,9 +152,26 @@ class CudaKernel:
 
     def launch_accepted(self, tensors: Sequence[Any], accepted: tuple[int, ...]) -> None:
         """:meth:`launch` of tensors that :attr:`egtile.validate.Checker.accept_launch` accepted, with what it
-        returned (their pointers, then their device), so the pointers are not read again."""
+        returned (their pointers, then their device), so the pointers are not read again.
+
+        The common case (the tensors on torch's current device, no watchdog, this thread's lane made) is
+        :meth:`_Plan.launch` written out here: one Python frame per launch instead of two."""
         device = accepted[-1]
         p = self._plans.get(device) or self.plan(device)
+        lane = getattr(p._local, "lane", None)
+        if lane is None or self.watchdog_s is not None or p.current_device() != device:
+            return self._launch_accepted_slow(p, tensors, accepted, device)
+        if accepted != lane.pointers:
+            p._write_pointers(lane, accepted)
+        stream = p.current_stream(device)
+        if stream != lane.stream:
+            lane.config.hStream = p._stream_type(stream)
+            lane.stream = stream
+        res = p._launch(lane.config, p.function, lane.address, 0)
+        if res[0] != p._ok:
+            p._relaunch(lane, res)
+
+    def _launch_accepted_slow(self, p: _Plan, tensors: Sequence[Any], accepted: tuple[int, ...], device: int) -> None:
         if p.current_device() == device:
             p.launch(tensors, p.current_stream(device), accepted)
         else:
