@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import sys
-from pathlib import Path
 
 import pytest
 
 from egtile.codec import Codec, ir_classes
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _reference(codec: Codec, value):
@@ -29,7 +25,8 @@ def _reference(codec: Codec, value):
 
 
 def _kernels():
-    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]
+    # tests/verify is on the path (conftest); prepending benchmarks/ here would shadow examples/gemm.py with
+    # benchmarks/gemm.py for every later test of the same worker
     from verify import kernels as K
 
     return [K.flash_attention(256, 64, 128, 64, 2, 256).kernel, K.pipe_par(7).kernel, K.if_nest(5).kernel,
