@@ -309,81 +309,21 @@ def _tma_copy_beside_simt_producer() -> Kernel:
     return main.kernel
 
 
-def _gemm(bk: int = 32, dtype: str = "float16", reduce: bool = False, simt_a: bool = False) -> Kernel:
+def _gemm(bk: int = 32, dtype: str = "float16", reduce: bool = False, simt_a: bool = False,
+          tail: str | None = None) -> Kernel:
+    """``C = A B`` over two K blocks, with ``tail``, a statement after the gemm in the pipelined body, so that the deferred-wait rules
+    (egtile.rules.mma_async) have a wait position: ``free`` touches neither the accumulator nor the operands
+    (a scratch row), ``serial`` is the same in a serial loop (not straight-line), ``acc`` reads and writes the
+    accumulator, ``operand`` overwrites operand B's tile (both followed by a read of the stage, so that the stage
+    release, which the lowering never moves a wait past, comes after them)."""
     @T.prim_func
     def main(A: T.Tensor((64, 2 * bk), dtype), B: T.Tensor((2 * bk, 64), dtype), C: T.Tensor((64, 64), "float32"),
              R: T.Tensor((64,), "float32")):
         with T.Kernel(1, threads=128) as _bx:
             A_s = T.alloc_shared((64, bk), dtype)
             B_s = T.alloc_shared((bk, 64), dtype)
-            C_f = T.alloc_fragment((64, 64), "float32")
-            T.clear(C_f)
-            for ko in T.Pipelined(2, num_stages=2):
-                if simt_a:
-                    for i, j in T.Parallel(64, bk):
-                        A_s[i, j] = A[i, ko * bk + j]
-                else:
-                    T.copy(A[0, ko * bk], A_s)
-                T.copy(B[ko * bk, 0], B_s)
-                T.gemm(A_s, B_s, C_f)
-            if reduce:
-                r_f = T.alloc_fragment((64,), "float32")
-                T.reduce_sum(C_f, r_f, dim=1)
-                T.copy(r_f, R[0])
-            T.copy(C_f, C[0, 0])
-
-    return main.kernel
-
-
-def _chained_gemm(n: int = 64, simt_v: bool = False, reduce: bool = False) -> Kernel:
-    """``O = f16(A B^T) V`` over two K/V blocks: the first gemm's accumulator cast to float16 in registers is
-    the second's A operand (``gemm-to-wgmma-rs``, attention's ``P V``). ``n``: the first gemm's N (the second's
-    K); ``simt_v``: V's tile written by a T.Parallel (generic stores); ``reduce``: a row sum of the output
-    copied out (a user that keeps the fragment group in shared memory)."""
-    @T.prim_func
-    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((2 * n, 32), "float16"), V: T.Tensor((2 * n, 64), "float16"),
-             O: T.Tensor((64, 64), "float32"), R: T.Tensor((64,), "float32")):
-        with T.Kernel(1, threads=128) as _bx:
-            Q_s = T.alloc_shared((64, 32), "float16")
-            K_s = T.alloc_shared((n, 32), "float16")
-            V_s = T.alloc_shared((n, 64), "float16")
-            S = T.alloc_fragment((64, n), "float32")
-            P = T.alloc_fragment((64, n), "float16")
-            O_f = T.alloc_fragment((64, 64), "float32")
-            T.copy(A[0, 0], Q_s)
-            T.clear(O_f)
-            for k in T.Pipelined(2, num_stages=2):
-                T.copy(B[k * n, 0], K_s)
-                if simt_v:
-                    for i, j in T.Parallel(n, 64):
-                        V_s[i, j] = V[k * n + i, j]
-                else:
-                    T.copy(V[k * n, 0], V_s)
-                T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
-                T.copy(S, P)
-                T.gemm(P, V_s, O_f)
-            if reduce:
-                r_f = T.alloc_fragment((64,), "float32")
-                T.reduce_sum(O_f, r_f, dim=1)
-                T.copy(r_f, R[0])
-            T.copy(O_f, O[0, 0])
-
-    return main.kernel
-
-
-def _gemm_tail(tail: str = "free", bk: int = 32, reduce: bool = False, simt_a: bool = False) -> Kernel:
-    """``_gemm`` with a statement after the gemm in the pipelined body, so that the deferred-wait rules
-    (egtile.rules.mma_async) have a wait position: ``free`` touches neither the accumulator nor the operands
-    (a scratch row), ``serial`` is the same in a serial loop (not straight-line), ``acc`` reads and writes the
-    accumulator, ``operand`` overwrites operand B's tile (both followed by a read of the stage, so that the stage
-    release, which the lowering never moves a wait past, comes after them)."""
-    @T.prim_func
-    def main(A: T.Tensor((64, 2 * bk), "float16"), B: T.Tensor((2 * bk, 64), "float16"), C: T.Tensor((64, 64), "float32"),
-             R: T.Tensor((64,), "float32")):
-        with T.Kernel(1, threads=128) as _bx:
-            A_s = T.alloc_shared((64, bk), "float16")
-            B_s = T.alloc_shared((bk, 64), "float16")
-            X_s = T.alloc_shared((64,), "float32")
+            if tail is not None:
+                X_s = T.alloc_shared((64,), "float32")
             C_f = T.alloc_fragment((64, 64), "float32")
             T.clear(C_f)
             for ko in T.Pipelined(2, num_stages=2):
@@ -419,9 +359,17 @@ def _gemm_tail(tail: str = "free", bk: int = 32, reduce: bool = False, simt_a: b
     return main.kernel
 
 
-def _chained_tail(tail: str = "free", n: int = 64, simt_v: bool = False, reduce: bool = False) -> Kernel:
-    """``_chained_gemm`` with a statement after the register-A gemm (``free``, ``serial``, ``acc`` as in
-    :func:`_gemm_tail`; ``operand`` rewrites the register A operand ``P``; both followed by a read of the stage, so
+def _gemm_tail(tail: str = "free", **kw) -> Kernel:
+    return _gemm(tail=tail, **kw)
+
+
+def _chained_gemm(n: int = 64, simt_v: bool = False, reduce: bool = False, tail: str | None = None) -> Kernel:
+    """``O = f16(A B^T) V`` over two K/V blocks: the first gemm's accumulator cast to float16 in registers is
+    the second's A operand (``gemm-to-wgmma-rs``, attention's ``P V``). ``n``: the first gemm's N (the second's
+    K); ``simt_v``: V's tile written by a T.Parallel (generic stores); ``reduce``: a row sum of the output
+    copied out (a user that keeps the fragment group in shared memory).
+    ``tail``: a statement after the register-A gemm (``free``, ``serial``, ``acc`` as in
+    :func:`_gemm`; ``operand`` rewrites the register A operand ``P``; both followed by a read of the stage, so
     that the stage release, which the lowering never moves a wait past, comes after them)."""
     @T.prim_func
     def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((2 * n, 32), "float16"), V: T.Tensor((2 * n, 64), "float16"),
@@ -430,7 +378,8 @@ def _chained_tail(tail: str = "free", n: int = 64, simt_v: bool = False, reduce:
             Q_s = T.alloc_shared((64, 32), "float16")
             K_s = T.alloc_shared((n, 32), "float16")
             V_s = T.alloc_shared((n, 64), "float16")
-            X_s = T.alloc_shared((64,), "float32")
+            if tail is not None:
+                X_s = T.alloc_shared((64,), "float32")
             S = T.alloc_fragment((64, n), "float32")
             P = T.alloc_fragment((64, n), "float16")
             O_f = T.alloc_fragment((64, 64), "float32")
@@ -467,6 +416,10 @@ def _chained_tail(tail: str = "free", n: int = 64, simt_v: bool = False, reduce:
             T.copy(O_f, O[0, 0])
 
     return main.kernel
+
+
+def _chained_tail(tail: str = "free", **kw) -> Kernel:
+    return _chained_gemm(tail=tail, **kw)
 
 
 def _greedy_register_rules() -> rules.RuleSet:
