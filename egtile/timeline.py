@@ -122,7 +122,7 @@ class Timeline:
         out = []
         for var, drawn, trips in self.loops:
             if trips is None:
-                out.append(f"{var}: first {drawn} iterations drawn (trip count known only at run time)")
+                out.append(f"{var}: first {_n(drawn, 'iteration')} drawn (trip count known only at run time)")
             elif trips > drawn:
                 rest = trips - drawn
                 out.append(f"{var}: {drawn} of {trips} iterations drawn, {rest} iteration{'s' if rest > 1 else ''} "
@@ -543,7 +543,7 @@ def figure(tl: Timeline, max_width_px: int | None = MAX_WIDTH_PX, dpi: int = 150
             cut -= 1
     events = [e for e in tl.events if e.column < cut]
     if cut < len(widths):
-        notes.append(f"{len(tl.events) - len(events)} statements past the right edge not drawn "
+        notes.append(f"{_n(len(tl.events) - len(events), 'statement')} past the right edge not drawn "
                      f"(the picture is at most {max_width_px} px wide)")
     widths = widths[:cut]
     x_of = [0.0]
@@ -672,6 +672,10 @@ def render(sched: Scheduled | Timeline, path: str | Path | None = None, format: 
     if path is not None:
         Path(path).write_bytes(data)
     return data
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 __all__ = ["KINDS", "MAX_WIDTH_PX", "Event", "Lane", "Segment", "Timeline", "box_width", "build", "figure", "render"]

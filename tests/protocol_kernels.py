@@ -38,7 +38,9 @@ def scale(bug=None, steps=STEPS, block=BLOCK):
                     if bug != "read_before_wait":
                         for i in T.Parallel(block):
                             Y[k, i] = buf[k % S, i] * 2.0  # @read
-                    if bug != "no_empty_arrive":
+                    if bug == "wrong_slot":
+                        T.mbarrier_arrive(empty[(k + 1) % S])  # @wrong_slot_arrive
+                    elif bug != "no_empty_arrive":
                         T.mbarrier_arrive(empty[k % S])  # @empty_arrive
 
     return main

@@ -30,7 +30,8 @@ def _headline(err: ScheduleError) -> tuple[str, str]:
 # bug -> (the culprit's marker, words the headline must hold, words the fix must hold)
 CASES = {
     "parity": ("full_wait", ["parity 1 at k=0", "full[0]", "phases start at 0", "returns at once"],
-               ["parity 1 at iteration 0", "phases start at 0"]),
+               ["at k=0 this wait gives parity 1", "parity (k // S) % 2",
+                f"check that (`T.mbarrier_arrive(full[k % S])` at line {line(scale, 'full_arrive')})"]),
     "no_full_arrive": ("tma", ["nothing arrives on full[0]", "phase 0", f"{line(scale, 'full_wait')}"],
                        ["arrive on `full[k % S]` in wg1 after the T.tma_copy at line"]),
     "no_empty_arrive": ("read", ["nothing arrives on empty[0]", "phase 0"],
@@ -42,6 +43,16 @@ CASES = {
     "expect_tx": ("expect", ["128 threads of wg1", "128 x 512 = 65536", "phase 0 of full[0]", "deliver 512"],
                   ["bytes per phase, whichever thread posts it", "remove this call"]),
 }
+
+
+def test_an_arrive_on_the_wrong_slot_is_named_by_the_fix():
+    """The wait and the arrivals disagree and the verifier cannot know which side the user got wrong (found by a
+    fresh user: the report blamed a correct wait and told them to flip its parity): the fix names the arrive too."""
+    with pytest.raises(ScheduleError) as exc:
+        egtile.compile(scale("wrong_slot"), target="sim")
+    head, fix = _headline(exc.value)
+    assert f"line {line(scale, 'wrong_slot_arrive')}" in head + fix, (head, fix)
+    assert "drop an" not in fix
 
 
 @pytest.mark.parametrize("bug", sorted(CASES))

@@ -304,22 +304,26 @@ def _parity(v: Violation, k: _Kernel) -> Diagnosis | None:
     it = (early or dead).group(1)
     p = int(early.group(3) if early else dead.group(2))
     text = f"`{_src(s)}` ({_at(s)})"
+    arrivals = [x.stmt for x in k.on_barrier(v.barrier or "", (BarrierArrive, BarrierExpectTx))]
+    by = f" (`{_src(arrivals[0])}` at {_line(arrivals[0])})" if arrivals else ""
+    # the wait and its arrivals disagree; which side is wrong is the user's protocol, so the fix names both
+    other = (f"; if this parity is right, the arrivals are wrong: check that{by} arrives on the slot and in the "
+             "round this wait waits for") if arrivals else ""
     if early:
         return Diagnosis(
             f"{text} waits for parity {p} at {it}, but mbarrier phases start at 0: {_bar(v)} is still in phase 0, "
             f"and a wait for parity 1 on it returns at once (the phase before phase 0 counts as complete), before "
             f"the arrivals of phase 0: what it guards is read before it is written",
-            "the wait expects parity 1 at iteration 0; mbarrier phases start at 0: wait for parity 0 in the first "
-            "round (flip this parity, e.g. drop an `^ 1`)",
+            f"at {it} this wait gives parity {p}, but it must wait for parity 0 (the first phase of {_bar(v)}): with "
+            f"S stages sharing a barrier array, round k's wait for the data is parity (k // S) % 2 and the wait for "
+            f"a free slot ((k // S) % 2) ^ 1{other}",
             s.loc, v)
-    arrivals = [x.stmt for x in k.on_barrier(v.barrier or "", (BarrierArrive, BarrierExpectTx))]
-    by = f" (`{_src(arrivals[0])}` at {_line(arrivals[0])})" if arrivals else ""
     return Diagnosis(
         f"{text} waits for parity {p} at {it}, i.e. for phase {dead.group(3)} of {_bar(v)}, whose arrivals{by} "
         "come only after this wait: deadlock",
-        f"the wait expects parity {p} at iteration 0, so it waits for phase 0 itself; a wait that must pass in "
-        "the first round (a free slot) waits for parity 1 at iteration 0 (phases start at 0, and the phase before "
-        "phase 0 counts as complete): flip this parity",
+        f"at {it} this wait gives parity {p}, so it waits for phase {dead.group(3)} itself; with S stages sharing a "
+        "barrier array, round k's wait for a free slot is parity ((k // S) % 2) ^ 1 (phases start at 0, and the "
+        f"phase before phase 0 counts as complete) and the wait for the data (k // S) % 2{other}",
         s.loc, v)
 
 
