@@ -37,12 +37,14 @@ def variant_ruleset(choice: str) -> rules.RuleSet:
     return ruleset(choice)
 
 
-def test_default_rules_are_sound(soundness_long):
-    budget = long_budget(LONG_BUDGET) if soundness_long else BUDGET
+def _check_sound(generator, budget: int, soundness_long: bool, others: bool) -> None:
+    """For each program drawn from ``generator`` (``budget`` of them): the default rules' cheapest schedule,
+    and, when ``others``, the first variant (in drawn order) that gives another schedule, pass
+    :func:`check` (verifier, simulator against the interpreter)."""
 
     @settings(max_examples=budget, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
-    @given(programs(), st.permutations(variant_choices()))
+    @given(generator, st.permutations(variant_choices()))
     def sound(program, variants):
         cheapest = schedule(program.kernel, rules.default())
         assert cheapest is not None, f"the default rules find no schedule for {program}"
@@ -51,6 +53,8 @@ def test_default_rules_are_sound(soundness_long):
         tally.update(programs=1, schedules=1)
         if soundness_long:  # progress, so that a long run stopped by a time limit still gives its figures
             print(f"[soundness] program {tally['programs']}: {program}", flush=True)
+        if not others:
+            return
         for variant in variants[:6]:  # the first variant (in drawn order) that gives another schedule
             other = schedule(program.kernel, variant_ruleset(variant))
             if other is None or other.body == cheapest.body:
@@ -67,6 +71,11 @@ def test_default_rules_are_sound(soundness_long):
     print(f"[soundness] {tally['programs']} programs, {tally['schedules']} schedules checked (budget {budget})")
 
 
+def test_default_rules_are_sound(soundness_long):
+    budget = long_budget(LONG_BUDGET) if soundness_long else BUDGET
+    _check_sound(programs(), budget, soundness_long, others=True)
+
+
 GEMM_BUDGET = 3
 GEMM_LONG_BUDGET = 80
 
@@ -77,34 +86,8 @@ def test_gemm_and_reduction_programs_are_sound(soundness_long):
     ``T.if_then_else``, whole and partial copies out, 1-3 consumer warpgroups): the cheapest schedule and
     one other legal one pass ``verify`` and reproduce the interpreter exactly in the simulator."""
     budget = long_budget(GEMM_LONG_BUDGET) if soundness_long else GEMM_BUDGET
-
-    @settings(max_examples=budget, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(gemm_programs(), st.permutations(variant_choices()))
-    def sound(program, variants):
-        cheapest = schedule(program.kernel, rules.default())
-        assert cheapest is not None, f"the default rules find no schedule for {program}"
-        problems = check(program.kernel, cheapest, program.args())
-        assert not problems, f"{program}, cheapest schedule:\n" + "\n".join(problems[:10])
-        tally.update(programs=1, schedules=1)
-        if soundness_long:  # progress, so that a long run stopped by a time limit still gives its figures
-            print(f"[soundness] program {tally['programs']}: {program}", flush=True)
-        if not soundness_long:
-            return  # the simulator is slow on a gemm tile: other schedules only in long runs
-        for variant in variants[:6]:
-            other = schedule(program.kernel, variant_ruleset(variant))
-            if other is None or other.body == cheapest.body:
-                continue
-            problems = check(program.kernel, other, program.args(seed=1))
-            assert not problems, f"{program}, schedule {variant}:\n" + "\n".join(problems[:10])
-            tally.update(schedules=1)
-            if soundness_long:
-                print(f"[soundness] program {tally['programs']}: second schedule ({variant})", flush=True)
-            return
-
-    tally = Counter()
-    sound()
-    print(f"[soundness] {tally['programs']} programs, {tally['schedules']} schedules checked (budget {budget})")
+    # the simulator is slow on a gemm tile: other schedules only in long runs
+    _check_sound(gemm_programs(), budget, soundness_long, others=soundness_long)
 
 
 CODEGEN_BUDGET = 12
