@@ -124,7 +124,7 @@ def flashattn(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, b
                 for i in T.Parallel(block_M):
                     logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
                 # TileLang's form: the probabilities cast into a fragment that is the second GEMM's A operand
-                # (registers + wgmma RS there; shared memory in today's egtile, see the module docstring).
+                # (registers and wgmma RS where the fragment group fits in registers: see the module docstring).
                 T.copy(acc_s, acc_s_cast)
                 for i, j in T.Parallel(block_M, dim):
                     acc_o[i, j] *= scores_scale[i]
