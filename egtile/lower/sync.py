@@ -159,11 +159,8 @@ class Pending:
 NOTHING = Pending()
 
 
-def _pairs(pending: Pending | Iterable[Acc], new: Iterable[Acc]):
-    """The (pending, new) pairs on the same buffer (or on :data:`ANY_BUFFER`); ``pending`` may also be a
-    plain set of accesses (indexed here)."""
-    if not isinstance(pending, Pending):
-        pending = NOTHING | pending
+def _pairs(pending: Pending, new: Iterable[Acc]):
+    """The (pending, new) pairs on the same buffer (or on :data:`ANY_BUFFER`)."""
     for a in new:
         for p in pending.against(a):
             yield p, a
