@@ -295,6 +295,21 @@ def test_gemm_shape_mismatch():
     msg = str(e.value)
     assert "A (64, 32)" in msg and "B (64, 32)" in msg and "C (64, 64)" in msg
     assert e.value.loc.line == line_of("# mark-gemm")
+    # a K-major B (as in Q K^T) is the usual slip: the message names the flags under which the shapes agree
+    assert "; the shapes agree with transpose_A=False, transpose_B=True" in msg
+
+
+def test_gemm_shape_mismatch_no_flags_fit_gives_no_hint():
+    with pytest.raises(ShapeError) as e:
+        @T.prim_func
+        def k(A: T.Tensor((64, 32), "float16")):
+            with T.Kernel(1):
+                a = T.alloc_shared((64, 32), "float16")
+                b = T.alloc_shared((48, 64), "float16")
+                acc = T.alloc_fragment((64, 64), "float32")
+                T.gemm(a, b, acc)
+
+    assert "the shapes agree with" not in str(e.value)
 
 
 def test_fill_and_clear_values_take_the_buffer_dtype():

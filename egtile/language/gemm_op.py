@@ -33,6 +33,27 @@ def _matrix(r: Region, name: str, loc) -> tuple[int, int]:
     raise ShapeError(f"T.gemm: {name} ({r.buffer.name}) must be a 2-D tile, got extents {r.extents}", loc)
 
 
+def _oriented(a: tuple[int, int], b: tuple[int, int], ta: bool, tb: bool) -> tuple[int, int, int, int]:
+    """(M, K) of A and (K, N) of B as T.gemm reads them under the transpose flags."""
+    am, ak = (a[1], a[0]) if ta else a
+    bk, bn = (b[1], b[0]) if tb else b
+    return am, ak, bk, bn
+
+
+def _flags_that_fit(a: tuple[int, int], b: tuple[int, int], c: tuple[int, int]) -> str:
+    """A hint naming the transpose flags under which the shapes would agree (a K-major B, as in Q K^T, is
+    the usual slip: the user forgot transpose_B=True)."""
+    fits = []
+    for ta in (False, True):
+        for tb in (False, True):
+            am, ak, bk, bn = _oriented(a, b, ta, tb)
+            if ak == bk and (am, bn) == c:
+                fits.append(f"transpose_A={ta}, transpose_B={tb}")
+    if not fits:
+        return ""
+    return "; the shapes agree with " + " or ".join(fits)
+
+
 def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,  # noqa: N803
          policy: GemmWarpPolicy = GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1,
          wg_wait: int = 0, mbar: Any = None) -> None:
@@ -55,15 +76,13 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
     am, ak = _matrix(ra, "A", loc)
     bk, bn = _matrix(rb, "B", loc)
     cm, cn = _matrix(rc, "C", loc)
-    if transpose_A:
-        am, ak = ak, am
-    if transpose_B:
-        bk, bn = bn, bk
+    a_shape, b_shape = (am, ak), (bk, bn)
+    am, ak, bk, bn = _oriented(a_shape, b_shape, transpose_A, transpose_B)
     if ak != bk or am != cm or bn != cn:
         raise ShapeError(
             f"T.gemm: shapes do not agree; expected A (M, K) = ({cm}, K), B (K, N) = (K, {cn}), C (M, N) with the "
             f"same K, got A ({am}, {ak}), B ({bk}, {bn}), C ({cm}, {cn}) after transpose_A={bool(transpose_A)}, "
-            f"transpose_B={bool(transpose_B)}", loc)
+            f"transpose_B={bool(transpose_B)}{_flags_that_fit(a_shape, b_shape, (cm, cn))}", loc)
     if ra.buffer.dtype != rb.buffer.dtype:
         # Every MMA instruction takes one input type for A and B, and TileLang's T.gemm requires it too;
         # accepting the pair would fix a conversion (to which type?) that the user never wrote.
