@@ -173,10 +173,19 @@ class Fragment:
         return " + ".join(rows) or "0", " + ".join(cols) or "0"
 
 
-@functools.lru_cache(maxsize=8192)
 def _elements(frag, thread: int) -> tuple[tuple[int, int, int], ...]:
-    # the verifier, the simulator and the codegen ask each thread's elements many times
-    return tuple((v, *frag.coord(thread, v)) for v in range(frag.values_per_thread))
+    if not 0 <= thread < frag.num_threads:
+        frag.coord(thread, 0)  # raises the IndexError that names the layout
+    return _element_table(frag)[thread]
+
+
+@functools.lru_cache(maxsize=512)
+def _element_table(frag) -> tuple[tuple[tuple[int, int, int], ...], ...]:
+    # The verifier, the simulator and the codegen ask each thread's elements many times. One table per
+    # layout (not one cache entry per (layout, thread)): a kernel's few dozen layouts over 256-384 threads
+    # overflowed a per-thread cache and recomputed every element on each pass.
+    return tuple(tuple((v, *frag.coord(t, v)) for v in range(frag.values_per_thread))
+                 for t in range(frag.num_threads))
 
 
 @functools.lru_cache(maxsize=64)
@@ -346,6 +355,9 @@ class RowFragment:
     def problems(self) -> list[str]:
         """Why this is not a row projection ([] if it is): every row held, a thread's slots hold distinct
         rows, and every row has the same number of replicas (the replication digits' product)."""
+        return list(_row_problems(self))
+
+    def _problems(self) -> list[str]:
         reps = math.prod(m.size for m in self.thread_modes if m.row == 0)
         table = _row_owners(self)
         for t in range(self.num_threads):
@@ -374,6 +386,12 @@ class RowFragment:
         tv = Fragment(self.name, self.rows, 1, self.thread_modes, self.value_modes or (Mode(1, 0, 0),),
                       self.value_bits)
         return tv.coord_expr(thread, value)[0], "0"
+
+
+@functools.lru_cache(maxsize=256)
+def _row_problems(f: RowFragment) -> tuple[str, ...]:
+    # a function of the layout alone (the name is not part of a RowFragment's identity, nor of its problems)
+    return tuple(f._problems())
 
 
 @functools.lru_cache(maxsize=64)
