@@ -9,7 +9,7 @@ Property: TypeAlias = Literal["L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8"]
 
 PROPERTIES: dict[str, str] = {
     "L1": "read after async write",
-    "L2": "write after read",
+    "L2": "write after read or write",
     "L3": "barrier counts",
     "L4": "barrier phase",
     "L5": "effects of replicated code",
