@@ -64,6 +64,7 @@ _IMPORTS = [
     (re.compile(r"^(\s*)from tilelang\.tileop\.base import GemmWarpPolicy", re.M),
      r"\1from egtile.language import GemmWarpPolicy"),
     (re.compile(r"^(\s*)from tilelang\.layout import", re.M), r"\1from egtile.language import"),
+    (re.compile(r"^(\s*)from tilelang\.language\.fp8 import", re.M), r"\1from egtile.language.fp8 import"),
     # host-side modules outside the language that egtile provides with the same names (egtile.porting.PROVIDED)
     (re.compile(r"^(\s*)import tilelang\.(testing|utils\.tensor|utils|contrib\.nvcc|contrib|profiler|autotuner)\s*$",
                 re.M), r"\1import egtile as tilelang, egtile.\2"),
