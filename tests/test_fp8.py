@@ -94,9 +94,10 @@ def test_names_and_aliases():
     assert T.float8_e4m3fn == "float8_e4m3fn" and T.float8_e4m3 == "float8_e4m3fn" and T.float8_e5m2 == "float8_e5m2"
     assert T.dtype("float8_e4m3") == "float8_e4m3fn" and T.dtype("e5m2") == "float8_e5m2"
     assert T.float8_e4m3fn.as_torch() is torch.float8_e4m3fn and T.float8_e5m2.bits == 8
-    from egtile.language.fp8 import determine_fp8_type
+    from egtile.language.fp8 import determine_fp8_type, determine_torch_fp8_type
 
     assert determine_fp8_type() == "float8_e4m3fn" and determine_fp8_type("e5m2") == "float8_e5m2"
+    assert determine_torch_fp8_type("e5m2") is torch.float8_e5m2
     with pytest.raises(DTypeError, match="e4m3"):
         determine_fp8_type("e3m4")
     # formats egtile does not have still name themselves
@@ -291,3 +292,22 @@ def test_fp8_on_the_gpu(fmt):
     assert np.array_equal(np.isnan(got), np.isnan(want))
     fin = ~np.isnan(want)
     assert np.array_equal(got[fin].view(np.uint32), want[fin].view(np.uint32))
+
+
+# ----------------------------------------------------------------------------------------------------
+# scalar kernel parameters (TileLang's `max_seqlen_q: T.int32`): refused, naming the construct and the way
+
+
+def test_a_scalar_kernel_parameter_is_refused_naming_it_and_the_alternative():
+    from egtile.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError) as info:
+        @T.prim_func
+        def main(X: T.Tensor((128,), "float32"), n: T.int32):  # mark-scalar-param
+            with T.Kernel(1, threads=128):
+                for i in T.Parallel(128):
+                    X[i] = X[i] * 2.0
+
+    msg = str(info.value)
+    assert "scalar kernel parameter (n: T.int32)" in msg and "T.Tensor((1,), T.int32)" in msg
+    assert info.value.loc is not None and "def main" in info.value.loc.text

@@ -26,4 +26,9 @@ def determine_fp8_type(fp8_type: str = "e4m3") -> DTypeName:
         raise DTypeError(f"determine_fp8_type: fp8_type must be 'e4m3' or 'e5m2', got {fp8_type!r}") from None
 
 
-__all__ = ["determine_fp8_type"]
+def determine_torch_fp8_type(fp8_type: str = "e4m3") -> object:
+    """The torch dtype of :func:`determine_fp8_type` (``torch.float8_e4m3fn`` or ``torch.float8_e5m2``)."""
+    return determine_fp8_type(fp8_type).as_torch()
+
+
+__all__ = ["determine_fp8_type", "determine_torch_fp8_type"]
