@@ -268,30 +268,53 @@ def test_fp8_gemm_does_not_issue_f16_wgmma():
 # the H200
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_fp8_on_the_gpu(fmt):
-    _run_quant("cuda", fmt, M=64, N=256, device="cuda")
-    _run_gemm("cuda", fmt, M=128, N=128, K=256, device="cuda")
-    # the GPU's conversion of the hard values equals the oracle's, bit for bit (NaN as NaN)
-    x = _hard_values(fmt, np.random.default_rng(7))
-    n = (len(x) // 128) * 128
-    x = x[:n].reshape(-1, 128)
-
+def conversion_kernel(rows: int, fmt: str):
     @T.prim_func
-    def conv(X: T.Tensor(x.shape, "float32"), Y: T.Tensor(x.shape, fmt)):
-        with T.Kernel(x.shape[0], threads=128) as bx:
+    def conv(X: T.Tensor((rows, 128), "float32"), Y: T.Tensor((rows, 128), fmt)):
+        with T.Kernel(rows, threads=128) as bx:
             for j in T.Parallel(128):
                 Y[bx, j] = T.cast(X[bx, j], fmt)
 
-    k = egtile.compile(conv, target="cuda")
-    Y = poisoned(x.shape, torch.float32, "cuda").to(getattr(torch, fmt))
-    k(torch.from_numpy(x).cuda(), Y)
+    return conv
+
+
+def _run_conversion(target, fmt, device, n=None):
+    x = _hard_values(fmt, np.random.default_rng(7))
+    if n is not None:  # the special values and a random sample of the rest (the simulator runs every thread)
+        special = ~np.isfinite(x) | (np.abs(x) >= TOP[fmt]) | (x == 0)
+        x = np.concatenate([x[special], x[~special][: n - int(special.sum())]])
+    x = x[: (len(x) // 128) * 128].reshape(-1, 128)
+    k = egtile.compile(conversion_kernel(x.shape[0], fmt), target=target)
+    Y = poisoned(x.shape, torch.float32, device).to(getattr(torch, fmt))
+    k(torch.from_numpy(x).to(device), Y)
     got = Y.cpu().float().numpy()
     want = cast_array(fmt, x)
     assert np.array_equal(np.isnan(got), np.isnan(want))
     fin = ~np.isnan(want)
     assert np.array_equal(got[fin].view(np.uint32), want[fin].view(np.uint32))
+
+
+def test_conversion_kernel_in_the_simulator():
+    _run_conversion("sim", "float8_e5m2", "cpu", n=1024)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_fp8_conversion_on_the_gpu_is_bit_exact(fmt):
+    """The GPU's conversion of the hard values (ties, saturation, infinities, NaN) equals the oracle's."""
+    _run_conversion("cuda", fmt, "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_fp8_quantization_on_the_gpu(fmt):
+    _run_quant("cuda", fmt, M=64, N=256, device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_fp8_gemm_on_the_gpu(fmt):
+    _run_gemm("cuda", fmt, M=128, N=128, K=256, device="cuda")
 
 
 # ----------------------------------------------------------------------------------------------------
