@@ -344,6 +344,8 @@ def main() -> None:
             # helper modules next to the example (and packages below it), ported the same way
             for sib in (path.parent.glob("*.py") if path.parent == args.examples else path.parent.rglob("*.py")):
                 dst = copy.parent / sib.relative_to(path.parent)
+                if dst.exists():  # an example of this directory already written (with its SMALL sizes): kept
+                    continue
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 dst.write_text(port(sib.read_text(errors="replace")))
             small = SMALL.get(rel, []) if args.stage == "run" else []
