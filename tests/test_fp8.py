@@ -246,11 +246,24 @@ def test_fp8_kernels_compile_with_nvrtc(fmt):
     for pf in (quant_kernel(16, 64, fmt), gemm_kernel(64, 64, 64, fmt)):
         low = generate(egtile.optimize(pf).scheduled)
         ctype = "__nv_fp8_e4m3" if fmt == "float8_e4m3fn" else "__nv_fp8_e5m2"
-        assert ctype in low.source
+        assert ctype in low.source and '#include "egtile_fp8.cuh"' in low.source
         try:
             nvrtc.compile_cuda(low.source, f"{low.symbol}.cu")
         except ImportError:
             pytest.skip("NVRTC is not installed")
+
+
+def test_only_fp8_kernels_include_cuda_fp8():
+    from egtile.codegen import generate
+
+    @T.prim_func
+    def plain(X: T.Tensor((128,), "float16"), Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                Y[i] = T.cast(X[i], "float32")
+
+    src = generate(egtile.optimize(plain).scheduled).source
+    assert "egtile_fp8.cuh" not in src and "__nv_fp8" not in src
 
 
 def test_fp8_gemm_does_not_issue_f16_wgmma():

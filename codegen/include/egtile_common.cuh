@@ -8,7 +8,6 @@
 
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
-#include <cuda_fp8.h>
 
 #ifndef __cuda_cuda_h__
 struct alignas(64) CUtensorMap {
@@ -27,15 +26,12 @@ __device__ __forceinline__ eg_u32 eg_smem_addr(const void* p) {
 }
 
 // ---- conversions ---------------------------------------------------------------------------------
-// C semantics for every pair of element types; half, bfloat16 and the float8 formats go through float32,
-// which holds every value of each exactly (binary16, bfloat16, e4m3 and e5m2 are subsets of binary32). The
-// float8 constructors from float round to nearest even and saturate (__NV_SATFINITE: beyond the largest
-// finite value, infinities included, gives the largest finite value; NaN stays NaN), cuda_fp8.hpp.
+// C semantics for every pair of element types; half and bfloat16 go through float32, which holds every
+// value of both exactly (IEEE 754 binary16 / bfloat16 are subsets of binary32). The float8 formats are
+// added by egtile_fp8.cuh, included only by kernels that use them (cuda_fp8.h costs NVRTC time).
 template <typename T> struct eg_is_lowp { static constexpr bool value = false; };
 template <> struct eg_is_lowp<half> { static constexpr bool value = true; };
 template <> struct eg_is_lowp<__nv_bfloat16> { static constexpr bool value = true; };
-template <> struct eg_is_lowp<__nv_fp8_e4m3> { static constexpr bool value = true; };
-template <> struct eg_is_lowp<__nv_fp8_e5m2> { static constexpr bool value = true; };
 
 template <typename To, typename From>
 __device__ __forceinline__ To eg_cast(From x) {
