@@ -347,3 +347,10 @@ def test_a_scalar_kernel_parameter_is_refused_naming_it_and_the_alternative():
     msg = str(info.value)
     assert "scalar kernel parameter (n: T.int32)" in msg and "T.Tensor((1,), T.int32)" in msg
     assert info.value.loc is not None and "def main" in info.value.loc.text
+
+
+def test_limits_of_the_fp8_formats():
+    assert T.max_value(T.float8_e4m3fn).expr.value == 448.0 and T.min_value(T.float8_e5m2).expr.value == -57344.0
+    assert T.infinity(T.float8_e5m2).expr.value == math.inf
+    with pytest.raises(DTypeError, match="no infinity"):
+        T.infinity(T.float8_e4m3fn)
