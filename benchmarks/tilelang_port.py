@@ -64,6 +64,7 @@ _IMPORTS = [
     (re.compile(r"^(\s*)from tilelang\.tileop\.base import GemmWarpPolicy", re.M),
      r"\1from egtile.language import GemmWarpPolicy"),
     (re.compile(r"^(\s*)from tilelang\.layout import", re.M), r"\1from egtile.language import"),
+    (re.compile(r"^(\s*)from tilelang\.language\.fp8 import", re.M), r"\1from egtile.language.fp8 import"),
     # host-side modules outside the language that egtile provides with the same names (egtile.porting.PROVIDED)
     (re.compile(r"^(\s*)import tilelang\.(testing|utils\.tensor|utils|contrib\.nvcc|contrib|profiler|autotuner)\s*$",
                 re.M), r"\1import egtile as tilelang, egtile.\2"),
@@ -261,6 +262,25 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
         ("_run_fixed_case(2, 256, 2, 64, dllm_block)", "_run_fixed_case(1, 128, 1, 64, dllm_block)")]},
     "deepseek_mhc/example_mhc_post.py": {"sizes": [("for h in [1280, 2560, 7168]:", "for h in [1280]:"),
                                                    ("for n in [4096]:", "for n in [64]:")]},
+    "gemm_fp8/example_tilelang_gemm_fp8.py": {"sizes": [
+        ("test_gemm_fp8(1024, 1024, 1024, determine_fp8_type())", "test_gemm_fp8(128, 128, 64, determine_fp8_type())"),
+        ("test_gemm_fp8(1024, 1024, 1024, determine_fp8_type(\"e5m2\"))",
+         "test_gemm_fp8(128, 128, 64, determine_fp8_type(\"e5m2\"))")]},
+    "gemm_fp8/example_tilelang_gemm_fp8_2xAcc.py": {"sizes": [
+        ("test_gemm_fp8(1024, 1024, 8192, determine_fp8_type())", "test_gemm_fp8(128, 128, 256, determine_fp8_type())"),
+        ("test_gemm_fp8(1024, 1024, 8192, determine_fp8_type(\"e5m2\"))",
+         "test_gemm_fp8(128, 128, 256, determine_fp8_type(\"e5m2\"))")]},
+    "cast/example_per_token_cast_to_fp8.py": {"sizes": [("def main(M=8192, N=8192, blk_m=8):",
+                                                         "def main(M=64, N=256, blk_m=8):")]},
+    "cast/example_group_per_split_token_cast_to_fp8.py": {"sizes": [
+        ("def main(M=8192, N=8192, BG=2, blk_m=8, batch_sizes=None):\n    if batch_sizes is None:\n"
+         "        batch_sizes = [2048, 6144]",
+         "def main(M=256, N=256, BG=2, blk_m=8, batch_sizes=None):\n    if batch_sizes is None:\n"
+         "        batch_sizes = [128, 128]")]},  # as at full size, the last group's rows end at M
+    "dsa_hisa/fp8_block_mean_pooling.py": {"sizes": [
+        ("        (16384, 128, 128, 1),\n        (16384, 128, 128, 4),\n        (65536, 128, 128, 1),\n"
+         "        (65536, 128, 128, 8),\n        (131072, 128, 128, 16),\n",
+         "        (512, 128, 128, 1),\n        (512, 128, 128, 4),\n")]},
 }
 
 
@@ -324,6 +344,8 @@ def main() -> None:
             # helper modules next to the example (and packages below it), ported the same way
             for sib in (path.parent.glob("*.py") if path.parent == args.examples else path.parent.rglob("*.py")):
                 dst = copy.parent / sib.relative_to(path.parent)
+                if dst.exists():  # an example of this directory already written (with its SMALL sizes): kept
+                    continue
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 dst.write_text(port(sib.read_text(errors="replace")))
             small = SMALL.get(rel, []) if args.stage == "run" else []

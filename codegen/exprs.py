@@ -10,7 +10,7 @@ Arithmetic follows C: integer ``/`` truncates toward zero and ``%`` takes the di
 floors (``eg_floordiv``: ``floorf`` of the float32 quotient for floats); float ``%`` is ``fmod``; float
 ``min``/``max`` are IEEE 754-2019 minimumNumber/maximumNumber (``eg_min``/``eg_max``: a NaN operand is
 ignored, ``-0 < +0``); shifts by a count outside ``[0, width)`` clamp as PTX ``shl``/``shr`` do
-(``eg_shl``/``eg_shr``). ``float16``/``bfloat16`` arithmetic is done in float32 and rounded once to the
+(``eg_shl``/``eg_shr``). ``float16``/``bfloat16``/float8 arithmetic is done in float32 and rounded once to the
 result type, which equals correctly rounded binary16/bfloat16 arithmetic for ``+ - * /`` and ``sqrt``
 (binary32 has more than 2p+2 significand bits). NVRTC runs with ``--fmad=false`` so ``a * b + c`` rounds
 twice, as the oracle does. Math intrinsics below float64 are CUDA's float32 functions
@@ -38,7 +38,7 @@ _LOGIC = {"and": "&&", "or": "||"}
 _PLAIN = {"+", "-", "*", "&", "|", "^", "<<", ">>"}
 _F32_MATH = {op: f"eg_{op}" for op in ("exp", "log", "sqrt", "exp2", "rsqrt", "log2", "sin", "cos", "tanh")}
 """Math intrinsics -> egtile_common.cuh helpers (float32 and float64 overloads; see there for precision)."""
-_LOWP = {"float16", "bfloat16"}
+_LOWP = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"}
 
 
 def ctype(name: str) -> str:

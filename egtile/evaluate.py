@@ -29,13 +29,15 @@ Semantics (chosen to match what the CUDA backend's C++ computes):
   place where the oracle and the GPU are not bit for bit the same.
 * Float to integer conversion truncates toward zero, saturates at the integer range and maps NaN to 0,
   as PTX ``cvt.rzi`` does (PTX ISA 9.7.9.21 "cvt"). Integer to float rounds to nearest even, once.
-  ``float16`` and ``bfloat16`` are always reached through float32 (two roundings from float64 or a wide
-  integer), as the backend's ``eg_cast`` converts.
+  ``float16``, ``bfloat16`` and the float8 formats are always reached through float32 (two roundings from
+  float64 or a wide integer), as the backend's ``eg_cast`` converts. A conversion to ``float8_e4m3fn`` or
+  ``float8_e5m2`` saturates (:func:`round_fp8`: CUDA's ``__NV_SATFINITE``): out-of-range values and
+  infinities become the largest finite value of the sign, NaN stays NaN.
 * NaN results are NaN on every target; their sign and payload are not specified.
 
 Values are plain Python ``int`` / ``float`` / ``bool`` already rounded to their dtype. Memory is numpy
-arrays in the storage dtype of :mod:`egtile.ir.dtypes` (``bfloat16`` is stored in float32 arrays holding
-bfloat16-representable values).
+arrays in the storage dtype of :mod:`egtile.ir.dtypes` (``bfloat16`` and the float8 formats are stored in
+float32 arrays holding representable values).
 """
 
 from __future__ import annotations
@@ -143,19 +145,54 @@ def dtype_of(e: Expr) -> str:
 # Conversions
 
 
+def _round_significand(x: np.ndarray, bits: int, emin: int) -> np.ndarray:
+    """Round float64 values to nearest-even on a grid of ``bits`` significant bits whose smallest normal is
+    ``0.5 * 2**emin`` (``frexp``'s exponent; below it the quantum is fixed: the subnormals), unbounded above;
+    infinities and NaN pass through. Returned as float64."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        _, e = np.frexp(x)
+        e = np.maximum(e, emin)
+        q = np.ldexp(1.0, (e - bits).astype(np.int64))
+        y = np.rint(x / q) * q
+        return np.where(np.isfinite(x), y, x)
+
+
 def _round_bfloat16(x: np.ndarray) -> np.ndarray:
     """Round float64 values to the nearest-even bfloat16 value (8 significant bits, float32's exponent
     range, subnormal quantum 2**-133), returned as float64."""
     x = np.asarray(x, dtype=np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        _, e = np.frexp(x)
-        e = np.maximum(e, -125)  # below the smallest normal (2**-126 = 0.5 * 2**-125) the quantum is fixed
-        q = np.ldexp(1.0, (e - 8).astype(np.int64))
-        y = np.rint(x / q) * q
-        y = np.where(np.isfinite(x), y, x)
+    y = _round_significand(x, 8, -125)
+    with np.errstate(invalid="ignore"):
         big = np.abs(y) > float.fromhex("0x1.fep127")
-        y = np.where(big & np.isfinite(x), np.copysign(np.inf, x), y)
-    return y
+        return np.where(big & np.isfinite(x), np.copysign(np.inf, x), y)
+
+
+#: The 8-bit float formats (PTX ISA 5.2.5.1 "Alternate Floating Point Data Formats"): significant bits, the
+#: ``frexp`` exponent of the smallest normal, and the largest finite value. e4m3: bias 7, smallest normal
+#: 2**-6, subnormal quantum 2**-9, largest 448 (S.1111.110; S.1111.111 is NaN, no infinities); e5m2: bias
+#: 15, smallest normal 2**-14, quantum 2**-16, largest 57344, with infinities.
+FP8_FORMATS: dict[str, tuple[int, int, float]] = {
+    "float8_e4m3fn": (4, -5, 448.0),
+    "float8_e5m2": (3, -13, 57344.0),
+}
+
+
+_LOWP = frozenset(("float16", "bfloat16", *FP8_FORMATS))
+"""Float types narrower than float32: converted to and from through float32, computed in float32."""
+
+
+def round_fp8(name: str, x: np.ndarray) -> np.ndarray:
+    """Round float32 values to the 8-bit float format ``name`` as CUDA's ``__nv_fp8_e4m3(float)`` /
+    ``__nv_fp8_e5m2(float)`` constructors do (``__nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...)``, PTX
+    ``cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32``, PTX ISA 9.7.9.21): round to nearest even, a magnitude beyond
+    the largest finite value (infinity included) saturates to it with the sign kept, NaN stays NaN.
+    Returned as float64."""
+    bits, emin, top = FP8_FORMATS[name]
+    x = np.asarray(x, dtype=np.float64)
+    y = _round_significand(x, bits, emin)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isnan(x), x, np.clip(y, -top, top))
 
 
 def cast_array(dtype: str, values: np.ndarray) -> np.ndarray:
@@ -169,10 +206,12 @@ def cast_array(dtype: str, values: np.ndarray) -> np.ndarray:
         case "bool":
             return v.astype(bool)
         case "float":
-            if d.name in ("bfloat16", "float16") and v.dtype != np.float32:
+            if d.name in _LOWP and v.dtype != np.float32:
                 v = cast_array("float32", v)  # through float32, as the backend's eg_cast converts
             if d.name == "bfloat16":
                 return _round_bfloat16(v.astype(np.float64)).astype(np.float32)
+            if d.name in FP8_FORMATS:
+                return round_fp8(d.name, v).astype(np.float32)
             with np.errstate(over="ignore"):
                 return v.astype(d.numpy)
         case "int" | "uint":
@@ -213,6 +252,8 @@ def round_to(dtype: str, value: Scalar) -> Scalar:
                 return v32
             if d.name == "bfloat16":
                 return float(_round_bfloat16(np.float64(v32)))
+            if d.name in FP8_FORMATS:
+                return float(round_fp8(d.name, np.float64(v32)))
             with np.errstate(over="ignore"):
                 return float(np.float16(v32))
     raise AssertionError(d.kind)
@@ -234,9 +275,9 @@ def _to_float32(value: Scalar) -> float:
 
 
 def compute_dtype(dtype: str) -> str:
-    """The dtype ``dtype``'s arithmetic is done in: ``float32`` for ``float16`` and ``bfloat16`` (the
-    backend computes in float32 and rounds once to the result), else ``dtype`` itself."""
-    return "float32" if dtype in ("float16", "bfloat16") else dtype
+    """The dtype ``dtype``'s arithmetic is done in: ``float32`` for ``float16``, ``bfloat16`` and the float8
+    formats (the backend computes in float32 and rounds once to the result), else ``dtype`` itself."""
+    return "float32" if dtype in _LOWP else dtype
 
 
 # ----------------------------------------------------------------------------------------------------

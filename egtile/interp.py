@@ -183,7 +183,7 @@ def _to_array(p: Buffer, t: Any, index: int, kernel: Kernel) -> np.ndarray:
                              f"{p.shape}, got {t.shape}")
         return t
     cpu = t.detach().cpu()
-    if p.dtype == "bfloat16":
+    if lookup_dtype(p.dtype).widened:  # bfloat16, float8: numpy has no such type
         cpu = cpu.float()
     return cpu.numpy().copy()
 

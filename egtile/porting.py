@@ -29,6 +29,7 @@ PROVIDED: dict[str, str] = {
     "tilelang.profiler": "egtile.profiler",
     "tilelang.autotuner": "egtile.autotuner",
     "tilelang.transform.PassConfigKey": "egtile.options.PassConfigKey",
+    "tilelang.language.fp8": "egtile.language.fp8",
 }
 
 _TUNER = ("TileLang's own tuner (hardware templates, the roller, rasterization policies of its code generator) is "
@@ -55,8 +56,6 @@ LEFT_OUT: dict[str, str] = {
     "tilelang.engine": ("TileLang's lowering engine (post-processing callbacks on the generated CUDA source) is not "
                         "part of egtile: egtile generates and checks its CUDA source itself; use T.call_extern / "
                         "T.import_source for hand-written device code"),
-    "tilelang.language.fp8": ("float8 formats are not supported by egtile yet (its interpreter, simulator and backend "
-                              "compute in the dtypes of egtile.ir.dtypes): keep the data in float16/bfloat16"),
     "tilelang.language.dtypes": ("TileLang's dtype tables are internal to TileLang; egtile's dtypes are egtile.language's "
                                  "T.float16, T.bfloat16, ... (and torch dtypes are accepted)"),
     "tilelang.jit": "TileLang's JIT internals are not part of egtile; use egtile.jit",

@@ -117,7 +117,6 @@ def test_left_out_modules_raise_unsupported_naming_them_and_why():
         sys.meta_path.insert(0, egtile.porting.LeftOutFinder())
         for stmt in ("from tilelang.carver.arch import CUDA", "import tvm", "from tilelang.tools import plot_layout",
                      "from tilelang.engine.callback import register_cuda_postproc_callback",
-                     "from tilelang.language.fp8 import determine_fp8_type",
                      "from tilelang.cuda.intrinsics import make_mma_swizzle_layout"):
             try:
                 exec(stmt)
@@ -137,7 +136,8 @@ def test_left_out_modules_raise_unsupported_naming_them_and_why():
     assert "REFUSED tvm | tvm: TVM" in out
     assert "REFUSED tilelang.tools | tilelang.tools: TileLang's analysis tools" in out
     assert "REFUSED tilelang.engine.callback" in out
-    assert "REFUSED tilelang.language.fp8 | tilelang.language.fp8: float8" in out
+    assert porting.left_out_reason("tilelang.language.fp8") is None  # provided: egtile.language.fp8
+    assert porting.PROVIDED["tilelang.language.fp8"] == "egtile.language.fp8"
     assert "REFUSED tilelang.cuda.intrinsics | tilelang.cuda.intrinsics: TileLang's hand-written" in out
     assert "GUARDED" in out and "MISSING tilelang.nosuchthing" in out
     assert porting.left_out_reason("tilelang.cuda.intrinsics.layout.mma_layout") == porting.LEFT_OUT[

@@ -27,7 +27,8 @@ __device__ __forceinline__ eg_u32 eg_smem_addr(const void* p) {
 
 // ---- conversions ---------------------------------------------------------------------------------
 // C semantics for every pair of element types; half and bfloat16 go through float32, which holds every
-// value of both exactly (IEEE 754 binary16 / bfloat16 are subsets of binary32).
+// value of both exactly (IEEE 754 binary16 / bfloat16 are subsets of binary32). The float8 formats are
+// added by egtile_fp8.cuh, included only by kernels that use them (cuda_fp8.h costs NVRTC time).
 template <typename T> struct eg_is_lowp { static constexpr bool value = false; };
 template <> struct eg_is_lowp<half> { static constexpr bool value = true; };
 template <> struct eg_is_lowp<__nv_bfloat16> { static constexpr bool value = true; };

@@ -36,6 +36,13 @@ class DType:
     tma: str | None
 
     @property
+    def widened(self) -> bool:
+        """True when the interpreter and simulator hold this type in a wider numpy type (``numpy`` names
+        float32 for bfloat16 and the float8 formats, which numpy lacks): torch tensors of it are widened
+        with ``.float()`` before ``.numpy()``."""
+        return self.numpy != self.torch
+
+    @property
     def bytes(self) -> int:
         """Storage size of one element in bytes."""
         return max(1, self.bits // 8)
@@ -55,13 +62,21 @@ _TABLE = (
     DType("uint32", 32, "uint", "uint32", "uint32", "unsigned int", "CU_TENSOR_MAP_DATA_TYPE_UINT32"),
     DType("uint64", 64, "uint", "uint64", "uint64", "unsigned long long", "CU_TENSOR_MAP_DATA_TYPE_UINT64"),
     DType("bool", 8, "bool", "bool", "bool", "bool", None),
+    # 8-bit floats (OCP FP8, PTX ISA 5.2.5 "Alternate Floating Point Data Formats"): e4m3 (finite only, NaN
+    # 0x7f/0xff, largest 448) and e5m2 (IEEE-like with infinities, largest 57344). Stored in float32 arrays
+    # holding representable values, as bfloat16; TMA moves them as bytes.
+    DType("float8_e4m3fn", 8, "float", "float32", "float8_e4m3fn", "__nv_fp8_e4m3", "CU_TENSOR_MAP_DATA_TYPE_UINT8"),
+    DType("float8_e5m2", 8, "float", "float32", "float8_e5m2", "__nv_fp8_e5m2", "CU_TENSOR_MAP_DATA_TYPE_UINT8"),
 )
 
 DTYPES: dict[str, DType] = {d.name: d for d in _TABLE}
 
 # TileLang accepts these short spellings too.
 _ALIASES = {"float": "float32", "half": "float16", "int": "int32", "double": "float64", "bf16": "bfloat16",
-            "fp16": "float16", "fp32": "float32"}
+            "fp16": "float16", "fp32": "float32",
+            # TileLang's fp8 spellings (its CUDA e4m3 is the finite-only "fn" format)
+            "float8_e4m3": "float8_e4m3fn", "e4m3": "float8_e4m3fn", "e4m3_float8": "float8_e4m3fn",
+            "e5m2": "float8_e5m2", "e5m2_float8": "float8_e5m2"}
 
 
 def dtype(name: str) -> DType:

@@ -14,8 +14,8 @@ from egtile.language.buffer import RegionRef, TileBuffer
 from egtile.language.control import Else, If, Then
 from egtile.language.copy_op import async_copy, copy
 from egtile.language.dtypes import (
-    bf16, bfloat16, bool, double, dtype, f16, f32, f64, float, float16, float32, float64, half, i8, i16, i32, i64,
-    int, int8, int16, int32, int64, long, u8, u16, u32, u64, uint8, uint16, uint32, uint64,
+    bf16, bfloat16, bool, double, dtype, f16, f32, f64, float, float8_e4m3, float8_e4m3fn, float8_e5m2, float16,
+    float32, float64, half, i8, i16, i32, i64, int, int8, int16, int32, int64, long, u8, u16, u32, u64, uint8, uint16, uint32, uint64,
 )
 from egtile.language.eager import const, dynamic, empty, symbolic
 from egtile.language.expr import (
@@ -62,7 +62,7 @@ __all__ = [
     "annotate_safe_value", "assume", "async_copy", "atomic_add", "barrier_arrive", "barrier_wait", "bf16", "bfloat16", "bitwise_and", "bitwise_or",
     "bitwise_xor", "bool", "call_extern", "cast", "cdiv", "ceildiv", "clamp", "clear", "const", "copy", "cos",
     "disable_warp_group_reg_alloc", "double", "dtype", "dynamic", "empty", "exp", "exp2", "f16", "f32", "f64",
-    "fabs", "fill", "float", "float16", "float32", "float64", "floordiv", "floormod", "gemm", "get_block_binding",
+    "fabs", "fill", "float", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float16", "float32", "float64", "floordiv", "floormod", "gemm", "get_block_binding",
     "get_block_bindings", "get_block_extent", "get_block_extents", "get_thread_binding", "get_thread_bindings",
     "get_thread_extent", "get_thread_extents", "half", "i16", "i32", "i64", "i8", "if_then_else", "import_source",
     "infinity", "int", "int16", "int32", "int64", "int8", "likely", "log", "log2", "long", "macro",

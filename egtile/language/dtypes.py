@@ -16,6 +16,8 @@ uint16 = DTypeName("uint16")
 uint32 = DTypeName("uint32")
 uint64 = DTypeName("uint64")
 bool = DTypeName("bool")  # noqa: A001 - TileLang's name
+float8_e4m3fn = DTypeName("float8_e4m3fn")
+float8_e5m2 = DTypeName("float8_e5m2")
 
 float = float32  # noqa: A001 - TileLang's aliases
 half = float16
@@ -26,6 +28,7 @@ bf16 = bfloat16
 f16, f32, f64 = float16, float32, float64
 i8, i16, i32, i64 = int8, int16, int32, int64
 u8, u16, u32, u64 = uint8, uint16, uint32, uint64
+float8_e4m3 = float8_e4m3fn  # TileLang's CUDA e4m3 is the finite-only ("fn") format
 dtype = DTypeName
 """``T.dtype``: the type of the dtype constants, for annotations (``dtype: T.dtype = T.float16``) and as a
 constructor (``T.dtype("float16")``)."""

@@ -421,8 +421,15 @@ def Not(a: Any) -> Value:  # noqa: N802
 
 
 def infinity(dtype: str) -> Value:
-    """``T.infinity(dtype)``: +inf of a float dtype."""
-    return Value(Const(math.inf, lookup_dtype(dtype).name))
+    """``T.infinity(dtype)``: +inf of a float dtype.
+
+    Raises:
+        DTypeError: ``float8_e4m3fn``, which has no infinity (its conversion saturates at 448)."""
+    name = lookup_dtype(dtype).name
+    if name == "float8_e4m3fn":
+        raise DTypeError("T.infinity(float8_e4m3fn): the e4m3 format has no infinity (a conversion of inf saturates to "
+                         "448); use T.max_value(T.float8_e4m3fn), or a float32 infinity", user_loc())
+    return Value(Const(math.inf, name))
 
 
 def sin(x: Any) -> Any:
@@ -521,6 +528,11 @@ def _limits(dtype: str) -> tuple[Any, Any]:
         info = np.finfo(np.float32 if d.name == "bfloat16" else np.dtype(d.numpy))
         if d.name == "bfloat16":  # 8 exponent bits like float32, 8 significant bits: (2 - 2^-7) * 2^127
             return -(2 - 2 ** -7) * 2.0 ** 127, (2 - 2 ** -7) * 2.0 ** 127
+        from egtile.evaluate import FP8_FORMATS
+
+        if d.name in FP8_FORMATS:  # 448 (e4m3), 57344 (e5m2)
+            top = FP8_FORMATS[d.name][2]
+            return -top, top
         return float(info.min), float(info.max)
     if d.kind == "bool":
         return False, True

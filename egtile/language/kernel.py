@@ -21,7 +21,7 @@ from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Buffer, Kernel as IRKernel, Var
 from egtile.language import letbind, source, tracer
 from egtile.language.buffer import TileBuffer, static_value
-from egtile.language.expr import Value, as_expr, dtype_text
+from egtile.language.expr import DTypeName, Value, as_expr, dtype_text
 
 
 def check_dtype(dtype: Any, what: str, loc: SourceLoc | None) -> str:
@@ -165,7 +165,7 @@ def prim_func(fn: Callable[..., Any]) -> PrimFunc:
     caller = tracer.user_frame()
     scope = dict(caller.f_locals) if caller is not None else {}
     try:
-        annotations = inspect.get_annotations(fn, eval_str=True, locals=scope)
+        annotations = _annotations(fn, scope)
     except Exception as err:
         raise DSLError(f"cannot evaluate the parameter annotations of prim_func {fn.__name__!r} ({err}); "
                        "annotate parameters with T.Tensor(shape, dtype)", loc) from None
@@ -173,6 +173,14 @@ def prim_func(fn: Callable[..., Any]) -> PrimFunc:
     handles = []
     for name, p in sig.parameters.items():
         ann = annotations.get(name, p.annotation)
+        if isinstance(ann, DTypeName):
+            # TileLang's scalar kernel parameter (`max_seqlen_q: T.int32`, passed as a Python number)
+            raise UnsupportedError(
+                f"parameter {name!r} of prim_func {fn.__name__!r} is a scalar kernel parameter ({name}: T.{ann}): "
+                "scalar parameters are not supported yet (egtile's kernels take tensors, and sizes are known when "
+                "it schedules them). Make the value an argument of the factory around the prim_func (one kernel "
+                f"per value), or pass it in a one-element tensor ({name}: T.Tensor((1,), T.{ann}), read as "
+                f"{name}[0])", loc)
         if not isinstance(ann, Tensor):
             raise DSLError(f"parameter {name!r} of prim_func {fn.__name__!r} must be annotated "
                            f"T.Tensor(shape, dtype), got {ann!r}", loc)
@@ -188,6 +196,14 @@ def prim_func(fn: Callable[..., Any]) -> PrimFunc:
     if trace.body is None:
         raise DSLError(f"prim_func {fn.__name__!r} has no `with T.Kernel(...)` block", loc)
     return PrimFunc(build_kernel(trace, fn.__name__, loc), fn)
+
+
+def _annotations(fn: Callable[..., Any], scope: dict[str, Any]) -> dict[str, Any]:
+    """``fn``'s annotations, those written as strings (``from __future__ import annotations``) evaluated in
+    ``scope``. A dtype constant (``T.int32``, a ``str`` subclass) is a value already, never source text."""
+    raw = inspect.get_annotations(fn)
+    glb = getattr(fn, "__globals__", {})
+    return {k: eval(v, glb, scope) if type(v) is str else v for k, v in raw.items()}  # noqa: S307 - user's own source
 
 
 def build_kernel(trace: tracer.Trace, name: str, loc: SourceLoc | None) -> IRKernel:

@@ -36,9 +36,10 @@ _MATH = ("supported math: T.exp, T.exp2, T.log, T.log2, T.sqrt, T.rsqrt, T.sin, 
          "or a CUDA device function through T.call_extern")
 _WARP = ("egtile has no per-thread warp collectives: reduce over the values with a tile op instead (write them "
          "into a T.alloc_fragment, then T.reduce_sum / reduce_max / reduce_min across the thread dimension)")
-_FP8 = ("floating-point formats below 16 bits and 4-bit integers are not supported by egtile yet (its interpreter, "
-        "simulator and backend compute in the dtypes of egtile.ir.dtypes); keep the data in float16/bfloat16 or "
-        "int8, or convert on the host with torch")
+_FP8 = ("egtile's floating-point formats below 16 bits are T.float8_e4m3fn (TileLang's float8_e4m3) and "
+        "T.float8_e5m2 (storage, T.cast / T.copy conversion, T.gemm operands); the AMD fnuz variants, e8m0, float6, "
+        "float4 and 4-bit integers are not supported: keep the data in one of those, float16/bfloat16 or int8, or "
+        "convert on the host with torch")
 _MULTI = ("egtile compiles one T.Kernel per prim_func and has no global scratch buffers yet: split the work into two "
           "kernels called one after the other, passing the scratch tensor as a parameter")
 _ATOMIC = "only T.atomic_add (one element, no return value) is supported"

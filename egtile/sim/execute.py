@@ -51,7 +51,7 @@ def _to_array(kernel: Kernel, i: int, t: Any) -> np.ndarray:
 
     check_tensor(kernel, i, p, t, device=None)
     cpu = t.detach().cpu()
-    if p.dtype == "bfloat16":
+    if lookup_dtype(p.dtype).widened:  # bfloat16, float8: numpy has no such type
         cpu = cpu.float()
     return cpu.contiguous().numpy().astype(want, copy=True).reshape(-1)
 
