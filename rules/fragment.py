@@ -146,9 +146,12 @@ def register_blocker(ctx, s) -> Verdict:
         if nest is None:
             return Verdict(True, ("touches a fragment inside a T.Parallel whose nest is not static from 0",))
         outer, vars_, extents, _ = nest
+        peers = len(nest_fragments_2d(ctx, outer)) > 1
         for a, _w in frags:
             buf = ctx.kernel.buffer(a.buffer)
             shape = tuple(buf.shape)
+            if peers and len(shape) == 2:
+                continue  # peer fragments: judged by frag-peer-blocker (fragment-peers-in-lockstep)
             if len(shape) == 1 and shape[0] == extents[0]:
                 if not _own_index(a, vars_[:1]):
                     return Verdict(True, (f"accesses row fragment {a.buffer} at another index than the loop's row "
@@ -202,6 +205,60 @@ def register_blocker(ctx, s) -> Verdict:
             return Verdict(True, ("a block-level scalar store touches a fragment",))
         case _:
             return Verdict(True, (f"a block-level {type(s).__name__} touches a fragment",))
+
+
+def nest_fragments_2d(ctx, outer: For) -> frozenset[str]:
+    """The 2-D fragments the ``T.Parallel`` nest ``outer`` touches (more than one: they are *peers*)."""
+    from egtile.ir import walk
+
+    key = ("nest-fragments-2d", outer.sid)
+    if key not in ctx._memo:
+        names: set[str] = set()
+        for st in walk(outer.body):
+            if isinstance(st, For):
+                continue
+            names |= {a.buffer for a in (*own_reads(st), *own_writes(st))
+                      if a.scope == "fragment" and len(ctx.kernel.buffer(a.buffer).shape) == 2}
+        ctx._memo[key] = frozenset(names)
+    return ctx._memo[key]
+
+
+def peer_blocker(ctx, s) -> Verdict:
+    """``frag-peer-blocker``: leaf ``s`` inside a ``T.Parallel`` nest that touches several 2-D fragments (peers)
+    accesses one of them where no common register layout serves it: a fragment of another shape than the nest's
+    extents, or an element other than the iteration's own ``(i, j)``. Holds (``ok``) when it blocks.
+
+    Why that is the whole condition: the peers of a nest are tied by ``frag_link`` (one group) and the lowering
+    gives them one layout (:mod:`egtile.lower.fragment_layouts`, the ``same`` link), so element ``(i, j)`` of
+    each is in the same thread's registers at the same value slot; an access at ``(i, j)`` is then that thread's
+    own, while an access at ``(j, i)`` or of a fragment of another shape is an element another thread holds
+    (PTX ISA 5.1: registers are private to a thread)."""
+    if isinstance(s, For) or not hasattr(s, "sid") or ctx.context.get(s.sid) != "thread":
+        return Verdict.fail("not a leaf inside a T.Parallel")
+    nest = nest_of(ctx, s.sid)
+    if nest is None:
+        return Verdict.fail("not in a static T.Parallel nest (frag-register-blocker judges it)")
+    outer, vars_, extents, _ = nest
+    peers = nest_fragments_2d(ctx, outer)
+    if len(peers) < 2:
+        return Verdict.fail("the nest touches at most one 2-D fragment: no peers")
+    for a in (*own_reads(s), *own_writes(s)):
+        if a.scope != "fragment" or a.buffer not in peers:
+            continue
+        shape = tuple(ctx.kernel.buffer(a.buffer).shape)
+        if shape != tuple(extents):
+            return Verdict(True, (f"a T.Parallel over {extents} touches peer fragment {a.buffer} of shape {shape}",))
+        if a.via_pointer or not _own_index(a, vars_):
+            return Verdict(True, (f"accesses peer fragment {a.buffer} at another index than the loop's own element "
+                                  f"({', '.join(v.name for v in vars_)}): the thread running the iteration does not "
+                                  "hold it",))
+    return Verdict.fail("every peer fragment is accessed at the iteration's own element")
+
+
+PEER_BLOCKER = FactSpec(
+    "frag-peer-blocker", "the statement accesses a peer fragment of its T.Parallel nest (another 2-D fragment the "
+    "nest touches) of another shape or at another element than the iteration's own (egtile.rules.fragment)",
+    peer_blocker, scope="any")
 
 
 REGISTER_BLOCKER = FactSpec(
@@ -264,6 +321,32 @@ USERS_ADMIT_REGISTERS = stmt_condition(
     "fragment-users-admit-registers",
     "every statement that touches the accumulator can run by its register layout (egtile.rules.fragment)",
     _user_violations, _explain_users, derive=LINK_RULES, oracles=(REGISTER_BLOCKER,))
+
+def _peer_violations(w):
+    # as _user_violations: a leaf touching the accumulator or a fragment of its group, blocked as a peer access
+    acc = (D.writes(w.st, w.b), D.scope(w.b, String("fragment")))
+    for buf, member in ((w.b, ()), (w.sc, (frag_link(w.b, w.sc),))):
+        for touch in (D.reads, D.writes):
+            yield Violation((*acc, *member, D.leaf(w.x, w.i), touch(w.x, buf), fact(String("frag-peer-blocker"), w.i)),
+                            w.i, -1, buf)
+
+
+def _explain_peers(ctx, sid: int) -> str:
+    out = []
+    for a, _b, buf in ctx.witnesses("fragment-peers-in-lockstep", sid):
+        if a >= 0 and a in ctx.facts.stmts:
+            v = ctx.encoding.verdicts.get(("frag-peer-blocker", a))
+            why = "; ".join(v.reasons) if v is not None and v.reasons else "a peer access another thread holds"
+            out.append(f"{ctx.describe(a)} keeps fragment {buf} in shared memory: {why}")
+    return "; ".join(dict.fromkeys(out)) or "a T.Parallel accesses a peer fragment at another element"
+
+
+PEERS_IN_LOCKSTEP = stmt_condition(
+    "fragment-peers-in-lockstep",
+    "every T.Parallel nest over several 2-D fragments of the accumulator's group (peers: the loop's fragment and "
+    "the others, one layout by the same-link) accesses each at the iteration's own element and has each one's "
+    "shape, so that one thread holds element (i, j) of all of them at one value slot (egtile.rules.fragment)",
+    _peer_violations, _explain_peers, derive=LINK_RULES, oracles=(PEER_BLOCKER,))
 
 # ----------------------------------------------------------------------------------------------------
 # Lowering by layout (called by the lowerings of tile, copy_simt, partitioned and vectorized)
@@ -356,8 +439,9 @@ def parallel_by_layout(n, lw, ctx, loops: list) -> list | None:
     rows = {n: f for n, f in frags.items() if isinstance(f, RowFragment)}
     drivers = two or rows
     if len({_unbits(f) for f in drivers.values()}) > 1:
-        raise ScheduleError(f"T.Parallel (sid {n.sid}) touches register fragments {', '.join(drivers)} with different "
-                            "layouts", src.loc)
+        named = ", ".join(f"{k} ({getattr(v, 'name', v)})" for k, v in sorted(drivers.items()))
+        raise ScheduleError(f"T.Parallel (sid {n.sid}) touches register fragments {named} with "
+                            "different layouts: a loop by layout runs element (i, j) of each on one thread", src.loc)
     name, f = sorted(drivers.items())[0]
     if two:
         proj = row_projection(f, 32)
@@ -371,7 +455,9 @@ def parallel_by_layout(n, lw, ctx, loops: list) -> list | None:
         raise ScheduleError(f"T.Parallel (sid {n.sid}) over {getattr(tl, 'extents', '?')} does not cover register "
                             f"fragment {name} {shape}", src.loc)
     row_names = tuple(sorted(rows if two else set(rows) - {name}))
-    return [LayoutLoop(tl.vars, tl.extents, name, _threads(f, ctx, n.sid, lw), tl.body, sid=n.sid, rows=row_names)]
+    peers = tuple(sorted(set(two) - {name}))
+    return [LayoutLoop(tl.vars, tl.extents, name, _threads(f, ctx, n.sid, lw), tl.body, sid=n.sid, rows=row_names,
+                       peers=peers)]
 
 
 def _unbits(f):
@@ -380,7 +466,7 @@ def _unbits(f):
     return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32, name="")
 
 
-__all__ = ["LINK_RULES", "MUTANTS", "REGISTER_BLOCKER", "frag_link", "mutant", "USERS_ADMIT_REGISTERS", "nest_of", "op_by_layout", "parallel_by_layout",
+__all__ = ["LINK_RULES", "MUTANTS", "PEER_BLOCKER", "PEERS_IN_LOCKSTEP", "REGISTER_BLOCKER", "nest_fragments_2d", "peer_blocker", "frag_link", "mutant", "USERS_ADMIT_REGISTERS", "nest_of", "op_by_layout", "parallel_by_layout",
            "register_blocker", "tile_by_layout"]
 
 

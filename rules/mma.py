@@ -36,6 +36,10 @@ Side conditions:
   warp, so that row reductions are butterfly shuffles (an N split over two warpgroups is excluded);
 * ``fragment-users-admit-registers``: every other statement touching C can run by the register layout
   (:mod:`egtile.rules.fragment`);
+* ``fragment-peers-in-lockstep``: a ``T.Parallel`` that touches several 2-D fragments of C's group (peers:
+  flash-attention backward combines two accumulators into the next gemm's register A) accesses each at the
+  iteration's own element and each has the nest's shape; the group's one layout then puts element ``(i, j)``
+  of every peer in the same thread's registers at the same slot (:mod:`egtile.rules.fragment`);
 * ``wgmma-operands-async-proxy``: no pipeline producer can write A or B with generic stores (a SIMT
   producer warpgroup would need its own proxy fence): every producer writing them has a single-thread
   (TMA) instruction and its loop's producers all do, so its warp-specialized form issues TMA only.
@@ -376,7 +380,7 @@ gemm_to_wgmma = Rule(
     # binding, not a side condition, since without it the variables would be unbound
     bindings=lambda v: (D.kind(v.sid, String("gemm")), wgmma_option(v.sid, v.split, v.swa, v.swb)),
     rhs=lambda v: wgmma(v.sid, v.split, v.swa, v.swb),
-    conditions=(holds(WGMMA_ELIGIBLE), F.USERS_ADMIT_REGISTERS, OPERANDS_ASYNC_PROXY),
+    conditions=(holds(WGMMA_ELIGIBLE), F.USERS_ADMIT_REGISTERS, F.PEERS_IN_LOCKSTEP, OPERANDS_ASYNC_PROXY),
     oracles=(WGMMA_OPTIONS,),
     support=OPTION_RULES,
 )
@@ -563,7 +567,7 @@ gemm_to_wgmma_rs = Rule(
     lhs=lambda v: Stmt.tile(v.sid),
     bindings=lambda v: (D.kind(v.sid, String("gemm")), wgmma_rs_option(v.sid, v.split, v.swb)),
     rhs=lambda v: wgmma_rs(v.sid, v.split, v.swb),
-    conditions=(holds(WGMMA_RS_ELIGIBLE), F.USERS_ADMIT_REGISTERS, OPERANDS_ASYNC_PROXY),
+    conditions=(holds(WGMMA_RS_ELIGIBLE), F.USERS_ADMIT_REGISTERS, F.PEERS_IN_LOCKSTEP, OPERANDS_ASYNC_PROXY),
     oracles=(WGMMA_RS_OPTIONS,),
     support=RS_OPTION_RULES,
 )

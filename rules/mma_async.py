@@ -275,7 +275,7 @@ gemm_to_wgmma_async = Rule(
     bindings=lambda v: (D.kind(v.sid, String("gemm")), M.wgmma_option(v.sid, v.split, v.swa, v.swb),
                         wait_candidate(v.sid, v.pos)),
     rhs=lambda v: wgmma_async(v.sid, v.split, v.swa, v.swb, v.pos),
-    conditions=(holds(M.WGMMA_ELIGIBLE), F.USERS_ADMIT_REGISTERS, M.OPERANDS_ASYNC_PROXY) + ASYNC_CONDITIONS,
+    conditions=(holds(M.WGMMA_ELIGIBLE), F.USERS_ADMIT_REGISTERS, F.PEERS_IN_LOCKSTEP, M.OPERANDS_ASYNC_PROXY) + ASYNC_CONDITIONS,
     oracles=(M.WGMMA_OPTIONS, CANDIDATES),
     support=M.OPTION_RULES + CANDIDATE_RULES,
 )
@@ -289,7 +289,7 @@ gemm_to_wgmma_rs_async = Rule(
     bindings=lambda v: (D.kind(v.sid, String("gemm")), M.wgmma_rs_option(v.sid, v.split, v.swb),
                         wait_candidate(v.sid, v.pos)),
     rhs=lambda v: wgmma_rs_async(v.sid, v.split, v.swb, v.pos),
-    conditions=(holds(M.WGMMA_RS_ELIGIBLE), F.USERS_ADMIT_REGISTERS, M.OPERANDS_ASYNC_PROXY) + ASYNC_CONDITIONS,
+    conditions=(holds(M.WGMMA_RS_ELIGIBLE), F.USERS_ADMIT_REGISTERS, F.PEERS_IN_LOCKSTEP, M.OPERANDS_ASYNC_PROXY) + ASYNC_CONDITIONS,
     oracles=(M.WGMMA_RS_OPTIONS, CANDIDATES),
     support=M.RS_OPTION_RULES + CANDIDATE_RULES,
 )

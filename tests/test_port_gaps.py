@@ -6,7 +6,9 @@ this file's own kernel compared against torch on fresh random inputs:
 * a loop outside ``T.Parallel`` whose bound is read from tensor data: refused as the unsupported construct it is,
   at the user's loop (it was reported as "egtile scheduled kernel illegally", a rule bug it is not: no schedule
   of it can be verified), and the alternative the message names (a static trip count with a guard) computes the
-  same result.
+  same result;
+* two gemm accumulators combined element-wise into the next gemm's register operand (flash-attention backward's
+  ``dsT = P^T * dP^T``): the ``T.Parallel`` runs by the layout of one and reads the others as its peers.
 """
 
 from __future__ import annotations
@@ -159,11 +161,6 @@ def _two_products_combined(n: int = 64):
     return main
 
 
-@pytest.mark.xfail(strict=True, raises=egtile.errors.ScheduleError,
-                   reason="egtile's rules run the T.Parallel by the layout of dsT_cast while it reads qkT and dsT, "
-                          "register fragments the verifier does not accept in that loop (L1: 'touches another register "
-                          "fragment, qkT, that is not in the row projection of its layout'); found by porting TileLang's "
-                          "flash-attention backward, not fixed on this branch (rules/mma.py, egtile/lower)")
 def test_two_accumulators_combined_into_the_next_gemms_operand():
     kern = egtile.compile(_two_products_combined(), target="sim")
     kt, q, v, do = (torch.randn(64, 64).half() / 4 for _ in range(4))

@@ -13,7 +13,8 @@ a literal.
   is contiguous and the pair's address provably aligned. ``Copy`` into the fragment: each slot loads its
   element. ``Gemm``: each slot accumulates its element over K from shared A and B.
 * ``LayoutLoop``: the body once per slot, with the loop variables bound to the slot's element and every
-  access of the fragment at that element bound to the slot; an access ``r[i]`` of a row fragment (the
+  access of the fragment at that element bound to the slot, and so is every access of a peer (a 2-D register
+  fragment of the same layout: its element ``(i, j)`` is the same thread's slot ``v``); an access ``r[i]`` of a row fragment (the
   row projection of the loop's layout) is bound to the slot holding that row (a literal:
   :func:`egtile.layout.row_slot_map`). Over a row fragment the body runs once per row slot.
 * ``RowReduce``: per row slot, the thread's partial over its slots of that row (slot order), then one
@@ -28,6 +29,7 @@ from egtile.ir.dtypes import dtype
 from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
 from egtile.ir.kernel import Copy, Fill, Gemm, Load, Region
 from egtile.layout import Fragment, RowFragment, row_slot_map
+from egtile.layout.operand_a import same_layout
 from egtile.tilemath import reduce_accumulator
 
 from egtile.codegen.context import Ctx
@@ -200,6 +202,10 @@ def layout_loop(s: LayoutLoop, ctx: Ctx) -> list[str]:
     kernel = ctx.sched.kernel
     own = Load(kernel.buffer(s.fragment), tuple(s.vars))
     row_loads = [Load(kernel.buffer(r), (s.vars[0],)) for r in s.rows]
+    for p in s.peers:
+        if rows_only or not same_layout(ctx.sched.fragment(p), f):
+            raise codegen_error(ctx, f"{what}: peer {p} is not a 2-D register fragment in the loop's layout", s.sid)
+    peer_loads = [Load(kernel.buffer(p), tuple(s.vars)) for p in s.peers]
     slot_rows = tuple(range(f.values_per_thread)) if rows_only else row_slot_map(f)
     body: list[str] = []
     inner = ctx.deeper()
@@ -208,6 +214,7 @@ def layout_loop(s: LayoutLoop, ctx: Ctx) -> list[str]:
         binds = ((s.vars[0].name, _at(fr, r0)),) if rows_only else \
             ((s.vars[0].name, _at(fr, r0)), (s.vars[1].name, _at(fc, c0)))
         loads = ((own, f"{ident(s.fragment)}[{v}]"),) + tuple(
+            (ld, f"{ident(ld.buffer.name)}[{v}]") for ld in peer_loads) + tuple(
             (ld, f"{ident(ld.buffer.name)}[{slot_rows[v]}]") for ld in row_loads)
         sub = inner.substituted(vars=binds, loads=loads)
         body += ["{", *indent(emit_stmts(s.body, sub)), "}"]

@@ -23,7 +23,11 @@ part of the statement that its own elements need, and threads outside the layout
   ``clear=False`` folds the old destination value in, as ``T.reduce_*`` does.
 
 A row fragment's element ``i`` is held by every owner of row ``i`` (replicated). A ``LayoutLoop`` over a
-2-D fragment may access the row fragments named in ``rows`` at ``[i]`` (the iteration's row); a
+2-D fragment may access the row fragments named in ``rows`` at ``[i]`` (the iteration's row), and its *peers*
+(``peers``): 2-D register fragments whose layout is the loop's (the same distribution; the element width may
+differ), accessed at ``[i, j]``. A peer's element ``(i, j)`` is held by the same thread, in the same value slot,
+as the loop fragment's, so the iteration reads and writes it in that thread's registers (flash-attention
+backward's ``dsT_cast[i, j] = P[i, j] * (dP[i, j] - delta[j])`` combines two wgmma accumulators that way). A
 ``LayoutLoop`` over a row fragment (1-D) runs iteration ``i`` on *every* replica of ``i``, so its body may
 write only row fragments of that layout (the replicas then agree).
 
@@ -68,6 +72,9 @@ class LayoutLoop:
     sid: int | None = None
     rows: tuple[str, ...] = ()
     """Row fragments the body accesses at the iteration's row (``[vars[0]]``)."""
+    peers: tuple[str, ...] = ()
+    """2-D register fragments of the loop's layout the body accesses at the iteration's element (module
+    docstring)."""
 
 
 @dataclass(frozen=True)

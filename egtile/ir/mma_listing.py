@@ -16,8 +16,10 @@ def _fragment_op(s: FragmentOp) -> list[str]:
 @register_listing(LayoutLoop)
 def _layout_loop(s: LayoutLoop) -> list[str]:
     names = ", ".join(v.name for v in s.vars)
+    peers = f" with peers {', '.join(s.peers)}" if s.peers else ""
     return [f"for {names} in T.Parallel({', '.join(map(str, s.extents))}):  # by the layout of {s.fragment} on "
-            f"{threads_text(s.threads)}{'' if s.sid is None else f' [{s.sid}]'}", *indent(listing_lines(s.body))]
+            f"{threads_text(s.threads)}{peers}"
+            f"{'' if s.sid is None else f' [{s.sid}]'}", *indent(listing_lines(s.body))]
 
 
 @register_listing(RowReduce)

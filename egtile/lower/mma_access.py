@@ -31,7 +31,7 @@ def _fragment_op(s: FragmentOp, acc: AccessSummary, owner_of) -> set[Acc]:
 
 @register_accesses(LayoutLoop)
 def _layout_loop(s: LayoutLoop, acc: AccessSummary, owner_of) -> set[Acc]:
-    return acc.body(s.body, _fragment_owner(s.fragment, *s.rows))
+    return acc.body(s.body, _fragment_owner(s.fragment, *s.rows, *s.peers))
 
 
 @register_accesses(RowReduce)

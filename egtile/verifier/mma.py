@@ -16,7 +16,9 @@ of the by-layout statements: each element by its owner (an owner-carrying
 * ``FragmentOp``: element ``e`` (row-major) of each region of the op by the owner of fragment element
   ``e``; a gemm's ``A`` and ``B`` are read whole by every running thread.
 * ``LayoutLoop``: the body once per element, on the element's owner, with the loop variables bound to
-  the element's coordinates (merged per statement like an enumerated ``ThreadLoop``).
+  the element's coordinates (merged per statement like an enumerated ``ThreadLoop``). Its statements may access
+  the loop fragment and its *peers* (2-D register fragments of the same layout, the same owner and value slot
+  for every element) at the iteration's element, and the row fragments of its row projection at its row.
 * ``WgmmaMma``: the operand tiles read through the async proxy by the warpgroup threads (a generic write
   of them needs ``fence.proxy.async`` by its writers, PTX ISA 9.7.13.3.2), the accumulator elements read
   (unless cleared) and written by their owners.
@@ -372,12 +374,37 @@ def _rows_of(sched: Scheduled, loop: LayoutLoop) -> set[str]:
     return {n for n, g in sched.fragments if isinstance(g, RowFragment) and g.with_bits(32) == proj} - {loop.fragment}
 
 
+def _peers_of(sched: Scheduled, loop: LayoutLoop) -> set[str]:
+    """The register fragments a statement of ``loop`` may access at the iteration's element besides the loop's
+    own: the 2-D fragments whose layout is the loop fragment's (the same owner and value slot for every element,
+    element widths aside: :func:`egtile.layout.operand_a.same_layout`)."""
+    from egtile.layout.operand_a import same_layout
+
+    f = sched.fragment(loop.fragment)
+    if not isinstance(f, Fragment):
+        return set()
+    return {n for n, g in sched.fragments if n != loop.fragment and same_layout(g, f)}
+
+
+def _stray_fragment(sched: Scheduled | None, loop: LayoutLoop, name: str) -> str:
+    """Why register fragment ``name`` is no peer and no row of ``loop`` (for the message)."""
+    f = sched.fragment(loop.fragment) if sched is not None else None
+    g = sched.fragment(name) if sched is not None else None
+    if isinstance(f, Fragment) and isinstance(g, Fragment):
+        if (g.rows, g.cols) != (f.rows, f.cols):
+            return f"its shape {g.rows}x{g.cols} is not the loop's {f.rows}x{f.cols}"
+        return (f"it is laid out {g.name or 'otherwise'}, the loop {f.name or 'otherwise'}: element (i, j) of it is "
+                "held by another thread or at another slot")
+    return "it is not in the row projection of the loop's layout nor in its layout"
+
+
 def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None, sched: Scheduled | None = None) -> str | None:
     """Why scalar statement ``st`` may touch a register fragment from a thread that does not hold the element
     (``None``: it does not). In a ``LayoutLoop`` over fragment ``f`` the iteration's thread holds exactly
-    ``f[i, j]`` for the loop variables ``(i, j)`` and the rows ``r[i]`` of the row fragments in ``f``'s row
-    projection; anywhere else no scalar statement may touch one. A loop over a row fragment runs each row on
-    every replica, so its statements may write only row fragments of its layout and locals."""
+    ``f[i, j]`` and ``p[i, j]`` of every peer ``p`` (a 2-D fragment in ``f``'s layout) for the loop variables
+    ``(i, j)``, and the rows ``r[i]`` of the row fragments in ``f``'s row projection; anywhere else no scalar
+    statement may touch one. A loop over a row fragment runs each row on every replica, so its statements may
+    write only row fragments of its layout and locals."""
     match st:
         case Store(buffer=b, indices=idx, value=v) | AtomicAdd(buffer=b, indices=idx, value=v):
             hit = ({b.name} | _expr_names(v, *idx)) & regs
@@ -398,27 +425,41 @@ def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None, sched: S
     if loop is None:
         return f"statement {st.sid} touches register fragment {sorted(hit)[0]} outside a loop by its layout"
     rows = _rows_of(sched, loop) if sched is not None else set()
-    if hit - {loop.fragment} - rows:
+    peers = _peers_of(sched, loop) if sched is not None else set()
+    stray = hit - {loop.fragment} - rows - peers
+    if stray:
+        x = sorted(stray)[0]
         return (f"statement {st.sid} in the loop by the layout of {loop.fragment} touches another register fragment, "
-                f"{sorted(hit - {loop.fragment} - rows)[0]}, that is not in the row projection of its layout")
+                f"{x}, that is neither a peer of the loop (a 2-D fragment in its layout) nor in the row projection of "
+                f"its layout: {_stray_fragment(sched, loop, x)}")
+    undeclared = (hit & peers) - set(loop.peers)
+    if undeclared:
+        return (f"statement {st.sid} in the loop by the layout of {loop.fragment} touches peer fragment "
+                f"{sorted(undeclared)[0]}, which the loop does not name among its peers (its element would not be "
+                "bound to the iteration's slot)")
     own = tuple(loop.vars)
     idxs: list = []
     row_idxs: list = []
+    mine = {loop.fragment} | (hit & peers)
     for e in ((v, *idx) if not isinstance(st, Extern) else tuple(st.args)):
-        _fragment_indices(e, loop.fragment, idxs)
+        for p in sorted(mine):
+            at: list = []
+            _fragment_indices(e, p, at)
+            idxs += [(p, ix) for ix in at]
         for r in rows:
             _fragment_indices(e, r, row_idxs)
-    if isinstance(st, (Store, AtomicAdd)) and st.buffer.name == loop.fragment:
-        idxs.append(tuple(st.indices))
+    if isinstance(st, (Store, AtomicAdd)) and st.buffer.name in mine:
+        idxs.append((st.buffer.name, tuple(st.indices)))
     if isinstance(st, (Store, AtomicAdd)) and st.buffer.name in rows:
         row_idxs.append(tuple(st.indices))
     if isinstance(st, Extern):
-        idxs += [a.load.indices for a in st.args if isinstance(a, AddressOf) and a.load.buffer.name == loop.fragment]
+        idxs += [(a.load.buffer.name, a.load.indices) for a in st.args
+                 if isinstance(a, AddressOf) and a.load.buffer.name in mine]
         if any(isinstance(a, AddressOf) and a.load.buffer.name in rows for a in st.args):
             return f"statement {st.sid} hands a pointer to a row fragment to an extern call"
-    for ix in idxs:
+    for name, ix in idxs:
         if tuple(ix) != own:
-            return (f"statement {st.sid} accesses {loop.fragment} at another element than the iteration's own "
+            return (f"statement {st.sid} accesses {name} at another element than the iteration's own "
                     f"({', '.join(v.name for v in own)}): the thread running it does not hold that element")
     for ix in row_idxs:
         if tuple(ix) != own[:1]:
@@ -534,6 +575,11 @@ def check_fragments(sched: Scheduled) -> list[Violation]:
             case LayoutLoop(fragment=f) if sched.fragment(f) is None:
                 out.append(Violation("L1", f"a loop runs by the layout of {f}, which is not a register fragment",
                                      (s.sid,) if s.sid is not None else (), f))
+            case LayoutLoop(fragment=f, peers=peers) if peers:
+                for p in sorted(set(peers) - _peers_of(sched, s)):
+                    out.append(Violation("L1", f"the loop (sid {s.sid}) by the layout of {f} binds {p} as a peer, but "
+                                               f"{p} is not a 2-D register fragment in that layout: "
+                                               f"{_stray_fragment(sched, s, p)}", (s.sid,) if s.sid is not None else (), p))
             case TileOp(op=op):
                 hit = _op_names(op) & regs
                 if hit:

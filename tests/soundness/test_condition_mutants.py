@@ -422,6 +422,42 @@ def _chained_tail(tail: str = "free", **kw) -> Kernel:
     return _chained_gemm(tail=tail, **kw)
 
 
+def _peer_transposed() -> Kernel:
+    """Flash-attention backward's combination of two accumulators into the next gemm's register A, with one peer
+    read at ``[j, i]`` (an element another thread holds): ``fragment-peers-in-lockstep`` keeps the group in shared
+    memory. A free statement after the first and the last gemm gives the deferred-wait rules a wait position."""
+    @T.prim_func
+    def main(Kt: T.Tensor((64, 64), "float16"), Q: T.Tensor((64, 64), "float16"), V: T.Tensor((64, 64), "float16"),
+             dO: T.Tensor((64, 64), "float16"), D: T.Tensor((64,), "float32"), dK: T.Tensor((64, 64), "float32"),
+             R: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            Ks = T.alloc_shared((64, 64), "float16")
+            q = T.alloc_shared((64, 64), "float16")
+            Vs = T.alloc_shared((64, 64), "float16")
+            do = T.alloc_shared((64, 64), "float16")
+            d_s = T.alloc_shared((64,), "float32")
+            qkT = T.alloc_fragment((64, 64), "float32")
+            dpT = T.alloc_fragment((64, 64), "float32")
+            dsT = T.alloc_fragment((64, 64), "float16")
+            dk = T.alloc_fragment((64, 64), "float32")
+            T.copy(Kt, Ks)
+            T.copy(Q, q)
+            T.copy(V, Vs)
+            T.copy(dO, do)
+            T.clear(dk)
+            T.gemm(Ks, q, qkT, transpose_B=True, clear_accum=True)
+            T.copy(D, d_s)
+            T.gemm(Vs, do, dpT, transpose_B=True, clear_accum=True)
+            for i, j in T.Parallel(64, 64):
+                dsT[i, j] = qkT[j, i] * (dpT[i, j] - d_s[j])
+            T.gemm(dsT, q, dk)
+            for i in T.Parallel(64):
+                R[i] = d_s[i] * 2.0
+            T.copy(dk, dK)
+
+    return main.kernel
+
+
 def _greedy_register_rules() -> rules.RuleSet:
     from dataclasses import replace
 
@@ -573,6 +609,11 @@ WITNESS: dict[tuple[str, str], Witness] = {
                                                                       cheap=("wgmma_rs_async",)),
     ("gemm-to-wgmma-rs-async", "wgmma-async-accumulator-untouched"): Witness(lambda: _chained_tail("acc")),
     ("gemm-to-wgmma-rs-async", "wgmma-async-operands-unmodified"): Witness(lambda: _chained_tail("operand")),
+    # peers of a loop by layout (flash-attention backward): a peer read at another element
+    ("gemm-to-wgmma", "fragment-peers-in-lockstep"): Witness(_peer_transposed, cheap=("wgmma",)),
+    ("gemm-to-wgmma-rs", "fragment-peers-in-lockstep"): Witness(_peer_transposed, cheap=("wgmma_rs",)),
+    ("gemm-to-wgmma-async", "fragment-peers-in-lockstep"): Witness(_peer_transposed, cheap=("wgmma_async",)),
+    ("gemm-to-wgmma-rs-async", "fragment-peers-in-lockstep"): Witness(_peer_transposed, cheap=("wgmma_rs_async",)),
 }
 
 GAPS: dict[tuple[str, str], str] = {}

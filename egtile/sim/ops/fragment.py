@@ -12,7 +12,7 @@ outside the layout do nothing. The fragment's storage is the block's array with 
   (:mod:`egtile.tilemath`: the product of the whole operands, then the element), reading the rows of
   ``op(A)`` and the columns of ``op(B)`` its elements need.
 * ``LayoutLoop``: each owner runs the iterations ``(row, col)`` it holds, in slot order, with the loop
-  variables bound; iterations with a nonlocal effect are recorded for the repeated-iteration check. Over a
+  variables bound (each peer must hold the same elements at the same slots, as the generated code reads them); iterations with a nonlocal effect are recorded for the repeated-iteration check. Over a
   row fragment (1-D) every replica of row ``i`` runs iteration ``i``.
 * ``RowReduce``: each thread folds its own elements of each row it holds (slot order, the accumulator
   dtype, as the generated code does), then for each lane mask of the node exchanges its partials with lane
@@ -143,11 +143,25 @@ def _loop_writes(s: LayoutLoop) -> list[str]:
     return out
 
 
+def _check_peers(m, s: LayoutLoop, f, t: int) -> None:
+    """The generated code reads peer ``p``'s element of slot ``v`` as the iteration's ``p[i, j]``: thread ``t``
+    must hold each peer's elements at the loop fragment's slots (the ownership checks see only the thread)."""
+    mine = [(r, c) for _v, r, c in f.elements(t)]
+    for p in s.peers:
+        g = _layout(m, p, f"T.Parallel (sid {s.sid})")
+        if getattr(g, "cols", None) != f.cols or [(r, c) for _v, r, c in g.elements(t)] != mine:
+            raise SimulationError(f"T.Parallel (sid {s.sid}) by the layout of {s.fragment} in block {m.coords}: peer {p} "
+                                  f"is not in the loop's layout (thread {s.threads.begin + t} holds other elements of it, "
+                                  "or at other slots)")
+
+
 @register_semantics(LayoutLoop, writes=_loop_writes)
 def layout_loop(m, s: LayoutLoop, th):
     if th.tid not in s.threads:
         return
     f = _layout(m, s.fragment, f"T.Parallel (sid {s.sid})")
+    if s.peers:
+        _check_peers(m, s, f, th.tid - s.threads.begin)
     names = [v.name for v in s.vars]
     saved = [th.env.get(n, MISSING) for n in names]
     env_key = tuple(th.env.items())
