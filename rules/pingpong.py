@@ -130,8 +130,8 @@ def _turns(ctx, s) -> int | None:
 
 
 def _on_tensor_cores(ctx, s) -> int | None:
-    top, why = gemms_of(ctx, s.sid)
-    if why:
+    top, _why = gemms_of(ctx, s.sid)  # every top-level gemm, however many (pingpong-two-gemm-turns counts them)
+    if not top:
         return None
     bad = [x for x in (_tensor_core(ctx, ctx.stmts[g]) for g in top) if x]
     return None if bad else 1
@@ -149,7 +149,7 @@ NUMS = (
             scope="pipelined"),
     NumSpec("pingpong.turns", "2 when the loop body has exactly two top-level T.gemm statements (the turns' anchors)",
             _turns, scope="pipelined"),
-    NumSpec("pingpong.tensor-cores", "1 when both gemms of the body are wgmma-eligible (SS or register A)",
+    NumSpec("pingpong.tensor-cores", "1 when every top-level gemm of the body is wgmma-eligible (SS or register A)",
             _on_tensor_cores, scope="pipelined"),
     NumSpec("pingpong.ids-free", "1 when the handshake's barrier ids are free (not a CTA barrier's)", _ids_free,
             scope="pipelined"),
@@ -167,8 +167,8 @@ def _explain_tc(ctx, sid: int) -> str:
     facts = getattr(ctx, "facts", None)
     if facts is None or sid not in facts.stmts:
         return "a gemm of the body is not wgmma-eligible"
-    top, why = gemms_of(facts, sid)
-    return "; ".join(why + [x for x in (_tensor_core(facts, facts.stmts[g]) for g in top) if x]) or "?"
+    top, _why = gemms_of(facts, sid)
+    return "; ".join([x for x in (_tensor_core(facts, facts.stmts[g]) for g in top) if x]) or "the body has no T.gemm"
 
 
 TWO_WARPGROUPS = Condition(
