@@ -144,9 +144,6 @@ def _ids_free(ctx, s) -> int | None:
 
 
 NUMS = (
-    NumSpec("pingpong.warpgroups", "consumer warpgroups of the kernel (threads / 128)",
-            lambda ctx, s: ctx.kernel.threads // WARPGROUP if ctx.kernel.threads % WARPGROUP == 0 else None,
-            scope="pipelined"),
     NumSpec("pingpong.turns", "2 when the loop body has exactly two top-level T.gemm statements (the turns' anchors)",
             _turns, scope="pipelined"),
     NumSpec("pingpong.tensor-cores", "1 when every top-level gemm of the body is wgmma-eligible (SS or register A)",
@@ -173,20 +170,20 @@ def _explain_tc(ctx, sid: int) -> str:
 
 TWO_WARPGROUPS = Condition(
     "pingpong-two-consumer-warpgroups", "the consumer role is exactly two warpgroups (256 threads), partners",
-    lambda v: (eq(v.W).to(i64(2)),), oracles=(NUMS[0],), oracle=True,
+    lambda v: (D.kernel_threads(i64(2 * WARPGROUP)),),
     explain=lambda ctx, sid: "the consumers are not exactly two warpgroups (the kernel's threads must be 256)")
 TWO_GEMM_TURNS = Condition(
     "pingpong-two-gemm-turns", "the loop body has exactly two top-level T.gemm statements (Q K^T, P V), which both "
     "warpgroups reach once per iteration: the anchors of the arrive and the sync",
-    lambda v: (eq(num("pingpong.turns", v.sid)).to(i64(2)),), oracles=(NUMS[1],), oracle=True, explain=_explain_gemms)
+    lambda v: (eq(num("pingpong.turns", v.sid)).to(i64(2)),), oracles=(NUMS[0],), oracle=True, explain=_explain_gemms)
 GEMMS_ON_TENSOR_CORES = Condition(
     "pingpong-gemms-on-tensor-cores", "both gemms are wgmma-eligible (accumulators in registers, each warpgroup its "
     "own rows): no CTA barrier between the warpgroups inside the loop",
-    lambda v: (eq(num("pingpong.tensor-cores", v.sid)).to(i64(1)),), oracles=(NUMS[2],), oracle=True,
+    lambda v: (eq(num("pingpong.tensor-cores", v.sid)).to(i64(1)),), oracles=(NUMS[1],), oracle=True,
     explain=_explain_tc)
 IDS_FREE = Condition(
     "pingpong-barrier-ids-free", f"the handshake's named barriers {IDS} are not used by any CTA barrier egtile places",
-    lambda v: (eq(num("pingpong.ids-free", v.sid)).to(i64(1)),), oracles=(NUMS[3],), oracle=True,
+    lambda v: (eq(num("pingpong.ids-free", v.sid)).to(i64(1)),), oracles=(NUMS[2],), oracle=True,
     explain=lambda ctx, sid: f"named barriers {IDS} collide with a CTA barrier's id")
 WRITES_REGISTERS = form_condition(
     "pingpong-consumers-write-registers", "no consumer statement of the body writes shared or global memory (so no "
@@ -325,8 +322,7 @@ WS_PINGPONG = Decision(
 # The rule
 
 
-VARS = (("sid", i64), ("prod", Block), ("cons", Block), ("body", Block), ("dec", i64), ("inc", i64), ("mode", String),
-        ("W", i64))
+VARS = (("sid", i64), ("prod", Block), ("cons", Block), ("body", Block), ("dec", i64), ("inc", i64), ("mode", String))
 
 
 def _lhs(v):
@@ -334,9 +330,8 @@ def _lhs(v):
 
 
 def _bindings(v):
-    # the body form the consumer list was made from (form conditions judge it), and the consumer warpgroups
-    return (eq(v.cons).to(Block.cons(Stmt.wait_full(v.sid), Block.consumers(v.sid, v.body, v.body))),
-            eq(v.W).to(num("pingpong.warpgroups", v.sid)))
+    # the body form the consumer list was made from (form conditions judge it)
+    return (eq(v.cons).to(Block.cons(Stmt.wait_full(v.sid), Block.consumers(v.sid, v.body, v.body))),)
 
 
 def _rhs(v):
