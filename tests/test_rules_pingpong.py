@@ -42,6 +42,7 @@ def test_default_cost_keeps_the_free_running_split_and_explains_the_alternative(
     # the rule matched (the alternative is in the e-graph); its cost charges the wait for the partner's turn
     stage = next(line for line in r.explain().splitlines() if "stage pipeline:" in line)
     assert "pipeline-warp-specialize-pingpong" in stage, stage
+    assert "pipeline-warp-specialize-pingpong legal but costlier" in r.explain(), r.explain()
 
 
 def test_preferred_takes_the_pingpong_and_explain_names_the_turns():
