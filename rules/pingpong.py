@@ -67,9 +67,9 @@ from __future__ import annotations
 from dataclasses import replace
 from math import ceil
 
-from egglog import String, eq, i64, ne
+from egglog import String, StringLike, eq, function, i64, i64Like, ne
 
-from egtile.ir import For, Gemm, If
+from egtile.ir import For, Gemm
 from egtile.ir.handshake import NamedArrive, NamedSync, WarpgroupBarrier
 from egtile.lower.sync import register_accesses
 from egtile.rules import mma as M
@@ -200,8 +200,6 @@ CONDITIONS = (TWO_WARPGROUPS, TWO_GEMM_TURNS, GEMMS_ON_TENSOR_CORES, WRITES_REGI
 
 # ----------------------------------------------------------------------------------------------------
 # The constructor, its cost and its lowering
-
-from egglog import StringLike, function, i64Like  # noqa: E402
 
 
 @function
