@@ -21,10 +21,12 @@ Without a GPU of compute capability 9.0 it prints that it was skipped and exits 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
                                    [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks 128x128] [--threads 256] [--stages 2]
                                    [--iters 20] [--budget 2.0] [--egtile-max-s 0.3] [--no-egtile] [--no-torch]
-                                   [--without RULE,...]
+                                   [--without RULE,...] [--pingpong]
 
 ``--without`` removes rules from egtile's default ruleset for the run (each schedule decision measured alone:
-the rest of the schedule is the e-graph's choice without that alternative).
+the rest of the schedule is the e-graph's choice without that alternative). ``--pingpong`` uses
+``egtile.rules.pingpong.preferred()``: the consumer warpgroups' ping-pong credited instead of charged, so the
+e-graph takes it wherever its conditions hold (the default cost keeps the free-running warpgroups, as measured).
 """
 
 from __future__ import annotations
@@ -122,8 +124,12 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks
             prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns,
                                             dtype=dt)
             rules = None
+            if args.pingpong:
+                from egtile.rules import pingpong
+
+                rules = pingpong.preferred()
             if args.without:
-                rules = egtile.rules.default()
+                rules = rules or egtile.rules.default()
                 for r in args.without.split(","):
                     rules = rules.without(r)
             kernel = egtile.compile(prim, target="cuda", rules=rules)
@@ -157,7 +163,8 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks
     eg = res.get("egtile")
     if isinstance(eg, float):
         line += (f"   egtile {eg:7.2f} TFLOP/s{res.get('egtile_calls', '')} ({bm}x{bn}, {nt} threads, "
-                 f"{ns} stage(s){', without ' + args.without if args.without else ''}, compile "
+                 f"{ns} stage(s){', without ' + args.without if args.without else ''}"
+                 f"{', ping-pong preferred' if args.pingpong else ''}, compile "
                  f"{res['compile_s']:.1f} s)")
         if best:
             line += f"   ratio {eg / best:6.3f}"
@@ -184,6 +191,8 @@ def main() -> int:
     ap.add_argument("--without", default="",
                     help="comma-separated rule names removed from egtile's default ruleset (one decision at a time: "
                          "e.g. gemm-to-wgmma-async,gemm-to-wgmma-rs-async)")
+    ap.add_argument("--pingpong", action="store_true",
+                    help="egtile with egtile.rules.pingpong.preferred() (the consumer warpgroups take turns)")
     ap.add_argument("--egtile-max-s", type=float, default=0.3,
                     help="an egtile call slower than this is timed once (its second call), not repeatedly")
     args = ap.parse_args()

@@ -278,15 +278,16 @@ def _kind(data: Any) -> str:
 
 def ir_classes() -> tuple[type, ...]:
     """The dataclasses of the tile IR (:mod:`egtile.ir.kernel`), the scheduled IR (:mod:`egtile.ir.scheduled`,
-    its register-fragment and wgmma nodes, :mod:`egtile.ir.fragment`, :mod:`egtile.ir.wgmma`), the layouts they
+    its register-fragment, wgmma and handshake nodes, :mod:`egtile.ir.fragment`, :mod:`egtile.ir.wgmma`,
+    :mod:`egtile.ir.handshake`), the layouts they
     carry (:mod:`egtile.layout.fragment`, :mod:`egtile.layout.tiling`) and :class:`egtile.errors.SourceLoc`."""
     from egtile.errors import SourceLoc
-    from egtile.ir import fragment, kernel, scheduled, wgmma
+    from egtile.ir import fragment, handshake, kernel, scheduled, wgmma
     from egtile.layout import fragment as layout_fragment
     from egtile.layout import tiling
 
     out: list[type] = [SourceLoc]
-    for module in (kernel, scheduled, fragment, wgmma, layout_fragment, tiling):
+    for module in (kernel, scheduled, fragment, wgmma, handshake, layout_fragment, tiling):
         for obj in vars(module).values():
             if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__:
                 out.append(obj)

@@ -7,6 +7,8 @@ constructors' declarations (cost, lowering, explanation) and its rules in one pl
 * :mod:`.fission`: ``T.Parallel`` fission in a pipelined body (a rule that creates statements);
 * :mod:`.pipeline`: ``T.Pipelined`` -> serial;
 * :mod:`.warp_specialize`: ``T.Pipelined`` -> producer/consumer warpgroups with full/empty mbarriers;
+* :mod:`.pingpong`: the same split whose two consumer warpgroups take turns on the tensor core (named-barrier
+  handshake, FA3's ping-pong);
 * :mod:`.software_pipeline`: ``T.Pipelined`` -> the block's threads issue TMA / cp.async copies S-1
   iterations ahead on full mbarriers, with a CTA barrier before a stage is reused;
 * :mod:`.copy`: copy instruction per issuing context (TMA | cp.async | SIMT);
@@ -34,6 +36,7 @@ from egtile.rules import (
     fragment,
     mma,
     partition,
+    pingpong,
     pipeline,
     software_pipeline,
     structure,
@@ -55,11 +58,13 @@ from egtile.schedule.rule import (
 )
 from egtile.verdict import Verdict
 
-BUILTIN: tuple[Rule, ...] = (fission.RULES + pipeline.RULES + warp_specialize.RULES + software_pipeline.RULES
+BUILTIN: tuple[Rule, ...] = (fission.RULES + pipeline.RULES + warp_specialize.RULES + pingpong.RULES
+                             + software_pipeline.RULES
                              + copy.RULES + epilogue.RULES + barrier.RULES + partition.RULES + mma.RULES)
 """egtile's own rules, in stage order."""
 
 BUILTIN_DECISIONS: tuple[Decision, ...] = (structure.DECISIONS + pipeline.DECISIONS + warp_specialize.DECISIONS
+                                           + pingpong.DECISIONS
                                            + software_pipeline.DECISIONS + copy.DECISIONS + barrier.DECISIONS
                                            + partition.DECISIONS + mma.DECISIONS + epilogue.DECISIONS)
 """The declarations of every constructor the builtin rules use."""

@@ -45,7 +45,20 @@ ALL_SCHEDULES = {
     # attention in registers: row fragments, the shuffle row reductions, register-A wgmma (run on the GPU by
     # tests/test_attention_gpu.py)
     "attention_in_registers": lambda: _scheduled(flash_attention(seq=128)),
+    # the consumer warpgroups' ping-pong (egtile.rules.pingpong.preferred(): the handshake's bar.sync / bar.arrive;
+    # run on the GPU by tests/test_pingpong_gpu.py)
+    "attention_pingpong": lambda: _pingpong(),
 }
+
+
+def _pingpong():
+    import flash_attention as FA
+
+    from egtile.rules import pingpong
+    from egtile.schedule.driver import optimize
+
+    prim = FA.flashattn.__wrapped__(1, 1, 128, 32, False, block_M=128, block_N=64, threads=256, num_stages=2)
+    return optimize(prim.kernel, rules=pingpong.preferred()).scheduled
 
 
 @pytest.fixture(autouse=True)

@@ -152,10 +152,15 @@ def test_at_least_thirty_builtin_conditions_are_derived_in_the_egraph():
     assert len(derived) >= 30, [c.name for c in conds if not c.in_egraph]
     # Only hardware oracles stay in Python: the TMA tensor-map limits, the cp.async widths, the register file,
     # the wgmma shapes / descriptors / register budget (SS and register-A) and the TMA store box.
+    # The ping-pong's oracles: wgmma eligibility of its gemms, its constant barrier ids, and the count of the loop
+    # body's top-level gemms (a structural count egglog has no aggregate for; egtile.rules.pingpong.gemms_of).
     assert {c.name for c in conds if not c.in_egraph} == {"tma-eligible", "cp-async-eligible", "register-budget",
-                                                          "wgmma-eligible", "wgmma-rs-eligible", "tma-store-eligible"}
+                                                          "wgmma-eligible", "wgmma-rs-eligible", "tma-store-eligible",
+                                                          "pingpong-gemms-on-tensor-cores", "pingpong-barrier-ids-free",
+                                                          "pingpong-two-gemm-turns"}
     # A derived condition brings the egglog rules that compute it, or reads the core dataflow relations.
     for c in derived:
         assert c.checks or c.derive or c.name in {"prefer-allows-simt", "prefer-allows-tma", "prefer-cp-async",
                                                   "no-read-of-guarded", "no-write-of-guarded",
-                                                  "no-access-of-guarded"}, c.name
+                                                  "no-access-of-guarded",
+                                                  "pingpong-two-consumer-warpgroups"}, c.name  # kernel_threads

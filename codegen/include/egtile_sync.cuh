@@ -8,6 +8,12 @@ __device__ __forceinline__ void eg_named_barrier_sync(eg_u32 id, eg_u32 count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
+// bar.arrive id, count (PTX ISA 9.7.13.4): count this warp's threads toward the current round of named
+// barrier `id` without waiting (the round completes when `count` threads arrived or synced).
+__device__ __forceinline__ void eg_named_barrier_arrive(eg_u32 id, eg_u32 count) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
 // fence.proxy.async.shared::cta (PTX ISA 9.7.13.4, "membar/fence"; async proxy, PTX ISA 8.6): orders
 // this thread's generic-proxy shared-memory accesses before later async-proxy accesses (TMA store).
 __device__ __forceinline__ void eg_fence_proxy_async_shared() {

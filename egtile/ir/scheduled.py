@@ -436,12 +436,13 @@ def swalk(stmts: tuple[SStmt, ...]):
                 pass
 
 
-# The register-fragment and wgmma statements are scheduled statements too (their modules import this one,
+# The register-fragment, wgmma and handshake statements are scheduled statements too (their modules import this one,
 # hence here, at the end): the statement union names them so that every body typed ``tuple[SStmt, ...]``
 # admits them (the cache's type-directed codec, egtile.codec, decodes by these annotations).
 from egtile.ir import fragment as _fragment  # noqa: E402
 from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce  # noqa: E402
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait  # noqa: E402
+from egtile.ir.handshake import NamedArrive, NamedSync  # noqa: E402
 
-SStmt = SStmt | FragmentOp | LayoutLoop | RowReduce | WgmmaMma | WgmmaWait  # type: ignore[misc]
+SStmt = SStmt | FragmentOp | LayoutLoop | RowReduce | WgmmaMma | WgmmaWait | NamedSync | NamedArrive  # type: ignore[misc]
 _fragment.SStmt = SStmt  # LayoutLoop's body annotation resolves in its own module

@@ -396,7 +396,10 @@ def decisions(body: tuple[Node, ...], ctx: ExplainContext,
         chosen_cost = subtree_cost(n, ctx)
         alts = []
         costs: dict[Any, int] | None = None
-        for a in ctx.alternatives(r.head, sid, r):
+        # rules that refine the chosen constructor itself (their pattern head is it: the ping-pong of a ws) are
+        # alternatives of this decision too
+        refine = [a for a in ctx.alternatives(d.constructor, sid, None) if a.rule != r.name]
+        for a in ctx.alternatives(r.head, sid, r) + refine:
             if not a.failed:
                 if costs is None:
                     costs = _alt_costs(_class_term(n, r, ctx), ctx)

@@ -671,7 +671,28 @@ class Block:
         join(nb.acc, th.vc)
         th.req = req
         self.runnable.discard(th.tid)
-        if len(nb.arrived) >= nb.count:
+        self._complete_round(nb)
+
+    def bar_arrive(self, th: ThreadState, barrier_id: int, count: int, sid: int | None) -> None:
+        """``bar.arrive barrier_id, count`` (PTX ISA 9.7.13.4): ``th`` counts toward the current round of the
+        named barrier without waiting; its earlier accesses are released to the threads the round wakes."""
+        nb = self.named.get(barrier_id)
+        if nb is None:
+            nb = self.named[barrier_id] = NamedBarrier(barrier_id, count, self.prog.slots.zeros())
+        if not nb.arrived and not nb.arrivals:
+            nb.count = count
+        elif nb.count != count:
+            self.errors.append(BarrierError(self.coords, f"bar.arrive {barrier_id}", 0, nb.generation,
+                                            f"thread {th.tid} arrives with thread count {count} (sid {sid}) while "
+                                            f"the round has count {nb.count}"))
+        nb.arrivals += 1
+        nb.arrive_sids.append(sid)
+        join(nb.acc, th.vc)
+        th.tick()
+        self._complete_round(nb)
+
+    def _complete_round(self, nb: NamedBarrier) -> None:
+        if len(nb.arrived) + nb.arrivals >= nb.count:
             for t in nb.arrived:
                 o = self.threads[t]
                 join(o.vc, nb.acc)
@@ -679,6 +700,8 @@ class Block:
                 o.req = None
                 self.runnable.add(t)
             nb.arrived = []
+            nb.arrivals = 0
+            nb.arrive_sids = []
             nb.acc = self.prog.slots.zeros()
             nb.generation += 1
 
@@ -710,6 +733,14 @@ class Block:
             for bar in self.bars.values():
                 for stage, phase, msg in bar.leftovers():
                     self.errors.append(BarrierError(self.coords, bar.name, stage, phase, msg))
+            for nb in self.named.values():  # bar.arrive rounds no bar.sync completed
+                if nb.arrivals:
+                    sids = sorted({x for x in nb.arrive_sids if x is not None})
+                    self.errors.append(BarrierError(
+                        self.coords, f"bar {nb.barrier_id}", 0, nb.generation,
+                        f"incomplete at block exit: {nb.arrivals}/{nb.count} threads arrived (bar.arrive of sid "
+                        f"{', '.join(map(str, sids)) or '?'}) in a round no thread completed: the handshake's "
+                        "arrivals and syncs do not pair up"))
         for bar in self.bars.values():
             for stage, phase, msg in bar.errors:
                 self.errors.append(BarrierError(self.coords, bar.name, stage, phase, msg))

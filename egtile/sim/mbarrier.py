@@ -116,10 +116,14 @@ class MBarrierState:
 
 @dataclass
 class NamedBarrier:
-    """``bar.sync id, count`` state: who has arrived in the current round."""
+    """``bar.sync id, count`` state: who has arrived in the current round: the threads waiting in ``bar.sync``
+    (``arrived``) and the threads that ran ``bar.arrive`` (``arrivals``, PTX ISA 9.7.13.4: counted, not
+    waiting). The round completes when together they reach ``count``."""
 
     barrier_id: int
     count: int
     acc: np.ndarray
     arrived: list[int] = field(default_factory=list)
     generation: int = 0
+    arrivals: int = 0
+    arrive_sids: list[int | None] = field(default_factory=list)

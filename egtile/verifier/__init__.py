@@ -6,6 +6,8 @@
 * :mod:`.structure` L7 (barriers in divergent code, named barrier counts) and data-dependent L3, with
   block-uniform conditions derived by :mod:`.uniform`;
 * :mod:`.resources` L8 (threads, shared memory, setmaxnreg);
+* :mod:`.handshake` L3/L7 of the warpgroup handshakes (named-barrier rounds, deadlock freedom by a model check
+  of the warpgroups' interleavings);
 * :mod:`.mma` register-fragment ownership, layout agreement (wgmma descriptors, TMA tensor maps) and
   wgmma asynchrony (L1/L2), and the trace models of the fragment and wgmma nodes;
 * :mod:`.trace` + :mod:`.order` L1-L4 and L6: each agent's events for the first and the last block of
@@ -33,6 +35,7 @@ from egtile.verifier import covariance as _covariance  # noqa: F401  (registers 
 from egtile.verifier import models as _models  # noqa: F401  (registers the trace models of the builtin nodes)
 from egtile.verifier import usersync as _usersync  # noqa: F401  (the user-protocol nodes' models)
 from egtile.verifier.effects import check_effects
+from egtile.verifier.handshake import check_handshakes  # (also registers the handshake nodes' models)
 from egtile.verifier.ints import Ints
 from egtile.verifier.limits import Meter, VerifyLimits, default_limits
 from egtile.verifier.mma import check_fragments, check_wgmma_waits  # (also registers the fragment and wgmma models)
@@ -87,6 +90,7 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
     found += check_resources(scheduled)
     found += check_fragments(scheduled)
     found += check_wgmma_waits(scheduled)
+    found += check_handshakes(scheduled)
     agents = agents_of(scheduled)
     order = SourceOrder(scheduled.kernel)
     space = Space()

@@ -458,6 +458,41 @@ def _peer_transposed() -> Kernel:
     return main.kernel
 
 
+def _pp_attention(dim: int = 32, threads: int = 256, block_M: int = 128) -> Kernel:
+    """examples/flash_attention.py at one block of ``block_M`` query rows and two key blocks of 64: with 256
+    threads the two consumer warpgroups of the ping-pong (egtile.rules.pingpong)."""
+    import flash_attention as FA
+
+    return FA.flashattn.__wrapped__(1, 1, 128, dim, False, block_M=block_M, block_N=64, threads=threads,
+                                    num_stages=2).kernel
+
+
+def _pp_one_gemm() -> Kernel:
+    """A 128 x 64 GEMM over two K blocks with 256 threads: one T.gemm in the pipelined body, no pair of turns."""
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((128, 64), "float32")):
+        with T.Kernel(1, threads=256) as _bx:
+            A_s = T.alloc_shared((128, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((128, 64), "float32")
+            T.clear(C_f)
+            for ko in T.Pipelined(2, num_stages=2):
+                T.copy(A[0, ko * 32], A_s)
+                T.copy(B[ko * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[0, 0])
+
+    return main.kernel
+
+
+def _pp_shared_probabilities() -> Kernel:
+    """tests/verify/kernels.flash_attention with two consumer warpgroups: its probabilities go through shared
+    memory (T.copy(S, P_s)), a consumer write of shared memory inside the loop."""
+    from verify.kernels import flash_attention
+
+    return flash_attention(seq=128, dim=32, block_M=128, block_N=64, threads=256).kernel
+
+
 def _greedy_register_rules() -> rules.RuleSet:
     from dataclasses import replace
 
@@ -614,6 +649,14 @@ WITNESS: dict[tuple[str, str], Witness] = {
     ("gemm-to-wgmma-rs", "fragment-peers-in-lockstep"): Witness(_peer_transposed, cheap=("wgmma_rs",)),
     ("gemm-to-wgmma-async", "fragment-peers-in-lockstep"): Witness(_peer_transposed, cheap=("wgmma_async",)),
     ("gemm-to-wgmma-rs-async", "fragment-peers-in-lockstep"): Witness(_peer_transposed, cheap=("wgmma_rs_async",)),
+    # the consumer warpgroups' ping-pong (egtile.rules.pingpong), forced by a free ws_pingpong: one warpgroup
+    # waits for a partner that does not exist; one gemm gives no pair of turns (the lowering refuses, loudly); a
+    # shared write in the loop puts a consumer CTA barrier inside a turn (the verifier's model check: deadlock)
+    ("pipeline-warp-specialize-pingpong", "pingpong-two-consumer-warpgroups"): Witness(
+        lambda: _pp_attention(threads=128, block_M=64), cheap=("ws_pingpong",)),
+    ("pipeline-warp-specialize-pingpong", "pingpong-two-gemm-turns"): Witness(_pp_one_gemm, cheap=("ws_pingpong",)),
+    ("pipeline-warp-specialize-pingpong", "pingpong-consumers-write-registers"): Witness(
+        _pp_shared_probabilities, cheap=("ws_pingpong",)),
 }
 
 GAPS: dict[tuple[str, str], str] = {}
@@ -709,6 +752,18 @@ NOT_LEGALITY: dict[tuple[str, str], tuple[Callable[[], Kernel], str]] = {
         lambda: _store_copy(width=2),
         "implied by the binding: staging_option(sid, layout) is filled from the tma-store-layouts mask, which "
         "egtile.rules.epilogue.tma_store_eligibility makes 0 (no option) for every copy the fact refuses"),
+    ("pipeline-warp-specialize-pingpong", "pingpong-gemms-on-tensor-cores"): (
+        lambda: _pp_attention(dim=8),
+        "conservative (defence in depth): it keeps the handshake to bodies whose gemms are wgmma groups on register "
+        "accumulators, where the two warpgroups share no memory inside the loop. On the SIMT witness (K = 8: no wgmma, "
+        "fragments in shared memory) the forced ping-pong passes the verifier's model check and the simulator (the "
+        "CTA barriers the fragments need fall outside the turns); a barrier inside a turn is "
+        "pingpong-consumers-write-registers' witness, which deadlocks and is caught"),
+    ("pipeline-warp-specialize-pingpong", "pingpong-barrier-ids-free"): (
+        _pp_attention,
+        "holds for every kernel (its oracle compares the constant ids 3 and 4 with the ids egtile's CTA barriers use: "
+        "0, and 1 and 2 inside the roles), so its mutant schedules every kernel as the rules do; a colliding id is "
+        "what tests/test_rules_pingpong.py's planted wrong-id handshake and the verifier's id check catch"),
     ("vectorize-parallel", "no-escaping-local-write"): (
         _vector_local_escape,
         "implied by the vector-width oracle (egtile.analysis.vector_width): every store of a vectorized nest "
