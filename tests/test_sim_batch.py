@@ -154,7 +154,8 @@ def _run(sched: Scheduled, arrays: dict, enabled: bool):
                 for name, mm in sorted(block.mems.items()):
                     if mm.shadowed:
                         shadows.append((bx, name, dict(mm.writes), {f: dict(r) for f, r in mm.reads.items()},
-                                        dict(mm.atomics), dict(mm.block_reads), dict(mm.block_writes)))
+                                        dict(mm.atomics), list(mm.block_reads.items()),
+                                        list(mm.block_writes.items())))  # in order: the inter-block check walks them
                 inter.end_block([m for m in globals_.values() if m.shadowed], (bx,))
     except EgtileError as e:
         err = (type(e).__name__, str(e))

@@ -460,12 +460,12 @@ def _active(guards: tuple, ctx: Ctx, n: int, cache: dict) -> np.ndarray:
     return m
 
 
-def run_loop(m, th, body: tuple, env_arrays: dict[str, np.ndarray], n: int, record: Callable[[int], None]
+def run_loop(m, th, body: tuple, env_arrays: dict[str, np.ndarray], n: int, record: Callable[[list[int]], None]
              ) -> bool | None:
     """Run ``n`` iterations of ``body`` as thread ``th`` (loop variables ``env_arrays``, one value per iteration) as
     numpy batches. Returns ``None`` having changed nothing (run the loop per element), else whether an iteration
-    wrote non-local memory; ``record(p)`` was called, in iteration order, for every iteration ``p`` that did
-    (the repeated-iteration check). ``th.sid`` ends as the last statement run, as per element."""
+    wrote non-local memory; ``record(ps)`` was called with the iterations that did, in iteration order (the
+    repeated-iteration check). ``th.sid`` ends as the last statement run, as per element."""
     if not ENABLED or n < MIN_ITERATIONS:
         return None
     from egtile.sim.ops.control import sif as sif_semantics
@@ -555,12 +555,16 @@ def _plan(m, th, plan: Body, env: dict, n: int):
         acc.setdefault(mm.name, []).append((f, pos, ui, True, False))
         todo.append((seq, mm, f, pos))
     _check_order(acc, mems, n, len(units), th)
-    return steps, todo, last[2]
+    return steps, todo, last[2], acc, mems
 
 
 def _execute(m, th, plan: Body, env: dict, n: int, ready, record) -> bool:
-    steps, todo, last_sid = ready
+    steps, todo, last_sid, acc, mems = ready
     m.budget[0] -= steps
+    # a global buffer's first access of each element in this block (Mem.block_reads / block_writes, which the
+    # inter-block check walks in insertion order): put back in the per-element path's order afterwards
+    firsts = [(mems[name], len(mems[name].block_reads), len(mems[name].block_writes), rows)
+              for name, rows in acc.items() if mems[name].shadowed and mems[name].scope == "global"]
     effect = False
     eff = np.zeros(n, dtype=bool)
     for u, entry in zip(plan.units, todo):
@@ -583,10 +587,29 @@ def _execute(m, th, plan: Body, env: dict, n: int, ready, record) -> bool:
             eff[pos] = True
     if last_sid is not None:
         th.sid = last_sid
+    for mm, nr, nw, rows in firsts:
+        _first_order(mm.block_reads, nr, [r for r in rows if not r[3]], len(plan.units))
+        _first_order(mm.block_writes, nw, [r for r in rows if r[3]], len(plan.units))
     if effect:
-        for p in np.flatnonzero(eff).tolist():
-            record(p)
+        record(np.flatnonzero(eff).tolist())
     return effect
+
+
+def _first_order(d: dict, before: int, rows: list, S: int) -> None:
+    """Reinsert the keys the batch added to ``d`` (those after the first ``before``) in the order of their first access
+    in the per-element order (iteration, then statement)."""
+    if len(d) <= before + 1 or not rows:
+        return
+    flats = np.concatenate([r[0] for r in rows])
+    orig = np.concatenate([(r[1] * S + r[2]) * 2 + r[3] for r in rows])
+    first: dict[int, int] = {}
+    for f, k in zip(flats[np.argsort(orig, kind="stable")].tolist(), range(len(flats))):
+        first.setdefault(f, k)
+    tail = list(d.items())[before:]
+    for f, _v in tail:
+        del d[f]
+    for f, v in sorted(tail, key=lambda kv: first[kv[0]]):
+        d[f] = v
 
 
 def _check_order(acc: dict, mems: dict, n: int, S: int, th) -> None:

@@ -59,9 +59,10 @@ def thread_loop(m, s: ThreadLoop, th):
             flat = flat // e
         key = ("loop", s.sid, _leaves(s))
 
-        def record(p):
-            vals = s.iteration(its[p])
-            m.iters.setdefault((key, env_key, tuple(zip(names, vals))), []).append(th.tid)
+        def record(ps):
+            iters, tid = m.iters, th.tid
+            for p in ps:
+                iters.setdefault((key, env_key, tuple(zip(names, s.iteration(its[p])))), []).append(tid)
 
         done = batch.run_loop(m, th, s.body, cols, n, record)
         if done is not None:  # the whole loop ran as numpy batches (egtile.sim.batch)

@@ -158,9 +158,10 @@ def layout_loop(m, s: LayoutLoop, th):
         rc = np.asarray([(r, c) for _v, r, c in elements], dtype=np.int64)
         cols = {names[0]: rc[:, 0]} if len(names) == 1 else {names[0]: rc[:, 0], names[1]: rc[:, 1]}
 
-        def record(p):
-            key = (("layout-loop", s.sid), env_key, tuple(zip(names, (elements[p][1], elements[p][2]))))
-            m.iters.setdefault(key, []).append(th.tid)
+        def record(ps):
+            iters, tid, what = m.iters, th.tid, ("layout-loop", s.sid)
+            for p in ps:
+                iters.setdefault((what, env_key, tuple(zip(names, elements[p][1:]))), []).append(tid)
 
         done = batch.run_loop(m, th, s.body, cols, len(elements), record)
         if done is not None:
