@@ -34,6 +34,11 @@ model; loops and synchronization nest generator semantics), an integer ``/ // % 
 divisor is not a nonzero constant (a division by zero would raise after earlier statements ran), ``uint64``
 values (Python integers beyond int64), float indices, ``AddressOf``, and semantics replaced in the registry.
 
+Per thread, not per block: every thread's share still runs at its own scheduling step. Running all threads of a
+loop at once would need all of them at the same loop instance, a rendezvous the program does not have (a thread may
+have to pass the loop and arrive on a barrier before another can reach it), and would move each share away from the
+point of the interleaving where the per-element path runs it, changing the race reports of racy programs.
+
 Arithmetic is :func:`egtile.evaluate.evaluate`'s, bit for bit (``tests/test_sim_batch.py``): values are float64
 arrays holding values of their node's float dtype (rounded through float32 as ``round_to``), int64 arrays for
 integers up to 64 bits (wrapping arithmetic; int64 wraps as Python's result modulo 2**64), bool arrays. What
@@ -58,8 +63,9 @@ from egtile.ir.scheduled import Leaf, SIf
 
 ENABLED = True
 """Run eligible loops as batches (tests switch it off to compare with the per-element path)."""
-MIN_ITERATIONS = 2
-"""A thread's loop with fewer iterations runs per element (numpy's per-call cost exceeds the saving)."""
+MIN_ITERATIONS = 16
+"""A thread's loop with fewer iterations runs per element: below about 16 numpy's per-call cost and the plan's checks
+cost as much as they save (benchmarks/sim_speed.py: the layer norm's 8 elements per thread gained nothing)."""
 
 _COMPARE = {"==", "!=", "<", "<=", ">", ">="}
 _MATH = {"exp", "log", "sqrt", "exp2", "rsqrt", "log2", "sin", "cos", "tanh"}
