@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from egtile.ir.scheduled import Elect, Leaf, RoleSplit, SeqLoop, SIf, ThreadLoop, swalk
+from egtile.sim import batch
 from egtile.sim.machine import MISSING
 from egtile.sim.semantics import register_semantics
 
@@ -47,6 +50,24 @@ def thread_loop(m, s: ThreadLoop, th):
     saved = [th.env.get(n, MISSING) for n in names]
     env_key = tuple(th.env.items())
     outer_effect = th.effect
+    n = len(its)
+    if n >= batch.MIN_ITERATIONS and s.body:
+        flat = np.asarray(its, dtype=np.int64)
+        cols = {}
+        for name, e in zip(reversed(names), reversed(s.extents)):
+            cols[name] = flat % e
+            flat = flat // e
+        key = ("loop", s.sid, _leaves(s))
+
+        def record(ps):
+            iters, tid = m.iters, th.tid
+            for p in ps:
+                iters.setdefault((key, env_key, tuple(zip(names, s.iteration(its[p])))), []).append(tid)
+
+        done = batch.run_loop(m, th, s.body, cols, n, record)
+        if done is not None:  # the whole loop ran as numpy batches (egtile.sim.batch)
+            th.effect = outer_effect or done
+            return
     th.loop_depth += 1
     for i in its:
         vals = s.iteration(i)

@@ -34,6 +34,7 @@ from egtile.errors import SimulationError
 from egtile.evaluate import cast_array, round_to
 from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
 from egtile.ir.kernel import Copy, Fill, Gemm
+from egtile.sim import batch
 from egtile.sim.machine import MISSING
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.sim.semantics import register_semantics
@@ -166,8 +167,22 @@ def layout_loop(m, s: LayoutLoop, th):
     saved = [th.env.get(n, MISSING) for n in names]
     env_key = tuple(th.env.items())
     outer_effect = th.effect
+    elements = f.elements(th.tid - s.threads.begin)
+    if len(elements) >= batch.MIN_ITERATIONS:  # the whole loop as numpy batches, where equivalent (egtile.sim.batch)
+        rc = np.asarray([(r, c) for _v, r, c in elements], dtype=np.int64)
+        cols = {names[0]: rc[:, 0]} if len(names) == 1 else {names[0]: rc[:, 0], names[1]: rc[:, 1]}
+
+        def record(ps):
+            iters, tid, what = m.iters, th.tid, ("layout-loop", s.sid)
+            for p in ps:
+                iters.setdefault((what, env_key, tuple(zip(names, elements[p][1:]))), []).append(tid)
+
+        done = batch.run_loop(m, th, s.body, cols, len(elements), record)
+        if done is not None:
+            th.effect = outer_effect or done
+            return
     th.loop_depth += 1
-    for _v, r, c in f.elements(th.tid - s.threads.begin):
+    for _v, r, c in elements:
         th.env[names[0]] = r
         if len(names) > 1:
             th.env[names[1]] = c
