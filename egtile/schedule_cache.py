@@ -259,5 +259,7 @@ def store(k: str, result: Any, built: Any = None) -> None:
                   "payload_sha256": hashlib.sha256(payload.encode()).hexdigest(), "payload": payload}
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(record, sort_keys=True).encode())
-    except (OSError, CodecError, TypeError, ValueError, RecursionError):
+    except CodecError as err:  # an IR class the codec cannot encode: every compile of this kernel will miss
+        _LOG.warning("schedule of %s not cached: %s", getattr(result.scheduled.kernel, "name", "?"), err)
+    except (OSError, TypeError, ValueError, RecursionError):
         pass
