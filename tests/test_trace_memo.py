@@ -153,3 +153,21 @@ def test_the_memoized_kernel_compiles_and_runs_like_a_fresh_trace(traces):
         y = torch.full((64,), float("nan"))
         k(x, y)
         torch.testing.assert_close(y, x * 3.0 + SCALE, rtol=0, atol=0)
+
+
+def local_import_factory(n: int):
+    from egtile import language as TL  # a closure cell holding egtile's module
+
+    @TL.prim_func
+    def main(X: TL.Tensor((n,), "float32"), Y: TL.Tensor((n,), "float32")):
+        with TL.Kernel(1, threads=32):
+            for i in TL.Parallel(n):
+                Y[i] = X[i] + 1.0
+
+    return main
+
+
+def test_a_factory_importing_egtile_locally_is_memoized(traces):
+    a = local_import_factory(32)
+    assert local_import_factory(32).kernel is a.kernel and traces[0] == 1
+    assert local_import_factory(64).kernel is not a.kernel and traces[0] == 2

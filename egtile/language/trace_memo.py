@@ -6,7 +6,7 @@ A trace is a function of what the body reads, and the memo keys an entry by all 
 * the function's code object, its file and the file's modification time (the source front end and the
   statements' source lines read the file: an edited file misses, re-imported or not);
 * the evaluated parameter annotations (each ``T.Tensor``'s shape and dtype);
-* every closure cell's value (the factory's ``M``, ``block_K``, ``dtype``...);
+* every closure cell's value (the factory's ``M``, ``block_K``, ``dtype``..., or egtile's module imported in it);
 * every global name the code (and every code object nested in it) names that the function's globals hold:
   egtile's own modules and functions (their code is egtile's, which does not change while the process runs),
   and plain values;
@@ -117,7 +117,7 @@ def key(fn: Any, annotations: dict[str, Any]) -> Any:
             if type(ann) is not Tensor:
                 return None
             anns.append((name, _plain(tuple(ann.shape)), _plain(ann.dtype)))
-        cells = tuple(_plain(c.cell_contents) for c in fn.__closure__ or ())
+        cells = tuple(_global(c.cell_contents) for c in fn.__closure__ or ())  # a factory's local `T` too
         g = fn.__globals__
         globs = tuple((n, _global(g[n])) for n in sorted(names) if n in g)
     except (_Unkeyable, ValueError):  # ValueError: an empty cell (a name bound later in the factory)
