@@ -171,3 +171,40 @@ def test_a_factory_importing_egtile_locally_is_memoized(traces):
     a = local_import_factory(32)
     assert local_import_factory(32).kernel is a.kernel and traces[0] == 1
     assert local_import_factory(64).kernel is not a.kernel and traces[0] == 2
+
+
+def reads_through_getattr(n: int):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(n):
+                Y[i] = X[i] * getattr(sys.modules[__name__], "SCALE")
+
+    return main
+
+
+def test_a_body_reading_through_getattr_is_always_traced(traces, monkeypatch):
+    a = reads_through_getattr(32)
+    monkeypatch.setattr(sys.modules[__name__], "SCALE", 9.0)
+    b = reads_through_getattr(32)
+    assert traces[0] == 2
+    assert "9.0" in str(b.kernel) and "9.0" not in str(a.kernel)
+
+
+def test_code_calling_a_reflective_builtin_or_assigning_a_global_is_refused():
+    def plain():
+        return min(1, 2)
+
+    def reflective():
+        return getattr(1, "real")
+
+    def nested_eval():
+        return (lambda: eval("1"))()
+
+    def assigns():
+        global SCALE
+        SCALE = 1.0
+
+    assert trace_memo._names(plain.__code__) is not None
+    for fn in (reflective, nested_eval, assigns):
+        assert trace_memo._names(fn.__code__) is None, fn.__name__

@@ -17,7 +17,8 @@ of them, keyed with their exact type (``1``, ``1.0`` and ``True`` trace differen
 ``0.0``). Anything else -- a cell or global holding a user function, a ``T.macro``, a tensor, a module other
 than egtile's and ``math`` (``random``, ``torch``, a config module whose attributes may change), an
 annotation other than ``T.Tensor`` -- or a body that calls ``T.call_extern`` (whose trace reads the extern
-registry) makes the trace unkeyable: it is traced every time, as before. Only traces that succeed are
+registry), assigns a global, or calls ``getattr``, ``eval``, ``exec``, ``globals``, ``vars``, ``open``... makes
+the trace unkeyable: it is traced every time, as before. Only traces that succeed are
 stored; an entry is the immutable ``ir.Kernel``.
 """
 
@@ -37,6 +38,10 @@ _MEMO: dict[Any, Kernel] = {}
 _LOCK = threading.Lock()
 _SAFE_MODULES = frozenset({"math", "operator", "builtins"})
 _REFUSED_NAMES = frozenset({"call_extern"})  # the trace reads a mutable registry
+# builtins through which a body reads what its names do not show (another object's attributes or globals,
+# a file, the input): such a body is traced every time
+_REFUSED_BUILTINS = frozenset({"eval", "exec", "getattr", "globals", "vars", "locals", "__import__", "open", "input",
+                               "compile"})
 _NAMES: dict[types.CodeType, frozenset[str] | None] = {}  # code -> every name it and its nested code use
 
 
@@ -69,7 +74,7 @@ def _names(code: types.CodeType) -> frozenset[str] | None:
     names: set[str] = set()
     for ins in dis.get_instructions(code):
         if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
-            names.add(ins.argval)
+            names.add(next(iter(_REFUSED_NAMES)) if ins.argval in _REFUSED_BUILTINS else ins.argval)
         elif ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME", "DELETE_NAME"):
             names.add(next(iter(_REFUSED_NAMES)))
         elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and ins.argval in _REFUSED_NAMES:
