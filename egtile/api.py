@@ -163,9 +163,7 @@ class JITKernel:
         from egtile import schedule_cache
         from egtile.ir.protocol import uses_protocol
 
-        if uses_protocol(self.kernel.body):
-            self._schedule_protocol()
-            return
+        protocol = uses_protocol(self.kernel.body)
         cacheable = self.rules is None and schedule_cache.enabled()
         key = schedule_cache.key(self.kernel, ARCH) if cacheable else None
         self._key = key
@@ -179,9 +177,12 @@ class JITKernel:
             self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled)
             schedule_cache.store(key, self.schedule_result, self._built)
         else:
-            optimize = importlib.import_module("egtile.schedule.driver").optimize
-            self.schedule_result = optimize(self.kernel, rules=self.rules)
-            _check_schedule(self.kernel, self.schedule_result.scheduled)
+            if protocol:
+                self.schedule_result = self._schedule_protocol()
+            else:
+                optimize = importlib.import_module("egtile.schedule.driver").optimize
+                self.schedule_result = optimize(self.kernel, rules=self.rules)
+                _check_schedule(self.kernel, self.schedule_result.scheduled)
             if self.target == "cuda":
                 self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled)
             if key is not None:
@@ -208,19 +209,16 @@ class JITKernel:
         self._written = written
         return written
 
-    def _schedule_protocol(self) -> None:
-        """A hand-specialized kernel: its protocol lowered as written and checked as the user's
-        (:mod:`egtile.lower.protocol`, :mod:`egtile.verifier.protocol`); not cached (it skips the e-graph)."""
+    def _schedule_protocol(self) -> Any:
+        """A hand-specialized kernel's schedule: its protocol lowered as written and checked as the user's
+        (:mod:`egtile.lower.protocol`, :mod:`egtile.verifier.protocol`); it skips the e-graph, and is cached
+        like the e-graph's schedules (the key covers the lowering's and the checker's source)."""
         from egtile.lower.protocol import schedule_protocol
         from egtile.verifier.protocol import check_protocol
 
-        self.schedule_result = schedule_protocol(self.kernel)
-        self.scheduled = self.schedule_result.scheduled
-        check_protocol(self.scheduled)
-        if self.target == "cuda":
-            self._built = importlib.import_module("egtile.codegen").build(self.scheduled)
-            self._runtime = importlib.import_module("egtile.runtime").CudaKernel(self._built, self.scheduled)
-            self._launchable = hopper_available()
+        result = schedule_protocol(self.kernel)
+        check_protocol(result.scheduled)
+        return result
 
     # -- calling -----------------------------------------------------------------------------------
 

@@ -16,14 +16,15 @@ apart: ``2`` and ``2.0`` decode to what was encoded; ``NaN``, ``Infinity`` and `
 text can be hashed as a fingerprint.
 
 Supported field types: ``None``, ``bool``, ``int``, ``float``, ``str``, ``tuple[X, ...]``,
-``tuple[X, Y, ...]``, ``Literal[...]``, unions of these (``X | None``), and the codec's dataclasses.
+``tuple[X, Y, ...]``, ``Literal[...]``, unions of these (``X | None``), and the codec's dataclasses. A field
+declared as a dataclass ``C`` (alone or in a union) admits ``C`` and the codec's subclasses of ``C`` (an
+instance of a subclass is a ``C``), nothing else.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import types
 import typing
 from collections.abc import Iterable
@@ -60,8 +61,9 @@ class Codec:
     def _hints(self, cls: type) -> tuple[tuple[str, Any], ...]:
         got = self._fields.get(cls)
         if got is None:
-            module = sys.modules[cls.__module__]
-            hints = typing.get_type_hints(cls, vars(module))
+            # each class's own annotations resolve in its own module (globalns=None): an inherited field
+            # (RoleBlock's then_body, declared by If) means what its declaring module says it means
+            hints = typing.get_type_hints(cls)
             got = tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
             self._fields[cls] = got
         return got
@@ -174,16 +176,24 @@ class Codec:
                 plan = (_FIXED, args)
         elif origin in (Union, types.UnionType):
             alts = typing.get_args(tp)
-            classes = tuple(a for a in alts if isinstance(a, type) and dataclasses.is_dataclass(a))
+            classes = self._admitted(a for a in alts if isinstance(a, type) and dataclasses.is_dataclass(a))
             # primitive alternatives, in an order that keeps bool, int and float apart
             prims = tuple(sorted((a for a in alts if a not in classes), key=_primitive_rank))
             plan = (_UNION, alts, classes, prims)
         elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
-            plan = (_DATACLASS, (tp,))
+            plan = (_DATACLASS, self._admitted((tp,)))
         else:
             plan = (_BAD, f"unsupported field type {tp!r}")
         self._plans[id(tp)] = (tp, plan)  # holds tp, so its id is not reused while the entry lives
         return plan
+
+    def _admitted(self, declared: Iterable[type]) -> tuple[type, ...]:
+        """The codec's classes a value declared as one of ``declared`` may have: those classes and their
+        subclasses (an instance of a subclass is an instance of the declared class: the hand-written
+        protocol's ``RoleBlock`` is an ``If``, ``UserArrive`` an ``Arrive``)."""
+        declared = tuple(declared)
+        sub = tuple(c for c in self._classes.values() if c not in declared and issubclass(c, declared))
+        return declared + sub
 
     def _decode_union(self, data: Any, plan: tuple[Any, ...], where: Any) -> Any:
         _, alts, classes, prims = plan
@@ -277,21 +287,34 @@ def _kind(data: Any) -> str:
 
 
 def ir_classes() -> tuple[type, ...]:
-    """The dataclasses of the tile IR (:mod:`egtile.ir.kernel`), the scheduled IR (:mod:`egtile.ir.scheduled`,
-    its register-fragment, wgmma and handshake nodes, :mod:`egtile.ir.fragment`, :mod:`egtile.ir.wgmma`,
-    :mod:`egtile.ir.handshake`), the layouts they
-    carry (:mod:`egtile.layout.fragment`, :mod:`egtile.layout.tiling`) and :class:`egtile.errors.SourceLoc`."""
-    from egtile.errors import SourceLoc
-    from egtile.ir import fragment, handshake, kernel, scheduled, wgmma
-    from egtile.layout import fragment as layout_fragment
-    from egtile.layout import tiling
+    """Every dataclass defined in a module of :mod:`egtile.ir` (the tile IR, the scheduled IR and every node
+    module beside them: register fragments, wgmma, the hand-written protocol, ...) and every dataclass their
+    fields' annotations name, transitively (the layouts they carry, :class:`egtile.errors.SourceLoc`).
 
-    out: list[type] = [SourceLoc]
-    for module in (kernel, scheduled, fragment, wgmma, handshake, layout_fragment, tiling):
-        for obj in vars(module).values():
-            if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__:
-                out.append(obj)
-    return tuple(out)
+    Found by importing every module of :mod:`egtile.ir` and following annotations, not from a list: a node
+    class added in a new module of ``egtile/ir`` is encodable without an edit here (``tests/test_codec.py``
+    round-trips an instance of each, and each statement class inside a loop body)."""
+    import importlib
+    import pkgutil
+
+    import egtile.ir
+
+    found: dict[type, None] = {}
+    todo: list[Any] = []
+    for info in sorted(pkgutil.iter_modules(egtile.ir.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"egtile.ir.{info.name}")
+        todo += [obj for obj in vars(module).values()
+                 if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__]
+    while todo:
+        tp = todo.pop(0)
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            if tp in found:
+                continue
+            found[tp] = None
+            todo += typing.get_type_hints(tp).values()
+        else:
+            todo += typing.get_args(tp)  # tuple[X, ...], X | Y, Literal[...] (whose values are no types)
+    return tuple(found)
 
 
 __all__ = ["Codec", "CodecError", "ir_classes"]

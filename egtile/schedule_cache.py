@@ -117,11 +117,28 @@ class ScheduleKey(str):
         return self
 
 
+_SHA: dict[int, tuple[Kernel, str]] = {}  # id(kernel) -> (kernel, SHA-256 of its encoding)
+
+
+def _kernel_sha256(kernel: Kernel) -> str:
+    """SHA-256 of ``kernel``'s canonical encoding, memoized by identity: a kernel is immutable, and a prim_func
+    traced again from the trace memo (:mod:`egtile.language.trace_memo`) is the same object."""
+    hit = _SHA.get(id(kernel))
+    if hit is not None and hit[0] is kernel:
+        return hit[1]
+    digest = hashlib.sha256(_codec().dumps(kernel).encode()).hexdigest()
+    with _DECODED_LOCK:
+        if len(_SHA) >= 256:
+            _SHA.pop(next(iter(_SHA)), None)
+        _SHA[id(kernel)] = (kernel, digest)  # holds the kernel, so its id is not reused while the entry lives
+    return digest
+
+
 def key(kernel: Kernel, arch: str) -> ScheduleKey:
     """Cache key of ``kernel`` compiled for ``arch`` with the builtin rules."""
     from egtile import rules
 
-    fields = {"kernel_sha256": hashlib.sha256(_codec().dumps(kernel).encode()).hexdigest(), "arch": arch,
+    fields = {"kernel_sha256": _kernel_sha256(kernel), "arch": arch,
               "egtile": __version__, "rules": [r.name for r in rules.BUILTIN], "compiler": _compiler_fingerprint()}
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     return ScheduleKey(digest, fields, kernel)
@@ -259,5 +276,7 @@ def store(k: str, result: Any, built: Any = None) -> None:
                   "payload_sha256": hashlib.sha256(payload.encode()).hexdigest(), "payload": payload}
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(record, sort_keys=True).encode())
-    except (OSError, CodecError, TypeError, ValueError, RecursionError):
+    except CodecError as err:  # an IR class the codec cannot encode: every compile of this kernel will miss
+        _LOG.warning("schedule of %s not cached: %s", getattr(result.scheduled.kernel, "name", "?"), err)
+    except (OSError, TypeError, ValueError, RecursionError):
         pass

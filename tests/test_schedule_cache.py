@@ -145,3 +145,57 @@ def test_a_decoded_entry_is_reused_only_for_the_same_bytes(cache_dir, monkeypatc
     a.write_bytes(a_bytes[:-40] + b"x" * 40)  # changed after it was decoded: checked afresh, a miss again
     egtile.compile(make(64), target="sim")
     assert len(scheduled) == 2
+
+
+def _forbid_protocol_lowering(monkeypatch):
+    import egtile.lower.protocol
+    import egtile.verifier.protocol
+
+    def boom(*args, **kwargs):
+        raise AssertionError("warm compile lowered or checked the protocol again")
+
+    monkeypatch.setattr(egtile.lower.protocol, "schedule_protocol", boom)
+    monkeypatch.setattr(egtile.verifier.protocol, "check_protocol", boom)
+
+
+def test_a_hand_written_protocol_kernel_is_cached(cache_dir, monkeypatch):
+    """A kernel with its own barrier protocol (role blocks, barriers, TMA copies on a barrier; its schedule
+    holds the user's arrivals and expect_tx) is stored and taken from the cache like an e-graph schedule."""
+    from protocol_kernels import scale
+
+    from egtile.ir import swalk
+    from egtile.ir.scheduled import ExpectTx
+    from egtile.ir.usersync import UserArrive
+
+    cold = egtile.compile(scale(), target="cuda")
+    kinds = {type(s) for s in swalk(cold.scheduled.body)}
+    assert {ExpectTx, UserArrive} <= kinds  # the classes the codec could not encode before
+    _forbid_compilers(monkeypatch)
+    _forbid_protocol_lowering(monkeypatch)
+    warm = egtile.compile(scale(), target="cuda")
+    assert warm.scheduled == cold.scheduled
+    assert warm.get_kernel_source() == cold.get_kernel_source()
+    assert warm.explain() == cold.explain()
+
+
+def test_a_cached_protocol_kernel_runs_correctly_on_the_simulator(cache_dir, monkeypatch):
+    from protocol_kernels import BLOCK, STEPS, scale
+
+    egtile.compile(scale(), target="sim")
+    _forbid_protocol_lowering(monkeypatch)
+    kernel = egtile.compile(scale(), target="sim")
+    x = torch.randn(STEPS, BLOCK)
+    y = torch.full((STEPS, BLOCK), float("nan"))
+    kernel(x, y)
+    torch.testing.assert_close(y, x * 2.0, rtol=0, atol=0)
+
+
+def test_a_protocol_the_checker_refuses_is_not_cached(cache_dir):
+    from protocol_kernels import scale
+
+    from egtile.errors import EgtileError
+
+    for _ in range(2):  # refused again, not taken from the cache
+        with pytest.raises(EgtileError):
+            egtile.compile(scale(bug="parity"), target="sim")
+    assert not any(cache_dir.glob("schedules/*.json"))

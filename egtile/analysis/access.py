@@ -242,7 +242,38 @@ def _body(stmts: Iterable[Stmt], f) -> set[Access]:
     return out
 
 
-def _reads(s: Stmt) -> set[Access]:
+# The accesses of a loop or branch, memoized by identity (statements are immutable): every enclosing
+# statement's summary, and the CTA-barrier placement at each nesting level, asks for the same nested
+# statements again, which made a kernel of n nested statements O(n^2) (if_nest in benchmarks/compile_time.py).
+_MEMO_READS: dict[int, tuple[Stmt, frozenset[Access]]] = {}
+_MEMO_WRITES: dict[int, tuple[Stmt, frozenset[Access]]] = {}
+_MEMO_MAX = 8192
+
+
+def _memoized(memo: dict[int, tuple[Stmt, frozenset[Access]]], s: Stmt, f) -> frozenset[Access]:
+    hit = memo.get(id(s))
+    if hit is not None and hit[0] is s:
+        return hit[1]
+    got = frozenset(f(s))
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[id(s)] = (s, got)  # holds s, so its id is not reused while the entry lives
+    return got
+
+
+def _reads(s: Stmt) -> set[Access] | frozenset[Access]:
+    if isinstance(s, (For, If)):
+        return _memoized(_MEMO_READS, s, _reads_of)
+    return _reads_of(s)
+
+
+def _writes(s: Stmt) -> set[Access] | frozenset[Access]:
+    if isinstance(s, (For, If)):
+        return _memoized(_MEMO_WRITES, s, _writes_of)
+    return _writes_of(s)
+
+
+def _reads_of(s: Stmt) -> set[Access]:
     match s:
         case Store(indices=idx, value=v):
             return _exprs_reads((*idx, v))
@@ -269,7 +300,7 @@ def _reads(s: Stmt) -> set[Access]:
             assert_never(s)
 
 
-def _writes(s: Stmt) -> set[Access]:
+def _writes_of(s: Stmt) -> set[Access]:
     match s:
         case Store(buffer=buf, indices=idx, value=v):
             return {_element(Load(buf, idx))} | _exprs_pointer_writes((*idx, v))

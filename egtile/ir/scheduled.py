@@ -253,6 +253,19 @@ class ArriveExpectTx:
 
 
 @dataclass(frozen=True)
+class ExpectTx:
+    """``mbarrier.expect_tx`` on ``barrier[stage]``: ``tx_bytes`` more transaction bytes expected in its current
+    phase, per thread that reaches it; no arrival (PTX ISA 9.7.13.15.11). egtile's own schedules never need it
+    (they use ``arrive.expect_tx``); a hand-written protocol's ``T.tma_copy`` and ``T.mbarrier_expect_tx`` do
+    (:mod:`egtile.ir.usersync`: ``sid`` is the user's statement)."""
+
+    barrier: str
+    stage: Expr
+    tx_bytes: int
+    sid: int | None = None
+
+
+@dataclass(frozen=True)
 class TmaLoad:
     """``cp.async.bulk.tensor`` global -> shared tile load that completes ``dst.numel * elem_bytes``
     transaction bytes on ``barrier[stage]`` (PTX ISA 9.7.9.27). Issued by one thread (inside Elect).
@@ -345,7 +358,7 @@ class RoleSplit:
 
 
 SStmt: TypeAlias = (
-    Leaf | SeqLoop | ThreadLoop | TileOp | Elect | Wait | Arrive | ArriveExpectTx | TmaLoad | TmaStore
+    Leaf | SeqLoop | ThreadLoop | TileOp | Elect | Wait | Arrive | ArriveExpectTx | ExpectTx | TmaLoad | TmaStore
     | CpAsyncArrive | SyncThreads | FenceProxyAsync | SIf | RoleSplit
 )
 

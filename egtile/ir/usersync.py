@@ -3,10 +3,11 @@
 
 * :class:`UserArrive` is an :class:`~egtile.ir.scheduled.Arrive` (same semantics, and every executor's
   handler of ``Arrive`` applies) that remembers its statement; :class:`UserArriveExpectTx` likewise.
-* :class:`ExpectTx` is ``mbarrier.expect_tx`` (PTX ISA 9.7.13.15.11): ``tx_bytes`` more transaction bytes in
-  the current phase of ``barrier[stage]``, per thread that reaches it, *without* an arrival. egtile's own
-  schedules never need it (they use ``arrive.expect_tx``); TileLang's ``T.tma_copy`` and
-  ``T.mbarrier_expect_tx`` do.
+* :class:`~egtile.ir.scheduled.ExpectTx` (defined with the scheduled IR, so that the statement union
+  ``SStmt`` names it; re-exported here) is ``mbarrier.expect_tx`` (PTX ISA 9.7.13.15.11): ``tx_bytes`` more
+  transaction bytes in the current phase of ``barrier[stage]``, per thread that reaches it, *without* an
+  arrival. egtile's own schedules never need it (they use ``arrive.expect_tx``); TileLang's ``T.tma_copy``
+  and ``T.mbarrier_expect_tx`` do.
 
 The handlers of each executor are registered where that executor's are (:mod:`egtile.verifier.usersync`,
 :mod:`egtile.sim.ops.usersync`, :mod:`egtile.codegen.ops.usersync`), the CTA-barrier placement's access
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from egtile.ir.kernel import Expr
 from egtile.ir.printer import format_expr, register_listing
-from egtile.ir.scheduled import Arrive, ArriveExpectTx
+from egtile.ir.scheduled import Arrive, ArriveExpectTx, ExpectTx
 
 
 @dataclass(frozen=True)
@@ -34,17 +35,6 @@ class UserArrive(Arrive):
 class UserArriveExpectTx(ArriveExpectTx):
     """The user's ``T.mbarrier_arrive_expect_tx`` (statement ``sid``): an :class:`ArriveExpectTx`."""
 
-    sid: int | None = None
-
-
-@dataclass(frozen=True)
-class ExpectTx:
-    """``mbarrier.expect_tx`` on ``barrier[stage]``: ``tx_bytes`` more transaction bytes expected in its current
-    phase, per thread that reaches it; no arrival (PTX ISA 9.7.13.15.11)."""
-
-    barrier: str
-    stage: Expr
-    tx_bytes: int
     sid: int | None = None
 
 

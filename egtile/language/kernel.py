@@ -19,7 +19,7 @@ from egtile import limits
 from egtile.errors import DSLError, DTypeError, ResourceError, ShapeError, SourceLoc, UnsupportedError, public
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Buffer, Kernel as IRKernel, Var
-from egtile.language import letbind, source, tracer
+from egtile.language import letbind, source, trace_memo, tracer
 from egtile.language.buffer import TileBuffer, static_value
 from egtile.language.expr import DTypeName, Value, as_expr, dtype_text
 
@@ -169,6 +169,10 @@ def prim_func(fn: Callable[..., Any]) -> PrimFunc:
     except Exception as err:
         raise DSLError(f"cannot evaluate the parameter annotations of prim_func {fn.__name__!r} ({err}); "
                        "annotate parameters with T.Tensor(shape, dtype)", loc) from None
+    memo_key = trace_memo.key(fn, {name: annotations.get(name, p.annotation) for name, p in sig.parameters.items()})
+    memo = trace_memo.get(memo_key)
+    if memo is not None:  # traced before with everything the body reads unchanged (egtile.language.trace_memo)
+        return PrimFunc(memo, fn)
     trace = tracer.Trace(fn.__name__, loc)
     handles = []
     for name, p in sig.parameters.items():
@@ -195,7 +199,9 @@ def prim_func(fn: Callable[..., Any]) -> PrimFunc:
         tracer.stop(token)
     if trace.body is None:
         raise DSLError(f"prim_func {fn.__name__!r} has no `with T.Kernel(...)` block", loc)
-    return PrimFunc(build_kernel(trace, fn.__name__, loc), fn)
+    kernel = build_kernel(trace, fn.__name__, loc)
+    trace_memo.put(memo_key, kernel)
+    return PrimFunc(kernel, fn)
 
 
 def _annotations(fn: Callable[..., Any], scope: dict[str, Any]) -> dict[str, Any]:

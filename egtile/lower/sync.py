@@ -70,7 +70,6 @@ from egtile.ir import (
     TmaStore,
     Var,
     Wait,
-    swalk,
 )
 from egtile.ir.registry import Registry
 from egtile.verdict import Verdict
@@ -404,6 +403,39 @@ def _seal(branch: tuple[SStmt, ...], threads: ThreadRange, bar_id: int, acc: Acc
     return (seal, *body, seal), NOTHING
 
 
+_HAS_BARRIER: dict[int, tuple[SStmt, bool]] = {}
+
+
+def _has_barrier(stmts: tuple[SStmt, ...]) -> bool:
+    """Does ``stmts`` hold a :class:`SyncThreads` at any depth (what ``swalk`` reaches)? Memoized per compound
+    statement by identity: each nesting level of :func:`_place` asks about the bodies it just placed, which
+    hold the inner levels' (the same objects), so a walk per level was O(n^2) in the nesting depth."""
+    for s in stmts:
+        if isinstance(s, SyncThreads):
+            return True
+        if isinstance(s, (SeqLoop, ThreadLoop, Elect, SIf, RoleSplit)):
+            hit = _HAS_BARRIER.get(id(s))
+            if hit is None or hit[0] is not s:
+                got = _has_barrier_children(s)
+                if len(_HAS_BARRIER) >= 8192:
+                    _HAS_BARRIER.clear()
+                hit = _HAS_BARRIER[id(s)] = (s, got)
+            if hit[1]:
+                return True
+    return False
+
+
+def _has_barrier_children(s: SStmt) -> bool:
+    match s:
+        case SeqLoop(body=b) | ThreadLoop(body=b) | Elect(body=b):
+            return _has_barrier(b)
+        case SIf(then_body=t, else_body=e):
+            return _has_barrier(t) or _has_barrier(e)
+        case RoleSplit(roles=roles):
+            return any(_has_barrier(r.body) for r in roles)
+    return False
+
+
 def _place(stmts: tuple[SStmt, ...], pending: Pending, threads: ThreadRange, bar_id: int,
            acc: AccessSummary, barriers: dict[str, MBarrier],
            uniform: Callable[[Expr], Verdict] = no_loads) -> tuple[tuple[SStmt, ...], Pending]:
@@ -435,7 +467,7 @@ def _place(stmts: tuple[SStmt, ...], pending: Pending, threads: ThreadRange, bar
                     sides = []
                     for branch in (t, e):
                         placed, end = _place(branch, pending, threads, bar_id, acc, barriers, uniform)
-                        if reads_c and any(isinstance(x, SyncThreads) for x in swalk(placed)):
+                        if reads_c and _has_barrier(placed):
                             # the seal orders the side with everything around it; what was pending before
                             # stays pending after: the side may not run, and the verifier orders pairs
                             # across a data-dependent branch without its barriers
@@ -454,7 +486,7 @@ def _place(stmts: tuple[SStmt, ...], pending: Pending, threads: ThreadRange, bar
                     pending = NOTHING | reads_c  # the barrier is before the statement: its condition reads come after
                 for branch in (t, e):
                     placed, _ = _place(branch, NOTHING, threads, bar_id, acc, barriers, uniform)
-                    if any(isinstance(x, SyncThreads) for x in swalk(placed)):
+                    if _has_barrier(placed):
                         raise NonUniformBarrier(s.sid, "; ".join(verdict.reasons))
                 out.append(s)
                 pending = pending | mine

@@ -145,8 +145,27 @@ def is_seal(s: SStmt) -> bool:
     return isinstance(s, SyncThreads)
 
 
+_HAS_SYNC: dict[int, tuple[object, bool]] = {}
+
+
 def has_sync(stmts: tuple[SStmt, ...]) -> bool:
-    return any(isinstance(x, SyncThreads) for x in registry.walk(stmts))
+    """Does ``stmts`` hold a :class:`SyncThreads` in any nested body the models know? Memoized per statement
+    with bodies, by identity: :func:`branches` asks at every nesting level about bodies that hold the inner
+    levels' (the same objects), which walked them again per level (O(n^2) in the depth of nested ``SIf``)."""
+    for s in stmts:
+        if isinstance(s, SyncThreads):
+            return True
+        inner = registry.bodies(s)
+        if not inner:
+            continue
+        hit = _HAS_SYNC.get(id(s))
+        if hit is None or hit[0] is not s:
+            if len(_HAS_SYNC) >= 8192:
+                _HAS_SYNC.clear()
+            hit = _HAS_SYNC[id(s)] = (s, any(has_sync(b) for b in inner))  # holds s: its id is not reused
+        if hit[1]:
+            return True
+    return False
 
 
 def sealed(stmts: tuple[SStmt, ...]) -> bool:
