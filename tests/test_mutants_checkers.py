@@ -248,3 +248,35 @@ def test_covers_decides_affine_inclusion_and_leaves_listed_writes_to_the_paintin
     listed = space.footprint((16,), [space.points((16,), np.array([4, 6]), np.array([-1, -1]))])
     assert not _covers(listed, fp((4, 2, 2)))   # listed elements: not decided symbolically
     assert not _covers(fp((0, 1, 16)), listed)
+
+
+def test_a_write_after_another_thread_s_unordered_atomic_is_a_simulated_race():
+    # sim/memory.py _check_overwrite: an earlier atomic by another thread ``s != a.slot and vc[s] < c`` ->
+    # ``s == a.slot`` (only the writer's own atomics, which are always ordered) missed the race
+    import torch
+
+    from egtile.ir import AtomicAdd
+
+    In, Out = Buffer("In", (4,), "float32", "global"), Buffer("Out", (4,), "float32", "global")
+    S = Buffer("S", (1,), "float32", "shared")
+    init, at, w, o = (Store(1, S, (_c(0),), Load(In, (_c(0),))), AtomicAdd(2, S, (_c(0),), Load(In, (_c(1),))),
+                      Store(3, S, (_c(0),), Load(In, (_c(2),))), Store(4, Out, (_c(0),), Load(S, (_c(0),))))
+    kernel = Kernel("atomic_race", (In, Out), (1,), (Var("bx"),), 128, (S,), (init, at, w, o))
+    everyone = ThreadRange(0, 128)
+
+    def sched(barrier: bool) -> Scheduled:
+        # thread 0 adds to S[0]; thread 32 then overwrites it, with a CTA barrier between only when ``barrier``
+        mid = (SyncThreads(everyone),) if barrier else ()
+        return Scheduled(kernel, 128, (S,), (), (Elect(everyone, (Leaf(init),)), SyncThreads(everyone),
+                                                 Elect(everyone, (Leaf(at),)), *mid,
+                                                 Elect(ThreadRange(32, 96), (Leaf(w),)), SyncThreads(everyone),
+                                                 Elect(everyone, (Leaf(o),))))
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, generator=g)
+    clean = egtile.simulate(sched(True), x, torch.full((4,), float("nan")))
+    assert not clean.races and torch.equal(clean.outputs[1][0:1], x[2:3])
+    res = egtile.simulate(sched(False), x, torch.full((4,), float("nan")))
+    waw = [r for r in res.races if r.kind == "write-after-write" and r.buffer == "S"]
+    assert waw and all(r.earlier.thread == 0 and r.earlier.sid == 2 and r.later.thread == 32 and r.later.sid == 3
+                       for r in waw), res.races
