@@ -53,7 +53,7 @@ def variant_ruleset(choice: str) -> rules.RuleSet:
 
 def _check_sound(generator, budget: int, soundness_long: bool, others: bool) -> None:
     """For each program drawn from ``generator`` (``budget`` of them): the default rules' cheapest schedule,
-    and, when ``others``, the first variant (in drawn order) that gives another schedule, pass
+    and, when ``others``, the first variant (drawn order, relevant ones first) that gives another schedule, pass
     :func:`check` (verifier, simulator against the interpreter)."""
 
     @settings(max_examples=budget, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
