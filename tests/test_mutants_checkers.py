@@ -188,3 +188,95 @@ def test_the_code_of_a_vectorized_loop_says_its_width():
     for sid, w in loops.items():
         line = next(ln for ln in src.splitlines() if f"T.Parallel (sid {sid}," in ln)
         assert (f"{w}-wide" in line) == (w > 1) and ("-wide" in line) == (w > 1), line
+
+
+def _two_agents_read_one_write(bump: int, sync_all: bool) -> Scheduled:
+    """256 threads in two roles: the producer's thread 0 writes ``S[0]`` and syncs its own 128 threads (named
+    barrier 1); the consumer makes ``bump`` elected writes of ``Q`` of its own; after the split every thread
+    reads ``S[0]``, with a CTA barrier first only when ``sync_all``. Both agents' reads are one statement with one
+    (interned) footprint and no single thread, so they differ only in their agent."""
+    from egtile.ir.scheduled import Role, RoleSplit
+
+    In = Buffer("In", (4,), "float32", "global")
+    S, Q, L = (Buffer("S", (1,), "float32", "shared"), Buffer("Q", (8,), "float32", "shared"),
+               Buffer("L", (1,), "float32", "local"))
+    w = Store(2, S, (_c(0),), Load(In, (_c(0),)))
+    qs = [Store(10 + j, Q, (_c(j),), Load(In, (_c(1),))) for j in range(bump)]
+    r = Store(3, L, (_c(0),), Load(S, (_c(0),)))
+    prod_t, cons_t, everyone = ThreadRange(0, 128), ThreadRange(128, 128), ThreadRange(0, 256)
+    kernel = Kernel("split", (In,), (1,), (Var("bx"),), 256, (S, Q, L), (w, *qs, r))
+    prod = Role("producer", prod_t, None, (Elect(prod_t, (Leaf(w),)), SyncThreads(prod_t, 1)))
+    cons = Role("consumer", cons_t, None, tuple(Elect(cons_t, (Leaf(q),)) for q in qs))
+    body = (RoleSplit((prod, cons)),) + ((SyncThreads(everyone),) if sync_all else ()) + (Leaf(r),)
+    return Scheduled(kernel, 256, (S, Q, L), (), body)
+
+
+def test_a_read_both_roles_make_is_checked_for_each_role():
+    # order.py check_data, the class key ``e.comp if e.comp < n else ("async", e.issuer)`` -> ``not e.comp < n``:
+    # both agents' reads of S[0] then fell into one class, whose earliest member (by position, the producer's when
+    # the consumer has more events before it) was the only one checked against the write: the consumer's read,
+    # which no barrier orders after the producer's write, went unreported
+    for bump in (0, 4):
+        found = {(v.property, tuple(v.sids)) for v in egtile.verify(_two_agents_read_one_write(bump, False))}
+        assert found == {("L1", (2, 3))}, (bump, found)
+        assert egtile.verify(_two_agents_read_one_write(bump, True)) == []
+
+
+def test_covers_decides_affine_inclusion_and_leaves_listed_writes_to_the_painting():
+    # valueflow.py _covers / _prog_in: ``isinstance(p, Piece) and ...`` -> ``not isinstance(...)`` (a listed-elements
+    # writer raised AttributeError, an affine one never covered) and ``(qb - pb) % ps`` -> ``(qb - pb) - ps`` (a
+    # read starting two strides into the write was not covered); both only sent reads to the element-by-element
+    # painting, so the contract of the symbolic decision is tested directly
+    import numpy as np
+
+    from egtile.verifier.regions import Space, piece
+    from egtile.verifier.valueflow import _covers
+
+    space = Space()
+
+    def fp(*dims):
+        return space.footprint((16,), [piece((d,), (1,), (), 0, None, None) for d in dims])
+
+    evens = fp((0, 2, 8))                       # 0, 2, ..., 14
+    assert _covers(evens, fp((4, 2, 2)))        # 4, 6: two strides in
+    assert _covers(evens, fp((0, 4, 4)))        # 0, 4, 8, 12
+    assert _covers(evens, fp((6, 1, 1), (14, 1, 1)))
+    assert not _covers(evens, fp((3, 2, 2)))    # odd elements
+    assert not _covers(evens, fp((4, 1, 2)))    # 4, 5
+    assert not _covers(evens, fp((12, 2, 3)))   # 12, 14, 16: past the write
+    assert _covers(fp((0, 1, 16)), fp((5, 3, 4)))
+    listed = space.footprint((16,), [space.points((16,), np.array([4, 6]), np.array([-1, -1]))])
+    assert not _covers(listed, fp((4, 2, 2)))   # listed elements: not decided symbolically
+    assert not _covers(fp((0, 1, 16)), listed)
+
+
+def test_a_write_after_another_thread_s_unordered_atomic_is_a_simulated_race():
+    # sim/memory.py _check_overwrite: an earlier atomic by another thread ``s != a.slot and vc[s] < c`` ->
+    # ``s == a.slot`` (only the writer's own atomics, which are always ordered) missed the race
+    import torch
+
+    from egtile.ir import AtomicAdd
+
+    In, Out = Buffer("In", (4,), "float32", "global"), Buffer("Out", (4,), "float32", "global")
+    S = Buffer("S", (1,), "float32", "shared")
+    init, at, w, o = (Store(1, S, (_c(0),), Load(In, (_c(0),))), AtomicAdd(2, S, (_c(0),), Load(In, (_c(1),))),
+                      Store(3, S, (_c(0),), Load(In, (_c(2),))), Store(4, Out, (_c(0),), Load(S, (_c(0),))))
+    kernel = Kernel("atomic_race", (In, Out), (1,), (Var("bx"),), 128, (S,), (init, at, w, o))
+    everyone = ThreadRange(0, 128)
+
+    def sched(barrier: bool) -> Scheduled:
+        # thread 0 adds to S[0]; thread 32 then overwrites it, with a CTA barrier between only when ``barrier``
+        mid = (SyncThreads(everyone),) if barrier else ()
+        return Scheduled(kernel, 128, (S,), (), (Elect(everyone, (Leaf(init),)), SyncThreads(everyone),
+                                                 Elect(everyone, (Leaf(at),)), *mid,
+                                                 Elect(ThreadRange(32, 96), (Leaf(w),)), SyncThreads(everyone),
+                                                 Elect(everyone, (Leaf(o),))))
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, generator=g)
+    clean = egtile.simulate(sched(True), x, torch.full((4,), float("nan")))
+    assert not clean.races and torch.equal(clean.outputs[1][0:1], x[2:3])
+    res = egtile.simulate(sched(False), x, torch.full((4,), float("nan")))
+    waw = [r for r in res.races if r.kind == "write-after-write" and r.buffer == "S"]
+    assert waw and all(r.earlier.thread == 0 and r.earlier.sid == 2 and r.later.thread == 32 and r.later.sid == 3
+                       for r in waw), res.races

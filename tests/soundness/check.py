@@ -48,12 +48,19 @@ class Outcome:
         return bool(self.problems)
 
 
-def schedule(kernel, rs) -> Scheduled | None:
-    """The extracted schedule, or ``None`` when the ruleset finds no legal one."""
+def scheduled_result(kernel, rs):
+    """``optimize``'s result (the schedule and the rules that fired), or ``None`` when ``rs`` finds no legal
+    schedule."""
     try:
-        return optimize(kernel, rules=rs).scheduled
+        return optimize(kernel, rules=rs)
     except ScheduleError:
         return None
+
+
+def schedule(kernel, rs) -> Scheduled | None:
+    """The extracted schedule, or ``None`` when the ruleset finds no legal one."""
+    result = scheduled_result(kernel, rs)
+    return None if result is None else result.scheduled
 
 
 def check(kernel, sched: Scheduled, args: list[torch.Tensor], *, stop_early: bool = False,

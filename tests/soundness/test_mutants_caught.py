@@ -15,6 +15,10 @@ from egtile import rules
 
 BUDGET = 40
 LONG_BUDGET = 400
+# A listed gap is hunted over its whole budget to show it is still a gap: the simulator's two took 75 of the
+# suite's CPU seconds at BUDGET. CI hunts a gap over the first GAP_BUDGET programs (the check is the same: it
+# fails once a program among them catches the mutant); long runs over LONG_BUDGET, as for every mutant.
+GAP_BUDGET = 8
 
 # the mutants both checkers must catch, and those the rules list as pending a checker (caught now too)
 ALL_MUTANTS = dict(rules.MUTANTS)
@@ -34,7 +38,7 @@ def test_mutant_is_caught(name, checker, soundness_long):
     the schedule (its reports, or outputs that differ from the interpreter)."""
     gap = rules.MUTANT_GAPS.get((name, checker))
     mutant = rules.mutant(name)
-    budget = long_budget(LONG_BUDGET) if soundness_long else BUDGET
+    budget = long_budget(LONG_BUDGET) if soundness_long else (GAP_BUDGET if gap is not None else BUDGET)
     tried = []
 
     @settings(max_examples=budget, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
@@ -56,7 +60,7 @@ def test_mutant_is_caught(name, checker, soundness_long):
             hunt()
         except Caught:
             pytest.fail(f"{name} ({checker}) is caught now: remove it from egtile.rules.MUTANT_GAPS")
-        pytest.xfail(f"known checker gap: {gap}")
+        pytest.xfail(f"known checker gap: {gap} (not caught on {len(tried)} programs)")
     with pytest.raises(Caught) as caught:
         hunt()
     assert caught.value.problems
