@@ -48,7 +48,18 @@ ALL_SCHEDULES = {
     # the consumer warpgroups' ping-pong (egtile.rules.pingpong.preferred(): the handshake's bar.sync / bar.arrive;
     # run on the GPU by tests/test_pingpong_gpu.py)
     "attention_pingpong": lambda: _pingpong(),
+    # a hand-written protocol (T.ws, T.alloc_barrier, T.tma_copy(barrier=)): its ExpectTx before each TMA load,
+    # the user's waits and arrivals (run on the GPU by examples/warp_specialized_gemm.py)
+    "user_protocol": lambda: _user_protocol(),
 }
+
+
+def _user_protocol():
+    from protocol_kernels import scale
+
+    from egtile.lower.protocol import schedule_protocol
+
+    return schedule_protocol(scale().kernel).scheduled
 
 
 def _pingpong():
