@@ -57,7 +57,32 @@ def pytest_addoption(parser):
                      help="run the soundness suite (tests/soundness) with large example budgets")
 
 
+# The longest CPU tests (pytest --durations, 2-core CI machine), started first: pytest-xdist hands out tests in
+# collection order, and one of these collected last keeps one worker busy while the other has finished (CI's
+# 2 workers idled up to ~100 s that way). Order only; every test still runs.
+LONG_FIRST = (
+    "tests/test_verify_crosscheck.py::test_long_loops_agree_and_use_the_window",
+    "tests/soundness/test_rules_sound.py::test_default_rules_are_sound",
+    "tests/test_threads.py::test_compile_in_worker_threads_free_in_main_thread",
+    "tests/test_verify_crosscheck.py::test_generated_schedules_agree",
+    "tests/test_verify_valueflow.py::test_legal_schedules_have_no_value_flow_violation",
+    "tests/test_dataflow_oracle.py::test_derived_relations_equal_the_python_analyses",
+    "tests/test_sim_batch.py::test_batched_loops_equal_per_element",
+    "tests/soundness/test_condition_mutants.py::test_a_preference_condition_mutant_is_legal",
+    "tests/test_names.py::test_every_identifier_egtile_emits_or_includes_is_safe_as_a_user_name",
+    "tests/soundness/test_rules_sound.py::test_generated_schedules_compile_with_nvrtc",
+)
+
+
+def _long_rank(item) -> int:
+    for i, prefix in enumerate(LONG_FIRST):
+        if item.nodeid.startswith(prefix):
+            return i
+    return len(LONG_FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_long_rank)  # stable: the rest keeps its order
     gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return

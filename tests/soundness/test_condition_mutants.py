@@ -760,7 +760,7 @@ NOT_LEGALITY: dict[tuple[str, str], tuple[Callable[[], Kernel], str]] = {
         "CTA barriers the fragments need fall outside the turns); a barrier inside a turn is "
         "pingpong-consumers-write-registers' witness, which deadlocks and is caught"),
     ("pipeline-warp-specialize-pingpong", "pingpong-barrier-ids-free"): (
-        _pp_attention,
+        lambda: _pp_attention(dim=16),  # the smallest head dim of a wgmma schedule: the simulator's cost
         "holds for every kernel (its oracle compares the constant ids 3 and 4 with the ids egtile's CTA barriers use: "
         "0, and 1 and 2 inside the roles), so its mutant schedules every kernel as the rules do; a colliding id is "
         "what tests/test_rules_pingpong.py's planted wrong-id handshake and the verifier's id check catch"),
