@@ -180,7 +180,7 @@ def _every_loop(monkeypatch):
     monkeypatch.setattr(batch, "_execute", counted)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), st.integers(0, 2**16))
 def test_batched_loops_equal_per_element(sched, seed):
     arrays = _inputs(seed)
