@@ -270,15 +270,22 @@ REGISTER_BLOCKER = FactSpec(
 # The condition (derived in the e-graph): every user of the written fragment admits a register layout
 
 
+def _blocking_witnesses(ctx, condition: str, blocker: str, sid: int, default_why: str):
+    """``(statement, fragment, why)`` for each statement that blocks ``condition`` at ``sid``: the witnesses the
+    e-graph derived, with the reasons the ``blocker`` fact's oracle gave for that statement."""
+    for a, _b, buf in ctx.witnesses(condition, sid):
+        if a >= 0 and a in ctx.facts.stmts:
+            v = ctx.encoding.verdicts.get((blocker, a))
+            yield a, buf, "; ".join(v.reasons) if v is not None and v.reasons else default_why
+
+
 def _explain_users(ctx, sid: int) -> str:
     out = []
-    for a, _b, buf in ctx.witnesses("fragment-users-admit-registers", sid):
-        if a >= 0 and a in ctx.facts.stmts:
-            v = ctx.encoding.verdicts.get(("frag-register-blocker", a))
-            why = "; ".join(v.reasons) if v is not None and v.reasons else "it reads it without writing a non-local buffer"
-            acc = ctx.facts.writes(sid) if sid in ctx.facts.stmts else set()
-            tie = "" if buf in acc else " (tied to the accumulator by a row reduction, a cast copy or a T.Parallel nest, so the whole group stays in shared memory)"
-            out.append(f"{ctx.describe(a)} keeps fragment {buf}{tie} in shared memory: {why}")
+    acc = ctx.facts.writes(sid) if sid in ctx.facts.stmts else set()
+    for a, buf, why in _blocking_witnesses(ctx, "fragment-users-admit-registers", "frag-register-blocker", sid,
+                                           "it reads it without writing a non-local buffer"):
+        tie = "" if buf in acc else " (tied to the accumulator by a row reduction, a cast copy or a T.Parallel nest, so the whole group stays in shared memory)"
+        out.append(f"{ctx.describe(a)} keeps fragment {buf}{tie} in shared memory: {why}")
     return "; ".join(dict.fromkeys(out)) or "a statement keeps the fragment in shared memory"
 
 
@@ -332,12 +339,9 @@ def _peer_violations(w):
 
 
 def _explain_peers(ctx, sid: int) -> str:
-    out = []
-    for a, _b, buf in ctx.witnesses("fragment-peers-in-lockstep", sid):
-        if a >= 0 and a in ctx.facts.stmts:
-            v = ctx.encoding.verdicts.get(("frag-peer-blocker", a))
-            why = "; ".join(v.reasons) if v is not None and v.reasons else "a peer access another thread holds"
-            out.append(f"{ctx.describe(a)} keeps fragment {buf} in shared memory: {why}")
+    out = [f"{ctx.describe(a)} keeps fragment {buf} in shared memory: {why}"
+           for a, buf, why in _blocking_witnesses(ctx, "fragment-peers-in-lockstep", "frag-peer-blocker", sid,
+                                                  "a peer access another thread holds")]
     return "; ".join(dict.fromkeys(out)) or "a T.Parallel accesses a peer fragment at another element"
 
 
