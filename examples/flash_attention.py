@@ -63,7 +63,8 @@ def flashattn(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, b
     scale = (1.0 / dim) ** 0.5 * LOG2E
     shape = (batch, seq_len, heads, dim)
     accum_dtype = "float32"
-    ragged = seq_len % block_N != 0 or seq_len % block_M != 0
+    ragged_m = seq_len % block_M != 0  # the last query block runs past the end: Q load clamped, O store guarded
+    ragged = seq_len % block_N != 0  # the last key block runs past the end: K and V loads clamped, keys masked
     n_blocks = T.ceildiv(seq_len, block_N)
 
     @T.prim_func
@@ -82,7 +83,7 @@ def flashattn(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, b
             scores_sum = T.alloc_fragment((block_M,), accum_dtype)
             logsum = T.alloc_fragment((block_M,), accum_dtype)
 
-            if ragged:
+            if ragged_m:
                 for i, d in T.Parallel(block_M, dim):
                     Q_shared[i, d] = Q[bz, T.min(bx * block_M + i, seq_len - 1), by, d]
             else:
@@ -138,7 +139,7 @@ def flashattn(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, b
 
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] /= logsum[i]
-            if ragged:
+            if ragged_m:
                 for i, d in T.Parallel(block_M, dim):
                     if bx * block_M + i < seq_len:
                         Output[bz, bx * block_M + i, by, d] = acc_o[i, d]
@@ -146,6 +147,24 @@ def flashattn(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, b
                 T.copy(acc_o, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
 
     return main
+
+
+CONFIGS: dict[tuple[int, int], tuple[int, int, int, int]] = {
+    # (head dim, shortest sequence it serves) -> (block_M, block_N, threads, num_stages); measured on one H200
+    # (docs/perf.md, the per-shape entry): benchmarks/attention.py --blocks auto picks from here
+    (64, 0): (128, 128, 256, 2),
+    (128, 0): (128, 128, 256, 2),
+}
+"""The per-shape configuration table (:func:`config_for`)."""
+
+
+def config_for(seq_len: int, dim: int, is_causal: bool = False, dtype: str = "float16") -> tuple[int, int, int, int]:
+    """``(block_M, block_N, threads, num_stages)`` for one shape: the :data:`CONFIGS` row of ``dim`` (the nearest
+    head dim at or above it, else the largest) with the largest sequence bound at most ``seq_len``."""
+    dims = sorted({d for d, _ in CONFIGS})
+    d = next((x for x in dims if x >= dim), dims[-1])
+    rows = sorted((s, c) for (dd, s), c in CONFIGS.items() if dd == d and s <= seq_len)
+    return rows[-1][1] if rows else min((s, c) for (dd, s), c in CONFIGS.items() if dd == d)[1]
 
 
 UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
