@@ -168,10 +168,11 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
     for split in SPLITS:
         tiling = AccumulatorTiling.of(M, N, W, split)
         p = tiling.problems()
-        if not p and tiling.registers_per_thread > max_accumulators(k.threads):
+        if not p and tiling.registers_per_thread > F.inflight_limit(k.threads):
             p = [f"{tiling.registers_per_thread} accumulator registers per thread exceed the budget of "
-                 f"{max_accumulators(k.threads)} (setmaxnreg {WS.consumer_regs(k.threads)} less {ACC_RESERVE}); "
-                 f"more consumer threads (T.Kernel(..., threads=)) or a smaller tile"]
+                 f"{F.inflight_limit(k.threads)} a thread can hold while the wgmma is in flight (setmaxnreg "
+                 f"{WS.consumer_regs(k.threads)} less {F.INFLIGHT_RESERVE}); more consumer threads "
+                 f"(T.Kernel(..., threads=)) or a smaller tile"]
         if not p and rows:
             p = _row_shuffle_problems(tiling)
         if p:
@@ -300,7 +301,7 @@ def wgmma_cost(kernel, g: Gemm, split: str, swa: str, swb: str) -> int:
     smem = steps * t.warpgroups * t.instructions * (64 * K_STEP + K_STEP * t.n) * eb // SMEM_BYTES_PER_CYCLE
     A, B = (kernel.buffer(r.buffer.name) for r in (g.a, g.b))
     sw = SW.swizzle_cost(*A.shape, A.dtype, swa, steps) + SW.swizzle_cost(*B.shape, B.dtype, swb, steps)
-    return mma + smem // 4 + WGMMA_GROUP + sw
+    return mma + smem // 4 + WGMMA_GROUP + sw + F.spill_cost(kernel, g)
 
 
 def _cost(c) -> int:
@@ -362,8 +363,9 @@ def _details(n, lowered) -> str:
 
 WGMMA = Decision("wgmma", wgmma, (("sid", i64), ("split", String), ("swa", String), ("swb", String)), "decision",
                  Cost(_cost, doc="M N K / WGMMA_MACS_PER_CYCLE + shared bytes read / (4 SMEM_BYTES_PER_CYCLE) + "
-                                 "WGMMA_GROUP + swizzle_cost(A) + swizzle_cost(B)"),
-                 lower=wgmma_lowering(), label="wgmma", details=_details, layouts=wgmma_layouts())
+                                 "WGMMA_GROUP + swizzle_cost(A) + swizzle_cost(B) + spill share "
+                                 "(egtile.rules.fragment.spill_cost)"),
+                 lower=wgmma_lowering(), label="wgmma", details=_details, layouts=wgmma_layouts(), notes=F.spill_notes)
 
 # ----------------------------------------------------------------------------------------------------
 # The rule
@@ -449,9 +451,9 @@ def wgmma_rs_options(ctx, g) -> tuple[int, list[str]]:
         p = tiling.problems()
         if not p and split == "N" and W > 1:
             p = ["each warpgroup would need every row of A (an N split): register A holds only the warpgroup's rows"]
-        if not p and tiling.registers_per_thread + a_regs > max_accumulators(k.threads):
+        if not p and tiling.registers_per_thread + a_regs > F.inflight_limit(k.threads):
             p = [f"{tiling.registers_per_thread} accumulator + {a_regs} A registers per thread exceed the budget of "
-                 f"{max_accumulators(k.threads)}"]
+                 f"{F.inflight_limit(k.threads)} a thread can hold while the wgmma is in flight"]
         if not p and rows:
             p = _row_shuffle_problems(tiling)
         if p:
@@ -505,7 +507,7 @@ def wgmma_rs_cost(kernel, g: Gemm, split: str, swb: str) -> int:
     steps = K // K_STEP
     smem = steps * t.warpgroups * t.instructions * (K_STEP * t.n) * eb // SMEM_BYTES_PER_CYCLE
     B = kernel.buffer(g.b.buffer.name)
-    return mma + smem // 4 + WGMMA_GROUP + SW.swizzle_cost(*B.shape, B.dtype, swb, steps)
+    return mma + smem // 4 + WGMMA_GROUP + SW.swizzle_cost(*B.shape, B.dtype, swb, steps) + F.spill_cost(kernel, g)
 
 
 def wgmma_rs_lowering(k_order=None):
@@ -553,8 +555,9 @@ def _rs_details(n, lowered) -> str:
 WGMMA_RS = Decision("wgmma_rs", wgmma_rs, (("sid", i64), ("split", String), ("swb", String)), "decision",
                     Cost(lambda c: wgmma_rs_cost(c.kernel, c.stmt, c.params["split"], c.params["swb"]),
                          doc="M N K / WGMMA_MACS_PER_CYCLE + B's shared bytes / (4 SMEM_BYTES_PER_CYCLE) + WGMMA_GROUP + "
-                             "swizzle_cost(B)"),
-                    lower=wgmma_rs_lowering(), label="wgmma (A from registers)", details=_rs_details, layouts=_rs_layouts)
+                             "swizzle_cost(B) + spill share (egtile.rules.fragment.spill_cost)"),
+                    lower=wgmma_rs_lowering(), label="wgmma (A from registers)", details=_rs_details, layouts=_rs_layouts,
+                    notes=F.spill_notes)
 
 gemm_to_wgmma_rs = Rule(
     name="gemm-to-wgmma-rs", stage="partition",
