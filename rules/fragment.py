@@ -359,9 +359,11 @@ PEERS_IN_LOCKSTEP = stmt_condition(
 
 SPILL_RESERVE = 24
 """Registers per consumer thread beside the live fragments at their peak (addresses, loop counters, the softmax's
-temporaries). Calibrated with ``ptxas -v`` (NVRTC 13.5, sm_90a, examples/flash_attention.py, 2026-12-02): at 128
-consumer threads (setmaxnreg 240) a peak of 212 fragment registers compiled without spills at 128x64 blocks and
-head dim 128, and with 60 bytes of spill stores at 128x128 and head dim 64; at 256 threads (232) a peak of 138 without."""
+temporaries). Calibrated with ``ptxas -v`` (NVRTC 13.5, sm_90a, S = 1024, 2026-12-02) against :func:`live_peak`:
+examples/flash_attention.py at 128 consumer threads (setmaxnreg 240), peak 208: no spill at 128x64 blocks and head
+dim 128, 60 bytes of spill stores at 128x128 and head dim 64 (so the reserve errs low); at 256 threads (232), peak
+136: none. TileLang's example at its defaults (128x128, head dim 128, 128 threads), peak 272, estimate 56: ptxas
+spills (1920 bytes of spill stores, a 1176-byte stack frame) and serializes the wgmmas (C7512)."""
 INFLIGHT_RESERVE = 16
 """Registers per consumer thread beside one wgmma's accumulator and register A while its group is in flight (its
 two descriptors, the stage address, the loop counter). Those registers cannot spill: PTX ISA 9.7.15.7 makes an
