@@ -17,18 +17,21 @@ At the end it divides by the row sums and writes its rows of ``O``. Causal kerne
 the loop runs ``min(ceildiv(S, block_N), ceildiv((bx + 1) * block_M, block_N))`` times.
 
 Sequence lengths that are not multiples of the blocks: egtile refuses a ``T.copy`` past a tensor's edge
-(TileLang zero-pads), so when ``seq_len % block_N != 0`` (or ``% block_M``) the tiles are loaded by
-``T.Parallel`` loops whose row index is clamped to the last row (a duplicate row, always in bounds), the
-mask puts ``-inf`` on every key past the end (its probability is exactly 0, so the duplicate ``V`` rows add
-nothing), and the output rows past the end are not stored. When the blocks divide ``seq_len`` the tiles are
-plain ``T.copy``s (TMA-eligible), as in TileLang.
+(TileLang zero-pads). When ``seq_len % block_N != 0`` the K and V tiles are loaded by ``T.Parallel`` loops whose
+row index is clamped to the last row (a duplicate row, always in bounds) and the mask puts ``-inf`` on every key
+past the end (its probability is exactly 0, so the duplicate ``V`` rows add nothing); when ``seq_len % block_M !=
+0`` the Q tile is loaded the same way and the output rows past the end are not stored. Tiles the blocks divide are
+plain ``T.copy``s (TMA-eligible), as in TileLang: a 192-row query block at ``seq_len = 1024`` keeps its K and V on
+TMA (only its Q load and O store are guarded).
 
 Register fragments. As in TileLang, ``acc_s``, ``acc_s_cast``, ``acc_o`` and the softmax rows live in
 registers and the second GEMM takes its A operand (``acc_s_cast``) from registers: egtile's e-graph picks
 ``gemm-to-wgmma`` for ``Q K^T`` and ``gemm-to-wgmma-rs`` for ``P V`` when every statement touching those
 fragments can run by the accumulator's layout and the registers fit (``kernel.explain()`` says which and
-why; 128x128 blocks at head dim 128 need 256 threads, two consumer warpgroups). A configuration that does
-not fit keeps them in shared memory, correct but far slower.
+why; 128x128 blocks at head dim 128 want 256 threads, two consumer warpgroups: at 128 threads, TileLang's own
+default, the fragments exceed the registers and ptxas spills some to local memory, which the e-graph charges
+and explain() reports, egtile.rules.fragment). ``CONFIGS`` / :func:`config_for` hold the per-shape choice the
+benchmark measured best.
 
 Checked element by element against a float64 reference on fresh random inputs (float32 on the GPU for the
 benchmark sizes), with a NaN-poisoned ``O``, causal and not, at a sequence length that the blocks divide and
@@ -149,22 +152,29 @@ def flashattn(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, b
     return main
 
 
-CONFIGS: dict[tuple[int, int], tuple[int, int, int, int]] = {
-    # (head dim, shortest sequence it serves) -> (block_M, block_N, threads, num_stages); measured on one H200
-    # (docs/perf.md, the per-shape entry): benchmarks/attention.py --blocks auto picks from here
-    (64, 0): (128, 128, 256, 2),
-    (128, 0): (128, 128, 256, 2),
+CONFIGS: dict[tuple[int, bool], tuple[tuple[int, tuple[int, int, int, int]], ...]] = {
+    # (head dim, causal) -> ((shortest sequence it serves, (block_M, block_N, threads, num_stages)), ...), from the
+    # configuration sweep on one H200 (benchmarks/attention.py --configs, docs/perf.md 2026-12-02 03:00 UTC, f16):
+    # at head dim 64 three consumer warpgroups of 64 rows (192-row blocks, 384 threads) beat two (128 rows) by
+    # 7% (S = 1024) to 12% (S = 4096) non-causal; causal, the 192-row blocks waste more of the diagonal block and win
+    # only from S = 4096 (2%). A third stage, 64-wide or 256-wide key blocks and 64-row blocks were no faster
+    # anywhere; head dim 128 keeps 128x128 (192 rows would spill its registers: egtile.rules.fragment).
+    (64, False): ((0, (192, 128, 384, 2)),),
+    (64, True): ((0, (128, 128, 256, 2)), (4096, (192, 128, 384, 2))),
+    (128, False): ((0, (128, 128, 256, 2)),),
+    (128, True): ((0, (128, 128, 256, 2)),),
 }
 """The per-shape configuration table (:func:`config_for`)."""
 
 
 def config_for(seq_len: int, dim: int, is_causal: bool = False, dtype: str = "float16") -> tuple[int, int, int, int]:
-    """``(block_M, block_N, threads, num_stages)`` for one shape: the :data:`CONFIGS` row of ``dim`` (the nearest
-    head dim at or above it, else the largest) with the largest sequence bound at most ``seq_len``."""
+    """``(block_M, block_N, threads, num_stages)`` for one shape: the :data:`CONFIGS` rows of the nearest head dim at
+    or above ``dim`` (else the largest), the last one whose sequence bound is at most ``seq_len`` (measured in float16;
+    bfloat16 runs the same instructions at the same rate)."""
     dims = sorted({d for d, _ in CONFIGS})
     d = next((x for x in dims if x >= dim), dims[-1])
-    rows = sorted((s, c) for (dd, s), c in CONFIGS.items() if dd == d and s <= seq_len)
-    return rows[-1][1] if rows else min((s, c) for (dd, s), c in CONFIGS.items() if dd == d)[1]
+    rows = CONFIGS[(d, bool(is_causal))]
+    return next((c for s, c in reversed(rows) if s <= seq_len), rows[0][1])
 
 
 UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
