@@ -38,6 +38,16 @@ index, a block-level scalar access, a ``T.copy`` out of a 1-D fragment (each rep
 fragment as a gemm operand B. Two statements that fix different layouts of one fragment are
 a :class:`~egtile.errors.ScheduleError` naming both (no conversion is implemented).
 
+Register pressure. A group in registers may need more registers at once than the consumer threads' ``setmaxnreg``
+allocation: then ptxas spills some to local memory (legal, slower). That is not a reason to move the group to
+shared memory, where its gemms run on SIMT cores (and TileLang's flash-attention example at its own defaults,
+128x128 blocks at 128 threads, overflowed 227 KB): :func:`spill_of` estimates the group's peak of live registers
+(backward liveness over the kernel, :func:`live_peak`) and the registers beyond the allocation, and the wgmma
+costs (:mod:`egtile.rules.mma`) charge each spilled register a store and a reload per iteration, so the e-graph
+keeps the group in registers exactly when that is cheaper than the alternatives, and ``explain()`` says so
+(:func:`spill_notes`). What cannot spill is refused: a wgmma's accumulator and register A, which stay in registers
+until its ``wait_group``, must fit :func:`inflight_limit`.
+
 The lowerings of the statements that touch a fragment (``tile``, ``copy_simt``, ``partitioned``,
 ``vectorized``) ask :func:`by_layout` first; it returns the by-layout form when the fragment is in
 registers.
@@ -704,7 +714,8 @@ def _unbits(f):
     return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32, name="")
 
 
-__all__ = ["LINK_RULES", "MUTANTS", "PEER_BLOCKER", "PEERS_IN_LOCKSTEP", "REGISTER_BLOCKER", "nest_fragments_2d", "peer_blocker", "frag_link", "mutant", "USERS_ADMIT_REGISTERS", "nest_of", "op_by_layout", "parallel_by_layout",
+__all__ = ["INFLIGHT_RESERVE", "SPILL_RESERVE", "Spill", "fragment_registers", "inflight_limit", "live_peak", "spill_cost",
+           "spill_notes", "spill_of", "LINK_RULES", "MUTANTS", "PEER_BLOCKER", "PEERS_IN_LOCKSTEP", "REGISTER_BLOCKER", "nest_fragments_2d", "peer_blocker", "frag_link", "mutant", "USERS_ADMIT_REGISTERS", "nest_of", "op_by_layout", "parallel_by_layout",
            "register_blocker", "tile_by_layout"]
 
 

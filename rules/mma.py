@@ -29,8 +29,9 @@ Side conditions:
 
 * ``wgmma-eligible`` (hardware oracle :func:`wgmma_options`): A and B are whole 2-D shared tiles of one
   type, f16 or bf16; C is a whole 2-D f32 fragment; K a multiple of 16; the kernel's threads whole
-  warpgroups; some (split, swa, swb) is legal: the tiling exists, its accumulator registers fit the
-  consumers' register budget (``setmaxnreg`` plan less a reserve), each operand buffer can take its mode
+  warpgroups; some (split, swa, swb) is legal: the tiling exists, its accumulator registers can be held while
+  the wgmma is in flight (``setmaxnreg`` plan less ``egtile.rules.fragment.INFLIGHT_RESERVE``: in-flight
+  accumulators cannot spill; the rest of the fragment group may, at a cost, see below), each operand buffer can take its mode
   and every instruction's operand is expressible by a descriptor in it; when the accumulator is tied to row
   fragments (a softmax: :mod:`egtile.lower.fragment_layouts`), the split keeps each row's replicas in one
   warp, so that row reductions are butterfly shuffles (an N split over two warpgroups is excluded);
@@ -45,8 +46,10 @@ Side conditions:
   (TMA) instruction and its loop's producers all do, so its warp-specialized form issues TMA only.
 
 Cost: the tensor core's time for ``M x N x K`` MACs (``WGMMA_MACS_PER_CYCLE``), a quarter of the shared
-bytes the instructions read (the split that reads A fewer times wins a tie), the fence/commit/wait, and
-each operand's swizzle cost (TMA boxes, bank conflicts).
+bytes the instructions read (the split that reads A fewer times wins a tie), the fence/commit/wait,
+each operand's swizzle cost (TMA boxes, bank conflicts), and the gemm's share of its fragment group's spill
+cost when the group's live registers exceed the ``setmaxnreg`` allocation (``egtile.rules.fragment.spill_of``:
+ptxas then spills to local memory; an estimate, 0 when they fit, noted by ``explain()``).
 """
 
 from __future__ import annotations
@@ -75,7 +78,9 @@ WGMMA_DTYPES = ("float16", "bfloat16")
 K_STEP = 16
 ACC_RESERVE = 64
 """Registers per consumer thread kept free of accumulators: addresses, descriptors, loop counters and the
-epilogue's temporaries (the prototype's 128 accumulators under setmaxnreg 232 left 104, without spills)."""
+epilogue's temporaries (the prototype's 128 accumulators under setmaxnreg 232 left 104, without spills).
+:func:`max_accumulators` is that no-spill budget; the oracles no longer refuse an option above it (the spill is
+a cost, egtile.rules.fragment), only one above what a thread can hold in flight."""
 WGMMA_MACS_PER_CYCLE = 2048
 """Dense f16/bf16 multiply-accumulates per cycle per SM: H100/H200 SXM, 989.4 TFLOP/s at 1.83 GHz over
 132 SMs (NVIDIA H100 datasheet) = 2048 MAC/cycle/SM."""
