@@ -19,9 +19,17 @@ at most about ``--budget`` seconds per contender); an egtile call slower than ``
 Without a GPU of compute capability 9.0 it prints that it was skipped and exits 0.
 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
-                                   [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks 128x128] [--threads 256] [--stages 2]
-                                   [--iters 20] [--budget 2.0] [--egtile-max-s 0.3] [--no-egtile] [--no-torch]
-                                   [--without RULE,...] [--pingpong]
+                                   [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks auto|128x128] [--threads 256]
+                                   [--stages 2] [--configs BMxBNxTxS,...] [--iters 20] [--budget 2.0]
+                                   [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong]
+                                   [--quiet-failures]
+
+egtile's configuration: ``--blocks auto`` (default) takes each shape's row of the example's table
+(``examples/flash_attention.py`` ``CONFIGS`` / ``config_for``: block_M, block_N, threads, stages per head dim,
+causality and sequence length, from the H200 sweep in docs/perf.md); ``--blocks BMxBN`` with ``--threads`` and
+``--stages`` fixes one; ``--configs`` runs several on the same inputs (a sweep: the torch backends are timed once
+per case, then every configuration is compiled cold, checked and timed; a configuration egtile refuses prints
+its error and the sweep goes on).
 
 ``--without`` removes rules from egtile's default ruleset for the run (each schedule decision measured alone:
 the rest of the schedule is the e-graph's choice without that alternative). ``--pingpong`` uses
