@@ -132,7 +132,9 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks
                 rules = rules or egtile.rules.default()
                 for r in args.without.split(","):
                     rules = rules.without(r)
-            kernel = egtile.compile(prim, target="cuda", rules=rules)
+            # as TileLang's example asks (pass_configs TL_ENABLE_FAST_MATH); --strict-math: egtile's default
+            kernel = egtile.compile(prim, target="cuda", rules=rules,
+                                    pass_configs={egtile.PassConfigKey.TL_ENABLE_FAST_MATH: not args.strict_math})
             res["compile_s"] = time.perf_counter() - t0
             O = poisoned((B, S, H, D), td, "cuda")  # noqa: E741
             kernel(Q, K, V, O)
@@ -164,7 +166,8 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks
     if isinstance(eg, float):
         line += (f"   egtile {eg:7.2f} TFLOP/s{res.get('egtile_calls', '')} ({bm}x{bn}, {nt} threads, "
                  f"{ns} stage(s){', without ' + args.without if args.without else ''}"
-                 f"{', ping-pong preferred' if args.pingpong else ''}, compile "
+                 f"{', ping-pong preferred' if args.pingpong else ''}"
+                 f"{', strict math' if args.strict_math else ', fast math'}, compile "
                  f"{res['compile_s']:.1f} s)")
         if best:
             line += f"   ratio {eg / best:6.3f}"
@@ -193,6 +196,9 @@ def main() -> int:
                          "e.g. gemm-to-wgmma-async,gemm-to-wgmma-rs-async)")
     ap.add_argument("--pingpong", action="store_true",
                     help="egtile with egtile.rules.pingpong.preferred() (the consumer warpgroups take turns)")
+    ap.add_argument("--strict-math", action="store_true",
+                    help="compile egtile's kernel with egtile's default arithmetic instead of the fast math that "
+                         "TileLang's example asks for (pass_configs TL_ENABLE_FAST_MATH)")
     ap.add_argument("--egtile-max-s", type=float, default=0.3,
                     help="an egtile call slower than this is timed once (its second call), not repeatedly")
     args = ap.parse_args()

@@ -371,7 +371,7 @@ class AutoTuner:
 
     def set_compile_args(self, out_idx: Any = None, target: str = "auto", execution_backend: Any = None,
                          target_host: Any = None, verbose: Any = None, pass_configs: Any = None) -> AutoTuner:
-        self.compile_args = {"out_idx": out_idx, "target": target or "auto"}
+        self.compile_args = {"out_idx": out_idx, "target": target or "auto", "pass_configs": pass_configs}
         return self
 
     def set_profile_args(self, warmup: float = 25, rep: float = 100, timeout: float = 30,
@@ -399,7 +399,8 @@ class AutoTuner:
 
         if early_stop and early_stop_factor < 1.0:
             raise ArgumentError(f"AutoTuner.run: early_stop_factor must be >= 1.0, got {early_stop_factor}")
-        impl = jit(self.fn, out_idx=self.compile_args.get("out_idx"), target=self.compile_args.get("target", "auto"))
+        impl = jit(self.fn, out_idx=self.compile_args.get("out_idx"), target=self.compile_args.get("target", "auto"),
+                   pass_configs=self.compile_args.get("pass_configs"))
         opts = dict(warmup=25, rep=100, timeout=timeout, supply_type=TensorSupplyType.Auto, ref_prog=None,
                     supply_prog=None, rtol=1e-2, atol=1e-2, max_mismatched_ratio=0.01, skip_check=False,
                     manual_check_prog=None, cache_results=True)

@@ -561,7 +561,10 @@ class EagerJIT:
         bind = self._bind(given, extra)
         func, order, single = self._trace(given, bind)
         out_idx = sorted(order)
-        kernel = JITKernel(func, out_idx=out_idx or None, target=self.target)
+        from egtile.options import fast_math
+
+        kernel = JITKernel(func, out_idx=out_idx or None, target=self.target,
+                           fast_math=fast_math(self.options.get("pass_configs")))
         wrapped = EagerKernel(kernel, func, order, single)
         tensors = [n for n in self.signature.parameters if n in bind.params]
         entry = (wrapped, tensors)
