@@ -30,11 +30,13 @@ BASE_OPTIONS = ("-std=c++17", "-lineinfo", "--fmad=false", "--ftz=false", "--pre
 """``--fmad=false``: no contraction of ``a * b + c`` into one FFMA, which rounds once where the tile IR (and
 the simulator) round the product and the sum separately; the other three are NVRTC's defaults, spelled out
 because the oracle relies on them (subnormals kept, IEEE division and square root)."""
-FAST_MATH_OPTIONS = ("-std=c++17", "-lineinfo", "--use_fast_math")
+FAST_MATH_OPTIONS = ("-std=c++17", "-lineinfo", "--use_fast_math", "-DEGTILE_FAST_MATH")
 """What TileLang's ``TL_ENABLE_FAST_MATH`` asks for (``egtile.options.fast_math``): NVRTC's ``--use_fast_math``,
 i.e. ``--ftz=true --prec-div=false --prec-sqrt=false --fmad=true`` and the math functions mapped to their
 approximate hardware forms (``exp2f`` to ``ex2.approx.ftz.f32``: one MUFU.EX2, where the default contract's
-``exp2f`` adds the subnormal range handling around it). The CPU targets keep the default contract, so
+``exp2f`` adds the subnormal range handling around it); ``EGTILE_FAST_MATH`` also leaves the sign of a zero
+result of float ``T.max``/``T.min`` unspecified (one FMNMX instead of the contract's signed-zero handling). The
+CPU targets keep the default contract, so
 results on the GPU then differ from them within these functions' documented bounds (docs/language.md)."""
 _LOG_LINE = re.compile(r"^(?P<file>[^\n()]*)\((?P<line>\d+)\): (?P<kind>catastrophic error|error|warning)", re.M)
 
