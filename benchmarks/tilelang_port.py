@@ -277,6 +277,19 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
          "        batch_sizes = [2048, 6144]",
          "def main(M=256, N=256, BG=2, blk_m=8, batch_sizes=None):\n    if batch_sizes is None:\n"
          "        batch_sizes = [128, 128]")]},  # as at full size, the last group's rows end at M
+    # T.dynamic sizes bound at call time and scalar kernel parameters (2026-12-02)
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py": [
+        "--batch", "1", "--heads", "4", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_mask.py": [
+        "--batch", "1", "--heads", "4", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py": [
+        "--batch", "1", "--heads", "4", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64",
+        "--page_block_size", "64", "--num_pages", "8"],
+    "flash_attention/example_gqa_fwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen", "128",
+                                                 "--k_seqlen", "128", "--dim", "64"],
+    "flash_attention/example_mha_fwd_varlen.py": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
+    "attention_sink/example_gqa_sink_fwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen",
+                                                      "128", "--k_seqlen", "128", "--dim", "64"],
     "dsa_hisa/fp8_block_mean_pooling.py": {"sizes": [
         ("        (16384, 128, 128, 1),\n        (16384, 128, 128, 4),\n        (65536, 128, 128, 1),\n"
          "        (65536, 128, 128, 8),\n        (131072, 128, 128, 16),\n",

@@ -458,6 +458,12 @@ def compile(func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", 
         ArgumentError: unknown target, bad ``out_idx``, unknown option.
     """
     _check_options(options)
+    from egtile.language.calltime import DeferredPrimFunc
+
+    if isinstance(func, DeferredPrimFunc):  # scalar parameters: bound per call (egtile.callbind)
+        from egtile.callbind import CallBoundKernel
+
+        return CallBoundKernel(func, out_idx, target, rules=rules)  # type: ignore[return-value]
     return JITKernel(func, out_idx=out_idx, target=target, rules=rules)
 
 
@@ -531,7 +537,20 @@ class JITFactory:
         key = self._key(args, kwargs)
         if key is not None and key in self._cache:
             return self._cache[key]
-        func = self.fn(*args, **kwargs)
+        from egtile.language import calltime as dynamic
+
+        func = self._run_factory(dynamic.FactoryPass("collect"), args, kwargs)
+        if isinstance(func, dynamic.DeferredPrimFunc):
+            # T.dynamic sizes or scalar parameters: bound at each call, one kernel per binding (egtile.callbind)
+            from egtile.callbind import CallBoundKernel
+
+            def rebuild(values: dict[str, int], scalars: dict[str, Any]) -> Any:
+                return self._run_factory(dynamic.FactoryPass("bind", values=values, scalars=scalars), args, kwargs)
+
+            bound = CallBoundKernel(func, self.out_idx, self.target, rebuild=rebuild if func.symbols else None)
+            if key is not None:
+                self._cache[key] = bound
+            return bound  # type: ignore[return-value]
         if not isinstance(func, PrimFunc):
             raise DSLError(f"@egtile.jit function {self.fn.__name__!r} must return a @T.prim_func, got "
                            f"{type(func).__name__}")
@@ -539,6 +558,20 @@ class JITFactory:
         if key is not None:
             self._cache[key] = kernel
         return kernel
+
+    def _run_factory(self, p: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The factory's result, run under factory pass ``p`` (:mod:`egtile.language.calltime`)."""
+        from egtile.language import calltime as dynamic
+        from egtile.language.eager import _StopBinding
+
+        try:
+            with dynamic.factory_pass(p):
+                return self.fn(*args, **kwargs)
+        except _StopBinding as stop:
+            raise UnsupportedError(f"kernel factory {self.fn.__name__!r} uses T.dynamic size {stop.args[0]!r} as a "
+                                   "number (a comparison, range(), int()) before its prim_func is called, when its "
+                                   "value is not known yet; use it inside the prim_func, or in arithmetic "
+                                   "(+, -, *, //, %, T.ceildiv), which is evaluated once it is bound") from None
 
     def compile(self, *args: Any, **kwargs: Any) -> JITKernel:
         """Same as calling the factory."""
@@ -564,6 +597,10 @@ def jit(func: Callable[..., Any] | PrimFunc | None = None, *, out_idx: Any = Non
         return lambda f: jit(f, out_idx=out_idx, target=target, **options)
     if isinstance(func, (PrimFunc, Kernel)):
         return JITKernel(func, out_idx=out_idx, target=target)
+    from egtile.language.calltime import DeferredPrimFunc
+
+    if isinstance(func, DeferredPrimFunc):
+        return compile(func, out_idx=out_idx, target=target)
     if not callable(func):
         raise ArgumentError(f"@egtile.jit expects a function, got {type(func).__name__}")
     from egtile.language import eager

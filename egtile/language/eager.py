@@ -31,7 +31,8 @@ How a call is traced (two passes, as TileLang's own builder does):
    returns is what each call returns.
 
 Differences from TileLang, each documented in ``docs/language.md``: ``T.dynamic``/``T.symbolic`` names are
-bound like ``T.const`` ones, so a new shape compiles a new kernel (egtile's shapes are static); scalar
+bound like ``T.const`` ones, so a new shape compiles a new kernel (egtile's shapes are static; in a kernel
+factory they are bound per call too, :mod:`egtile.language.calltime`); scalar
 parameters (``x: T.float32 = 1``) are compile-time constants of the kernel, one kernel per value.
 """
 
@@ -347,12 +348,27 @@ def const(names: str, dtype: str = "int32") -> Any:
 
 
 def dynamic(names: str, dtype: str = "int32") -> Any:
-    """``T.dynamic("M, N")``: in an eager function, as :func:`const` (egtile specializes each shape: a new
-    shape compiles a new kernel). Elsewhere (a kernel factory) symbolic shapes are not supported."""
+    """``T.dynamic("M, N")``: sizes known when the kernel is called. In an eager function, as :func:`const`; in a
+    kernel factory under ``@egtile.jit``, bound at each call from the shapes of the tensors passed for them
+    (:mod:`egtile.language.calltime`). Either way egtile specializes: a new value compiles a new kernel.
+
+    Raises:
+        UnsupportedError: in a factory that ``@egtile.jit`` does not run (nothing binds the names at a call).
+    """
     if _ACTIVE.get() is None:
-        raise UnsupportedError("T.dynamic outside an eager @egtile.jit function: egtile needs static shapes; make the "
-                               "size a factory argument (one kernel per value) or write the kernel in the eager "
-                               "style, where T.dynamic names are bound per call", tracer.user_loc())
+        from egtile.language import calltime as call_time
+
+        split = [n for n in re.split(r"[\s,]+", names.strip()) if n]
+        if not split or not all(n.isidentifier() for n in split):
+            raise DSLError(f"T.dynamic({names!r}): expected identifiers separated by commas or spaces",
+                           tracer.user_loc())
+        out = call_time.dynamic_in_factory(split, dtype)
+        if out is None:
+            raise UnsupportedError("T.dynamic outside an @egtile.jit function: its sizes are bound when the kernel "
+                                   "is called, from the tensors' shapes, which needs the kernel factory decorated "
+                                   "with @egtile.jit (or an eager @egtile.jit function); otherwise make the size a "
+                                   "factory argument", tracer.user_loc())
+        return out[0] if len(out) == 1 else tuple(out)
     return const(names, dtype)
 
 

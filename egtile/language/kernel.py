@@ -145,11 +145,13 @@ def _read_def_loc(fn: Callable[..., Any]) -> SourceLoc | None:
 
 
 @public
-def prim_func(fn: Callable[..., Any]) -> PrimFunc:
+def prim_func(fn: Callable[..., Any]) -> Any:
     """Trace ``fn`` into an ``ir.Kernel``.
 
-    Every parameter must be annotated ``T.Tensor(shape, dtype)``; the body must contain exactly one
-    ``with T.Kernel(...)``.
+    Every parameter must be annotated ``T.Tensor(shape, dtype)`` or, for a scalar kernel parameter, a dtype
+    (``max_seqlen: T.int32``); the body must contain exactly one ``with T.Kernel(...)``. A prim_func with
+    scalar parameters, or with ``T.dynamic`` sizes of its factory, is traced when it is called, once per
+    binding (a :class:`egtile.language.calltime.DeferredPrimFunc`).
 
     Raises:
         DSLError: a parameter without a ``T.Tensor`` annotation, no or several ``T.Kernel``, or any
@@ -169,22 +171,32 @@ def prim_func(fn: Callable[..., Any]) -> PrimFunc:
     except Exception as err:
         raise DSLError(f"cannot evaluate the parameter annotations of prim_func {fn.__name__!r} ({err}); "
                        "annotate parameters with T.Tensor(shape, dtype)", loc) from None
-    memo_key = trace_memo.key(fn, {name: annotations.get(name, p.annotation) for name, p in sig.parameters.items()})
+    names = list(sig.parameters)
+    annotations = {name: annotations.get(name, p.annotation) for name, p in sig.parameters.items()}
+    from egtile.language import calltime as dynamic
+
+    if dynamic.deferred_reason(annotations, names):
+        # sizes or scalars bound when the kernel is called (egtile.language.calltime)
+        return dynamic.make_deferred(fn, annotations, names, loc)
+    p = dynamic.current()
+    scalars = {n: p.scalars[n] for n in names if isinstance(annotations[n], DTypeName)} if p is not None else {}
+    return trace_prim_func(fn, annotations, loc, scalars)
+
+
+def trace_prim_func(fn: Callable[..., Any], annotations: dict[str, Any], loc: SourceLoc | None,
+                    scalars: dict[str, Any]) -> PrimFunc:
+    """Trace ``fn``'s body: each ``T.Tensor`` parameter a global buffer, each scalar parameter (annotated with
+    a dtype) the Python number ``scalars`` gives it, a compile-time constant of this kernel."""
+    memo_key = trace_memo.key(fn, annotations) if not scalars else None
     memo = trace_memo.get(memo_key)
     if memo is not None:  # traced before with everything the body reads unchanged (egtile.language.trace_memo)
         return PrimFunc(memo, fn)
     trace = tracer.Trace(fn.__name__, loc)
-    handles = []
-    for name, p in sig.parameters.items():
-        ann = annotations.get(name, p.annotation)
-        if isinstance(ann, DTypeName):
-            # TileLang's scalar kernel parameter (`max_seqlen_q: T.int32`, passed as a Python number)
-            raise UnsupportedError(
-                f"parameter {name!r} of prim_func {fn.__name__!r} is a scalar kernel parameter ({name}: T.{ann}): "
-                "scalar parameters are not supported yet (egtile's kernels take tensors, and sizes are known when "
-                "it schedules them). Make the value an argument of the factory around the prim_func (one kernel "
-                f"per value), or pass it in a one-element tensor ({name}: T.Tensor((1,), T.{ann}), read as "
-                f"{name}[0])", loc)
+    handles: list[Any] = []
+    for name, ann in annotations.items():
+        if isinstance(ann, DTypeName) and name in scalars:
+            handles.append(scalars[name])
+            continue
         if not isinstance(ann, Tensor):
             raise DSLError(f"parameter {name!r} of prim_func {fn.__name__!r} must be annotated "
                            f"T.Tensor(shape, dtype), got {ann!r}", loc)
