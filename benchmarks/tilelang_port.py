@@ -279,11 +279,11 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
          "        batch_sizes = [128, 128]")]},  # as at full size, the last group's rows end at M
     # T.dynamic sizes bound at call time and scalar kernel parameters (2026-12-02)
     "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py": [
-        "--batch", "1", "--heads", "4", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
+        "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
     "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_mask.py": [
-        "--batch", "1", "--heads", "4", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
+        "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
     "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py": [
-        "--batch", "1", "--heads", "4", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64",
+        "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64",
         "--page_block_size", "64", "--num_pages", "8"],
     "flash_attention/example_gqa_fwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen", "128",
                                                  "--k_seqlen", "128", "--dim", "64"],

@@ -197,7 +197,7 @@ class _Tuned:
         best: tuple[float, int, Any] | None = None
         first_ok: tuple[int, Any] | None = None
         failed, tried = 0, 0
-        errors: list[str] = []
+        errors: list[_Failure] = []
         bar = tqdm(configs, desc=f"autotune {self.fn.__name__}", unit="config", file=sys.stderr)
         for i, cfg in enumerate(bar):
             tried += 1
@@ -205,7 +205,7 @@ class _Tuned:
                 kernel = self._compile(args, {**kwargs, **cfg})
             except EgtileError as err:
                 failed += 1
-                errors.append(f"{cfg}: {type(err).__name__}: {err.message.splitlines()[0]}")
+                errors.append(_Failure(cfg, err))
                 continue
             run, ins = self._runner(kernel, args, kwargs)
             if not opts["skip_check"] and not self._check(kernel, run, ins, cfg, errors):
@@ -227,9 +227,7 @@ class _Tuned:
             return AutotuneResult(configs[best[1]], best[2], best[0], tried, failed)
         if first_ok is not None:
             return AutotuneResult(configs[first_ok[0]], first_ok[1], None, tried, failed)
-        shown = "\n  ".join(errors[:10])
-        raise ArgumentError(f"autotune of {self.fn.__name__!r}: none of the {len(configs)} configurations compiled and "
-                            f"passed its check:\n  {shown}")
+        raise _none_passed(self.fn.__name__, len(configs), errors)
 
     def _runner(self, kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Callable[[], Any], Any]:
         if self._eager():
@@ -240,7 +238,8 @@ class _Tuned:
             ins = self._inputs(kernel, args, kwargs)
         return (lambda: kernel(*ins)), ins
 
-    def _check(self, kernel: Any, run: Callable[[], Any], ins: list[Any], cfg: dict[str, Any], errors: list[str]) -> bool:
+    def _check(self, kernel: Any, run: Callable[[], Any], ins: list[Any], cfg: dict[str, Any],
+               errors: list[_Failure]) -> bool:
         opts = self.options
         try:
             if opts["manual_check_prog"] is not None:
@@ -261,7 +260,7 @@ class _Tuned:
             else:
                 run()
         except (AssertionError, EgtileError) as err:
-            errors.append(f"{cfg}: {type(err).__name__}: {str(err).splitlines()[0]}")
+            errors.append(_Failure(cfg, err))
             return False
         return True
 
@@ -314,6 +313,43 @@ class _Tuned:
     def compile(self, *args: Any, **kwargs: Any) -> Any:
         """The winning kernel for these arguments (tuning if needed)."""
         return self.tune(args, kwargs).kernel
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """Why one configuration was skipped: the error its compile or its check raised."""
+
+    config: dict[str, Any]
+    error: BaseException
+
+    @property
+    def text(self) -> str:
+        """The error's kind and first line, the same for every configuration that failed the same way."""
+        msg = getattr(self.error, "message", None)
+        msg = str(self.error) if msg is None else str(msg)
+        first = msg.strip().splitlines()[0] if msg.strip() else "(no message)"
+        if isinstance(self.error, AssertionError):
+            return f"its check against the reference failed: {first}"
+        return f"{type(self.error).__name__}: {first}"
+
+
+def _none_passed(name: str, n: int, failures: list[_Failure]) -> ArgumentError:
+    """The error of a tuning in which no configuration compiled and passed its check: each distinct failure
+    once (its text, how many configurations hit it and the first of them), most frequent first, at the user's
+    line of the first configuration's error."""
+    groups: dict[str, list[_Failure]] = {}
+    for f in failures:
+        groups.setdefault(f.text, []).append(f)
+    ordered = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    shown = [f"{text} ({len(fs)} of {n} configurations, first {fs[0].config})" for text, fs in ordered[:8]]
+    if len(ordered) > 8:
+        shown.append(f"... and {len(ordered) - 8} other distinct failure(s)")
+    if not shown:
+        shown = ["(no configuration reported an error)"]
+    distinct = f"{len(ordered)} distinct failure(s)" if len(ordered) != 1 else "1 failure"
+    loc = getattr(failures[0].error, "loc", None) if failures else None
+    return ArgumentError(f"autotune of {name!r}: none of the {n} configurations compiled and passed its check "
+                         f"({distinct}): {shown[0]}" + "".join(f"\n  {s}" for s in shown[1:]), loc)
 
 
 def _is_tensor(v: Any) -> bool:
