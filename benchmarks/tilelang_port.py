@@ -278,6 +278,9 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
          "        batch_sizes = [2048, 6144]",
          "def main(M=256, N=256, BG=2, blk_m=8, batch_sizes=None):\n    if batch_sizes is None:\n"
          "        batch_sizes = [128, 128]")]},  # as at full size, the last group's rows end at M
+    "deepseek_deepgemm/example_deepgemm_fp8_2xAcc.py": {"sizes": [
+        ("assert_tl_gemm_correctness(1024, 1024, 8192, block_N, dtype, out_dtype, T.float32)",
+         "assert_tl_gemm_correctness(128, 128, 256, block_N, dtype, out_dtype, T.float32)")]},
     # T.dynamic sizes bound at call time and scalar kernel parameters (2026-12-02)
     "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py": [
         "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],

@@ -165,3 +165,32 @@ def test_a_size_named_only_by_an_output_cannot_be_bound():
 
     with pytest.raises(ArgumentError, match="size.s. K of tensor Y .* in no input tensor's shape"):
         f()(torch.randn(4))
+
+
+# ---- eager functions: sizes computed before the annotation that binds them ------------------------------------
+
+
+@egtile.jit(target="interp")
+def group_means(X, S, group: int = 4):
+    M, G, K = T.const("M, G, K")
+    groups = T.ceildiv(K, group)  # T.ceildiv of a name no annotation has bound yet
+    S: T.Tensor((M * G,), T.float32)  # computed from G, which only the next annotation binds
+    X: T.Tensor((G, M, K), T.float32)
+    Out = T.empty((G, M, groups), T.float32)
+    with T.Kernel(G, threads=32) as g:
+        for i, c in T.Parallel(M, groups):
+            acc = T.alloc_var("float32", 0.0)
+            for k in T.serial(group):
+                acc += X[g, i, c * group + k]
+            Out[g, i, c] = acc / group + S[g * M + i]
+    return Out
+
+
+def test_eager_sizes_computed_from_names_a_later_annotation_binds():
+    X = torch.randn(3, 5, 8)
+    S = torch.randn(15)
+    out = group_means(X, S)
+    ref = X.double().reshape(3, 5, 2, 4).mean(-1) + S.double().reshape(3, 5, 1)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ShapeError, match="tensor S of 'group_means' has 14 in dimension 0; its annotation computes 15"):
+        group_means(X, torch.randn(14))

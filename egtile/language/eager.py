@@ -214,6 +214,23 @@ class Builder:
     params: dict[str, Any] = field(default_factory=dict)  # tensor parameter name -> _Param | TileBuffer
     outputs: list[Any] = field(default_factory=list)  # T.empty handles, in call order
     trace: Any = None
+    # (tensor, dimension, entry, its extent, annotation's line): entries computed from names bound later
+    postponed: list[tuple[str, int, Any, int, Any]] = field(default_factory=list)
+
+    def check_postponed(self) -> None:
+        """After the binding pass: every postponed entry is computable now and equals its tensor's extent.
+
+        Raises:
+            DSLError: an entry still names a size no annotation bound.
+            ShapeError: an entry that differs from the tensor's extent.
+        """
+        for name, d, e, extent, loc in self.postponed:
+            if not e._bound():
+                raise DSLError(f"tensor {name} of {self.fn_name!r}: dimension {d} is computed from sizes that no "
+                               "tensor annotation binds; name each of them alone in some tensor's shape", loc)
+            if int(e) != extent:
+                raise ShapeError(f"tensor {name} of {self.fn_name!r} has {extent} in dimension {d}; its annotation "
+                                 f"computes {int(e)}", loc)
 
     # -- names -------------------------------------------------------------------------------------
 
@@ -276,8 +293,14 @@ class Builder:
         out = []
         for d, e in enumerate(entries):
             if isinstance(e, Deferred) and not e._bound():
-                raise DSLError(f"tensor {name} of {self.fn_name!r}: dimension {d} is computed from sizes not bound yet; "
-                               "annotate the tensors that define them first", loc)
+                if actual is None:
+                    raise DSLError(f"tensor {name} of {self.fn_name!r}: dimension {d} is computed from sizes not bound "
+                                   "yet; annotate the tensors that define them first, or pass them to compile()", loc)
+                # computed from names a later annotation binds (TileLang's `IndexQ: T.Tensor[[seq_len * heads, D]]`
+                # before `Logits: T.Tensor[[seq_len, ...]]`): the tensor's own extent now, checked once all are bound
+                self.postponed.append((name, d, e, actual[d], loc))
+                out.append(actual[d])
+                continue
             v = int(e)
             if actual is not None and actual[d] != v:
                 raise ShapeError(f"tensor {name} of {self.fn_name!r} has shape {tuple(actual)}; its annotation needs "
@@ -509,6 +532,7 @@ class EagerJIT:
             pass
         finally:
             _ACTIVE.reset(token)
+        b.check_postponed()
         for n in tensors:
             p = b.params[n]
             if p.declared is None and p.meta is None:
