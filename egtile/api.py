@@ -139,6 +139,9 @@ class JITKernel:
 
     def __init__(self, func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", rules: Any = None) -> None:
         if isinstance(func, PrimFunc):
+            if func.more:
+                raise ArgumentError(f"prim_func {func.name!r} has {len(func.kernels)} T.Kernel blocks; compile it with "
+                                    "egtile.compile (or @egtile.jit), which launches them one after another")
             kernel = func.kernel
         elif isinstance(func, Kernel):
             kernel = func
@@ -464,7 +467,9 @@ def compile(func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", 
         from egtile.callbind import CallBoundKernel
 
         return CallBoundKernel(func, out_idx, target, rules=rules)  # type: ignore[return-value]
-    return JITKernel(func, out_idx=out_idx, target=target, rules=rules)
+    from egtile.kernelseq import build
+
+    return build(func, out_idx=out_idx, target=target, rules=rules)
 
 
 def _check_options(options: dict[str, Any]) -> None:
@@ -554,7 +559,9 @@ class JITFactory:
         if not isinstance(func, PrimFunc):
             raise DSLError(f"@egtile.jit function {self.fn.__name__!r} must return a @T.prim_func, got "
                            f"{type(func).__name__}")
-        kernel = JITKernel(func, out_idx=self.out_idx, target=self.target)
+        from egtile.kernelseq import build
+
+        kernel = build(func, out_idx=self.out_idx, target=self.target)
         if key is not None:
             self._cache[key] = kernel
         return kernel
@@ -596,7 +603,7 @@ def jit(func: Callable[..., Any] | PrimFunc | None = None, *, out_idx: Any = Non
     if func is None:
         return lambda f: jit(f, out_idx=out_idx, target=target, **options)
     if isinstance(func, (PrimFunc, Kernel)):
-        return JITKernel(func, out_idx=out_idx, target=target)
+        return compile(func, out_idx=out_idx, target=target)
     from egtile.language.calltime import DeferredPrimFunc
 
     if isinstance(func, DeferredPrimFunc):

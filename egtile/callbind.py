@@ -70,7 +70,8 @@ class CallBoundKernel:
 
     def specialize(self, values: dict[str, int], scalars: dict[str, Any]) -> Any:
         """The :class:`egtile.api.JITKernel` of one binding (compiled once, then cached)."""
-        from egtile.api import JITKernel, _typed_key
+        from egtile.api import _typed_key
+        from egtile.kernelseq import build
         from egtile.language.kernel import PrimFunc
 
         key = (tuple(sorted(values.items())), tuple((n, _typed_key(v)) for n, v in sorted(scalars.items())))
@@ -85,7 +86,7 @@ class CallBoundKernel:
             raise ArgumentError(f"kernel {self.func.name!r}: its factory, run again with "
                                 f"{', '.join(f'{k}={v}' for k, v in sorted({**values, **scalars}.items()))}, did not "
                                 f"return a traced prim_func (got {type(traced).__name__})")
-        kernel = JITKernel(traced, out_idx=self._kernel_out_idx, target=self.target, rules=self.rules)
+        kernel = build(traced, out_idx=self._kernel_out_idx, target=self.target, rules=self.rules)
         if len(self._kernels) >= _MAX_SPECIALIZATIONS:
             self._kernels.pop(next(iter(self._kernels)))
         self._kernels[key] = kernel

@@ -5,7 +5,8 @@ each parameter annotated ``T.Tensor(shape, dtype)`` becomes a global buffer, the
 symbolic values, and the result is a :class:`PrimFunc` whose ``.kernel`` is the ``ir.Kernel``.
 
 ``with T.Kernel(*grid, threads=128) as bx:`` opens the body of one block; ``bx`` (or ``(bx, by)``) are
-the block indices. Exactly one ``T.Kernel`` per prim_func; grid extents and ``threads`` must be static.
+the block indices. Grid extents and ``threads`` must be static. A prim_func with several ``T.Kernel`` blocks
+is several kernels with the same parameters, launched one after another (:mod:`egtile.kernelseq`).
 """
 
 from __future__ import annotations
@@ -94,16 +95,22 @@ class PrimFunc:
     """A traced ``@T.prim_func``.
 
     Attributes:
-        kernel: the ``ir.Kernel``.
+        kernel: the ``ir.Kernel`` (of the first ``with T.Kernel`` block when there are several).
         fn: the Python function it was traced from.
     """
 
     kernel: IRKernel
     fn: Callable[..., Any]
+    more: tuple[IRKernel, ...] = ()  # the kernels of the further T.Kernel blocks, launched after ``kernel``
 
     @property
     def name(self) -> str:
         return self.kernel.name
+
+    @property
+    def kernels(self) -> tuple[IRKernel, ...]:
+        """Every kernel of the prim_func, in launch order (one per ``with T.Kernel`` block)."""
+        return (self.kernel, *self.more)
 
     def __str__(self) -> str:
         return str(self.kernel)
@@ -211,6 +218,10 @@ def trace_prim_func(fn: Callable[..., Any], annotations: dict[str, Any], loc: So
         tracer.stop(token)
     if trace.body is None:
         raise DSLError(f"prim_func {fn.__name__!r} has no `with T.Kernel(...)` block", loc)
+    if trace.parts:  # several T.Kernel blocks: one ir.Kernel each, launched in order (egtile.kernelseq)
+        parts = [*trace.parts, trace]
+        kernels = [build_kernel(t, fn.__name__ if i == 0 else f"{fn.__name__}_{i}", loc) for i, t in enumerate(parts)]
+        return PrimFunc(kernels[0], fn, tuple(kernels[1:]))
     kernel = build_kernel(trace, fn.__name__, loc)
     trace_memo.put(memo_key, kernel)
     return PrimFunc(kernel, fn)
@@ -370,8 +381,16 @@ class Kernel:
 
     def __enter__(self) -> Value | tuple[Value, ...]:
         trace = self._trace
-        if trace.in_kernel or trace.body is not None:
-            raise DSLError("a prim_func holds exactly one `with T.Kernel(...)` block", self._loc)
+        if trace.in_kernel:
+            raise DSLError("`with T.Kernel(...)` inside another T.Kernel block", self._loc)
+        if trace.body is not None:
+            from egtile.language import eager
+
+            if eager.active() is not None:
+                raise UnsupportedError("a second `with T.Kernel(...)` block in an eager function: write the kernels "
+                                       "as a @T.prim_func in a kernel factory, where each T.Kernel block is launched "
+                                       "after the previous one", self._loc)
+            trace.next_kernel()  # several kernels in one prim_func, launched one after another
         wanted = tracer.with_target_names(self._loc, len(self._grid)) or [None] * len(self._grid)
         fallback = ("bx", "by", "bz")
         block_vars = tuple(Var(trace.fresh_var_name(w, fallback[d])) for d, w in enumerate(wanted))
