@@ -139,9 +139,10 @@ class JITKernel:
 
     def __init__(self, func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", rules: Any = None) -> None:
         if isinstance(func, PrimFunc):
-            if func.more:
-                raise ArgumentError(f"prim_func {func.name!r} has {len(func.kernels)} T.Kernel blocks; compile it with "
-                                    "egtile.compile (or @egtile.jit), which launches them one after another")
+            if func.more or func.hidden:
+                raise ArgumentError(f"prim_func {func.name!r} has {len(func.kernels)} T.Kernel block(s) and "
+                                    f"{func.hidden} T.alloc_global scratch tensor(s); compile it with egtile.compile "
+                                    "(or @egtile.jit), which allocates the scratch and launches the kernels in order")
             kernel = func.kernel
         elif isinstance(func, Kernel):
             kernel = func

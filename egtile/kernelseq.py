@@ -1,5 +1,6 @@
 """A prim_func with several ``with T.Kernel`` blocks: its kernels, launched one after another on the same
-tensors, as TileLang launches them (a split-KV attention writes partial results, the next kernel combines them).
+tensors, as TileLang launches them (a split-KV attention writes partial results, the next kernel combines them);
+its ``T.alloc_global`` scratch tensors are trailing parameters each call allocates and drops.
 
 Each block is an ``ir.Kernel`` of its own with the prim_func's parameters (:class:`egtile.language.kernel.PrimFunc`
 ``.kernels``), scheduled, verified and compiled like any kernel; a call allocates the ``out_idx`` outputs once and
@@ -9,6 +10,7 @@ on the GPU, one kernel after the other in the simulator), so what one writes the
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from egtile.errors import ArgumentError
@@ -33,7 +35,10 @@ class KernelSequence:
         first = self.kernels[0]
         self.kernel = first.kernel
         self.target = first.target
-        self.out_idx = _normalize_out_idx(out_idx, first.kernel)
+        self.hidden = func.hidden
+        # out_idx counts the parameters the caller sees: the T.alloc_global scratch ones are not among them
+        visible = dataclasses.replace(first.kernel, params=first.kernel.params[:len(first.kernel.params) - self.hidden])
+        self.out_idx = _normalize_out_idx(out_idx, visible)
 
     @property
     def device(self) -> str:
@@ -53,7 +58,7 @@ class KernelSequence:
         if kwargs:
             raise ArgumentError(f"kernel {self.kernel.name!r} takes its tensors positionally, in parameter order "
                                 f"({', '.join(p.name for p in params)})")
-        want = len(params) - len(self.out_idx)
+        want = len(params) - self.hidden - len(self.out_idx)
         if len(tensors) != want:
             raise ArgumentError(f"kernel {self.kernel.name!r} expects {want} tensor argument(s), got {len(tensors)}")
         device: Any = self.device
@@ -66,6 +71,8 @@ class KernelSequence:
             t = torch.empty(p.shape, dtype=getattr(torch, lookup_dtype(p.dtype).torch), device=device)
             args.insert(pos, t)
             outputs.append(t)
+        for p in params[len(params) - self.hidden:]:  # T.alloc_global scratch: this call's, dropped after it
+            args.append(torch.empty(p.shape, dtype=getattr(torch, lookup_dtype(p.dtype).torch), device=device))
         for k in self.kernels:
             k(*args)
         if not outputs:
@@ -95,6 +102,6 @@ def build(func: Any, out_idx: Any = None, target: str = "auto", rules: Any = Non
     when it has several ``T.Kernel`` blocks."""
     from egtile.api import JITKernel
 
-    if getattr(func, "more", ()):
+    if getattr(func, "more", ()) or getattr(func, "hidden", 0):
         return KernelSequence(func, out_idx=out_idx, target=target, rules=rules)
     return JITKernel(func, out_idx=out_idx, target=target, rules=rules)

@@ -102,6 +102,7 @@ class PrimFunc:
     kernel: IRKernel
     fn: Callable[..., Any]
     more: tuple[IRKernel, ...] = ()  # the kernels of the further T.Kernel blocks, launched after ``kernel``
+    hidden: int = 0  # trailing parameters that are T.alloc_global scratch, allocated by each call
 
     @property
     def name(self) -> str:
@@ -218,10 +219,12 @@ def trace_prim_func(fn: Callable[..., Any], annotations: dict[str, Any], loc: So
         tracer.stop(token)
     if trace.body is None:
         raise DSLError(f"prim_func {fn.__name__!r} has no `with T.Kernel(...)` block", loc)
-    if trace.parts:  # several T.Kernel blocks: one ir.Kernel each, launched in order (egtile.kernelseq)
+    if trace.parts or trace.hidden:  # several T.Kernel blocks, global scratch: launched by egtile.kernelseq
         parts = [*trace.parts, trace]
+        for t in parts:  # every kernel has every parameter, the scratch ones too (T.alloc_global comes first)
+            t.params = list(trace.params)
         kernels = [build_kernel(t, fn.__name__ if i == 0 else f"{fn.__name__}_{i}", loc) for i, t in enumerate(parts)]
-        return PrimFunc(kernels[0], fn, tuple(kernels[1:]))
+        return PrimFunc(kernels[0], fn, tuple(kernels[1:]), len(trace.hidden))
     kernel = build_kernel(trace, fn.__name__, loc)
     trace_memo.put(memo_key, kernel)
     return PrimFunc(kernel, fn)

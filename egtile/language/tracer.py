@@ -173,6 +173,7 @@ class Trace:
     thread_dims: tuple[int, ...] = (128,)  # T.Kernel(threads=(x, y, z)), x fastest
     region: object = None  # the open thread region (egtile.language.threads.ThreadRegion), if any
     parts: list = field(default_factory=list)  # the finished T.Kernel blocks before this one (see next_kernel)
+    hidden: list = field(default_factory=list)  # T.alloc_global scratch: trailing params the caller does not pass
 
     def next_kernel(self) -> None:
         """A second (third...) ``with T.Kernel`` in one prim_func: keep the finished block as a trace of its
