@@ -178,6 +178,8 @@ def one(path, argv, timeout):
         if e.code not in (None, 0):
             return f"exited {e.code} (the example stops itself: no GPU)"
     except egtile.errors.EgtileError as e:
+        if os.environ.get("EGTILE_PORT_VERBOSE"):  # the whole message (the report keeps its first line)
+            print(str(e), file=sys.stderr, flush=True)
         loc = getattr(e, "loc", None)
         line = loc.line if loc is not None and str(loc.file) == path else "-"
         return f"refused {type(e).__name__} | {str(e.message).splitlines()[0]} | line {line}"

@@ -21,6 +21,7 @@ class KernelSequence:
 
     Attributes:
         kernels: one :class:`egtile.api.JITKernel` per ``T.Kernel`` block, in launch order (none allocates).
+        kernel: the first one's ``ir.Kernel`` with the parameters the caller sees (without the scratch ones).
         out_idx: the parameter positions allocated and returned by each call.
         target: the concrete target.
     """
@@ -33,12 +34,12 @@ class KernelSequence:
         self.kernels = [JITKernel(PrimFunc(k, func.fn), out_idx=None, target=target, rules=rules)
                         for k in func.kernels]
         first = self.kernels[0]
-        self.kernel = first.kernel
         self.target = first.target
         self.hidden = func.hidden
-        # out_idx counts the parameters the caller sees: the T.alloc_global scratch ones are not among them
-        visible = dataclasses.replace(first.kernel, params=first.kernel.params[:len(first.kernel.params) - self.hidden])
-        self.out_idx = _normalize_out_idx(out_idx, visible)
+        self._params = first.kernel.params
+        # the parameters the caller sees (out_idx counts them, the profiler supplies them): not the scratch ones
+        self.kernel = dataclasses.replace(first.kernel, params=self._params[:len(self._params) - self.hidden])
+        self.out_idx = _normalize_out_idx(out_idx, self.kernel)
 
     @property
     def device(self) -> str:
@@ -54,7 +55,7 @@ class KernelSequence:
 
         from egtile.ir.dtypes import dtype as lookup_dtype
 
-        params = self.kernel.params
+        params = self._params
         if kwargs:
             raise ArgumentError(f"kernel {self.kernel.name!r} takes its tensors positionally, in parameter order "
                                 f"({', '.join(p.name for p in params)})")
