@@ -366,8 +366,8 @@ def _none_passed(name: str, n: int, failures: list[_Failure]) -> ArgumentError:
     import re
 
     groups: dict[str, list[_Failure]] = {}
-    for f in failures:  # one failure whatever its numbers (a block size, an extent, a mismatch count)
-        groups.setdefault(re.sub(r"\d+(\.\d+)?", "#", f.text), []).append(f)
+    for f in failures:  # one failure whatever its numbers (a block size, an extent, a mismatch count, a value)
+        groups.setdefault(re.sub(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?|[-+]?\b(inf|nan)\b", "#", f.text), []).append(f)
     # the first configuration's failure first (the error's line is its), then the others, most frequent first
     ordered = sorted(groups.values(), key=lambda fs: (fs[0] is not failures[0], -len(fs)))
     shown = [f"{fs[0].text} ({len(fs)} of {n} configurations, first {fs[0].config})" for fs in ordered[:8]]

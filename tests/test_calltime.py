@@ -73,13 +73,12 @@ def test_two_tensors_that_disagree_on_a_dynamic_size_are_refused_naming_both():
         kernel(torch.randn(16, 16), torch.empty(16), torch.empty(3, 16))
 
 
-@egtile.jit(out_idx=[-1], target="sim")
-def scaled_copy(N: int = 32, block: int = 16):
+def _scaled_copy(N: int = 16, block: int = 8):
     M = T.dynamic("M")
 
     @T.prim_func
     def main(X: T.Tensor((M, N), "float32"), n: T.int32, alpha: T.float32, Y: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+        with T.Kernel(T.ceildiv(M, block), threads=32) as bx:
             for i, j in T.Parallel(block, N):
                 if bx * block + i < M:
                     Y[bx * block + i, j] = X[bx * block + i, j] * alpha + T.cast(n * (j % 3), "float32")
@@ -87,17 +86,18 @@ def scaled_copy(N: int = 32, block: int = 16):
     return main
 
 
-def test_scalar_parameters_and_a_dynamic_size_on_the_simulator_with_out_idx():
-    kernel = scaled_copy()
-    for m, n, alpha in [(40, 3, 0.5), (16, -2, 1.25)]:
-        X = torch.randn(m, 32)
+@pytest.mark.parametrize("target, calls", [("sim", [(20, 3, 0.5)]), ("interp", [(20, 3, 0.5), (8, -2, 1.25)])])
+def test_scalar_parameters_and_a_dynamic_size_with_out_idx(target, calls):
+    kernel = egtile.jit(out_idx=[-1], target=target)(_scaled_copy)()
+    for m, n, alpha in calls:
+        X = torch.randn(m, 16)
         Y = kernel(X, n, alpha)
-        ref = X.double() * alpha + (n * (torch.arange(32) % 3)).double()
+        ref = X.double() * alpha + (n * (torch.arange(16) % 3)).double()
         torch.testing.assert_close(Y.double(), ref, rtol=1e-6, atol=1e-6)
     with pytest.raises(ArgumentError, match="scalar parameter n: T.int32 expects"):
-        kernel(torch.randn(16, 32), 1.5, 1.0)
+        kernel(torch.randn(8, 16), 1.5, 1.0)
     with pytest.raises(ArgumentError, match="takes 3 argument"):
-        kernel(torch.randn(16, 32), 1)
+        kernel(torch.randn(8, 16), 1)
 
 
 @T.prim_func
