@@ -510,7 +510,10 @@ def _typed_key(v: Any) -> Any:
 
 class JITFactory:
     """``@egtile.jit`` applied to a kernel factory: calling it with the factory's Python arguments returns a
-    :class:`JITKernel`, compiled once per distinct argument values."""
+    :class:`JITKernel`, compiled once per distinct argument values; a :class:`egtile.kernelseq.KernelSequence`
+    when the prim_func has several ``T.Kernel`` blocks or ``T.alloc_global`` scratch; a
+    :class:`egtile.callbind.CallBoundKernel` when it has ``T.dynamic`` sizes or scalar parameters, bound and
+    compiled at each call (the factory runs under :mod:`egtile.language.calltime`'s passes)."""
 
     def __init__(self, fn: Callable[..., Any], out_idx: Any, target: str) -> None:
         self.fn = fn

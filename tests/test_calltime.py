@@ -194,3 +194,13 @@ def test_eager_sizes_computed_from_names_a_later_annotation_binds():
     torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
     with pytest.raises(ShapeError, match="tensor S of 'group_means' has 14 in dimension 0; its annotation computes 15"):
         group_means(X, torch.randn(14))
+
+
+@pytest.mark.gpu
+def test_call_time_sizes_and_scalars_on_the_gpu():
+    kernel = egtile.jit(out_idx=[-1], target="cuda")(_scaled_copy)()
+    for m, n, alpha in [(20, 3, 0.5), (8, -2, 1.25)]:
+        X = torch.randn(m, 16, device="cuda")
+        Y = kernel(X, n, alpha)
+        ref = X.double() * alpha + (n * (torch.arange(16, device="cuda") % 3)).double()
+        torch.testing.assert_close(Y.double(), ref, rtol=1e-6, atol=1e-6)

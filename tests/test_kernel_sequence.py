@@ -84,3 +84,11 @@ def test_alloc_global_scratch_is_allocated_by_each_call_and_shared_by_the_kernel
         assert torch.equal(out, X.max(0).values)
     with pytest.raises(ArgumentError, match="expects 1 tensor argument"):
         kernel(X, torch.empty(2, 16))
+
+
+@pytest.mark.gpu
+def test_two_kernels_with_scratch_on_the_gpu():
+    kernel = egtile.jit(out_idx=[-1], target="cuda")(scratch_then_combine.fn)()
+    for _ in range(2):
+        X = torch.randn(32, 16, device="cuda")
+        assert torch.equal(kernel(X), X.max(0).values)
