@@ -360,14 +360,15 @@ class _Failure:
 
 
 def _none_passed(name: str, n: int, failures: list[_Failure]) -> ArgumentError:
-    """The error of a tuning in which no configuration compiled and passed its check: each distinct failure
-    (the same text but for its numbers) once, with how many configurations hit it and the first of them, the first configuration's first
-    and at its error's line (the user's), then the others, most frequent first."""
+    """The error of a tuning in which no configuration compiled and passed its check: each distinct failure (the
+    same text but for its numbers) once, with how many configurations hit it and the first of them; the first
+    configuration's failure first and at its error's line (the user's), then the others, most frequent first."""
     import re
 
+    number = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?|[-+]?\b(inf|nan)\b")
     groups: dict[str, list[_Failure]] = {}
     for f in failures:  # one failure whatever its numbers (a block size, an extent, a mismatch count, a value)
-        groups.setdefault(re.sub(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?|[-+]?\b(inf|nan)\b", "#", f.text), []).append(f)
+        groups.setdefault(number.sub("#", f.text), []).append(f)
     # the first configuration's failure first (the error's line is its), then the others, most frequent first
     ordered = sorted(groups.values(), key=lambda fs: (fs[0] is not failures[0], -len(fs)))
     shown = [f"{fs[0].text} ({len(fs)} of {n} configurations, first {fs[0].config})" for fs in ordered[:8]]

@@ -16,7 +16,8 @@ def row_sums(N: int = 16, block: int = 8):
     shape = [M, N]
 
     @T.prim_func
-    def main(X: T.Tensor(shape, "float32"), S: T.Tensor((M,), "float32"), P: T.Tensor((T.ceildiv(M, block), N), "float32")):
+    def main(X: T.Tensor(shape, "float32"), S: T.Tensor((M,), "float32"),
+             P: T.Tensor((T.ceildiv(M, block), N), "float32")):
         with T.Kernel(T.ceildiv(M, block), threads=32) as bx:  # the grid from M
             for i in T.serial(block):
                 if bx * block + i < M:  # a guard with M

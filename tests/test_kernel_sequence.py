@@ -45,7 +45,8 @@ def test_two_kernel_blocks_run_in_order_and_the_second_reads_what_the_first_wrot
 
 def test_a_multi_kernel_prim_func_is_refused_by_jitkernel_itself_naming_compile():
     func = split_then_combine.fn()
-    with pytest.raises(ArgumentError, match="has 2 T.Kernel block.s. and 0 T.alloc_global scratch tensor.s.; compile it with egtile.compile"):
+    with pytest.raises(ArgumentError, match="has 2 T.Kernel block.s. and 0 T.alloc_global scratch tensor.s.; "
+                                            "compile it with egtile.compile"):
         egtile.api.JITKernel(func, target="interp")
     k = egtile.compile(func, out_idx=[-1], target="interp")
     X = torch.randn(64, 32)

@@ -203,7 +203,8 @@ def _value(e: Any, values: dict[str, int]) -> int | None:
     return int(e)
 
 
-def bind_call(func: DeferredPrimFunc, inputs: dict[str, Any], kernel_name: str) -> tuple[dict[str, int], dict[str, Any]]:
+def bind_call(func: DeferredPrimFunc, inputs: dict[str, Any],
+              kernel_name: str) -> tuple[dict[str, int], dict[str, Any]]:
     """The binding of one call: each ``T.dynamic`` name's value read from the shapes of the tensors in
     ``inputs`` (parameter name -> argument; the outputs absent), and each scalar parameter's value.
 
