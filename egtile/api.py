@@ -144,6 +144,10 @@ class JITKernel:
     def __init__(self, func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", rules: Any = None,
                  fast_math: bool = False) -> None:
         if isinstance(func, PrimFunc):
+            if func.more or func.hidden:
+                raise ArgumentError(f"prim_func {func.name!r} has {len(func.kernels)} T.Kernel block(s) and "
+                                    f"{func.hidden} T.alloc_global scratch tensor(s); compile it with egtile.compile "
+                                    "(or @egtile.jit), which allocates the scratch and launches the kernels in order")
             kernel = func.kernel
         elif isinstance(func, Kernel):
             kernel = func
@@ -478,8 +482,16 @@ def compile(func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", 
         ArgumentError: unknown target, bad ``out_idx``, unknown option.
     """
     _check_options(options)
-    return JITKernel(func, out_idx=out_idx, target=target, rules=rules,
-                     fast_math=fast_math(options.get("pass_configs")))
+    fast = fast_math(options.get("pass_configs"))
+    from egtile.language.calltime import DeferredPrimFunc
+
+    if isinstance(func, DeferredPrimFunc):  # scalar parameters: bound per call (egtile.callbind)
+        from egtile.callbind import CallBoundKernel
+
+        return CallBoundKernel(func, out_idx, target, rules=rules, fast_math=fast)  # type: ignore[return-value]
+    from egtile.kernelseq import build
+
+    return build(func, out_idx=out_idx, target=target, rules=rules, fast_math=fast)
 
 
 def _check_options(options: dict[str, Any]) -> None:
@@ -519,7 +531,10 @@ def _typed_key(v: Any) -> Any:
 
 class JITFactory:
     """``@egtile.jit`` applied to a kernel factory: calling it with the factory's Python arguments returns a
-    :class:`JITKernel`, compiled once per distinct argument values."""
+    :class:`JITKernel`, compiled once per distinct argument values; a :class:`egtile.kernelseq.KernelSequence`
+    when the prim_func has several ``T.Kernel`` blocks or ``T.alloc_global`` scratch; a
+    :class:`egtile.callbind.CallBoundKernel` when it has ``T.dynamic`` sizes or scalar parameters, bound and
+    compiled at each call (the factory runs under :mod:`egtile.language.calltime`'s passes)."""
 
     def __init__(self, fn: Callable[..., Any], out_idx: Any, target: str, fast_math: bool = False) -> None:
         self.fn = fn
@@ -553,14 +568,44 @@ class JITFactory:
         key = self._key(args, kwargs)
         if key is not None and key in self._cache:
             return self._cache[key]
-        func = self.fn(*args, **kwargs)
+        from egtile.language import calltime as dynamic
+
+        func = self._run_factory(dynamic.FactoryPass("collect"), args, kwargs)
+        if isinstance(func, dynamic.DeferredPrimFunc):
+            # T.dynamic sizes or scalar parameters: bound at each call, one kernel per binding (egtile.callbind)
+            from egtile.callbind import CallBoundKernel
+
+            def rebuild(values: dict[str, int], scalars: dict[str, Any]) -> Any:
+                return self._run_factory(dynamic.FactoryPass("bind", values=values, scalars=scalars), args, kwargs)
+
+            bound = CallBoundKernel(func, self.out_idx, self.target, rebuild=rebuild if func.symbols else None,
+                                    fast_math=self.fast_math)
+            if key is not None:
+                self._cache[key] = bound
+            return bound  # type: ignore[return-value]
         if not isinstance(func, PrimFunc):
             raise DSLError(f"@egtile.jit function {self.fn.__name__!r} must return a @T.prim_func, got "
                            f"{type(func).__name__}")
-        kernel = JITKernel(func, out_idx=self.out_idx, target=self.target, fast_math=self.fast_math)
+        from egtile.kernelseq import build
+
+        kernel = build(func, out_idx=self.out_idx, target=self.target, fast_math=self.fast_math)
         if key is not None:
             self._cache[key] = kernel
         return kernel
+
+    def _run_factory(self, p: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The factory's result, run under factory pass ``p`` (:mod:`egtile.language.calltime`)."""
+        from egtile.language import calltime as dynamic
+        from egtile.language.eager import _StopBinding
+
+        try:
+            with dynamic.factory_pass(p):
+                return self.fn(*args, **kwargs)
+        except _StopBinding as stop:
+            raise UnsupportedError(f"kernel factory {self.fn.__name__!r} uses T.dynamic size {stop.args[0]!r} as a "
+                                   "number (a comparison, range(), int()) before its prim_func is called, when its "
+                                   "value is not known yet; use it inside the prim_func, or in arithmetic "
+                                   "(+, -, *, //, %, T.ceildiv), which is evaluated once it is bound") from None
 
     def compile(self, *args: Any, **kwargs: Any) -> JITKernel:
         """Same as calling the factory."""
@@ -587,7 +632,11 @@ def jit(func: Callable[..., Any] | PrimFunc | None = None, *, out_idx: Any = Non
     if func is None:
         return lambda f: jit(f, out_idx=out_idx, target=target, **options)
     if isinstance(func, (PrimFunc, Kernel)):
-        return JITKernel(func, out_idx=out_idx, target=target, fast_math=fast)
+        return compile(func, out_idx=out_idx, target=target, pass_configs=options.get("pass_configs"))
+    from egtile.language.calltime import DeferredPrimFunc
+
+    if isinstance(func, DeferredPrimFunc):
+        return compile(func, out_idx=out_idx, target=target, pass_configs=options.get("pass_configs"))
     if not callable(func):
         raise ArgumentError(f"@egtile.jit expects a function, got {type(func).__name__}")
     from egtile.language import eager
