@@ -134,7 +134,7 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
         res[f"egtile {cfg}"] = eg
         bm, bn, nt, ns = cfg
         line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){', without ' + args.without if args.without else ''}" \
-               f"{', ping-pong preferred' if args.pingpong else ''}:"
+               f"{', ping-pong preferred' if args.pingpong else ''}{', strict math' if args.strict_math else ', fast math'}:"
         if isinstance(eg.get("tflops"), float):
             line += f" {eg['tflops']:7.2f} TFLOP/s{eg.get('calls', '')}, compile {eg['compile_s']:.2f} s"
             if best:
@@ -170,7 +170,9 @@ def run_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, tflops, hea
             rules = rules or egtile.rules.default()
             for r in args.without.split(","):
                 rules = rules.without(r)
-        kernel = egtile.compile(prim, target="cuda", rules=rules)
+        # as TileLang's example asks (pass_configs TL_ENABLE_FAST_MATH); --strict-math: egtile's default
+        kernel = egtile.compile(prim, target="cuda", rules=rules,
+                                pass_configs={egtile.PassConfigKey.TL_ENABLE_FAST_MATH: not args.strict_math})
         out["compile_s"] = time.perf_counter() - t0
         O = poisoned(tuple(Q.shape), Q.dtype, "cuda")  # noqa: E741
         kernel(Q, K, V, O)
@@ -220,6 +222,9 @@ def main() -> int:
                          "e.g. gemm-to-wgmma-async,gemm-to-wgmma-rs-async)")
     ap.add_argument("--pingpong", action="store_true",
                     help="egtile with egtile.rules.pingpong.preferred() (the consumer warpgroups take turns)")
+    ap.add_argument("--strict-math", action="store_true",
+                    help="compile egtile's kernel with egtile's default arithmetic instead of the fast math that "
+                         "TileLang's example asks for (pass_configs TL_ENABLE_FAST_MATH)")
     ap.add_argument("--egtile-max-s", type=float, default=0.3,
                     help="an egtile call slower than this is timed once (its second call), not repeatedly")
     args = ap.parse_args()

@@ -6,7 +6,8 @@ The kernel is TileLang's ``examples/flash_attention/example_mha_fwd_bshd.py`` bo
 (tests/attention_port.py) with the configuration its ``main()`` passes: 128x128 blocks, 1 stage, 128 threads (one
 consumer warpgroup: its fragments exceed the registers and ptxas spills, egtile.rules.fragment), at its default
 shape B=8 H=32 S=4096 D=128, causal and not. For scale the same inputs also run egtile's benchmark configuration
-(examples/flash_attention.py ``config_for``: 128x128, 256 threads, 2 stages) and torch's SDPA (default backend).
+(examples/flash_attention.py ``config_for``: 128x128, 256 threads, 2 stages) and torch's SDPA (default backend);
+both egtile kernels with fast math, as the example's ``@tilelang.jit`` asks (``TL_ENABLE_FAST_MATH``).
 Each output, written into a NaN-poisoned tensor, is compared with a float32 reference under the example's bound
 (examples/flash_attention.py ``tolerance``); a wrong output is not timed. Median of ``--iters`` CUDA-event-timed
 calls after two warm-up calls; TFLOP/s = 4 B H S^2 D (halved when causal). Without an sm_90 GPU it says so, exit 0.
@@ -73,7 +74,8 @@ def main() -> int:
         }
         line = [f"{'causal' if causal else 'full':6}"]
         for name, prim in kernels.items():
-            k = egtile.compile(prim, target="cuda")
+            # fast math, as the example's @tilelang.jit asks (pass_configs TL_ENABLE_FAST_MATH: True)
+            k = egtile.compile(prim, target="cuda", pass_configs={egtile.PassConfigKey.TL_ENABLE_FAST_MATH: True})
             O = poisoned((B, S, H, D), torch.float16, "cuda")  # noqa: E741
             k(Q, K, V, O)
             torch.cuda.synchronize()
