@@ -28,8 +28,10 @@ port's ``f"{latency:.3f}"`` or ``flops / latency`` still runs) and nothing is ca
 An eager function (:mod:`egtile.language.eager`) is tuned on the tensors of the call and returns the
 outputs of the winner (``compile(M=...)`` without tensors tunes on fresh inputs of ``supply_type``), a kernel
 factory returns the winner's kernel. The winning kernel carries ``kernel.config`` and ``kernel.latency``, as
-TileLang's does. A configuration's ``pass_configs`` entry is a compile option (accepted and ignored, as
-``@egtile.jit(pass_configs=...)`` is), not an argument of the factory.
+TileLang's does. A configuration's ``pass_configs`` entry is a compile option, not an argument of the factory:
+accepted and without effect, as in ``@egtile.jit(pass_configs=...)``, except ``TL_ENABLE_FAST_MATH``, which must
+agree with the ``@egtile.jit``'s (egtile does not tune the arithmetic; a configuration that asks for another is
+an error naming it, not a silently different kernel).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from egtile.errors import ArgumentError, EgtileError
+from egtile.errors import ArgumentError, EgtileError, UnsupportedError
 from egtile.profiler import Profiler, TensorSupplyType, do_bench
 
 _INPUTS: list[Any] | None = None
@@ -161,6 +163,15 @@ class _Tuned:
         params = inspect.signature(self.fn).parameters
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
         # TileLang's per-configuration compile options (a config's "pass_configs"): not factory arguments
+        if "pass_configs" in kwargs and "pass_configs" not in params and not takes_any:
+            from egtile.options import fast_math
+
+            want, have = fast_math(kwargs["pass_configs"]), bool(getattr(self.impl, "fast_math", False))
+            if want != have:
+                raise UnsupportedError(
+                    f"autotune of {self.fn.__name__!r}: a configuration sets TL_ENABLE_FAST_MATH={want} but the "
+                    f"@egtile.jit compiles with fast math {'on' if have else 'off'}; egtile does not tune the "
+                    "arithmetic: set it once in @egtile.jit(pass_configs=...)")
         kwargs = {k: v for k, v in kwargs.items() if k not in _COMPILE_OPTIONS or k in params or takes_any}
         return self.impl.compile(*args, **kwargs)
 

@@ -113,3 +113,19 @@ def test_fast_math_kernel_on_the_gpu_is_within_the_approximations_bounds():
         # on the result); the approximate division 2 ulp; FTZ of results below 2^-126 (ref < 2^-126: atol)
         assert torch.isfinite(B).all()
         torch.testing.assert_close(B.double(), ref, rtol=2.0**-17, atol=2.0**-126)
+
+
+def test_a_tuning_configuration_cannot_change_the_arithmetic():
+    @egtile.autotune(configs=[{"n": 128, "pass_configs": FAST}], warmup=1, rep=1)
+    @egtile.jit(out_idx=[-1], target="sim")
+    def factory(n: int = 128):
+        @T.prim_func
+        def main(A: T.Tensor((n, 64), "float32"), B: T.Tensor((n, 64), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                for i, j in T.Parallel(n, 64):
+                    B[i, j] = T.exp2(A[i, j])
+
+        return main
+
+    with pytest.raises(egtile.errors.EgtileError, match="TL_ENABLE_FAST_MATH"):
+        factory()

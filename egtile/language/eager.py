@@ -436,6 +436,9 @@ class EagerJIT:
         self.fn = fn
         self.target = target
         self.options = options
+        from egtile.options import fast_math
+
+        self.fast_math = fast_math(options.get("pass_configs"))
         self.signature = inspect.signature(fn)
         self._cache: dict[Any, tuple[Any, Any]] = {}
         self._runner = source.rewrite(fn, "eager function")
@@ -601,10 +604,7 @@ class EagerJIT:
         bind = self._bind(given, extra)
         func, order, single = self._trace(given, bind)
         out_idx = sorted(order)
-        from egtile.options import fast_math
-
-        kernel = JITKernel(func, out_idx=out_idx or None, target=self.target,
-                           fast_math=fast_math(self.options.get("pass_configs")))
+        kernel = JITKernel(func, out_idx=out_idx or None, target=self.target, fast_math=self.fast_math)
         wrapped = EagerKernel(kernel, func, order, single)
         tensors = [n for n in self.signature.parameters if n in bind.params]
         entry = (wrapped, tensors)
