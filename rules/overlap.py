@@ -113,7 +113,7 @@ def split_of(facts, sid: int) -> dict:
     key = ("overlap-split", sid)
     if key in facts._memo:
         return facts._memo[key]
-    out: dict = {"gemms": (), "late": None, "pre": (), "why": {}}
+    out: dict = {"gemms": (), "late": None, "pre": (), "early": (), "why": {}}
     why = out["why"]
     loop = facts.stmts.get(sid)
     if not isinstance(loop, For):
@@ -163,8 +163,43 @@ def split_of(facts, sid: int) -> dict:
         if pw:
             why["pre"] = pw
         out["late"], out["pre"] = late, tuple(pre)
+        out["early"] = _early(facts, loop, i0, late, g1, register_a)
     facts._memo[key] = out
     return out
+
+
+def _independent(facts, x: int, y: int) -> bool:
+    """Statements ``x`` and ``y`` commute: neither writes what the other reads or writes (no unknown pointer)."""
+    rx, wx, ry, wy = facts.reads(x), facts.writes(x), facts.reads(y), facts.writes(y)
+    if "*" in rx | wx | ry | wy:
+        return False
+    return not (wx & (ry | wy)) and not (wy & rx)
+
+
+def _early(facts, loop, i0: int, late: int | None, g1, register_a: bool) -> tuple[int, ...]:
+    """The statements of ``post`` that run with the second gemm of the previous block, right before its issue
+    (FA3's placement of the rescale of ``O``: under ``Q K^T`` of block j instead of after the softmax): those that
+    do not touch the second gemm's register A and commute with every statement of ``head`` (they move past it) and
+    with every statement of ``post`` after them that stays (they move past those too). Legal by construction, so
+    not a condition: a statement that does not qualify stays in ``post``."""
+    ids = [s.sid for s in loop.body]
+    if late is None or late == g1.sid:
+        return ()
+    post = ids[ids.index(late):ids.index(g1.sid)]
+    head = ids[:i0 + 1]
+    a = g1.a.buffer.name
+    early: list[int] = []
+    for i, x in enumerate(post):
+        if register_a and a in facts.reads(x) | facts.writes(x):
+            continue
+        if not isinstance(facts.stmts[x], For) and not _straight(facts.stmts[x]):
+            continue
+        stays_after = [y for y in post[i + 1:]]
+        if all(_independent(facts, x, h) for h in head) and all(_independent(facts, x, y) for y in stays_after):
+            early.append(x)
+    # a statement that moves must also commute with a later one that stays; recheck against the final set
+    keep = [y for y in post if y not in early]
+    return tuple(x for x in early if all(_independent(facts, x, y) for y in keep if post.index(y) > post.index(x)))
 
 
 CHECKS = {"gemms": "overlap-two-gemms", "tc": "overlap-gemms-on-tensor-cores", "head": "overlap-head-independent",
@@ -288,7 +323,8 @@ def at(k: Var, it, body) -> SeqLoop:
     return SeqLoop(k, it, BinOp("+", it, Const(1)), tuple(body))
 
 
-def rotate(loop, g0: int, g1: int, late: int | None, loop_sid: int, kk: Var, *, mutation: str | None = None) -> tuple:
+def rotate(loop, g0: int, g1: int, late: int | None, loop_sid: int, kk: Var, *, early: tuple[int, ...] = (),
+           mutation: str | None = None) -> tuple:
     """The consumer loop ``loop`` (a lowered ``SeqLoop``) rotated (module docstring): the first iteration's
     statements up to the second gemm, a loop over ``kk`` in ``[start + 1, stop)`` whose statements of block ``kk``
     and ``kk - 1`` each sit in a one-trip loop binding the source variable (:func:`at`), and the last block's
@@ -314,6 +350,9 @@ def rotate(loop, g0: int, g1: int, late: int | None, loop_sid: int, kk: Var, *, 
         wait1 = wait1.wait
     s = next((i for i, x in enumerate(mid) if late is not None and late in _sids(x)), len(mid))
     pre, post = mid[:s], mid[s:]
+    # the statements of post that run with the previous block's second gemm, before its issue (_early)
+    moved = tuple(x for x in post if _sids(x) & set(early))
+    post = [x for x in post if not _sids(x) & set(early)]
     if not any(_is_wait_of(x, g0) for x in pre):
         refuse(f"the wait of gemm sid {g0} is not before the first statement that touches gemm sid {g1}'s operands")
     k, start, stop = loop.var, loop.start, loop.stop
@@ -321,30 +360,31 @@ def rotate(loop, g0: int, g1: int, late: int | None, loop_sid: int, kk: Var, *, 
     pre_rot = [_with_pending(x, 1) if _is_wait_of(x, g0) else x for x in pre]
     match mutation:
         case "overlap-issue-order":  # P V of j-1 committed before Q K^T of j: wait_group 1 completes the wrong one
-            rot = [at(k, cur, head[:-1]), at(k, prev, (issue,)), at(k, cur, (head[-1], *pre_rot)), wait1,
+            rot = [at(k, cur, head[:-1]), at(k, prev, (*moved, issue)), at(k, cur, (head[-1], *pre_rot)), wait1,
                    at(k, prev, releases), at(k, cur, post)]
         case "overlap-wait-after-post":  # the cast and the rescale run while P V of j-1 is in flight
-            rot = [at(k, cur, head), at(k, prev, (issue,)), at(k, cur, (*pre_rot, *post)), wait1,
+            rot = [at(k, cur, head), at(k, prev, (*moved, issue)), at(k, cur, (*pre_rot, *post)), wait1,
                    at(k, prev, releases)]
         case "overlap-release-before-wait":  # stage j-1 released while P V of j-1 still reads V
-            rot = [at(k, cur, head), at(k, prev, (issue,)), at(k, cur, pre_rot), at(k, prev, releases), wait1,
+            rot = [at(k, cur, head), at(k, prev, (*moved, issue)), at(k, cur, pre_rot), at(k, prev, releases), wait1,
                    at(k, cur, post)]
         case None:
-            rot = [at(k, cur, head), at(k, prev, (issue,)), at(k, cur, pre_rot), wait1, at(k, prev, releases),
+            rot = [at(k, cur, head), at(k, prev, (*moved, issue)), at(k, cur, pre_rot), wait1, at(k, prev, releases),
                    at(k, cur, post)]
         case _:
             raise KeyError(f"unknown overlap mutant {mutation!r}; known: {sorted(MUTANTS)}")
     # no iteration: every loop below runs zero times (the first runs min(stop, start + 1) - start times)
-    prologue = SeqLoop(k, start, BinOp("min", stop, BinOp("+", start, Const(1))), tuple(head + mid), sid=loop_sid)
+    prologue = SeqLoop(k, start, BinOp("min", stop, BinOp("+", start, Const(1))), tuple(head + pre + post),
+                       sid=loop_sid)
     main = SeqLoop(kk, BinOp("+", start, Const(1)), stop, tuple(rot), sid=loop_sid)
-    epilogue = SeqLoop(k, BinOp("max", BinOp("-", stop, Const(1)), start), stop, (issue, wait1, *releases),
+    epilogue = SeqLoop(k, BinOp("max", BinOp("-", stop, Const(1)), start), stop, (*moved, issue, wait1, *releases),
                        sid=loop_sid)
     return (prologue, main, epilogue)
 
 
-def overlap_lowering(*, mutation: str | None = None):
+def overlap_lowering(*, early: bool = True, mutation: str | None = None):
     """The lowering of ``ws_overlap``: :func:`egtile.rules.warp_specialize.ws_lowering`, then the consumer loop
-    rotated by :func:`rotate`."""
+    rotated by :func:`rotate` (``early``: with FA3's placement of the statements :func:`_early` finds)."""
     ws_lower = W.ws_lowering()
 
     def lower(n, lw, ctx):
@@ -359,7 +399,8 @@ def overlap_lowering(*, mutation: str | None = None):
                                 + "; ".join(w for ws in sp["why"].values() for w in ws))
         loop, *tail = cons.body
         g0, g1 = sp["gemms"]
-        body = rotate(loop, g0, g1, sp["late"], n.sid, lw.fresh_var(loop.var), mutation=mutation)
+        body = rotate(loop, g0, g1, sp["late"], n.sid, lw.fresh_var(loop.var), early=sp["early"] if early else (),
+                      mutation=mutation)
         return [replace(split, roles=(replace(cons, body=(*body, *tail)), *rest))]
 
     return lower
@@ -414,14 +455,15 @@ MUTANTS: dict[str, str] = {
 """Protocol mutants of the rotation (tests/test_rules_overlap.py: the verifier and the simulator each catch it)."""
 
 
-def preferred(rs=None):
+def preferred(rs=None, *, early: bool = True):
     """``rs`` (default: :func:`egtile.rules.default`) with the overlap forced: its node costs 0, so extraction
     takes the rotation wherever its conditions hold (for measuring it, and for the checkers' tests)."""
     from egtile import rules
     from egtile.schedule.decision import static
 
     rs = rs if rs is not None else rules.default()
-    return rs.replace_decision(replace(WS_OVERLAP, cost=static(0)), name=f"{rs.name}+overlap")
+    return rs.replace_decision(replace(WS_OVERLAP, cost=static(0), lower=overlap_lowering(early=early)),
+                               name=f"{rs.name}+overlap{'' if early else '-late'}")
 
 
 def mutant(name: str):
