@@ -65,10 +65,15 @@ mbarrier order checks see the rotated waits and releases) and the simulator (gro
 ``wait_group`` that leaves them out of the ``N`` most recent; their writes land then, so an earlier access races)
 re-check the result without reading this module.
 
-Cost: ``pipeline-warp-specialize``'s cost plus the peeled first and last iteration's bookkeeping
-(:data:`PEEL_COST`); :func:`preferred` credits the overlap instead (the second gemm's tensor-core cycles, at most
-:data:`egtile.rules.mma_async.ASYNC_OVERLAP_PER_STMT` per statement of ``pre``: the softmax latency hidden under
-the tensor core).
+Statements of ``post`` that commute with ``head`` and with the statements of ``post`` after them and do not touch
+the register A (the rescale of ``O``) run with the previous block's second gemm, right before its issue: under
+``Q K^T`` of block j, FA3's placement (legal by construction: :func:`_early`).
+
+Cost: the modelled gain is :func:`credit` (the second gemm's tensor-core cycles, at most
+:data:`egtile.rules.mma_async.ASYNC_OVERLAP_PER_STMT` per statement of ``pre``: the softmax latency hidden under the
+tensor core), reported by the explanation; the decision's cost is ``pipeline-warp-specialize``'s plus the peeled
+first and last iteration (:data:`PEEL_COST`) without that credit, because the rotation measured slower on the H200
+(:func:`_cost`). :func:`preferred` forces it (cost 0).
 """
 
 from __future__ import annotations
@@ -281,25 +286,13 @@ def _base(c) -> int:
 
 
 def _cost(c) -> int:
-    """Not measured faster yet: charges the peel only, so extraction keeps the plain split unless
-    :func:`preferred` credits the overlap."""
+    """Measured on the H200 (docs/perf.md, 2026-12-02 03:30): the rotation does not pay on egtile's flash attention
+    (B=4 H=32 S=4096 D=128 f16: 432 / 357 TFLOP/s full / causal against 434-445 / 376-381 for the plain split):
+    two free-running consumer warpgroups already keep the tensor core busy under each other's softmax, and the
+    rotation keeps ``P`` live across the next softmax (32 more registers per thread) and doubles the body's code
+    (the peeled first and last block). So the cost charges the peel and does not subtract :func:`credit` (the
+    modelled hidden latency, which the explanation reports); :func:`preferred` forces the rotation."""
     return _base(c)
-
-
-_LAST_FACTS: list = []
-
-
-def _facts_of(c):
-    """The fact context of the kernel being costed (the last one kept: a cost pass costs one kernel)."""
-    from egtile.schedule.facts import FactContext
-
-    if not _LAST_FACTS or _LAST_FACTS[0][0] is not c.kernel:
-        _LAST_FACTS[:] = [(c.kernel, FactContext.of(c.kernel))]
-    return _LAST_FACTS[0][1]
-
-
-def _credited_cost(c) -> int:
-    return max(0, _base(c) - credit(_facts_of(c), c.kernel, c.stmt))
 
 
 def _is_wait_of(x, sid: int) -> bool:
@@ -416,15 +409,17 @@ def _notes(n, ctx):
         notes.insert(1, Made("pipeline-warp-specialize-overlap", n.sid, "intra-warpgroup overlap",
                              f"{ctx.facts.describe(g1)} of block j-1 is issued after {ctx.facts.describe(g0)} of block "
                              f"j and runs under the {len(sp['pre'])} statement(s) of block j's softmax before its "
-                             "wait_group 0 (the first gemm's wait becomes wait_group 1); first and last block peeled"))
+                             "wait_group 0 (the first gemm's wait becomes wait_group 1); first and last block peeled; "
+                             f"modelled overlap {credit(ctx.facts, ctx.facts.kernel, ctx.facts.stmts[n.sid])} cycles "
+                             "per iteration"))
     return notes
 
 
 WS_OVERLAP = Decision(
     "ws_overlap", ws_overlap, (("sid", i64), ("producers", Block), ("consumers", Block), ("dec", i64), ("inc", i64),
                                ("mode", String)), "decision",
-    Cost(_cost, doc="ws_pipeline_cost(polling warps) + PEEL_COST; preferred(): minus min(second gemm's tensor-core "
-                    "cycles, ASYNC_OVERLAP_PER_STMT x statements of the softmax)"),
+    Cost(_cost, doc="ws_pipeline_cost(polling warps) + PEEL_COST (measured slower on the H200, so the modelled credit "
+                    "is not subtracted); preferred(): 0"),
     lower=overlap_lowering(), label="warp-specialized, intra-warpgroup overlap", notes=_notes,
     threads=W.WS.threads)
 
