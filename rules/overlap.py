@@ -23,18 +23,26 @@ and runs ``head(0) pre(0) post(0) tail(0) head(1) ...``. The rewrite ``pipeline-
 (``ws(...)`` -> ``ws_overlap(...)``, the same split, producer, mbarriers and register plan) lowers the consumer
 loop to
 
-    if start < stop:
-        head(start) pre(start) post(start)                         # the first block's scores and P
-        for j in [start + 1, stop):
-            head(j)                                                 # Q K_j^T issued and committed
-            issue(j-1)                                              # O += P_{j-1} V_{j-1} issued and committed
-            pre(j) with the first gemm's wait as wait_group 1       # softmax of j under P V of j-1
-            wait_group 0; release(j-1)
-            post(j)
-        issue(stop-1); wait_group 0; release(stop-1)
+    for k in [start, min(stop, start + 1)):                        # the first block (no trip when stop <= start)
+        head(k) pre(k) post(k)
+    for kk in [start + 1, stop):
+        at k = kk:     head(k)                                       # Q K_kk^T issued and committed
+        at k = kk - 1: early(k) issue(k)                             # rescale O, then O += P V of block kk-1
+        at k = kk:     pre(k) with the first gemm's wait as wait_group 1   # softmax of kk under P V of kk-1
+        wait_group 0
+        at k = kk - 1: release(k)
+        at k = kk:     post(k) less early(k)                         # the cast S -> P of block kk
+    for k in [max(stop - 1, start), stop):                          # the last block's second gemm
+        early(k) issue(k) wait_group 0 release(k)
 
-It only moves ``tail(j-1)`` (the second gemm and the release of stage j-1) past ``head(j)`` and ``pre(j)``; every
-other statement keeps its order. That is a legal reordering when (the named side conditions):
+where ``at k = e: body`` is the one-trip loop ``for k in [e, e + 1)`` (:func:`at`): every scheduled statement runs
+with the source loop variable bound to the block it implements (the verifier's ``SourceOrder`` contract), and
+``early`` are the statements of ``post`` that commute with ``head`` and with the later statements of ``post`` and
+do not touch the register A (the rescale of ``O``): they run right before the second gemm they feed, under
+``Q K^T`` of the next block (FA3's placement; legal by construction, :func:`_early`).
+
+It only moves ``tail(j-1)`` (the second gemm and the release of stage j-1) past ``head(j)`` and ``pre(j)``, and
+``early(j-1)`` past ``head(j)`` and the rest of ``post(j-1)``; every other statement keeps its order. That is a legal reordering when (the named side conditions):
 
 * ``overlap-two-gemms``: the body has exactly two top-level ``T.gemm`` statements (nested ones make no head and
   tail) and the second is the body's last statement (nothing else of iteration j-1 follows it, so ``tail`` is the
@@ -46,28 +54,27 @@ other statement keeps its order. That is a legal reordering when (the named side
   what keeps the score tiles apart: with ``P`` computed in place in ``S`` (``T.gemm(S, V, O)``) the first gemm of
   block j would overwrite the operand the tensor core still reads for block j-1 -- two score tiles (``S`` for
   block j, ``P`` for block j-1) must be live, and they must be distinct register fragments;
-* ``overlap-softmax-independent``: ``pre`` is non-empty and holds straight-line statements only (``T.Parallel``
-  nests, tile ops, row reductions; no loop, branch or gemm, so the ``wait_group 0`` stays in the issuing list),
-  none of which touches the second gemm's accumulator or register A or writes its shared operand (``pre`` ends
-  before the first that does, by definition; the condition refuses a body where that is the first statement,
-  which leaves nothing to overlap, or where a non-straight statement comes first);
+* ``overlap-softmax-independent``: ``pre`` is non-empty and its statements are straight-line (``T.Parallel``
+  nests, tile ops, row reductions; no loop, branch or gemm). ``pre`` ends before the first statement that touches
+  the second gemm's accumulator or register A or writes its shared operand, by definition, so this is a
+  profitability condition, not legality: it refuses a body where that statement comes right after the first gemm
+  (nothing would run under the second gemm) or where a loop or branch comes first
+  (tests/soundness/test_condition_mutants.py argues it);
 * ``overlap-two-stages``: the loop has at least two stages: ``head(j)`` waits on ``full[j]`` while stage j-1 is
   still held (released after ``wait_group 0``), so with one stage the producer's refill of block j would wait for
   a release that comes after the wait (deadlock).
 
-The register plan is unchanged: every register fragment is allocated for the whole kernel (the ``register-budget``
-condition of ``pipeline-warp-specialize`` counts them all live at once), so keeping ``P`` live across the
-softmax of the next block needs no register beyond it.
+Registers are not a legality condition (ptxas spills what does not fit: correct, slower). The fragments live at
+once are the three the plain schedule also holds at its cast (``S``, ``P``, ``O``), kept live longer: during the
+whole softmax instead of at the cast; the gemms' own register checks (``wgmma-eligible``, ``wgmma-rs-eligible``)
+bound each within the setmaxnreg budget. Measured at 128x128 blocks, head dim 128: the consumer's highest register
+R215 against R183 for the plain split, of 232, and no local memory (docs/perf.md).
 
 The verifier (``check_wgmma_waits``: a ``wait_group N`` completes all but the ``N`` most recent open groups of the
 warpgroup; a touch of an open group's accumulator or operand, or an arrive, before that is a violation; the
 mbarrier order checks see the rotated waits and releases) and the simulator (groups complete at the
 ``wait_group`` that leaves them out of the ``N`` most recent; their writes land then, so an earlier access races)
 re-check the result without reading this module.
-
-Statements of ``post`` that commute with ``head`` and with the statements of ``post`` after them and do not touch
-the register A (the rescale of ``O``) run with the previous block's second gemm, right before its issue: under
-``Q K^T`` of block j, FA3's placement (legal by construction: :func:`_early`).
 
 Cost: the modelled gain is :func:`credit` (the second gemm's tensor-core cycles, at most
 :data:`egtile.rules.mma_async.ASYNC_OVERLAP_PER_STMT` per statement of ``pre``: the softmax latency hidden under the
