@@ -21,7 +21,7 @@ Without a GPU of compute capability 9.0 it prints that it was skipped and exits 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
                                    [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks auto|128x128] [--threads 256]
                                    [--stages 2] [--configs BMxBNxTxS,...] [--iters 20] [--budget 2.0]
-                                   [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong]
+                                   [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong] [--overlap]
                                    [--quiet-failures]
 
 egtile's configuration: ``--blocks auto`` (default) takes each shape's row of the example's table
@@ -134,7 +134,8 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
         res[f"egtile {cfg}"] = eg
         bm, bn, nt, ns = cfg
         line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){', without ' + args.without if args.without else ''}" \
-               f"{', ping-pong preferred' if args.pingpong else ''}{', strict math' if args.strict_math else ', fast math'}:"
+               f"{', ping-pong preferred' if args.pingpong else ''}{', rotation forced' if args.overlap else ''}"
+               f"{', strict math' if args.strict_math else ', fast math'}:"
         if isinstance(eg.get("tflops"), float):
             line += f" {eg['tflops']:7.2f} TFLOP/s{eg.get('calls', '')}, compile {eg['compile_s']:.2f} s"
             if best:
@@ -166,6 +167,10 @@ def run_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, tflops, hea
             from egtile.rules import pingpong
 
             rules = pingpong.preferred()
+        if args.overlap:
+            from egtile.rules import overlap
+
+            rules = overlap.preferred(rules)  # FA3's intra-warpgroup rotation forced (rules/overlap.py)
         if args.without:
             rules = rules or egtile.rules.default()
             for r in args.without.split(","):
@@ -220,6 +225,8 @@ def main() -> int:
     ap.add_argument("--without", default="",
                     help="comma-separated rule names removed from egtile's default ruleset (one decision at a time: "
                          "e.g. gemm-to-wgmma-async,gemm-to-wgmma-rs-async)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="egtile with egtile.rules.overlap.preferred() (Q K^T of block j issued under P V of block j-1)")
     ap.add_argument("--pingpong", action="store_true",
                     help="egtile with egtile.rules.pingpong.preferred() (the consumer warpgroups take turns)")
     ap.add_argument("--strict-math", action="store_true",
