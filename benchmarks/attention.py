@@ -134,7 +134,7 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
         res[f"egtile {cfg}"] = eg
         bm, bn, nt, ns = cfg
         line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){', without ' + args.without if args.without else ''}" \
-               f"{', ping-pong preferred' if args.pingpong else ''}{', rotation forced' if args.overlap else ''}"
+               f"{', ping-pong preferred' if args.pingpong else ''}{', rotation forced' if args.overlap else ''}" \
                f"{', strict math' if args.strict_math else ', fast math'}:"
         if isinstance(eg.get("tflops"), float):
             line += f" {eg['tflops']:7.2f} TFLOP/s{eg.get('calls', '')}, compile {eg['compile_s']:.2f} s"
