@@ -111,6 +111,15 @@ static CUresult cuLaunchKernelEx(const struct cfg* c, void* f, void** params, vo
   for (int i = 0; i < fake_nargs && i < 64; i++) memcpy(&fake_last_args[i], params[i], 8);
   return 0;
 }
+/* cuLaunchKernel: the same record, from its 11 scalar arguments */
+static CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+    unsigned smem, void* stream, void** params, void** extra) {
+  (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)smem; (void)extra;
+  fake_launches++;
+  fake_last_stream = (u64)(uintptr_t)stream;
+  for (int i = 0; i < fake_nargs && i < 64; i++) memcpy(&fake_last_args[i], params[i], 8);
+  return 0;
+}
 static CUresult cuTensorMapEncodeTiled(void* map, int dt, unsigned rank, void* addr, const u64* dims,
     const u64* strides, const unsigned* box, const unsigned* es, int il, int sw, int l2, int oob) {
   (void)dt; (void)strides; (void)box; (void)es; (void)il; (void)sw; (void)l2; (void)oob;
@@ -128,13 +137,15 @@ static const struct { const char* name; void* fn; } table[] = {
   {"cuDevicePrimaryCtxRetain", (void*)cuDevicePrimaryCtxRetain}, {"cuCtxSetCurrent", (void*)cuCtxSetCurrent},
   {"cuCtxGetCurrent", (void*)cuCtxGetCurrent}, {"cuModuleLoadData", (void*)cuModuleLoadData},
   {"cuModuleGetFunction", (void*)cuModuleGetFunction}, {"cuFuncSetAttribute", (void*)cuFuncSetAttribute},
-  {"cuLaunchKernelEx", (void*)cuLaunchKernelEx}, {"cuTensorMapEncodeTiled", (void*)cuTensorMapEncodeTiled},
+  {"cuLaunchKernelEx", (void*)cuLaunchKernelEx}, {"cuLaunchKernel", (void*)cuLaunchKernel}, {"cuTensorMapEncodeTiled", (void*)cuTensorMapEncodeTiled},
   {"cuGetErrorName", (void*)cuGetErrorName}, {"cuGetErrorString", (void*)cuGetErrorString},
 };
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, u64 flags, int* status) {
   (void)version; (void)flags;
   *pfn = (void*)ok;
+  /* asked for through cuda-bindings' cuGetProcAddress (egtile's ctypes launch entry point) */
+  if (strcmp(symbol, "cuGetProcAddress") == 0) *pfn = (void*)cuGetProcAddress_v2;
   for (unsigned i = 0; i < sizeof table / sizeof table[0]; i++)
     if (strcmp(symbol, table[i].name) == 0) *pfn = table[i].fn;
   if (status) *status = 0;

@@ -19,13 +19,25 @@ call (the GPU's view: when the host is the bottleneck the GPU waits for each lau
 host's cost per call). The median over ``--repeats`` repeats is printed in microseconds per call, with the
 ratio to ``torch.add(out=)`` and to Triton (below 1: egtile is faster).
 
-Also printed, to show where egtile's time goes: its argument checks alone (``kernel._accept``), its
-launch alone on already checked tensors (``CudaKernel.launch``), and a bare ``cuLaunchKernelEx`` through
-cuda-bindings with a prebuilt config and argument block (the floor of any launch made from Python).
+A third column times the host alone: ``--host-calls`` calls (256) launched onto an idle GPU, timed from
+the first call to the return of the last one without waiting for the GPU (the queue holds them all, so
+no call waits for a kernel to finish): what the host spends per call even where the GPU is the slower
+side of a back-to-back loop.
+
+Then where egtile's time goes (the no-TMA kernel), each part alone, in the same three columns: its
+argument checks (``Checker.accept_launch``); its launch of checked tensors (``CudaKernel.launch_accepted``);
+the driver call it makes (the lane's ``go()``: ``cuLaunchKernelEx`` through ``ctypes`` with prebuilt
+arguments); the same launch through other bindings, on the same config, function and argument block:
+cuda-bindings' ``cuLaunchKernelEx`` wrapper (what egtile used before), ``cuLaunchKernel`` through ``ctypes``
+with its eleven arguments converted per call, cffi's ABI mode (where cffi is installed), and a C loop
+that calls ``cuLaunchKernelEx`` back to back (where a C compiler is found: the driver's own cost, no
+Python at all); and torch's current-stream getters. Last, the GPU's own floor: 256 launches of the kernel
+captured in a CUDA graph and replayed (CUDA events; every output element checked after a replay): what
+a back-to-back loop cannot go under, whatever the host does.
 
 Without a GPU of compute capability 9.0 it prints that it was skipped and exits 0.
 
-    python benchmarks/launch.py [--calls 2000] [--warmup 200] [--repeats 7]
+    python benchmarks/launch.py [--calls 2000] [--warmup 200] [--repeats 7] [--host-calls 256]
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ import argparse
 import statistics
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,11 +56,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 N = 1024
 
 
-def measure(fn: Callable[[], Any], calls: int, warmup: int, repeats: int) -> tuple[float, float]:
-    """Median over ``repeats`` of (wall us/call, CUDA-event us/call) of ``calls`` back-to-back calls."""
+def measure(fn: Callable[[], Any], calls: int, warmup: int, repeats: int,
+            host_calls: int = 256) -> tuple[float, float, float]:
+    """Median over ``repeats`` of (wall us/call, CUDA-event us/call) of ``calls`` back-to-back calls, and the
+    median over ``3 * repeats`` of the host's own us/call over ``host_calls`` calls onto an idle GPU."""
     import torch
 
-    walls, events = [], []
+    walls, events, hosts = [], [], []
+    for _ in range(3 * repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(host_calls):
+            fn()
+        hosts.append((time.perf_counter() - t0) / host_calls * 1e6)
+    torch.cuda.synchronize()
     for _ in range(repeats):
         for _ in range(warmup):
             fn()
@@ -61,7 +83,7 @@ def measure(fn: Callable[[], Any], calls: int, warmup: int, repeats: int) -> tup
         torch.cuda.synchronize()
         walls.append((time.perf_counter() - t0) / calls * 1e6)
         events.append(start.elapsed_time(end) / calls * 1e3)
-    return statistics.median(walls), statistics.median(events)
+    return statistics.median(walls), statistics.median(events), statistics.median(hosts)
 
 
 def triton_add() -> Callable[..., Any] | str:
@@ -106,6 +128,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000, help="back-to-back calls per repeat (default 2000)")
     parser.add_argument("--warmup", type=int, default=200, help="untimed calls before each repeat (default 200)")
     parser.add_argument("--repeats", type=int, default=7, help="repeats; the median is printed (default 7)")
+    parser.add_argument("--host-calls", type=int, default=256,
+                        help="calls per host-only timing, onto an idle GPU (default 256)")
     args = parser.parse_args()
 
     import torch
@@ -166,36 +190,181 @@ def main() -> int:
     results: dict[str, tuple[float, float]] = {}
     for key, name, fn in cases:
         if ok.get(key):
-            results[name] = measure(fn, args.calls, args.warmup, args.repeats)
+            results[name] = measure(fn, args.calls, args.warmup, args.repeats, args.host_calls)
 
     torch_us = results.get("torch.add(A, B, out=C)", (float("nan"),) * 2)
     triton_us = results.get("triton add[(1,)](A, B, C, 1024)")
-    print(f"\n{'':<40} {'wall us/call':>12} {'event us/call':>14} {'/ torch.add(out=)':>18} {'/ Triton':>9}")
-    for name, (wall, event) in results.items():
+    print(f"\n{'':<44} {'wall us/call':>12} {'event us/call':>14} {'host us/call':>13} {'/ torch.add(out=)':>18} "
+          f"{'/ Triton':>9}")
+    for name, (wall, event, host) in results.items():
         vs_triton = f"{wall / triton_us[0]:8.2f}x" if triton_us else "        -"
-        print(f"{name:<40} {wall:12.2f} {event:14.2f} {wall / torch_us[0]:17.2f}x {vs_triton}")
+        print(f"{name:<44} {wall:12.2f} {event:14.2f} {host:13.2f} {wall / torch_us[0]:17.2f}x {vs_triton}")
 
-    # where egtile's time goes (plain kernel)
-    from egtile.runtime.driver import driver
-
-    ts = (a, b, c)
-    rt = plain._runtime
-    plan = rt.plan(0)
-    plan.launch(ts, torch.cuda.current_stream().cuda_stream)  # this thread's lane
-    lane = plan._local.lane
-    d = driver()
-    parts = [
-        ("  its argument checks alone", lambda: plain._accept(ts)),
-        ("  its launch alone (checked tensors)", lambda: rt.launch(ts, a.device.index)),
-        ("  bare cuLaunchKernelEx (cuda-bindings)", lambda: d.cuLaunchKernelEx(lane.config, plan.function,
-                                                                              lane.address, 0)),
-    ]
-    print("\negtile kernel(A, B, C), no TMA, in parts:")
-    for name, fn in parts:
-        wall, event = measure(fn, args.calls, args.warmup, args.repeats)
-        print(f"{name:<40} {wall:12.2f} {event:14.2f}")
+    status = 0
+    if ok.get("plain"):
+        for part in (lambda: breakdown(plain, (a, b, c), args), lambda: graph_floor(plain, (a, b, c), torch.add, args)):
+            try:
+                part()
+            except Exception:  # noqa: BLE001 - one broken part must not hide the others' numbers
+                traceback.print_exc()
+                status = 1
     torch.cuda.synchronize()
-    return 0
+    return status if all(ok.values()) else 1
+
+
+def breakdown(plain: Any, ts: tuple[Any, ...], args: argparse.Namespace) -> None:
+    """Each part of egtile's no-TMA call alone, and the same driver call through other bindings."""
+    import ctypes
+
+    import torch
+
+    from egtile.runtime.driver import LAUNCH_ABI, driver, launch_entry
+
+    rt = plain._runtime
+    plain(*ts)  # this thread's lane exists, and is the one the launches below use
+    lane = rt._local.lane
+    accepted = plain._accept_launch(ts)
+    d = driver()
+    stream = torch._C._cuda_getCurrentRawStream(0)
+    assert stream == lane.stream
+    built = plain._built
+    fn = int(lane.plan.function)
+    cfg = lane.config
+
+    # cuda-bindings' wrapper, on a config of its own type holding the same values
+    bcfg = d.CUlaunchConfig()
+    bcfg.gridDimX, bcfg.gridDimY, bcfg.gridDimZ = cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ
+    bcfg.blockDimX, bcfg.blockDimY, bcfg.blockDimZ = cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ
+    bcfg.sharedMemBytes, bcfg.numAttrs, bcfg.hStream = cfg.sharedMemBytes, 0, d.CUstream(stream)
+    bfn, params = lane.plan.function, lane.block.address
+    # cuLaunchKernel, eleven arguments through ctypes argtypes
+    flags = d.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM
+    _, plain_pfn, *_ = d.cuGetProcAddress(b"cuLaunchKernel", LAUNCH_ABI, flags)
+    u, vp = ctypes.c_uint, ctypes.c_void_p
+    launch_kernel = ctypes.CFUNCTYPE(ctypes.c_int, vp, u, u, u, u, u, u, u, vp, vp, vp)(int(plain_pfn))
+    g = (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, 1, 1, cfg.sharedMemBytes)
+    ex_address = ctypes.cast(launch_entry(), ctypes.c_void_p).value
+
+    parts: list[tuple[str, Callable[[], Any]]] = [
+        ("its argument checks alone", lambda: plain._accept_launch(ts)),
+        ("its launch alone (checked tensors)", lambda: rt.launch_accepted(ts, accepted)),
+        ("its driver call: ctypes cuLaunchKernelEx", lane.go),
+        ("cuda-bindings cuLaunchKernelEx", lambda: d.cuLaunchKernelEx(bcfg, bfn, params, 0)),
+        ("ctypes cuLaunchKernel, 11 args", lambda: launch_kernel(fn, *g, stream, params, None)),
+    ]
+    try:
+        import cffi
+
+        ffi = cffi.FFI()
+        cffi_ex = ffi.cast("int(*)(void*, void*, void*, void*)", ex_address)
+        c_cfg, c_fn, c_params = (ffi.cast("void*", x) for x in (ctypes.addressof(cfg), fn, params))
+        parts.append((f"cffi {cffi.__version__} ABI cuLaunchKernelEx", lambda: cffi_ex(c_cfg, c_fn, c_params, ffi.NULL)))
+    except ImportError:
+        print("  cffi: not installed (its row is skipped)")
+    parts += [
+        ("torch._C._cuda_getCurrentRawStream(0)", lambda: torch._C._cuda_getCurrentRawStream(0)),
+        ("torch.cuda.current_stream().cuda_stream", lambda: torch.cuda.current_stream().cuda_stream),
+    ]
+    print("\negtile kernel(A, B, C), no TMA, in parts (same three columns):")
+    for name, fn_ in parts:
+        wall, event, host = measure(fn_, args.calls, args.warmup, args.repeats, args.host_calls)
+        print(f"  {name:<42} {wall:12.2f} {event:14.2f} {host:13.2f}")
+    loop = c_loop(ex_address)
+    if callable(loop):
+        cfg_address = ctypes.addressof(cfg)
+        walls, hosts = [], []
+        for _ in range(args.repeats):
+            for n, out in ((args.calls, walls), (args.host_calls, hosts)):
+                loop(cfg_address, fn, params, args.warmup)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                loop(cfg_address, fn, params, n)
+                if out is walls:
+                    torch.cuda.synchronize()
+                out.append((time.perf_counter() - t0) / n * 1e6)
+        torch.cuda.synchronize()
+        print(f"  {'C loop of cuLaunchKernelEx (per launch)':<42} {statistics.median(walls):12.2f} {'-':>14} "
+              f"{statistics.median(hosts):13.2f}")
+    else:
+        print(f"  C loop: skipped: {loop}")
+    torch.cuda.synchronize()
+    a, b, c = ts
+    c.fill_(float("nan"))
+    lane.go()
+    torch.cuda.synchronize()
+    print(f"  (a driver call alone computes C = A + B: {'ok' if torch.equal(c, a + b) else 'WRONG'})")
+
+
+_C_LOOP = r"""
+typedef int (*launch_ex)(const void*, void*, void**, void**);
+int loop_ex(void* pfn, const void* cfg, void* f, void** params, int n) {
+  for (int i = 0; i < n; i++) { int r = ((launch_ex)pfn)(cfg, f, params, 0); if (r) return r; }
+  return 0;
+}
+"""
+
+
+def c_loop(ex_address: int) -> Callable[[int, int, int, int], int] | str:
+    """``loop(config, function, params, n)``: ``n`` back-to-back ``cuLaunchKernelEx`` calls from C, or why not."""
+    import ctypes
+    import shutil
+    import subprocess
+    import tempfile
+
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return "no C compiler"
+    tmp = Path(tempfile.mkdtemp(prefix="egtile-launch-loop-"))
+    (tmp / "loop.c").write_text(_C_LOOP)
+    try:
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp / "loop.so"), str(tmp / "loop.c")], check=True,
+                       capture_output=True)
+    except (subprocess.CalledProcessError, OSError) as e:
+        return f"{cc} failed: {e}"
+    lib = ctypes.CDLL(str(tmp / "loop.so"))
+    vp = ctypes.c_void_p
+    lib.loop_ex.argtypes = [vp, vp, vp, vp, ctypes.c_int]
+    lib.loop_ex.restype = ctypes.c_int
+
+    def loop(cfg: int, fn: int, params: int, n: int) -> int:
+        r = lib.loop_ex(ex_address, cfg, fn, params, n)
+        if r:
+            raise RuntimeError(f"cuLaunchKernelEx returned {r}")
+        return r
+
+    return loop
+
+
+def graph_floor(plain: Any, ts: tuple[Any, ...], torch_add: Any, args: argparse.Namespace, n: int = 256) -> None:
+    """GPU time per kernel of ``n`` launches captured in a CUDA graph and replayed: the GPU's own floor."""
+    import torch
+
+    a, b, c = ts
+    print(f"\nGPU floor: {n} launches in one CUDA graph, replayed (CUDA events, median of {args.repeats}), us/kernel:")
+    for name, fn in (("egtile kernel(A, B, C), no TMA", lambda: plain(a, b, c)),
+                     ("torch.add(A, B, out=C)", lambda: torch_add(a, b, out=c))):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(n):
+                fn()
+        c.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ok = torch.equal(c, a + b)
+        times = []
+        for _ in range(args.repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) * 1e3 / n)
+        print(f"  {name:<42} {statistics.median(times):12.2f}   output after a replay: {'ok' if ok else 'WRONG'}")
 
 
 if __name__ == "__main__":
