@@ -269,9 +269,13 @@ def breakdown(plain: Any, ts: tuple[Any, ...], args: argparse.Namespace) -> None
     for name, fn_ in parts:
         wall, event, host = measure(fn_, args.calls, args.warmup, args.repeats, args.host_calls)
         print(f"  {name:<42} {wall:12.2f} {event:14.2f} {host:13.2f}")
-    loop = c_loop(ex_address)
-    if callable(loop):
-        cfg_address = ctypes.addressof(cfg)
+    cfg_address = ctypes.addressof(cfg)
+    for label, address, entry in (("cuLaunchKernelEx", ex_address, "loop_ex"),
+                                  ("cuLaunchKernel", int(plain_pfn), "loop_plain")):
+        loop = c_loop(address, entry)
+        if not callable(loop):
+            print(f"  C loop: skipped: {loop}")
+            break
         walls, hosts = [], []
         for _ in range(args.repeats):
             for n, out in ((args.calls, walls), (args.host_calls, hosts)):
@@ -283,10 +287,8 @@ def breakdown(plain: Any, ts: tuple[Any, ...], args: argparse.Namespace) -> None
                     torch.cuda.synchronize()
                 out.append((time.perf_counter() - t0) / n * 1e6)
         torch.cuda.synchronize()
-        print(f"  {'C loop of cuLaunchKernelEx (per launch)':<42} {statistics.median(walls):12.2f} {'-':>14} "
+        print(f"  {'C loop of ' + label + ' (per launch)':<42} {statistics.median(walls):12.2f} {'-':>14} "
               f"{statistics.median(hosts):13.2f}")
-    else:
-        print(f"  C loop: skipped: {loop}")
     torch.cuda.synchronize()
     a, b, c = ts
     c.fill_(float("nan"))
@@ -301,11 +303,23 @@ int loop_ex(void* pfn, const void* cfg, void* f, void** params, int n) {
   for (int i = 0; i < n; i++) { int r = ((launch_ex)pfn)(cfg, f, params, 0); if (r) return r; }
   return 0;
 }
+/* cuLaunchKernel from the same CUlaunchConfig's fields (grid, block, shared memory, stream) */
+typedef int (*launch_plain)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                            void**, void**);
+struct cfg { unsigned gx, gy, gz, bx, by, bz, smem; void* stream; void* attrs; unsigned nattrs; };
+int loop_plain(void* pfn, const struct cfg* c, void* f, void** params, int n) {
+  for (int i = 0; i < n; i++) {
+    int r = ((launch_plain)pfn)(f, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream, params, 0);
+    if (r) return r;
+  }
+  return 0;
+}
 """
 
 
-def c_loop(ex_address: int) -> Callable[[int, int, int, int], int] | str:
-    """``loop(config, function, params, n)``: ``n`` back-to-back ``cuLaunchKernelEx`` calls from C, or why not."""
+def c_loop(ex_address: int, entry: str = "loop_ex") -> Callable[[int, int, int, int], int] | str:
+    """``loop(config, function, params, n)``: ``n`` back-to-back calls from C of the driver function at
+    ``ex_address`` (``loop_ex``: ``cuLaunchKernelEx``; ``loop_plain``: ``cuLaunchKernel``), or why not."""
     import ctypes
     import shutil
     import subprocess
@@ -323,13 +337,14 @@ def c_loop(ex_address: int) -> Callable[[int, int, int, int], int] | str:
         return f"{cc} failed: {e}"
     lib = ctypes.CDLL(str(tmp / "loop.so"))
     vp = ctypes.c_void_p
-    lib.loop_ex.argtypes = [vp, vp, vp, vp, ctypes.c_int]
-    lib.loop_ex.restype = ctypes.c_int
+    call = getattr(lib, entry)
+    call.argtypes = [vp, vp, vp, vp, ctypes.c_int]
+    call.restype = ctypes.c_int
 
     def loop(cfg: int, fn: int, params: int, n: int) -> int:
-        r = lib.loop_ex(ex_address, cfg, fn, params, n)
+        r = call(ex_address, cfg, fn, params, n)
         if r:
-            raise RuntimeError(f"cuLaunchKernelEx returned {r}")
+            raise RuntimeError(f"{entry} returned {r}")
         return r
 
     return loop
