@@ -102,6 +102,27 @@ def test_plan_and_config_are_made_once_and_every_call_launches_its_own_pointers(
     assert fake.calls["cuTensorMapEncodeTiled"] == 0
 
 
+def test_the_launch_config_has_the_c_layout_of_cuda_bindings_own():
+    """egtile's ctypes ``CUlaunchConfig`` and cuda-bindings' (the C struct of cuda.h) hold the same bytes for
+    the same fields (distinct values in every field, so a swapped or shifted field shows)."""
+    import ctypes
+
+    from cuda.bindings import driver as d
+
+    from egtile.runtime.args import LaunchConfig, launch_config
+
+    ours = launch_config((7, 3), 384, 50_000)
+    ours.hStream = 0x1234_5678_9ABC
+    ref = d.CUlaunchConfig()
+    ref.gridDimX, ref.gridDimY, ref.gridDimZ = 7, 3, 1
+    ref.blockDimX, ref.blockDimY, ref.blockDimZ = 384, 1, 1
+    ref.sharedMemBytes, ref.numAttrs = 50_000, 0
+    ref.hStream = d.CUstream(0x1234_5678_9ABC)
+    size = ctypes.sizeof(LaunchConfig)
+    assert size == 56 and LaunchConfig.hStream.offset == 32 and LaunchConfig.numAttrs.offset == 48
+    assert ctypes.string_at(ctypes.addressof(ours), size) == ctypes.string_at(ref.getPtr(), size)
+
+
 def test_out_idx_outputs_are_allocated_per_call_and_passed_at_their_positions(fake):
     k = egtile.compile(add_out_first(), out_idx=[0], target="cuda")
     fake.n_pointers = 3

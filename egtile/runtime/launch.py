@@ -172,8 +172,12 @@ class CudaKernel:
         The common case (this thread launched this kernel on this device before, on torch's current device,
         no watchdog) is :meth:`_Plan.launch` written out here, on the lane itself: one Python frame and the
         fewest reads per launch."""
-        lane = getattr(self._local, "lane", None)
-        if lane is None or lane.device != accepted[-1] or (self._many and self._current_device() != lane.device):
+        try:
+            lane = self._local.lane
+        except AttributeError:  # this thread's first launch of this kernel, or a watchdog
+            return self._launch_accepted_slow(tensors, accepted)
+        # with one GPU visible, every tensor is on device 0 and so is torch's current device
+        if self._many and (lane.device != accepted[-1] or self._current_device() != lane.device):
             return self._launch_accepted_slow(tensors, accepted)
         if accepted != lane.pointers:
             lane.plan._write_pointers(lane, accepted)
