@@ -24,8 +24,10 @@ the first call to the return of the last one without waiting for the GPU (the qu
 no call waits for a kernel to finish): what the host spends per call even where the GPU is the slower
 side of a back-to-back loop.
 
-Then where egtile's time goes (the no-TMA kernel), each part alone, in the same three columns: its
-argument checks (``Checker.accept_launch``); its launch of checked tensors (``CudaKernel.launch_accepted``);
+Then where egtile's time goes (the no-TMA kernel), each part alone, in the same three columns: the one
+generated function a call runs (``CudaKernel.fused_launch``: the checks, then the launch), without
+``JITKernel.__call__`` around it; its argument checks alone (``Checker.accept_launch``, the same checks
+returning the pointers); the launch of checked tensors alone (``CudaKernel.launch_accepted``);
 the driver call it makes (the lane's ``go()``: ``cuLaunchKernelEx`` through ``ctypes`` with prebuilt
 arguments); the same launch through other bindings, on the same config, function and argument block:
 cuda-bindings' ``cuLaunchKernelEx`` wrapper (what egtile used before), ``cuLaunchKernel`` through ``ctypes``
@@ -246,6 +248,7 @@ def breakdown(plain: Any, ts: tuple[Any, ...], args: argparse.Namespace) -> None
     ex_address = ctypes.cast(launch_entry(), ctypes.c_void_p).value
 
     parts: list[tuple[str, Callable[[], Any]]] = [
+        ("its checks and launch (one function)", lambda: plain._fast(ts)),
         ("its argument checks alone", lambda: plain._accept_launch(ts)),
         ("its launch alone (checked tensors)", lambda: rt.launch_accepted(ts, accepted)),
         ("its driver call: ctypes cuLaunchKernelEx", lane.go),

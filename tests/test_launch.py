@@ -399,6 +399,45 @@ def test_checks_that_return_the_pointers_accept_exactly_what_the_device_checks_a
     assert "good" not in refused
 
 
+@pytest.mark.parametrize("inference_mode", [False, True])
+def test_the_generated_checks_and_launch_launch_exactly_what_the_checks_accept(fake, inference_mode):
+    """``kernel(*tensors)`` of a CUDA kernel without outputs runs one generated function for the checks and
+    the launch (``CudaKernel.fused_launch``): it launches every argument list the checks accept, with
+    that call's pointers, and nothing for one they refuse."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4, 8), "float16"), Out: T.Tensor((4,), "int32")):
+        with T.Kernel(1) as bx:
+            Out[bx] = T.cast(A[bx, 0], "int32")
+
+    k = egtile.compile(main, target="cuda")
+    fused = k._fast
+    assert fused is not None
+    fake.n_pointers = 2
+    refused, launched = set(), set()
+    for name, args in _candidates() + [("alias", [torch.zeros(32).half().view(4, 8), None])]:
+        if args[-1] is None:  # Out over A's bytes
+            args = [args[0], args[0].view(-1)[:8].view(torch.int32)]
+        before = len(fake.launches)
+        with torch.inference_mode(inference_mode):
+            try:
+                want = k._check.accept(args)
+            except Exception as e:  # noqa: BLE001 - both must raise alike
+                with pytest.raises(type(e)):
+                    fused(args)
+                continue
+            got = fused(args)
+        if want == REJECT:
+            assert got is None and len(fake.launches) == before, name
+            refused.add(name)
+        else:
+            assert got is True and len(fake.launches) == before + 1, name
+            assert fake.launches[-1].args == ptrs(*args), name
+            launched.add(name)
+    assert {"few", "many", "list", "dtype", "shape", "transposed", "strided", "grad", "alias"} <= refused
+    assert {"good", "inference input"} <= launched
+
+
 # ----------------------------------------------------------------------------------------------------
 # GPU
 

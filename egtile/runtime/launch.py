@@ -50,7 +50,7 @@ from typing import Any
 
 from egtile.errors import LaunchError
 from egtile.ir.scheduled import Scheduled
-from egtile.validate import Checker, written_params
+from egtile.validate import Checker, check_lines, written_params
 
 from egtile.codegen import BuiltKernel
 from egtile.runtime import stream as torch_stream
@@ -164,6 +164,35 @@ class CudaKernel:
             self.launch(tensors, self._checker(tensors))
         else:
             self.launch_accepted(tensors, accepted)
+
+    def fused_launch(self, params: Sequence[Any], written: frozenset[str]) -> Any:
+        """``launch(ts) -> True | None``: the argument checks of ``params`` (:func:`egtile.validate.check_lines`,
+        the rules of :class:`~egtile.validate.Checker`) and :meth:`launch_accepted` in one generated function,
+        so a call costs one Python frame for both and builds the pointer tuple once. ``None``: a rule
+        failed, nothing was launched (the caller runs the complete checks for the message); ``True``:
+        launched. ``params`` are the kernel's parameters in launch order (``egtile.jit``'s kernels without
+        outputs pass theirs). The generated code is compiled once per parameter list, written set and GPU
+        count, and bound to this kernel's lane memo and torch's stream and device getters here."""
+        import torch
+
+        many = torch.cuda.device_count() > 1
+        key = (tuple((p.name, str(p.dtype), tuple(p.shape)) for p in params), frozenset(written), many)
+        made = _FUSED.get(key)
+        if made is None:
+            body, env, device = check_lines(params, "cuda", written, refuse="return None", pointers=True)
+            accepted = f"({''.join(f'p{i}, ' for i in range(len(params)))}{device})"
+            lines = ["def launch(ts):", *body, *_fused_tail(accepted, device, many)]
+            made = (compile("\n".join(lines) + "\n", f"<checks and launch of kernel {self.name!r}>", "exec"), env)
+            if len(_FUSED) >= 1024:
+                _FUSED.pop(next(iter(_FUSED)))
+            _FUSED[key] = made
+        code, env = made
+        current_stream, current_device = torch_stream.functions()
+        slow = self._launch_accepted_slow
+        env = dict(env, local=self._local, current_stream=current_stream, current_device=current_device,
+                   slow=lambda ts, accepted: slow(ts, accepted) or True)
+        exec(code, env)  # noqa: S102 - generated from the parameters' names, dtypes and shapes only
+        return env["launch"]
 
     def launch_accepted(self, tensors: Sequence[Any], accepted: tuple[int, ...]) -> None:
         """:meth:`launch` of tensors that :attr:`egtile.validate.Checker.accept_launch` accepted, with what it
@@ -339,6 +368,31 @@ class _Plan:
         code = lane.go()
         if code:
             raise launch_failed(code, "cuLaunchKernelEx", self.symbol, self._where)
+
+
+# compiled fused checks-and-launch code by what it is generated from (CudaKernel.fused_launch); bounded
+_FUSED: dict[Any, tuple[Any, dict[str, Any]]] = {}
+
+
+def _fused_tail(accepted: str, device: str, many: bool) -> list[str]:
+    """The statements after the checks in :meth:`CudaKernel.fused_launch`: :meth:`CudaKernel.launch_accepted`
+    written out on the checks' pointer variables (``accepted``: their tuple and the device)."""
+    lines = ["    try:",
+             "        lane = local.lane",
+             "    except AttributeError:  # this thread's first launch, or a watchdog: the general path",
+             f"        return slow(ts, {accepted})"]
+    if many:
+        lines.append(f"    if lane.device != {device} or current_device() != {device}: return slow(ts, {accepted})")
+    return lines + [
+        f"    ptrs = {accepted}",
+        "    if ptrs != lane.pointers:",
+        "        lane.plan._write_pointers(lane, ptrs)",
+        f"    stream = current_stream({device})",
+        "    if stream != lane.stream:",
+        "        lane.config.hStream = lane.stream = stream",
+        "    if lane.go():",
+        "        lane.plan._relaunch(lane)",
+        "    return True"]
 
 
 def _pointer_reader(n: int) -> Any:
