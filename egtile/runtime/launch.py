@@ -12,7 +12,9 @@ memory, stream), the argument block (:class:`~egtile.runtime.args.ArgBlock`), th
 to the config, the function and the block, so that a launch is a call with no arguments that converts
 nothing), and ``cuCtxSetCurrent`` of the primary context.
 
-A launch (:meth:`CudaKernel.launch_accepted`, the path of ``kernel(*tensors)``): takes the tensors'
+A launch (:meth:`CudaKernel.launch_accepted`; ``kernel(*tensors)`` of an ``egtile.jit`` kernel without
+outputs runs it written out after the argument checks in one generated function,
+:meth:`CudaKernel.fused_launch`): takes the tensors'
 pointers from the argument checks (:attr:`egtile.validate.Checker.accept_launch`, which reads each
 ``data_ptr()`` once); finds this thread's lane of the kernel (one ``threading.local`` read); with more
 than one GPU visible, checks that torch's current device is the tensors' device (with one, it can only
