@@ -12,15 +12,17 @@ few microseconds and back-to-back calls measure what the host spends per call:
   not installed).
 
 Method: every kernel is first checked on fresh random inputs with its output poisoned (NaN), every
-element compared with ``A + B``; a wrong kernel is reported and not timed. Then, per repeat, ``--warmup``
+element compared with ``A + B``; a wrong kernel is reported and not timed. Then ``--repeats`` rounds in
+which the contenders take turns (the host's speed drifts within one process, and a contender timed in a
+block of its own is not comparable with one timed a minute later); per round and contender ``--warmup``
 calls, and ``--calls`` calls back to back, timed two ways: wall clock (``perf_counter`` from a
 synchronized start to a synchronized end) and CUDA events recorded before the first and after the last
 call (the GPU's view: when the host is the bottleneck the GPU waits for each launch, so both give the
 host's cost per call). The median over ``--repeats`` repeats is printed in microseconds per call, with the
 ratio to ``torch.add(out=)`` and to Triton (below 1: egtile is faster).
 
-A third column times the host alone: ``--host-calls`` calls (256) launched onto an idle GPU, timed from
-the first call to the return of the last one without waiting for the GPU (the queue holds them all, so
+A third column times the host alone: ``--host-calls`` calls (256) launched onto an idle GPU (best of
+three per round), timed from the first call to the return of the last one without waiting for the GPU (the queue holds them all, so
 no call waits for a kernel to finish): what the host spends per call even where the GPU is the slower
 side of a back-to-back loop.
 
@@ -58,34 +60,41 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 N = 1024
 
 
-def measure(fn: Callable[[], Any], calls: int, warmup: int, repeats: int,
-            host_calls: int = 256) -> tuple[float, float, float]:
-    """Median over ``repeats`` of (wall us/call, CUDA-event us/call) of ``calls`` back-to-back calls, and the
-    median over ``3 * repeats`` of the host's own us/call over ``host_calls`` calls onto an idle GPU."""
+def sample(fn: Callable[[], Any], calls: int, warmup: int, host_calls: int) -> tuple[float, float, float]:
+    """One timing of ``fn``: (wall us/call, CUDA-event us/call) of ``calls`` back-to-back calls after
+    ``warmup`` calls, and the host's own us/call over ``host_calls`` calls onto an idle GPU (best of 3)."""
     import torch
 
-    walls, events, hosts = [], [], []
-    for _ in range(3 * repeats):
+    for _ in range(warmup):
+        fn()
+    hosts = []
+    for _ in range(3):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(host_calls):
             fn()
         hosts.append((time.perf_counter() - t0) / host_calls * 1e6)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
-    for _ in range(repeats):
-        for _ in range(warmup):
-            fn()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        walls.append((time.perf_counter() - t0) / calls * 1e6)
-        events.append(start.elapsed_time(end) / calls * 1e3)
-    return statistics.median(walls), statistics.median(events), statistics.median(hosts)
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6, start.elapsed_time(end) / calls * 1e3, min(hosts)
+
+
+def measure_all(fns: dict[str, Callable[[], Any]], args: argparse.Namespace) -> dict[str, tuple[float, float, float]]:
+    """Median over ``args.repeats`` rounds of :func:`sample` of each of ``fns``, the functions taking turns
+    within a round, so that a slower stretch of the shared host hits them alike (the machine's speed
+    drifts within one process: one function timed in a block of its own is not comparable)."""
+    got: dict[str, list[tuple[float, float, float]]] = {name: [] for name in fns}
+    for _ in range(args.repeats):
+        for name, fn in fns.items():
+            got[name].append(sample(fn, args.calls, args.warmup, args.host_calls))
+    return {name: tuple(statistics.median(v[k] for v in vals) for k in range(3))  # type: ignore[misc]
+            for name, vals in got.items()}
 
 
 def triton_add() -> Callable[..., Any] | str:
@@ -189,10 +198,7 @@ def main() -> int:
     ]
     if callable(triton) and ok.get("triton"):
         cases.append(("triton", "triton add[(1,)](A, B, C, 1024)", lambda: triton(a, b, c)))
-    results: dict[str, tuple[float, float]] = {}
-    for key, name, fn in cases:
-        if ok.get(key):
-            results[name] = measure(fn, args.calls, args.warmup, args.repeats, args.host_calls)
+    results = measure_all({name: fn for key, name, fn in cases if ok.get(key)}, args)
 
     torch_us = results.get("torch.add(A, B, out=C)", (float("nan"),) * 2)
     triton_us = results.get("triton add[(1,)](A, B, C, 1024)")
@@ -248,6 +254,7 @@ def breakdown(plain: Any, ts: tuple[Any, ...], args: argparse.Namespace) -> None
     ex_address = ctypes.cast(launch_entry(), ctypes.c_void_p).value
 
     parts: list[tuple[str, Callable[[], Any]]] = [
+        ("the whole call kernel(A, B, C)", lambda: plain(*ts)),
         ("its checks and launch (one function)", lambda: plain._fast(ts)),
         ("its argument checks alone", lambda: plain._accept_launch(ts)),
         ("its launch alone (checked tensors)", lambda: rt.launch_accepted(ts, accepted)),
@@ -268,9 +275,8 @@ def breakdown(plain: Any, ts: tuple[Any, ...], args: argparse.Namespace) -> None
         ("torch._C._cuda_getCurrentRawStream(0)", lambda: torch._C._cuda_getCurrentRawStream(0)),
         ("torch.cuda.current_stream().cuda_stream", lambda: torch.cuda.current_stream().cuda_stream),
     ]
-    print("\negtile kernel(A, B, C), no TMA, in parts (same three columns):")
-    for name, fn_ in parts:
-        wall, event, host = measure(fn_, args.calls, args.warmup, args.repeats, args.host_calls)
+    print("\negtile kernel(A, B, C), no TMA, in parts (same three columns; the rows take turns):")
+    for name, (wall, event, host) in measure_all(dict(parts), args).items():
         print(f"  {name:<42} {wall:12.2f} {event:14.2f} {host:13.2f}")
     cfg_address = ctypes.addressof(cfg)
     for label, address, entry in (("cuLaunchKernelEx", ex_address, "loop_ex"),
