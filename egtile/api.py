@@ -255,7 +255,11 @@ class JITKernel:
             self._call = self._call_cuda_accepted
             self._launch_accepted = getattr(self._runtime, "launch_accepted", None)
             if self._launchable and self._launch_accepted is not None:
-                self._fast = self._runtime.fused_launch(inputs, written)  # checks and launch in one function
+                # checks and launch in one function, generated at the first call (then called directly)
+                self._fast = self._runtime.fused_launch(inputs, written, install=self._install_fast)
+
+    def _install_fast(self, fn: Any) -> None:
+        self._fast = fn
 
     def __call__(self, *tensors: Any, **kwargs: Any) -> Any:
         """Run the kernel.

@@ -411,9 +411,13 @@ def test_the_generated_checks_and_launch_launch_exactly_what_the_checks_accept(f
             Out[bx] = T.cast(A[bx, 0], "int32")
 
     k = egtile.compile(main, target="cuda")
-    fused = k._fast
-    assert fused is not None
     fake.n_pointers = 2
+    stand_in = k._fast  # made at compile time; the function itself is generated at the first call
+    a, out = torch.randn(4, 8).half(), torch.zeros(4, dtype=torch.int32)
+    k(a, out)
+    assert fake.launches[-1].args == ptrs(a, out)
+    fused = k._fast
+    assert fused is not stand_in and fused.__name__ == "launch"
     refused, launched = set(), set()
     for name, args in _candidates() + [("alias", [torch.zeros(32).half().view(4, 8), None])]:
         if args[-1] is None:  # Out over A's bytes

@@ -167,14 +167,25 @@ class CudaKernel:
         else:
             self.launch_accepted(tensors, accepted)
 
-    def fused_launch(self, params: Sequence[Any], written: frozenset[str]) -> Any:
+    def fused_launch(self, params: Sequence[Any], written: frozenset[str], install: Any = None) -> Any:
         """``launch(ts) -> True | None``: the argument checks of ``params`` (:func:`egtile.validate.check_lines`,
         the rules of :class:`~egtile.validate.Checker`) and :meth:`launch_accepted` in one generated function,
         so a call costs one Python frame for both and builds the pointer tuple once. ``None``: a rule
         failed, nothing was launched (the caller runs the complete checks for the message); ``True``:
         launched. ``params`` are the kernel's parameters in launch order (``egtile.jit``'s kernels without
         outputs pass theirs). The generated code is compiled once per parameter list, written set and GPU
-        count, and bound to this kernel's lane memo and torch's stream and device getters here."""
+        count, and bound to this kernel's lane memo and torch's stream and device getters.
+
+        ``install``: when given, what is returned is a stand-in that makes the function at its first call,
+        hands it to ``install`` (which puts it where the caller calls from, so later calls reach it
+        directly) and runs it: a compile that is never called, or a warm compile, pays nothing for it."""
+        if install is not None:
+            def first(ts: Sequence[Any]) -> Any:
+                made = self.fused_launch(params, written)
+                install(made)
+                return made(ts)
+
+            return first
         import torch
 
         many = torch.cuda.device_count() > 1
