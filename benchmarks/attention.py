@@ -19,9 +19,17 @@ at most about ``--budget`` seconds per contender); an egtile call slower than ``
 Without a GPU of compute capability 9.0 it prints that it was skipped and exits 0.
 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
-                                   [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks 128x128] [--threads 256] [--stages 2]
-                                   [--iters 20] [--budget 2.0] [--egtile-max-s 0.3] [--no-egtile] [--no-torch]
-                                   [--without RULE,...] [--pingpong]
+                                   [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks auto|128x128] [--threads 256]
+                                   [--stages 2] [--configs BMxBNxTxS,...] [--iters 20] [--budget 2.0]
+                                   [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong]
+                                   [--quiet-failures]
+
+egtile's configuration: ``--blocks auto`` (default) takes each shape's row of the example's table
+(``examples/flash_attention.py`` ``CONFIGS`` / ``config_for``: block_M, block_N, threads, stages per head dim,
+causality and sequence length, from the H200 sweep in docs/perf.md); ``--blocks BMxBN`` with ``--threads`` and
+``--stages`` fixes one; ``--configs`` runs several on the same inputs (a sweep: the torch backends are timed once
+per case, then every configuration is compiled cold, checked and timed; a configuration egtile refuses prints
+its error and the sweep goes on).
 
 ``--without`` removes rules from egtile's default ruleset for the run (each schedule decision measured alone:
 the rest of the schedule is the e-graph's choice without that alternative). ``--pingpong`` uses
@@ -88,13 +96,11 @@ def backends():
             ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
 
 
-def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks: tuple[int, int, int, int]) -> dict:
+def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
+             configs: list[tuple[int, int, int, int]]) -> dict:
     import flash_attention as FA
-    from _check import poisoned
     from _devcheck import device_check as check
     from torch.nn.attention import sdpa_kernel
-
-    import egtile
 
     td = FA.TORCH_DTYPE[dt]
     flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
@@ -117,61 +123,78 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args, blocks
             res[name + "_ok"] = "" if ok else " (outside egtile's bound)"
         except Exception as e:  # noqa: BLE001  (a backend may refuse a case)
             res[name] = f"n/a ({type(e).__name__}: {str(e).splitlines()[0][:60] if str(e) else ''})"
-    if not args.no_egtile:
-        bm, bn, nt, ns = blocks
-        try:
-            t0 = time.perf_counter()
-            prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns,
-                                            dtype=dt)
-            rules = None
-            if args.pingpong:
-                from egtile.rules import pingpong
-
-                rules = pingpong.preferred()
-            if args.without:
-                rules = rules or egtile.rules.default()
-                for r in args.without.split(","):
-                    rules = rules.without(r)
-            kernel = egtile.compile(prim, target="cuda", rules=rules)
-            res["compile_s"] = time.perf_counter() - t0
-            O = poisoned((B, S, H, D), td, "cuda")  # noqa: E741
-            kernel(Q, K, V, O)
-            torch.cuda.synchronize()
-            if check(f"egtile {head}", O, ref, **tol):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                kernel(Q, K, V, O)
-                end.record()
-                torch.cuda.synchronize()
-                one = start.elapsed_time(end)
-                if one > args.egtile_max_s * 1e3:  # a slow kernel: that one (second) call is the measurement
-                    res["egtile"], res["egtile_calls"] = tflops(one), " (1 call)"
-                else:
-                    res["egtile"] = tflops(timed_median(lambda: kernel(Q, K, V, O), args.iters, args.budget))
-            else:
-                res["egtile"] = "WRONG: not timed"
-        except Exception:  # noqa: BLE001  (report every kernel, then go on)
-            res["egtile"] = "FAILED to build or run"
-            traceback.print_exc(file=sys.stdout)
-    del Q, K, V, ref, scale, tol
-    torch.cuda.empty_cache()
     best = max((res[n] for n, _ in backends() if isinstance(res.get(n), float)), default=None)
     line = f"{head:<44}"
     for n, _ in backends():
         val = res.get(n)
         line += f" {n} {val:6.1f}{res.get(n + '_ok', '')}" if isinstance(val, float) else f" {n} {val}"
-    eg = res.get("egtile")
-    if isinstance(eg, float):
-        line += (f"   egtile {eg:7.2f} TFLOP/s{res.get('egtile_calls', '')} ({bm}x{bn}, {nt} threads, "
-                 f"{ns} stage(s){', without ' + args.without if args.without else ''}"
-                 f"{', ping-pong preferred' if args.pingpong else ''}, compile "
-                 f"{res['compile_s']:.1f} s)")
-        if best:
-            line += f"   ratio {eg / best:6.3f}"
-    elif eg is not None:
-        line += f"   egtile {eg}"
     print(line, flush=True)
+    for cfg in ([] if args.no_egtile else configs):
+        eg = run_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, tflops, head)
+        res[f"egtile {cfg}"] = eg
+        bm, bn, nt, ns = cfg
+        line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){', without ' + args.without if args.without else ''}" \
+               f"{', ping-pong preferred' if args.pingpong else ''}{', strict math' if args.strict_math else ', fast math'}:"
+        if isinstance(eg.get("tflops"), float):
+            line += f" {eg['tflops']:7.2f} TFLOP/s{eg.get('calls', '')}, compile {eg['compile_s']:.2f} s"
+            if best:
+                line += f"   ratio {eg['tflops'] / best:6.3f}"
+        else:
+            line += f" {eg.get('tflops')}"
+        print(line, flush=True)
+    del Q, K, V, ref, scale, tol
+    torch.cuda.empty_cache()
     return {"head": head, **res, "best": best}
+
+
+def run_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, tflops, head) -> dict:
+    """Compile egtile's kernel at ``cfg`` = (block_M, block_N, threads, stages), check it against ``ref``, time it."""
+    import flash_attention as FA
+    from _check import poisoned
+    from _devcheck import device_check as check
+
+    import egtile
+
+    bm, bn, nt, ns = cfg
+    out: dict[str, float | str] = {}
+    try:
+        t0 = time.perf_counter()
+        prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns,
+                                        dtype=dt)
+        rules = None
+        if args.pingpong:
+            from egtile.rules import pingpong
+
+            rules = pingpong.preferred()
+        if args.without:
+            rules = rules or egtile.rules.default()
+            for r in args.without.split(","):
+                rules = rules.without(r)
+        # as TileLang's example asks (pass_configs TL_ENABLE_FAST_MATH); --strict-math: egtile's default
+        kernel = egtile.compile(prim, target="cuda", rules=rules,
+                                pass_configs={egtile.PassConfigKey.TL_ENABLE_FAST_MATH: not args.strict_math})
+        out["compile_s"] = time.perf_counter() - t0
+        O = poisoned(tuple(Q.shape), Q.dtype, "cuda")  # noqa: E741
+        kernel(Q, K, V, O)
+        torch.cuda.synchronize()
+        if not check(f"egtile {head} {bm}x{bn} t{nt} s{ns}", O, ref, **tol):
+            out["tflops"] = "WRONG: not timed"
+            return out
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        kernel(Q, K, V, O)
+        end.record()
+        torch.cuda.synchronize()
+        one = start.elapsed_time(end)
+        if one > args.egtile_max_s * 1e3:  # a slow kernel: that one (second) call is the measurement
+            out["tflops"], out["calls"] = tflops(one), " (1 call)"
+        else:
+            out["tflops"] = tflops(timed_median(lambda: kernel(Q, K, V, O), args.iters, args.budget))
+    except Exception as e:  # noqa: BLE001  (report every kernel, then go on)
+        out["tflops"] = f"FAILED to build or run ({type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''})"
+        if not args.quiet_failures:
+            traceback.print_exc(file=sys.stdout)
+    return out
 
 
 def main() -> int:
@@ -181,9 +204,15 @@ def main() -> int:
     ap.add_argument("--seqs", default="1024,2048,4096,8192,16384")
     ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     ap.add_argument("--shape", action="append", default=[], help="B,H,S,D: run exactly these shapes (repeatable)")
-    ap.add_argument("--blocks", default="128x128", help="egtile's block_M x block_N")
-    ap.add_argument("--threads", type=int, default=256, help="egtile's threads per block (T.Kernel threads=)")
-    ap.add_argument("--stages", type=int, default=2, help="egtile's T.Pipelined num_stages")
+    ap.add_argument("--blocks", default="auto",
+                    help="egtile's block_M x block_N; 'auto' (default): the example's per-shape table "
+                         "(examples/flash_attention.py CONFIGS), which also sets threads and stages")
+    ap.add_argument("--threads", type=int, default=256, help="egtile's threads per block (T.Kernel threads=), with --blocks")
+    ap.add_argument("--stages", type=int, default=2, help="egtile's T.Pipelined num_stages, with --blocks")
+    ap.add_argument("--configs", default="",
+                    help="comma-separated BMxBNxTHREADSxSTAGES (e.g. 128x128x256x2,192x128x384x2): egtile at each, "
+                         "on the same inputs, after one timing of each torch backend (a configuration sweep)")
+    ap.add_argument("--quiet-failures", action="store_true", help="one line per failed egtile build, no traceback")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per contender, about")
     ap.add_argument("--no-egtile", action="store_true", help="torch's backends only")
@@ -193,6 +222,9 @@ def main() -> int:
                          "e.g. gemm-to-wgmma-async,gemm-to-wgmma-rs-async)")
     ap.add_argument("--pingpong", action="store_true",
                     help="egtile with egtile.rules.pingpong.preferred() (the consumer warpgroups take turns)")
+    ap.add_argument("--strict-math", action="store_true",
+                    help="compile egtile's kernel with egtile's default arithmetic instead of the fast math that "
+                         "TileLang's example asks for (pass_configs TL_ENABLE_FAST_MATH)")
     ap.add_argument("--egtile-max-s", type=float, default=0.3,
                     help="an egtile call slower than this is timed once (its second call), not repeatedly")
     args = ap.parse_args()
@@ -204,7 +236,16 @@ def main() -> int:
               f"torch.cuda.is_available() = {torch.cuda.is_available()})")
         return 0
     sys.argv = [sys.argv[0], "--target", "cuda"]  # the example reads --target at import
-    blocks = (*(int(x) for x in args.blocks.split("x")), args.threads, args.stages)
+
+    def configs_for(S: int, D: int, causal: bool, dt: str) -> list[tuple[int, int, int, int]]:
+        import flash_attention as FA
+
+        if args.configs:
+            return [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]  # type: ignore[misc]
+        if args.blocks == "auto":
+            return [FA.config_for(S, D, causal, dt)]
+        return [(*(int(x) for x in args.blocks.split("x")), args.threads, args.stages)]  # type: ignore[list-item]
+
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     if args.shape:
         shapes = [tuple(int(x) for x in s.split(",")) for s in args.shape]
@@ -218,7 +259,7 @@ def main() -> int:
     for dt in args.dtypes.split(","):
         for B, H, S, D in shapes:
             for causal in causals:
-                run_case(B, H, S, D, dt, causal, args, blocks)
+                run_case(B, H, S, D, dt, causal, args, configs_for(S, D, causal, dt))
     return 0
 
 

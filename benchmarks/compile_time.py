@@ -124,6 +124,10 @@ def kernels() -> dict[str, Callable[[], Any]]:
         "gemm 128x256x32 s3 4096^3": lambda: K.gemm(4096, 4096, 4096, 128, 256, 32, 3, 256),
         "gemm 128x128x32 s3 K=16384": lambda: K.gemm(256, 256, 16384, 128, 128, 32, 3, 256),
         "flash-attn fwd 4096x64 128x64": lambda: K.flash_attention(4096, 64, 128, 64, 2, 256),
+        # benchmarks/attention.py's kernel (examples/flash_attention.py at the shapes, 128x128 blocks,
+        # 256 threads, 2 stages)
+        "flash_attention bench 4096x128": lambda: flash_attention.flashattn.fn(4, 32, 4096, 128, False, 128, 128, 2, 256),
+        "flash_attention bench 1024x64": lambda: flash_attention.flashattn.fn(16, 32, 1024, 64, False, 128, 128, 2, 256),
     }
     for n in (10, 50, 200):
         out[f"pipe_par n={n}"] = lambda n=n: K.pipe_par(n)

@@ -178,6 +178,8 @@ def one(path, argv, timeout):
         if e.code not in (None, 0):
             return f"exited {e.code} (the example stops itself: no GPU)"
     except egtile.errors.EgtileError as e:
+        if os.environ.get("EGTILE_PORT_VERBOSE"):  # the whole message (the report keeps its first line)
+            print(str(e), file=sys.stderr, flush=True)
         loc = getattr(e, "loc", None)
         line = loc.line if loc is not None and str(loc.file) == path else "-"
         return f"refused {type(e).__name__} | {str(e.message).splitlines()[0]} | line {line}"
@@ -230,6 +232,7 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "blocksparse_gemm/example_blocksparse_gemm.py": ["--m", "128", "--n", "128", "--k", "128"],
     "topk/example_topk.py": ["--M", "64", "--N", "128", "--topk", "6", "--blk_m", "64"],
     "grouped_gemm/example_grouped_gemm_fwd.py": ["--batch_sizes", "64, 64", "--K", "64", "--M", "64"],
+    "gemm/example_gemm_autotune_pass_configs.py": ["--m", "128", "--n", "128", "--k", "64"],
     "gemm/example_gemm.py": {"sizes": [
         ("matmul.compile(M=1024, N=1024, K=1024,", "matmul.compile(M=128, N=128, K=64,"),
         ("a = torch.randn(1024, 1024)", "a = torch.randn(128, 64)"),
@@ -277,6 +280,33 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
          "        batch_sizes = [2048, 6144]",
          "def main(M=256, N=256, BG=2, blk_m=8, batch_sizes=None):\n    if batch_sizes is None:\n"
          "        batch_sizes = [128, 128]")]},  # as at full size, the last group's rows end at M
+    "deepseek_deepgemm/example_deepgemm_fp8_2xAcc.py": {"sizes": [
+        ("for block_N in [16, 32, 64, 128]:", "for block_N in [128]:"),
+        ("assert_tl_gemm_correctness(1024, 1024, 8192, block_N, dtype, out_dtype, T.float32)",
+         "assert_tl_gemm_correctness(128, 128, 256, block_N, dtype, out_dtype, T.float32)")]},
+    # several T.Kernel blocks per prim_func and T.alloc_global scratch (2026-12-02)
+    "flash_decoding/example_mha_inference.py": {"sizes": [
+        ("def main(BATCH=1, H=32, Q_CTX=128, KV_CTX=8192, D_HEAD=128, causal=False):",
+         "def main(BATCH=1, H=1, Q_CTX=128, KV_CTX=256, D_HEAD=64, causal=False):")]},
+    "deepseek_mla/example_mla_decode.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256", "--dim", "128",
+                                           "--pe_dim", "64"],
+    "deepseek_mla/example_mla_decode_paged.py": ["--batch", "1", "--h_q", "64", "--cache_seqlen", "256", "--d", "192",
+                                                 "--dv", "128"],
+    "deepseek_mla/amd/benchmark_mla_decode_amd_tilelang.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256",
+                                                              "--dim", "128", "--pe_dim", "64"],
+    # T.dynamic sizes bound at call time and scalar kernel parameters (2026-12-02)
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py": [
+        "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_mask.py": [
+        "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py": [
+        "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64",
+        "--page_block_size", "64", "--num_pages", "8"],
+    "flash_attention/example_gqa_fwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen", "128",
+                                                 "--k_seqlen", "128", "--dim", "64"],
+    "flash_attention/example_mha_fwd_varlen.py": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
+    "attention_sink/example_gqa_sink_fwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen",
+                                                      "128", "--k_seqlen", "128", "--dim", "64"],
     "dsa_hisa/fp8_block_mean_pooling.py": {"sizes": [
         ("        (16384, 128, 128, 1),\n        (16384, 128, 128, 4),\n        (65536, 128, 128, 1),\n"
          "        (65536, 128, 128, 8),\n        (131072, 128, 128, 16),\n",

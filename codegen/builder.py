@@ -32,6 +32,8 @@ class BuiltKernel:
         log: NVRTC's warnings (empty when clean).
         cache_hit: the cubin came from the on-disk cache (no NVRTC call was made).
         compile_s: seconds spent in emission + cache lookup + NVRTC.
+        fast_math: compiled with NVRTC's ``--use_fast_math`` (TileLang's ``TL_ENABLE_FAST_MATH``) instead of
+            egtile's default arithmetic contract.
     """
 
     symbol: str
@@ -46,6 +48,7 @@ class BuiltKernel:
     log: str
     cache_hit: bool
     compile_s: float
+    fast_math: bool = False
 
 
 _SID = re.compile(r"// sid (\d+)")
@@ -71,21 +74,23 @@ def _locator(s: Scheduled, source: str):
     return locate
 
 
-def build(s: Scheduled, *, arch: str = nvrtc.DEFAULT_ARCH) -> BuiltKernel:
-    """Emit CUDA C++ for ``s`` and compile it to a cubin (or take the cubin from the cache).
+def build(s: Scheduled, *, arch: str = nvrtc.DEFAULT_ARCH, fast_math: bool = False) -> BuiltKernel:
+    """Emit CUDA C++ for ``s`` and compile it to a cubin (or take the cubin from the cache); ``fast_math``:
+    NVRTC's ``--use_fast_math`` (:data:`nvrtc.FAST_MATH_OPTIONS`).
 
     No GPU is needed. Raises CodegenError / ResourceError (cannot lower) or CompileError (NVRTC
     rejected the program: log and offending generated lines in the message).
     """
     t0 = time.perf_counter()
     low: Generated = generate(s)
-    key = cache.cache_key(low.source, nvrtc.header_texts(), nvrtc.options(arch), nvrtc.nvrtc_version(), __version__)
+    key = cache.cache_key(low.source, nvrtc.header_texts(), nvrtc.options(arch, fast_math), nvrtc.nvrtc_version(), __version__)
     hit = cache.load(key, low.symbol)  # None unless the cached cubin checks out (codegen/cache.py)
     if hit is not None:
         cubin, log = hit
     else:
-        out = nvrtc.compile_cuda(low.source, f"{low.symbol}.cu", arch, locate=_locator(s, low.source))
+        out = nvrtc.compile_cuda(low.source, f"{low.symbol}.cu", arch, locate=_locator(s, low.source),
+                                 fast_math=fast_math)
         cubin, log = out.cubin, out.log
         cache.store(key, cubin, log, low.symbol)
     return BuiltKernel(low.symbol, low.source, cubin, arch, low.threads, low.grid, low.smem_bytes, low.params,
-                       low.tma, log, hit is not None, time.perf_counter() - t0)
+                       low.tma, log, hit is not None, time.perf_counter() - t0, fast_math)

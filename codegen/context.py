@@ -28,6 +28,9 @@ class Ctx:
             block, a role's warpgroups or one elected thread).
         depth: nesting depth of generated loops, for unique ``eg_`` loop-variable names.
         vars, loads: C spellings that replace variables and loads (:meth:`substituted`).
+        ranges: ``(name, lo, hi)``: the generated C variable of IR variable ``name`` is in ``[lo, hi)`` here
+            (an enclosing loop's constant bounds); :func:`egtile.analysis.decide.decide` reads them. A name
+            that :meth:`substituted` binds to other C text loses its range unless the binder restates it.
     """
 
     sched: Scheduled
@@ -37,11 +40,21 @@ class Ctx:
     depth: int = 0
     vars: tuple[tuple[str, str], ...] = ()
     loads: tuple[tuple[object, str], ...] = ()
+    ranges: tuple[tuple[str, int, int], ...] = ()
 
     def substituted(self, *, vars: tuple[tuple[str, str], ...] = (), loads: tuple[tuple[object, str], ...] = ()) -> Ctx:
         """Emission with variable ``name`` spelled as C ``text`` (``vars``) and the load expressions ``loads``
         read from C lvalues (a vectorized loop's lanes: ``v + l`` and an element of a vector register)."""
-        return replace(self, vars=vars, loads=loads)
+        bound = {n for n, _ in vars}
+        return replace(self, vars=vars, loads=loads, ranges=tuple(r for r in self.ranges if r[0] not in bound))
+
+    def ranged(self, *items: tuple[str, int, int]) -> Ctx:
+        """This context with IR variables ``name`` known to be in ``[lo, hi)`` (replacing earlier facts)."""
+        names = {n for n, _, _ in items}
+        return replace(self, ranges=tuple(r for r in self.ranges if r[0] not in names) + tuple(items))
+
+    def range_map(self) -> dict[str, tuple[int, int]]:
+        return {n: (lo, hi) for n, lo, hi in self.ranges}
 
     def within(self, threads: ThreadRange) -> Ctx:
         return replace(self, threads=threads)

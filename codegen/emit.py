@@ -189,7 +189,8 @@ def _generate(s: Scheduled) -> Generated:
     needs = kernel_needs(s)
     smem = plan_smem(s, needs)
     tma = collect_tma(s, needs)
-    ctx = Ctx(s, smem, tma, ThreadRange(0, s.threads))
+    ctx = Ctx(s, smem, tma, ThreadRange(0, s.threads)).ranged(
+        *((v.name, 0, n) for v, n in zip(s.kernel.block_vars, s.kernel.grid)))  # blockIdx is below the grid's extent
     symbol = kernel_symbol(s.kernel.name)
     # the file's name only: an absolute path would make the source (and the cache key) machine-dependent
     where = f" ({Path(s.kernel.loc.file).name}:{s.kernel.loc.line})" if s.kernel.loc is not None else ""

@@ -24,6 +24,7 @@ from functools import reduce
 
 import numpy as np
 
+from egtile.analysis.decide import decide
 from egtile.evaluate import dtype_of, promote, round_to
 from egtile.ir.dtypes import dtype
 from egtile.ir.kernel import AddressOf, BinOp, Buffer, Cast, Const, Expr, Load, Select, UnOp, Var
@@ -245,6 +246,9 @@ def emit(e: Expr, ctx: Ctx) -> str:
             return emit_as(v, dtype(t).name, ctx)
         case Select(cond=c, a=a, b=b):
             t = type_of(e, ctx)
+            known = decide(c, ctx.range_map()) if ctx.ranges else None
+            if known is not None:  # the enclosing loops' bounds fix the condition: only that branch can run
+                return emit_as(a if known else b, t, ctx)
             return f"({emit_as(c, 'bool', ctx)} ? {emit_as(a, t, ctx)} : {emit_as(b, t, ctx)})"
         case BinOp() as b:
             return _emit_binop(b, ctx)

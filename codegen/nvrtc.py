@@ -30,6 +30,14 @@ BASE_OPTIONS = ("-std=c++17", "-lineinfo", "--fmad=false", "--ftz=false", "--pre
 """``--fmad=false``: no contraction of ``a * b + c`` into one FFMA, which rounds once where the tile IR (and
 the simulator) round the product and the sum separately; the other three are NVRTC's defaults, spelled out
 because the oracle relies on them (subnormals kept, IEEE division and square root)."""
+FAST_MATH_OPTIONS = ("-std=c++17", "-lineinfo", "--use_fast_math", "-DEGTILE_FAST_MATH")
+"""What TileLang's ``TL_ENABLE_FAST_MATH`` asks for (``egtile.options.fast_math``): NVRTC's ``--use_fast_math``,
+i.e. ``--ftz=true --prec-div=false --prec-sqrt=false --fmad=true`` and the math functions mapped to their
+approximate hardware forms (``exp2f`` to ``ex2.approx.ftz.f32``: one MUFU.EX2, where the default contract's
+``exp2f`` adds the subnormal range handling around it); ``EGTILE_FAST_MATH`` also leaves the sign of a zero
+result of float ``T.max``/``T.min`` unspecified (one FMNMX instead of the contract's signed-zero handling). The
+CPU targets keep the default contract, so
+results on the GPU then differ from them within these functions' documented bounds (docs/language.md)."""
 _LOG_LINE = re.compile(r"^(?P<file>[^\n()]*)\((?P<line>\d+)\): (?P<kind>catastrophic error|error|warning)", re.M)
 
 
@@ -101,9 +109,9 @@ def cuda_include_dir() -> Path | None:
     return None
 
 
-def options(arch: str = DEFAULT_ARCH) -> tuple[str, ...]:
+def options(arch: str = DEFAULT_ARCH, fast_math: bool = False) -> tuple[str, ...]:
     """The NVRTC options without include paths (what the cubin cache key hashes)."""
-    return (f"--gpu-architecture={arch}", *BASE_OPTIONS)
+    return (f"--gpu-architecture={arch}", *(FAST_MATH_OPTIONS if fast_math else BASE_OPTIONS))
 
 
 @functools.lru_cache(maxsize=1)
@@ -132,7 +140,7 @@ def _quote(source: str, name: str, log: str, locate: Callable[[int], SourceLoc |
 
 
 def compile_cuda(source: str, name: str, arch: str = DEFAULT_ARCH,
-                 locate: Callable[[int], SourceLoc | None] | None = None) -> NvrtcOutput:
+                 locate: Callable[[int], SourceLoc | None] | None = None, fast_math: bool = False) -> NvrtcOutput:
     """Compile one translation unit to a cubin.
 
     Args:
@@ -140,6 +148,7 @@ def compile_cuda(source: str, name: str, arch: str = DEFAULT_ARCH,
         name: program name, used in NVRTC's messages (``<name>``, e.g. ``main_kernel.cu``).
         arch: ``--gpu-architecture`` value.
         locate: maps a generated line number to the user's source line, for error messages.
+        fast_math: compile with :data:`FAST_MATH_OPTIONS` instead of :data:`BASE_OPTIONS`.
 
     Raises:
         CompileError: NVRTC rejected the program; the message holds the log and the offending lines.
@@ -152,7 +161,7 @@ def compile_cuda(source: str, name: str, arch: str = DEFAULT_ARCH,
         cuda_inc = cuda_include_dir()
         if cuda_inc is not None:
             inc.append(f"-I{cuda_inc}")
-        opts = [o.encode() for o in (*options(arch), *inc)]
+        opts = [o.encode() for o in (*options(arch, fast_math), *inc)]
         (result,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         err, size = nvrtc.nvrtcGetProgramLogSize(prog)
         _check(err, "nvrtcGetProgramLogSize", name)

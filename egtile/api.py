@@ -38,6 +38,7 @@ from egtile.errors import (
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Kernel
 from egtile.language.kernel import PrimFunc
+from egtile.options import fast_math
 from egtile.validate import REJECT, Checker, check_args, written_params
 
 TARGETS = ("auto", "interp", "sim", "cuda")
@@ -45,7 +46,8 @@ TARGETS = ("auto", "interp", "sim", "cuda")
 # written_params of the kernels compiled in this process, by schedule-cache key (bounded)
 _WRITTEN: dict[str, frozenset[str]] = {}
 
-# TileLang options accepted for source compatibility; they have no meaning for egtile.
+# TileLang options accepted for source compatibility. Of them only pass_configs' TL_ENABLE_FAST_MATH has a
+# meaning for egtile (egtile.options.fast_math); the others have none.
 _IGNORED_OPTIONS = {"pass_configs", "execution_backend", "verbose", "compile_flags", "debug_root_path"}
 
 
@@ -135,10 +137,17 @@ class JITKernel:
         target: the concrete target it runs on (``"interp"``, ``"sim"`` or ``"cuda"``).
         out_idx: positions of the parameters allocated and returned by each call.
         scheduled: the ``ir.Scheduled`` (``None`` for ``"interp"``).
+        fast_math: the CUDA kernel is compiled with NVRTC's ``--use_fast_math`` (TileLang's
+            ``TL_ENABLE_FAST_MATH``); the CPU targets always compute egtile's default arithmetic.
     """
 
-    def __init__(self, func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", rules: Any = None) -> None:
+    def __init__(self, func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", rules: Any = None,
+                 fast_math: bool = False) -> None:
         if isinstance(func, PrimFunc):
+            if func.more or func.hidden:
+                raise ArgumentError(f"prim_func {func.name!r} has {len(func.kernels)} T.Kernel block(s) and "
+                                    f"{func.hidden} T.alloc_global scratch tensor(s); compile it with egtile.compile "
+                                    "(or @egtile.jit), which allocates the scratch and launches the kernels in order")
             kernel = func.kernel
         elif isinstance(func, Kernel):
             kernel = func
@@ -152,6 +161,7 @@ class JITKernel:
         self._built: Any = None
         self._runtime: Any = None
         self.rules = rules
+        self.fast_math = bool(fast_math)
         self._key: Any = None
         self._written: frozenset[str] | None = None
         if self.target in ("sim", "cuda"):
@@ -165,7 +175,7 @@ class JITKernel:
 
         protocol = uses_protocol(self.kernel.body)
         cacheable = self.rules is None and schedule_cache.enabled()
-        key = schedule_cache.key(self.kernel, ARCH) if cacheable else None
+        key = schedule_cache.key(self.kernel, ARCH, self.fast_math) if cacheable else None
         self._key = key
         hit = schedule_cache.load(key) if key is not None else None
         if hit is not None and (self.target != "cuda" or hit[1] is not None):
@@ -174,7 +184,8 @@ class JITKernel:
             # the schedule is cached (and was verified when stored) but its cubin is not, e.g. under another
             # NVRTC version: build the cubin only, not the e-graph again
             self.schedule_result = hit[0]
-            self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled)
+            self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled,
+                                                                           fast_math=self.fast_math)
             schedule_cache.store(key, self.schedule_result, self._built)
         else:
             if protocol:
@@ -184,7 +195,8 @@ class JITKernel:
                 self.schedule_result = optimize(self.kernel, rules=self.rules)
                 _check_schedule(self.kernel, self.schedule_result.scheduled)
             if self.target == "cuda":
-                self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled)
+                self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled,
+                                                                           fast_math=self.fast_math)
             if key is not None:
                 schedule_cache.store(key, self.schedule_result, self._built)
         self.scheduled = self.schedule_result.scheduled
@@ -419,13 +431,25 @@ class JITKernel:
                 head, _, last = listing.rpartition("\n")
                 if last.startswith("decisions:"):
                     listing = f"{head}\ndecisions: {n}, listed above with their reasons"
-            launch = _launch_note(self.kernel, self.scheduled)
+            launch = _launch_note(self.kernel, self.scheduled) + _math_note(self.fast_math, self.target)
             return f"{launch}{self.schedule_result.explain()}\n\nSchedule:\n{listing}"
         return (f"target 'interp': the unscheduled kernel runs on the reference interpreter, one block after "
                 f"another, statements in program order.\n{self.kernel}")
 
     def __repr__(self) -> str:
         return f"JITKernel({self.kernel.name!r}, target={self.target!r}, out_idx={list(self.out_idx)})"
+
+
+def _math_note(fast: bool, target: str) -> str:
+    """What explain() says about the arithmetic when the user asked for fast math (nothing otherwise: the
+    default contract is docs/language.md's)."""
+    if not fast:
+        return ""
+    where = ("this CUDA kernel was compiled" if target == "cuda" else
+             f"target {target!r} computes egtile's default arithmetic; a 'cuda' compile of it is")
+    return (f"Arithmetic: fast math (pass_configs TL_ENABLE_FAST_MATH): {where} with NVRTC --use_fast_math: "
+            "a * b + c may fuse into one FMA, subnormals flush to zero, division, square root and the math "
+            "functions (T.exp2, T.exp, ...) are their approximate hardware forms (docs/language.md, \"Fast math\").\n\n")
 
 
 def _launch_note(kernel: Kernel, scheduled: Any) -> str:
@@ -461,7 +485,16 @@ def compile(func: PrimFunc | Kernel, out_idx: Any = None, target: str = "auto", 
         ArgumentError: unknown target, bad ``out_idx``, unknown option.
     """
     _check_options(options)
-    return JITKernel(func, out_idx=out_idx, target=target, rules=rules)
+    fast = fast_math(options.get("pass_configs"))
+    from egtile.language.calltime import DeferredPrimFunc
+
+    if isinstance(func, DeferredPrimFunc):  # scalar parameters: bound per call (egtile.callbind)
+        from egtile.callbind import CallBoundKernel
+
+        return CallBoundKernel(func, out_idx, target, rules=rules, fast_math=fast)  # type: ignore[return-value]
+    from egtile.kernelseq import build
+
+    return build(func, out_idx=out_idx, target=target, rules=rules, fast_math=fast)
 
 
 def _check_options(options: dict[str, Any]) -> None:
@@ -501,12 +534,16 @@ def _typed_key(v: Any) -> Any:
 
 class JITFactory:
     """``@egtile.jit`` applied to a kernel factory: calling it with the factory's Python arguments returns a
-    :class:`JITKernel`, compiled once per distinct argument values."""
+    :class:`JITKernel`, compiled once per distinct argument values; a :class:`egtile.kernelseq.KernelSequence`
+    when the prim_func has several ``T.Kernel`` blocks or ``T.alloc_global`` scratch; a
+    :class:`egtile.callbind.CallBoundKernel` when it has ``T.dynamic`` sizes or scalar parameters, bound and
+    compiled at each call (the factory runs under :mod:`egtile.language.calltime`'s passes)."""
 
-    def __init__(self, fn: Callable[..., Any], out_idx: Any, target: str) -> None:
+    def __init__(self, fn: Callable[..., Any], out_idx: Any, target: str, fast_math: bool = False) -> None:
         self.fn = fn
         self.out_idx = out_idx
         self.target = target
+        self.fast_math = fast_math
         self._signature = inspect.signature(fn)
         self._cache: dict[Any, JITKernel] = {}
         functools.update_wrapper(self, fn)
@@ -534,14 +571,44 @@ class JITFactory:
         key = self._key(args, kwargs)
         if key is not None and key in self._cache:
             return self._cache[key]
-        func = self.fn(*args, **kwargs)
+        from egtile.language import calltime as dynamic
+
+        func = self._run_factory(dynamic.FactoryPass("collect"), args, kwargs)
+        if isinstance(func, dynamic.DeferredPrimFunc):
+            # T.dynamic sizes or scalar parameters: bound at each call, one kernel per binding (egtile.callbind)
+            from egtile.callbind import CallBoundKernel
+
+            def rebuild(values: dict[str, int], scalars: dict[str, Any]) -> Any:
+                return self._run_factory(dynamic.FactoryPass("bind", values=values, scalars=scalars), args, kwargs)
+
+            bound = CallBoundKernel(func, self.out_idx, self.target, rebuild=rebuild if func.symbols else None,
+                                    fast_math=self.fast_math)
+            if key is not None:
+                self._cache[key] = bound
+            return bound  # type: ignore[return-value]
         if not isinstance(func, PrimFunc):
             raise DSLError(f"@egtile.jit function {self.fn.__name__!r} must return a @T.prim_func, got "
                            f"{type(func).__name__}")
-        kernel = JITKernel(func, out_idx=self.out_idx, target=self.target)
+        from egtile.kernelseq import build
+
+        kernel = build(func, out_idx=self.out_idx, target=self.target, fast_math=self.fast_math)
         if key is not None:
             self._cache[key] = kernel
         return kernel
+
+    def _run_factory(self, p: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The factory's result, run under factory pass ``p`` (:mod:`egtile.language.calltime`)."""
+        from egtile.language import calltime as dynamic
+        from egtile.language.eager import _StopBinding
+
+        try:
+            with dynamic.factory_pass(p):
+                return self.fn(*args, **kwargs)
+        except _StopBinding as stop:
+            raise UnsupportedError(f"kernel factory {self.fn.__name__!r} uses T.dynamic size {stop.args[0]!r} as a "
+                                   "number (a comparison, range(), int()) before its prim_func is called, when its "
+                                   "value is not known yet; use it inside the prim_func, or in arithmetic "
+                                   "(+, -, *, //, %, T.ceildiv), which is evaluated once it is bound") from None
 
     def compile(self, *args: Any, **kwargs: Any) -> JITKernel:
         """Same as calling the factory."""
@@ -555,18 +622,24 @@ def jit(func: Callable[..., Any] | PrimFunc | None = None, *, out_idx: Any = Non
     ``@T.prim_func``); applied to a prim_func directly it compiles it.
 
     TileLang's ``pass_configs``, ``execution_backend``, ``verbose``, ``compile_flags`` and
-    ``debug_root_path`` are accepted and ignored.
+    ``debug_root_path`` are accepted; of them only ``pass_configs={PassConfigKey.TL_ENABLE_FAST_MATH: True}``
+    has an effect (:func:`egtile.options.fast_math`: the CUDA kernel is compiled with ``--use_fast_math``).
 
     Raises:
         ArgumentError: unknown target or option.
     """
     _check_options(options)
+    fast = fast_math(options.get("pass_configs"))
     if target not in TARGETS:
         raise ArgumentError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
     if func is None:
         return lambda f: jit(f, out_idx=out_idx, target=target, **options)
     if isinstance(func, (PrimFunc, Kernel)):
-        return JITKernel(func, out_idx=out_idx, target=target)
+        return compile(func, out_idx=out_idx, target=target, pass_configs=options.get("pass_configs"))
+    from egtile.language.calltime import DeferredPrimFunc
+
+    if isinstance(func, DeferredPrimFunc):
+        return compile(func, out_idx=out_idx, target=target, pass_configs=options.get("pass_configs"))
     if not callable(func):
         raise ArgumentError(f"@egtile.jit expects a function, got {type(func).__name__}")
     from egtile.language import eager
@@ -576,7 +649,7 @@ def jit(func: Callable[..., Any] | PrimFunc | None = None, *, out_idx: Any = Non
             raise ArgumentError(f"@egtile.jit(out_idx=...) on eager function {func.__name__!r}: out_idx is for kernel "
                                 "factories; an eager function declares its outputs with T.empty and returns them")
         return eager.EagerJIT(func, target, options)
-    return JITFactory(func, out_idx, target)
+    return JITFactory(func, out_idx, target, fast)
 
 
 __all__ = ["JITFactory", "JITKernel", "TARGETS", "compile", "hopper_available", "jit", "resolve_target"]

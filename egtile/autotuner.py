@@ -23,9 +23,15 @@ What a call does, with the arguments it is given:
    than the best after at least a third of them ran.
 
 On a CPU target (``interp``/``sim``) nothing is timed (the simulator is no performance model): the first
-configuration that compiles and passes the check wins, ``latency`` is ``None`` and nothing is cached.
+configuration that compiles and passes the check wins, ``latency`` is NaN (not measured; a float, so that a
+port's ``f"{latency:.3f}"`` or ``flops / latency`` still runs) and nothing is cached.
 An eager function (:mod:`egtile.language.eager`) is tuned on the tensors of the call and returns the
-outputs of the winner, a kernel factory returns the winner's kernel.
+outputs of the winner (``compile(M=...)`` without tensors tunes on fresh inputs of ``supply_type``), a kernel
+factory returns the winner's kernel. The winning kernel carries ``kernel.config`` and ``kernel.latency``, as
+TileLang's does. A configuration's ``pass_configs`` entry is a compile option, not an argument of the factory:
+accepted and without effect, as in ``@egtile.jit(pass_configs=...)``, except ``TL_ENABLE_FAST_MATH``, which must
+agree with the ``@egtile.jit``'s (egtile does not tune the arithmetic; a configuration that asks for another is
+an error naming it, not a silently different kernel).
 """
 
 from __future__ import annotations
@@ -34,16 +40,18 @@ import contextlib
 import hashlib
 import inspect
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from egtile.errors import ArgumentError, EgtileError
+from egtile.errors import ArgumentError, EgtileError, UnsupportedError
 from egtile.profiler import Profiler, TensorSupplyType, do_bench
 
 _INPUTS: list[Any] | None = None
+_COMPILE_OPTIONS = frozenset({"pass_configs", "execution_backend", "verbose", "compile_flags", "target"})
 
 
 @contextlib.contextmanager
@@ -64,7 +72,7 @@ def get_autotune_inputs() -> list[Any] | None:
 
 @dataclass(frozen=True)
 class AutotuneResult:
-    """The outcome of tuning: the winning ``config`` and its ``kernel``, its ``latency`` in ms (``None`` when not
+    """The outcome of tuning: the winning ``config`` and its ``kernel``, its ``latency`` in ms (NaN when not
     measured: a CPU target), and how many configurations were ``tried`` and ``failed``."""
 
     config: dict[str, Any]
@@ -152,6 +160,19 @@ class _Tuned:
         return isinstance(self.impl, EagerJIT)
 
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        params = inspect.signature(self.fn).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        # TileLang's per-configuration compile options (a config's "pass_configs"): not factory arguments
+        if "pass_configs" in kwargs and "pass_configs" not in params and not takes_any:
+            from egtile.options import fast_math
+
+            want, have = fast_math(kwargs["pass_configs"]), bool(getattr(self.impl, "fast_math", False))
+            if want != have:
+                raise UnsupportedError(
+                    f"autotune of {self.fn.__name__!r}: a configuration sets TL_ENABLE_FAST_MATH={want} but the "
+                    f"@egtile.jit compiles with fast math {'on' if have else 'off'}; egtile does not tune the "
+                    "arithmetic: set it once in @egtile.jit(pass_configs=...)")
+        kwargs = {k: v for k, v in kwargs.items() if k not in _COMPILE_OPTIONS or k in params or takes_any}
         return self.impl.compile(*args, **kwargs)
 
     # -- tuning ----------------------------------------------------------------------------------
@@ -173,9 +194,14 @@ class _Tuned:
             result = AutotuneResult(configs[idx], kernel, latency, 0, 0, from_cache=True)
         else:
             result = self._search(args, kwargs, configs)
-            if device is not None and result.latency is not None and self.options["cache_results"]:
+            if device is not None and not math.isnan(result.latency) and self.options["cache_results"]:
                 self._store(digest, configs.index(result.config), result.config, result.latency, key_text)
         self._memo[digest] = result
+        for attr, value in (("config", result.config), ("latency", result.latency)):
+            try:  # TileLang's tuned kernel answers kernel.config and kernel.latency
+                setattr(result.kernel, attr, value)
+            except AttributeError:  # pragma: no cover - a kernel object without a __dict__
+                pass
         return result
 
     def _inputs(self, kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any] | None:
@@ -197,7 +223,7 @@ class _Tuned:
         best: tuple[float, int, Any] | None = None
         first_ok: tuple[int, Any] | None = None
         failed, tried = 0, 0
-        errors: list[str] = []
+        errors: list[_Failure] = []
         bar = tqdm(configs, desc=f"autotune {self.fn.__name__}", unit="config", file=sys.stderr)
         for i, cfg in enumerate(bar):
             tried += 1
@@ -205,7 +231,7 @@ class _Tuned:
                 kernel = self._compile(args, {**kwargs, **cfg})
             except EgtileError as err:
                 failed += 1
-                errors.append(f"{cfg}: {type(err).__name__}: {err.message.splitlines()[0]}")
+                errors.append(_Failure(cfg, err))
                 continue
             run, ins = self._runner(kernel, args, kwargs)
             if not opts["skip_check"] and not self._check(kernel, run, ins, cfg, errors):
@@ -226,21 +252,25 @@ class _Tuned:
         if best is not None:
             return AutotuneResult(configs[best[1]], best[2], best[0], tried, failed)
         if first_ok is not None:
-            return AutotuneResult(configs[first_ok[0]], first_ok[1], None, tried, failed)
-        shown = "\n  ".join(errors[:10])
-        raise ArgumentError(f"autotune of {self.fn.__name__!r}: none of the {len(configs)} configurations compiled and "
-                            f"passed its check:\n  {shown}")
+            return AutotuneResult(configs[first_ok[0]], first_ok[1], math.nan, tried, failed)
+        raise _none_passed(self.fn.__name__, len(configs), errors)
 
     def _runner(self, kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Callable[[], Any], Any]:
         if self._eager():
             tensors = self.impl._split(args, kwargs)[0]
             names = [n for n in self.impl.signature.parameters if n in tensors and _is_tensor(tensors[n])]
             ins = [tensors[n] for n in names]
+            if not ins and _INPUTS is not None:
+                ins = list(_INPUTS)
+            elif not ins:  # compile(M=...) without tensors: tune on fresh inputs, as for a kernel factory
+                jk = kernel.jit_kernel
+                ins = Profiler(jk, self.options["supply_type"])._inputs(with_output=False)
         else:
             ins = self._inputs(kernel, args, kwargs)
         return (lambda: kernel(*ins)), ins
 
-    def _check(self, kernel: Any, run: Callable[[], Any], ins: list[Any], cfg: dict[str, Any], errors: list[str]) -> bool:
+    def _check(self, kernel: Any, run: Callable[[], Any], ins: list[Any], cfg: dict[str, Any],
+               errors: list[_Failure]) -> bool:
         opts = self.options
         try:
             if opts["manual_check_prog"] is not None:
@@ -261,7 +291,7 @@ class _Tuned:
             else:
                 run()
         except (AssertionError, EgtileError) as err:
-            errors.append(f"{cfg}: {type(err).__name__}: {str(err).splitlines()[0]}")
+            errors.append(_Failure(cfg, err))
             return False
         return True
 
@@ -300,10 +330,14 @@ class _Tuned:
         names = list(inspect.signature(self.fn).parameters)
         return set(kwargs) | set(names[:len(args)])
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def _all_given(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether the call gives every key of the configurations itself (TileLang's override: no tuning)."""
         configs = self.configs if not callable(self.configs) else None
-        keys = {k for c in configs for k in c} if configs is not None else None
-        if keys is not None and keys <= self._given(args, kwargs):
+        keys = {k for c in configs for k in c} - _COMPILE_OPTIONS if configs is not None else None
+        return keys is not None and keys <= self._given(args, kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._all_given(args, kwargs):
             return self.impl(*args, **kwargs)  # every tunable given: no tuning (TileLang's override)
         result = self.tune(args, kwargs)
         if self._eager():
@@ -312,8 +346,51 @@ class _Tuned:
         return result.kernel
 
     def compile(self, *args: Any, **kwargs: Any) -> Any:
-        """The winning kernel for these arguments (tuning if needed)."""
+        """The winning kernel for these arguments (tuning if needed; none when every key is given)."""
+        if self._all_given(args, kwargs):
+            return self.impl.compile(*args, **kwargs)
         return self.tune(args, kwargs).kernel
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """Why one configuration was skipped: the error its compile or its check raised."""
+
+    config: dict[str, Any]
+    error: BaseException
+
+    @property
+    def text(self) -> str:
+        """The error's kind and first line, the same for every configuration that failed the same way."""
+        msg = getattr(self.error, "message", None)
+        msg = str(self.error) if msg is None else str(msg)
+        first = msg.strip().splitlines()[0] if msg.strip() else "(no message)"
+        if isinstance(self.error, AssertionError):
+            return f"its check against the reference failed: {first}"
+        return f"{type(self.error).__name__}: {first}"
+
+
+def _none_passed(name: str, n: int, failures: list[_Failure]) -> ArgumentError:
+    """The error of a tuning in which no configuration compiled and passed its check: each distinct failure (the
+    same text but for its numbers) once, with how many configurations hit it and the first of them; the first
+    configuration's failure first and at its error's line (the user's), then the others, most frequent first."""
+    import re
+
+    number = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?|[-+]?\b(inf|nan)\b")
+    groups: dict[str, list[_Failure]] = {}
+    for f in failures:  # one failure whatever its numbers (a block size, an extent, a mismatch count, a value)
+        groups.setdefault(number.sub("#", f.text), []).append(f)
+    # the first configuration's failure first (the error's line is its), then the others, most frequent first
+    ordered = sorted(groups.values(), key=lambda fs: (fs[0] is not failures[0], -len(fs)))
+    shown = [f"{fs[0].text} ({len(fs)} of {n} configurations, first {fs[0].config})" for fs in ordered[:8]]
+    if len(ordered) > 8:
+        shown.append(f"... and {len(ordered) - 8} other distinct failure(s)")
+    if not shown:
+        shown = ["(no configuration reported an error)"]
+    distinct = f"{len(ordered)} distinct failure(s)" if len(ordered) != 1 else "1 failure"
+    loc = getattr(failures[0].error, "loc", None) if failures else None
+    return ArgumentError(f"autotune of {name!r}: none of the {n} configurations compiled and passed its check "
+                         f"({distinct}): {shown[0]}" + "".join(f"\n  {s}" for s in shown[1:]), loc)
 
 
 def _is_tensor(v: Any) -> bool:
@@ -371,7 +448,7 @@ class AutoTuner:
 
     def set_compile_args(self, out_idx: Any = None, target: str = "auto", execution_backend: Any = None,
                          target_host: Any = None, verbose: Any = None, pass_configs: Any = None) -> AutoTuner:
-        self.compile_args = {"out_idx": out_idx, "target": target or "auto"}
+        self.compile_args = {"out_idx": out_idx, "target": target or "auto", "pass_configs": pass_configs}
         return self
 
     def set_profile_args(self, warmup: float = 25, rep: float = 100, timeout: float = 30,
@@ -399,7 +476,8 @@ class AutoTuner:
 
         if early_stop and early_stop_factor < 1.0:
             raise ArgumentError(f"AutoTuner.run: early_stop_factor must be >= 1.0, got {early_stop_factor}")
-        impl = jit(self.fn, out_idx=self.compile_args.get("out_idx"), target=self.compile_args.get("target", "auto"))
+        impl = jit(self.fn, out_idx=self.compile_args.get("out_idx"), target=self.compile_args.get("target", "auto"),
+                   pass_configs=self.compile_args.get("pass_configs"))
         opts = dict(warmup=25, rep=100, timeout=timeout, supply_type=TensorSupplyType.Auto, ref_prog=None,
                     supply_prog=None, rtol=1e-2, atol=1e-2, max_mismatched_ratio=0.01, skip_check=False,
                     manual_check_prog=None, cache_results=True)

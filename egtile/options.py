@@ -1,19 +1,23 @@
 """``egtile.PassConfigKey``: TileLang's compile-option names, accepted in ``@egtile.jit(pass_configs={...})``.
 
-egtile takes no pass options: its scheduling decisions are rewrite rules chosen by the e-graph's cost model
-(``egtile.compile(..., rules=)`` is the knob that changes them), and its arithmetic is one fixed contract
-(``docs/language.md``, "Arithmetic"). So every key is accepted and has no effect on the kernel or its result;
-the names exist so that TileLang code that spells them runs unchanged. A name TileLang does not have is an
-``AttributeError``, as it is there.
+egtile's scheduling decisions are rewrite rules chosen by the e-graph's cost model (``egtile.compile(...,
+rules=)`` is the knob that changes them), so the pass options that steer TileLang's passes have no meaning
+here: they are accepted and have no effect on the kernel or its result, so that TileLang code that spells
+them runs unchanged. One key changes what the GPU computes, and egtile honours it: ``TL_ENABLE_FAST_MATH``
+(:func:`fast_math`) compiles the CUDA kernel with NVRTC's ``--use_fast_math`` instead of egtile's default
+arithmetic contract (``docs/language.md``, "Arithmetic" and "Fast math"). A name TileLang does not have is
+an ``AttributeError``, as it is there.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 
 class PassConfigKey(str, enum.Enum):
-    """TileLang's pass-configuration keys (their string values), accepted and ignored by egtile."""
+    """TileLang's pass-configuration keys (their string values): accepted; only ``TL_ENABLE_FAST_MATH`` has an
+    effect (:func:`fast_math`)."""
 
     TL_SIMPLIFY = "tl.Simplify"
     TL_SIMPLIFY_TRANSITIVELY_PROVE_INEQUALITIES = "transitively_prove_inequalities"
@@ -88,3 +92,27 @@ def set_log_level(level: object) -> None:
 
 
 __all__ += ["disable_cache", "set_log_level"]
+
+
+def fast_math(pass_configs: Any) -> bool:
+    """Whether ``pass_configs`` (TileLang's ``@jit(pass_configs={...})`` dict, or ``None``) turns on fast math:
+    ``TL_ENABLE_FAST_MATH`` (or its string ``"tl.enable_fast_math"``) set to ``True``.
+
+    Raises:
+        ArgumentError: ``pass_configs`` is not a dict, or the fast-math value is not a bool (TileLang reads
+            it as a bool; ``"false"`` or ``0`` would otherwise mean something the user did not write).
+    """
+    from egtile.errors import ArgumentError
+
+    if pass_configs is None:
+        return False
+    if not isinstance(pass_configs, dict):
+        raise ArgumentError(f"pass_configs must be a dict of PassConfigKey -> value, got {type(pass_configs).__name__}")
+    key = PassConfigKey.TL_ENABLE_FAST_MATH
+    values = [v for k, v in pass_configs.items() if k == key or k == key.value]
+    if not values:
+        return False
+    v = values[-1]
+    if not isinstance(v, bool):
+        raise ArgumentError(f"pass_configs[{key.name}] must be True or False, got {v!r}")
+    return v

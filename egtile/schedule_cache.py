@@ -134,11 +134,12 @@ def _kernel_sha256(kernel: Kernel) -> str:
     return digest
 
 
-def key(kernel: Kernel, arch: str) -> ScheduleKey:
-    """Cache key of ``kernel`` compiled for ``arch`` with the builtin rules."""
+def key(kernel: Kernel, arch: str, fast_math: bool = False) -> ScheduleKey:
+    """Cache key of ``kernel`` compiled for ``arch`` with the builtin rules (and NVRTC's fast math or not:
+    the schedule is the same, the cubin is not)."""
     from egtile import rules
 
-    fields = {"kernel_sha256": _kernel_sha256(kernel), "arch": arch,
+    fields = {"kernel_sha256": _kernel_sha256(kernel), "arch": arch, "fast_math": bool(fast_math),
               "egtile": __version__, "rules": [r.name for r in rules.BUILTIN], "compiler": _compiler_fingerprint()}
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     return ScheduleKey(digest, fields, kernel)
@@ -232,11 +233,11 @@ def _launch(data: Any, codec: Codec) -> tuple[dict[str, Any], Any]:
         raise CodecError("launch metadata is not an object")
     hints = _launch_hints()
     fields = {"symbol": str, "source": str, "arch": str, "threads": int, "grid": tuple[int, ...], "smem_bytes": int,
-              "log": str, **hints}
+              "log": str, "fast_math": bool, **hints}
     if set(data) != set(fields):
         raise CodecError("launch metadata has the wrong fields")
     v = {n: codec.decode(data[n], t, f"launch.{n}") for n, t in fields.items()}
-    ck = cache.cache_key(v["source"], nvrtc.header_texts(), nvrtc.options(v["arch"]), nvrtc.nvrtc_version(), __version__)
+    ck = cache.cache_key(v["source"], nvrtc.header_texts(), nvrtc.options(v["arch"], v["fast_math"]), nvrtc.nvrtc_version(), __version__)
     return v, ck
 
 
@@ -250,7 +251,7 @@ def _with_cubin(v: dict[str, Any], ck: Any) -> Any:
         return None
     cubin, log = hit
     return builder.BuiltKernel(v["symbol"], v["source"], cubin, v["arch"], v["threads"], v["grid"], v["smem_bytes"],
-                               v["params"], v["tma"], log, True, 0.0)
+                               v["params"], v["tma"], log, True, 0.0, v["fast_math"])
 
 
 def store(k: str, result: Any, built: Any = None) -> None:
@@ -269,7 +270,7 @@ def store(k: str, result: Any, built: Any = None) -> None:
             launch = {"symbol": built.symbol, "source": built.source, "arch": built.arch, "threads": built.threads,
                       "grid": codec.encode(tuple(built.grid)), "smem_bytes": built.smem_bytes,
                       "params": codec.encode(tuple(built.params)), "tma": codec.encode(tuple(built.tma)),
-                      "log": built.log}
+                      "log": built.log, "fast_math": built.fast_math}
         payload = json.dumps({"schedule": codec.encode(entry), "launch": launch}, sort_keys=True,
                              separators=(",", ":"), allow_nan=True)
         record = {"format": FORMAT, "key": str(k), "fields": getattr(k, "fields", None),

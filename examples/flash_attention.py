@@ -17,24 +17,28 @@ At the end it divides by the row sums and writes its rows of ``O``. Causal kerne
 the loop runs ``min(ceildiv(S, block_N), ceildiv((bx + 1) * block_M, block_N))`` times.
 
 Sequence lengths that are not multiples of the blocks: egtile refuses a ``T.copy`` past a tensor's edge
-(TileLang zero-pads), so when ``seq_len % block_N != 0`` (or ``% block_M``) the tiles are loaded by
-``T.Parallel`` loops whose row index is clamped to the last row (a duplicate row, always in bounds), the
-mask puts ``-inf`` on every key past the end (its probability is exactly 0, so the duplicate ``V`` rows add
-nothing), and the output rows past the end are not stored. When the blocks divide ``seq_len`` the tiles are
-plain ``T.copy``s (TMA-eligible), as in TileLang.
+(TileLang zero-pads). When ``seq_len % block_N != 0`` the K and V tiles are loaded by ``T.Parallel`` loops whose
+row index is clamped to the last row (a duplicate row, always in bounds) and the mask puts ``-inf`` on every key
+past the end (its probability is exactly 0, so the duplicate ``V`` rows add nothing); when ``seq_len % block_M !=
+0`` the Q tile is loaded the same way and the output rows past the end are not stored. Tiles the blocks divide are
+plain ``T.copy``s (TMA-eligible), as in TileLang: a 192-row query block at ``seq_len = 1024`` keeps its K and V on
+TMA (only its Q load and O store are guarded).
 
 Register fragments. As in TileLang, ``acc_s``, ``acc_s_cast``, ``acc_o`` and the softmax rows live in
 registers and the second GEMM takes its A operand (``acc_s_cast``) from registers: egtile's e-graph picks
 ``gemm-to-wgmma`` for ``Q K^T`` and ``gemm-to-wgmma-rs`` for ``P V`` when every statement touching those
 fragments can run by the accumulator's layout and the registers fit (``kernel.explain()`` says which and
-why; 128x128 blocks at head dim 128 need 256 threads, two consumer warpgroups). A configuration that does
-not fit keeps them in shared memory, correct but far slower.
+why; 128x128 blocks at head dim 128 want 256 threads, two consumer warpgroups: at 128 threads, TileLang's own
+default, the fragments exceed the registers and ptxas spills some to local memory, which the e-graph charges
+and explain() reports, egtile.rules.fragment). ``CONFIGS`` / :func:`config_for` hold the per-shape choice the
+benchmark measured best.
 
 Checked element by element against a float64 reference on fresh random inputs (float32 on the GPU for the
 benchmark sizes), with a NaN-poisoned ``O``, causal and not, at a sequence length that the blocks divide and
 one that they do not. The allowed error: ``P`` is rounded to the input dtype before ``P V`` (relative
 ``u = 2^-11`` for float16, ``2^-8`` for bfloat16, on each term ``p_j v_j``), ``exp2`` is CUDA's float32
-approximation (a few ulp), and the output is rounded once more (``u |O|``); so, with a factor 4 of margin,
+approximation (a few ulp; the CUDA kernel is compiled with fast math, as TileLang's example asks:
+``ex2.approx.ftz``, 2 ulp on the value of its float32 argument), and the output is rounded once more (``u |O|``); so, with a factor 4 of margin,
 ``|O - ref| <= 4 u (P |V|) + u |ref|`` where ``P`` is the exact softmax.
 
     python examples/flash_attention.py [--target auto|interp|sim|cuda] [--small]
@@ -54,16 +58,21 @@ from egtile.api import resolve_target
 
 ARGS = parse_args(__doc__)
 
+# As TileLang's example asks: the CUDA kernel is compiled with fast math (docs/language.md, "Fast math"): exp2 is
+# one MUFU.EX2, a * b + c one FMA. The CPU targets compute egtile's default arithmetic whatever this says.
+PASS_CONFIGS = {egtile.PassConfigKey.TL_ENABLE_FAST_MATH: True}
+
 LOG2E = 1.44269504088896340736
 
 
-@egtile.jit(out_idx=[3], target=ARGS.target)
+@egtile.jit(out_idx=[3], target=ARGS.target, pass_configs=PASS_CONFIGS)
 def flashattn(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, block_M: int = 64,
               block_N: int = 64, num_stages: int = 1, threads: int = 128, dtype: str = "float16"):
     scale = (1.0 / dim) ** 0.5 * LOG2E
     shape = (batch, seq_len, heads, dim)
     accum_dtype = "float32"
-    ragged = seq_len % block_N != 0 or seq_len % block_M != 0
+    ragged_m = seq_len % block_M != 0  # the last query block runs past the end: Q load clamped, O store guarded
+    ragged = seq_len % block_N != 0  # the last key block runs past the end: K and V loads clamped, keys masked
     n_blocks = T.ceildiv(seq_len, block_N)
 
     @T.prim_func
@@ -82,7 +91,7 @@ def flashattn(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, b
             scores_sum = T.alloc_fragment((block_M,), accum_dtype)
             logsum = T.alloc_fragment((block_M,), accum_dtype)
 
-            if ragged:
+            if ragged_m:
                 for i, d in T.Parallel(block_M, dim):
                     Q_shared[i, d] = Q[bz, T.min(bx * block_M + i, seq_len - 1), by, d]
             else:
@@ -138,7 +147,7 @@ def flashattn(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, b
 
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] /= logsum[i]
-            if ragged:
+            if ragged_m:
                 for i, d in T.Parallel(block_M, dim):
                     if bx * block_M + i < seq_len:
                         Output[bz, bx * block_M + i, by, d] = acc_o[i, d]
@@ -146,6 +155,31 @@ def flashattn(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, b
                 T.copy(acc_o, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
 
     return main
+
+
+CONFIGS: dict[tuple[int, bool], tuple[tuple[int, tuple[int, int, int, int]], ...]] = {
+    # (head dim, causal) -> ((shortest sequence it serves, (block_M, block_N, threads, num_stages)), ...), from the
+    # configuration sweep on one H200 (benchmarks/attention.py --configs, docs/perf.md 2026-12-02 03:00 UTC, f16):
+    # at head dim 64 three consumer warpgroups of 64 rows (192-row blocks, 384 threads) beat two (128 rows) by
+    # 7% (S = 1024) to 12% (S = 4096) non-causal; causal, the 192-row blocks waste more of the diagonal block and win
+    # only from S = 4096 (2%). A third stage, 64-wide or 256-wide key blocks and 64-row blocks were no faster
+    # anywhere; head dim 128 keeps 128x128 (192 rows would spill its registers: egtile.rules.fragment).
+    (64, False): ((0, (192, 128, 384, 2)),),
+    (64, True): ((0, (128, 128, 256, 2)), (4096, (192, 128, 384, 2))),
+    (128, False): ((0, (128, 128, 256, 2)),),
+    (128, True): ((0, (128, 128, 256, 2)),),
+}
+"""The per-shape configuration table (:func:`config_for`)."""
+
+
+def config_for(seq_len: int, dim: int, is_causal: bool = False, dtype: str = "float16") -> tuple[int, int, int, int]:
+    """``(block_M, block_N, threads, num_stages)`` for one shape: the :data:`CONFIGS` rows of the nearest head dim at
+    or above ``dim`` (else the largest), the last one whose sequence bound is at most ``seq_len`` (measured in float16;
+    bfloat16 runs the same instructions at the same rate)."""
+    dims = sorted({d for d, _ in CONFIGS})
+    d = next((x for x in dims if x >= dim), dims[-1])
+    rows = CONFIGS[(d, bool(is_causal))]
+    return next((c for s, c in reversed(rows) if s <= seq_len), rows[0][1])
 
 
 UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
@@ -176,7 +210,7 @@ def run_case(batch: int, heads: int, seq_len: int, dim: int, is_causal: bool, *,
     """Compile one variant, run it on fresh random inputs into a poisoned ``O`` and check every element."""
     prim = flashattn.__wrapped__(batch, heads, seq_len, dim, is_causal, block_M=block_M, block_N=block_N,
                                  num_stages=num_stages, threads=threads, dtype=dtype)
-    kernel = egtile.compile(prim, target=target or ARGS.target)
+    kernel = egtile.compile(prim, target=target or ARGS.target, pass_configs=PASS_CONFIGS)
     dev = kernel.device
     td = TORCH_DTYPE[dtype]
     Q, K, V = (torch.randn(batch, seq_len, heads, dim, dtype=td, device=dev) for _ in range(3))

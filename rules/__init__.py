@@ -9,6 +9,8 @@ constructors' declarations (cost, lowering, explanation) and its rules in one pl
 * :mod:`.warp_specialize`: ``T.Pipelined`` -> producer/consumer warpgroups with full/empty mbarriers;
 * :mod:`.pingpong`: the same split whose two consumer warpgroups take turns on the tensor core (named-barrier
   handshake, FA3's ping-pong);
+* :mod:`.overlap`: the same split whose consumer loop is rotated so that the second gemm of block j-1 runs
+  under the softmax of block j (FA3's intra-warpgroup overlap);
 * :mod:`.software_pipeline`: ``T.Pipelined`` -> the block's threads issue TMA / cp.async copies S-1
   iterations ahead on full mbarriers, with a CTA barrier before a stage is reused;
 * :mod:`.copy`: copy instruction per issuing context (TMA | cp.async | SIMT);
@@ -35,6 +37,7 @@ from egtile.rules import (
     fission,
     fragment,
     mma,
+    overlap,
     partition,
     pingpong,
     pipeline,
@@ -58,13 +61,13 @@ from egtile.schedule.rule import (
 )
 from egtile.verdict import Verdict
 
-BUILTIN: tuple[Rule, ...] = (fission.RULES + pipeline.RULES + warp_specialize.RULES + pingpong.RULES
+BUILTIN: tuple[Rule, ...] = (fission.RULES + pipeline.RULES + warp_specialize.RULES + pingpong.RULES + overlap.RULES
                              + software_pipeline.RULES
                              + copy.RULES + epilogue.RULES + barrier.RULES + partition.RULES + mma.RULES)
 """egtile's own rules, in stage order."""
 
 BUILTIN_DECISIONS: tuple[Decision, ...] = (structure.DECISIONS + pipeline.DECISIONS + warp_specialize.DECISIONS
-                                           + pingpong.DECISIONS
+                                           + pingpong.DECISIONS + overlap.DECISIONS
                                            + software_pipeline.DECISIONS + copy.DECISIONS + barrier.DECISIONS
                                            + partition.DECISIONS + mma.DECISIONS + epilogue.DECISIONS)
 """The declarations of every constructor the builtin rules use."""
@@ -242,6 +245,6 @@ def mutant(name: str) -> RuleSet:
 __all__ = [
     "BUILTIN", "BUILTIN_DECISIONS", "MUTANTS", "MUTANT_GAPS", "STAGES", "Condition", "Cost", "CostInput", "Decision", "FactSpec",
     "NumSpec", "Rule", "RuleSet", "Verdict", "Violation", "barrier", "builtin", "catalog", "copy", "declarations",
-    "default", "epilogue", "fission", "form_condition", "fragment", "holds", "mma", "mutant", "partition", "pipeline", "register",
+    "default", "epilogue", "fission", "form_condition", "fragment", "holds", "mma", "mutant", "overlap", "partition", "pipeline", "register",
     "software_pipeline", "static", "stmt_condition", "structure", "swizzle", "unregister", "warp_specialize",
 ]

@@ -38,12 +38,24 @@ index, a block-level scalar access, a ``T.copy`` out of a 1-D fragment (each rep
 fragment as a gemm operand B. Two statements that fix different layouts of one fragment are
 a :class:`~egtile.errors.ScheduleError` naming both (no conversion is implemented).
 
+Register pressure. A group in registers may need more registers at once than the consumer threads' ``setmaxnreg``
+allocation: then ptxas spills some to local memory (legal, slower). That is not a reason to move the group to
+shared memory, where its gemms run on SIMT cores (and TileLang's flash-attention example at its own defaults,
+128x128 blocks at 128 threads, overflowed 227 KB): :func:`spill_of` estimates the group's peak of live registers
+(backward liveness over the kernel, :func:`live_peak`) and the registers beyond the allocation, and the wgmma
+costs (:mod:`egtile.rules.mma`) charge each spilled register a store and a reload per iteration, so the e-graph
+keeps the group in registers exactly when that is cheaper than the alternatives, and ``explain()`` says so
+(:func:`spill_notes`). What cannot spill is refused: a wgmma's accumulator and register A, which stay in registers
+until its ``wait_group``, must fit :func:`inflight_limit`.
+
 The lowerings of the statements that touch a fragment (``tile``, ``copy_simt``, ``partitioned``,
 ``vectorized``) ask :func:`by_layout` first; it returns the by-layout form when the fragment is in
 registers.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from egglog import Bool, String, eq, i64, ne, relation, rule, var
 
@@ -353,6 +365,238 @@ PEERS_IN_LOCKSTEP = stmt_condition(
     _peer_violations, _explain_peers, derive=LINK_RULES, oracles=(PEER_BLOCKER,))
 
 # ----------------------------------------------------------------------------------------------------
+# Register pressure: what a group in registers costs when it does not fit (ptxas spills)
+
+SPILL_RESERVE = 24
+"""Registers per consumer thread beside the live fragments at their peak (addresses, loop counters, the softmax's
+temporaries). Calibrated with ``ptxas -v`` (NVRTC 13.5, sm_90a, S = 1024, 2026-12-02) against :func:`live_peak`:
+examples/flash_attention.py at 128 consumer threads (setmaxnreg 240), peak 208: no spill at 128x64 blocks and head
+dim 128, 60 bytes of spill stores at 128x128 and head dim 64 (so the reserve errs low); at 256 threads (232), peak
+136: none. TileLang's example at its defaults (128x128, head dim 128, 128 threads), peak 272, estimate 56: ptxas
+spills (1920 bytes of spill stores, a 1176-byte stack frame) and serializes the wgmmas (C7512)."""
+INFLIGHT_RESERVE = 16
+"""Registers per consumer thread beside one wgmma's accumulator and register A while its group is in flight (its
+two descriptors, the stage address, the loop counter). Those registers cannot spill: PTX ISA 9.7.15.7 makes an
+access to them before ``wgmma.wait_group`` undefined, so ptxas must hold them all until the wait."""
+LOCAL_BYTES_PER_CYCLE = 64
+"""Local memory (the spill slots) goes through L1: one 128-byte warp access (32 lanes x 4 bytes) per two cycles of
+an SM's L1 (Hopper: 64 KB of L1 per sub-partition pair; an estimate of the same order as shared memory's
+SMEM_BYTES_PER_CYCLE halved, since a spilled store also allocates a line)."""
+
+
+def fragment_registers(kernel, name: str, threads: int) -> int:
+    """Registers per thread that fragment ``name`` takes in a wgmma register layout over ``threads`` consumer threads:
+    a 2-D fragment's elements are distributed without replication (``numel x bits / 32 / threads``); a row
+    fragment is replicated over the 4 threads of a quad (PTX ISA 9.7.15.5.1.1.1: a row of the accumulator is held
+    by one quad), so ``rows x 4 / threads`` values, one register each."""
+    from math import ceil
+
+    from egtile.ir import dtype as lookup
+
+    b = kernel.buffer(name)
+    if len(b.shape) == 1:
+        return ceil(b.shape[0] * 4 / threads)
+    return ceil(b.numel * lookup(b.dtype).bytes * 8 / 32 / threads)
+
+
+def _units(stmts):
+    """The statements at which liveness is judged: leaves and whole ``T.Parallel`` nests (one unit each: a nest runs
+    by the layout element by element, its reads and writes at one point), serial loops and ``if``s recursed."""
+    from egtile.ir import If
+
+    for s in stmts:
+        if isinstance(s, For) and s.kind != "parallel":
+            yield ("loop", s)
+        elif isinstance(s, If):
+            yield ("if", s)
+        else:
+            yield ("leaf", s)
+
+
+def _kills(kernel, s, names: frozenset[str]) -> frozenset[str]:
+    """The fragments of ``names`` that unit ``s`` overwrites whole (their value before ``s`` is dead after it): a
+    tile statement writing the whole fragment, or a ``T.Parallel`` nest of the fragment's shape storing its own
+    element outside any ``if``."""
+    from egtile.analysis import writes
+
+    out = set()
+    if isinstance(s, For):
+        nest_vars, extents, cur = [], [], s
+        while isinstance(cur, For) and cur.kind == "parallel" and isinstance(cur.start, Const) \
+                and isinstance(cur.stop, Const) and int(cur.start.value) == 0:
+            nest_vars.append(cur.var)
+            extents.append(int(cur.stop.value))
+            cur = cur.body[0] if len(cur.body) == 1 else None
+        for st in _flat(s.body):
+            if not isinstance(st, Store):
+                continue
+            for a in own_writes(st):
+                if a.buffer in names and tuple(kernel.buffer(a.buffer).shape) == tuple(extents) \
+                        and _own_index(a, tuple(nest_vars)):
+                    out.add(a.buffer)
+        return frozenset(out)
+    for a in writes(s):
+        if a.buffer in names and a.region is not None and _whole(a.region, kernel.buffer(a.buffer)):
+            out.add(a.buffer)
+    return frozenset(out)
+
+
+def _flat(stmts):
+    """Leaves of a nest's body, outside any ``if`` (a store under a condition does not overwrite the whole fragment)."""
+    for st in stmts:
+        if isinstance(st, For):
+            yield st
+            yield from _flat(st.body)
+        elif hasattr(st, "then_body"):
+            continue
+        else:
+            yield st
+
+
+def live_peak(kernel, names: frozenset[str], regs: dict[str, int]) -> tuple[int, int | None, tuple[str, ...]]:
+    """The most registers per thread that fragments of ``names`` hold at once (``regs``: each one's), with the statement
+    where it peaks and the fragments live there: backward liveness over the kernel's statements, a serial loop's body
+    iterated to its fixpoint (a fragment read before it is overwritten in the body, such as attention's ``acc_o``, is
+    live through the whole loop), and at each statement the larger of what is live before and after it (a cast copy
+    can retire its source element by element: the two are not counted together)."""
+    from egtile.analysis import reads
+    from egtile.ir import If
+
+    best = [0, None, ()]
+
+    def size(live) -> int:
+        return sum(regs[n] for n in live)
+
+    def note(live, sid) -> None:
+        if size(live) > best[0]:
+            best[:] = [size(live), sid, tuple(sorted(live))]
+
+    def back(stmts, live: frozenset[str]) -> frozenset[str]:
+        for kind, s in reversed(list(_units(stmts))):
+            if kind == "loop":
+                at_exit = live
+                cur = live
+                for _ in range(4):
+                    nxt = at_exit | _quiet(back, s.body, cur)
+                    if nxt == cur:
+                        break
+                    cur = nxt
+                live = at_exit | back(s.body, cur)
+            elif kind == "if":
+                live = back(s.then_body, live) | back(s.else_body or (), live) | \
+                    frozenset(a.buffer for a in own_reads(s) if a.buffer in names)
+            else:
+                after = live
+                used = frozenset(a.buffer for a in reads(s) if a.buffer in names)
+                live = (after - _kills(kernel, s, names)) | used
+                note(after, s.sid)
+                note(live, s.sid)
+        return live
+
+    def _quiet(fn, stmts, live):
+        saved = list(best)
+        out = fn(stmts, live)
+        best[:] = saved
+        return out
+
+    back(kernel.body, frozenset())
+    return best[0], best[1], best[2]
+
+
+@dataclass(frozen=True)
+class Spill:
+    """The register estimate of a fragment group in registers: ``peak`` registers per thread held at once by its
+    fragments (at statement ``at``, ``live`` there), ``available`` the consumer threads' ``setmaxnreg`` allocation,
+    ``spilled`` = ``peak + SPILL_RESERVE - available`` when positive (what ptxas moves to local memory, an
+    estimate), ``cost`` the cycles per block iteration charged for it, ``gemms`` the group's T.gemm statements."""
+
+    group: tuple[str, ...]
+    peak: int
+    at: int | None
+    live: tuple[str, ...]
+    available: int
+    spilled: int
+    cost: int
+    gemms: tuple[int, ...]
+
+
+_SPILLS: dict[int, tuple[object, dict[str, Spill]]] = {}
+
+
+def spill_of(kernel, acc: str) -> Spill:
+    """:class:`Spill` of the fragment group of accumulator ``acc`` (:func:`egtile.lower.fragment_layouts.group_of`)
+    when it lives in registers over the kernel's threads.
+
+    Cost: each spilled register is stored and reloaded once per loop iteration by every consumer thread, through
+    L1 (``2 x spilled x 4 bytes x threads / LOCAL_BYTES_PER_CYCLE``), plus one L1 latency exposed; a lower bound
+    (ptxas may reload a slot more than once)."""
+    from math import ceil
+
+    from egtile.ir import walk
+    from egtile.lower.fragment_layouts import group_of
+    from egtile.rules import warp_specialize as WS
+    from egtile.schedule import cost as C
+
+    hit = _SPILLS.get(id(kernel))
+    if hit is None or hit[0] is not kernel:
+        hit = (kernel, {})
+        _SPILLS.clear()
+        _SPILLS[id(kernel)] = hit
+    memo = hit[1]
+    if acc in memo:
+        return memo[acc]
+    threads = kernel.threads
+    group = group_of(kernel, acc)
+    regs = {n: fragment_registers(kernel, n, threads) for n in group}
+    peak, at, live = live_peak(kernel, frozenset(group), regs)
+    available = WS.consumer_regs(threads)
+    spilled = max(0, peak + SPILL_RESERVE - available)
+    cost = 0 if not spilled else ceil(2 * spilled * 4 * threads / LOCAL_BYTES_PER_CYCLE) + C.SHARED_LATENCY
+    gemms = tuple(sorted(st.sid for st in walk(kernel.body) if isinstance(st, Gemm) and st.c.buffer.name in group))
+    out = Spill(tuple(sorted(group)), peak, at, live, available, spilled, cost, gemms)
+    memo[acc] = out
+    return out
+
+
+def spill_cost(kernel, g) -> int:
+    """The share of T.gemm ``g`` in its accumulator group's spill cost (split evenly among the group's gemms, so that
+    a schedule with every one of them on the tensor core pays it once)."""
+    from math import ceil
+
+    sp = spill_of(kernel, g.c.buffer.name)
+    return ceil(sp.cost / max(1, len(sp.gemms))) if sp.spilled else 0
+
+
+def inflight_limit(threads: int) -> int:
+    """Registers per thread one wgmma may keep in flight (accumulator plus register A): the consumers' ``setmaxnreg``
+    allocation less :data:`INFLIGHT_RESERVE`."""
+    from egtile.rules import warp_specialize as WS
+
+    return WS.consumer_regs(threads) - INFLIGHT_RESERVE
+
+
+def spill_notes(n, ctx):
+    """``explain()``'s note on a wgmma whose accumulator group does not fit the registers (at the group's last gemm)."""
+    from egtile.ir import Decision as Made
+
+    kernel = ctx.facts.kernel
+    g = ctx.facts.stmts.get(n.sid)
+    if not isinstance(g, Gemm) or g.c.buffer.scope != "fragment":
+        return []
+    sp = spill_of(kernel, g.c.buffer.name)
+    if not sp.spilled or n.sid != sp.gemms[-1]:
+        return []
+    where = ctx.facts.describe(sp.at) if sp.at is not None and sp.at in ctx.facts.stmts else "a statement"
+    return [Made("fragment-registers", n.sid, "registers, beyond the budget (ptxas spills)",
+                 f"fragments {', '.join(sp.group)} stay in registers: at their peak ({where}) "
+                 f"{', '.join(sp.live)} hold {sp.peak} registers per thread, plus about {SPILL_RESERVE} others, against "
+                 f"the {sp.available} of setmaxnreg at {kernel.threads} consumer threads: about {sp.spilled} registers per "
+                 f"thread spill to local memory (ptxas; an estimate), charged {sp.cost} cycles per iteration to the "
+                 f"group's gemms; extracted because no cheaper alternative holds (the shared-memory placement runs "
+                 f"the gemms on SIMT cores); more threads (T.Kernel(..., threads=)) or smaller blocks avoid the spill")]
+
+
+# ----------------------------------------------------------------------------------------------------
 # Lowering by layout (called by the lowerings of tile, copy_simt, partitioned and vectorized)
 
 
@@ -470,7 +714,8 @@ def _unbits(f):
     return f.with_bits(32) if isinstance(f, RowFragment) else replace(f, value_bits=32, name="")
 
 
-__all__ = ["LINK_RULES", "MUTANTS", "PEER_BLOCKER", "PEERS_IN_LOCKSTEP", "REGISTER_BLOCKER", "nest_fragments_2d", "peer_blocker", "frag_link", "mutant", "USERS_ADMIT_REGISTERS", "nest_of", "op_by_layout", "parallel_by_layout",
+__all__ = ["INFLIGHT_RESERVE", "SPILL_RESERVE", "Spill", "fragment_registers", "inflight_limit", "live_peak", "spill_cost",
+           "spill_notes", "spill_of", "LINK_RULES", "MUTANTS", "PEER_BLOCKER", "PEERS_IN_LOCKSTEP", "REGISTER_BLOCKER", "nest_fragments_2d", "peer_blocker", "frag_link", "mutant", "USERS_ADMIT_REGISTERS", "nest_of", "op_by_layout", "parallel_by_layout",
            "register_blocker", "tile_by_layout"]
 
 

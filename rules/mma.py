@@ -29,8 +29,9 @@ Side conditions:
 
 * ``wgmma-eligible`` (hardware oracle :func:`wgmma_options`): A and B are whole 2-D shared tiles of one
   type, f16 or bf16; C is a whole 2-D f32 fragment; K a multiple of 16; the kernel's threads whole
-  warpgroups; some (split, swa, swb) is legal: the tiling exists, its accumulator registers fit the
-  consumers' register budget (``setmaxnreg`` plan less a reserve), each operand buffer can take its mode
+  warpgroups; some (split, swa, swb) is legal: the tiling exists, its accumulator registers can be held while
+  the wgmma is in flight (``setmaxnreg`` plan less ``egtile.rules.fragment.INFLIGHT_RESERVE``: in-flight
+  accumulators cannot spill; the rest of the fragment group may, at a cost, see below), each operand buffer can take its mode
   and every instruction's operand is expressible by a descriptor in it; when the accumulator is tied to row
   fragments (a softmax: :mod:`egtile.lower.fragment_layouts`), the split keeps each row's replicas in one
   warp, so that row reductions are butterfly shuffles (an N split over two warpgroups is excluded);
@@ -45,8 +46,10 @@ Side conditions:
   (TMA) instruction and its loop's producers all do, so its warp-specialized form issues TMA only.
 
 Cost: the tensor core's time for ``M x N x K`` MACs (``WGMMA_MACS_PER_CYCLE``), a quarter of the shared
-bytes the instructions read (the split that reads A fewer times wins a tie), the fence/commit/wait, and
-each operand's swizzle cost (TMA boxes, bank conflicts).
+bytes the instructions read (the split that reads A fewer times wins a tie), the fence/commit/wait,
+each operand's swizzle cost (TMA boxes, bank conflicts), and the gemm's share of its fragment group's spill
+cost when the group's live registers exceed the ``setmaxnreg`` allocation (``egtile.rules.fragment.spill_of``:
+ptxas then spills to local memory; an estimate, 0 when they fit, noted by ``explain()``).
 """
 
 from __future__ import annotations
@@ -75,7 +78,9 @@ WGMMA_DTYPES = ("float16", "bfloat16")
 K_STEP = 16
 ACC_RESERVE = 64
 """Registers per consumer thread kept free of accumulators: addresses, descriptors, loop counters and the
-epilogue's temporaries (the prototype's 128 accumulators under setmaxnreg 232 left 104, without spills)."""
+epilogue's temporaries (the prototype's 128 accumulators under setmaxnreg 232 left 104, without spills).
+:func:`max_accumulators` is that no-spill budget; the oracles no longer refuse an option above it (the spill is
+a cost, egtile.rules.fragment), only one above what a thread can hold in flight."""
 WGMMA_MACS_PER_CYCLE = 2048
 """Dense f16/bf16 multiply-accumulates per cycle per SM: H100/H200 SXM, 989.4 TFLOP/s at 1.83 GHz over
 132 SMs (NVIDIA H100 datasheet) = 2048 MAC/cycle/SM."""
@@ -168,10 +173,11 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
     for split in SPLITS:
         tiling = AccumulatorTiling.of(M, N, W, split)
         p = tiling.problems()
-        if not p and tiling.registers_per_thread > max_accumulators(k.threads):
+        if not p and tiling.registers_per_thread > F.inflight_limit(k.threads):
             p = [f"{tiling.registers_per_thread} accumulator registers per thread exceed the budget of "
-                 f"{max_accumulators(k.threads)} (setmaxnreg {WS.consumer_regs(k.threads)} less {ACC_RESERVE}); "
-                 f"more consumer threads (T.Kernel(..., threads=)) or a smaller tile"]
+                 f"{F.inflight_limit(k.threads)} a thread can hold while the wgmma is in flight (setmaxnreg "
+                 f"{WS.consumer_regs(k.threads)} less {F.INFLIGHT_RESERVE}); more consumer threads "
+                 f"(T.Kernel(..., threads=)) or a smaller tile"]
         if not p and rows:
             p = _row_shuffle_problems(tiling)
         if p:
@@ -300,7 +306,7 @@ def wgmma_cost(kernel, g: Gemm, split: str, swa: str, swb: str) -> int:
     smem = steps * t.warpgroups * t.instructions * (64 * K_STEP + K_STEP * t.n) * eb // SMEM_BYTES_PER_CYCLE
     A, B = (kernel.buffer(r.buffer.name) for r in (g.a, g.b))
     sw = SW.swizzle_cost(*A.shape, A.dtype, swa, steps) + SW.swizzle_cost(*B.shape, B.dtype, swb, steps)
-    return mma + smem // 4 + WGMMA_GROUP + sw
+    return mma + smem // 4 + WGMMA_GROUP + sw + F.spill_cost(kernel, g)
 
 
 def _cost(c) -> int:
@@ -362,8 +368,9 @@ def _details(n, lowered) -> str:
 
 WGMMA = Decision("wgmma", wgmma, (("sid", i64), ("split", String), ("swa", String), ("swb", String)), "decision",
                  Cost(_cost, doc="M N K / WGMMA_MACS_PER_CYCLE + shared bytes read / (4 SMEM_BYTES_PER_CYCLE) + "
-                                 "WGMMA_GROUP + swizzle_cost(A) + swizzle_cost(B)"),
-                 lower=wgmma_lowering(), label="wgmma", details=_details, layouts=wgmma_layouts())
+                                 "WGMMA_GROUP + swizzle_cost(A) + swizzle_cost(B) + spill share "
+                                 "(egtile.rules.fragment.spill_cost)"),
+                 lower=wgmma_lowering(), label="wgmma", details=_details, layouts=wgmma_layouts(), notes=F.spill_notes)
 
 # ----------------------------------------------------------------------------------------------------
 # The rule
@@ -449,9 +456,9 @@ def wgmma_rs_options(ctx, g) -> tuple[int, list[str]]:
         p = tiling.problems()
         if not p and split == "N" and W > 1:
             p = ["each warpgroup would need every row of A (an N split): register A holds only the warpgroup's rows"]
-        if not p and tiling.registers_per_thread + a_regs > max_accumulators(k.threads):
+        if not p and tiling.registers_per_thread + a_regs > F.inflight_limit(k.threads):
             p = [f"{tiling.registers_per_thread} accumulator + {a_regs} A registers per thread exceed the budget of "
-                 f"{max_accumulators(k.threads)}"]
+                 f"{F.inflight_limit(k.threads)} a thread can hold while the wgmma is in flight"]
         if not p and rows:
             p = _row_shuffle_problems(tiling)
         if p:
@@ -505,7 +512,7 @@ def wgmma_rs_cost(kernel, g: Gemm, split: str, swb: str) -> int:
     steps = K // K_STEP
     smem = steps * t.warpgroups * t.instructions * (K_STEP * t.n) * eb // SMEM_BYTES_PER_CYCLE
     B = kernel.buffer(g.b.buffer.name)
-    return mma + smem // 4 + WGMMA_GROUP + SW.swizzle_cost(*B.shape, B.dtype, swb, steps)
+    return mma + smem // 4 + WGMMA_GROUP + SW.swizzle_cost(*B.shape, B.dtype, swb, steps) + F.spill_cost(kernel, g)
 
 
 def wgmma_rs_lowering(k_order=None):
@@ -553,8 +560,9 @@ def _rs_details(n, lowered) -> str:
 WGMMA_RS = Decision("wgmma_rs", wgmma_rs, (("sid", i64), ("split", String), ("swb", String)), "decision",
                     Cost(lambda c: wgmma_rs_cost(c.kernel, c.stmt, c.params["split"], c.params["swb"]),
                          doc="M N K / WGMMA_MACS_PER_CYCLE + B's shared bytes / (4 SMEM_BYTES_PER_CYCLE) + WGMMA_GROUP + "
-                             "swizzle_cost(B)"),
-                    lower=wgmma_rs_lowering(), label="wgmma (A from registers)", details=_rs_details, layouts=_rs_layouts)
+                             "swizzle_cost(B) + spill share (egtile.rules.fragment.spill_cost)"),
+                    lower=wgmma_rs_lowering(), label="wgmma (A from registers)", details=_rs_details, layouts=_rs_layouts,
+                    notes=F.spill_notes)
 
 gemm_to_wgmma_rs = Rule(
     name="gemm-to-wgmma-rs", stage="partition",

@@ -231,7 +231,7 @@ def test_cuda_dispatch_is_thin(monkeypatch):
         def __call__(self, *tensors):
             seen["ran"] = tensors
 
-    monkeypatch.setitem(sys.modules, "egtile.codegen", types.SimpleNamespace(build=lambda s: Built()))
+    monkeypatch.setitem(sys.modules, "egtile.codegen", types.SimpleNamespace(build=lambda s, fast_math=False: Built()))
     monkeypatch.setitem(sys.modules, "egtile.runtime", types.SimpleNamespace(CudaKernel=CudaKernel))
     k = egtile.compile(axpy(), target="cuda")
     assert k.get_kernel_source() == Built.source and k.device == "cuda"

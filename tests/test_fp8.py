@@ -330,25 +330,6 @@ def test_fp8_gemm_on_the_gpu(fmt):
     _run_gemm("cuda", fmt, M=128, N=128, K=256, device="cuda")
 
 
-# ----------------------------------------------------------------------------------------------------
-# scalar kernel parameters (TileLang's `max_seqlen_q: T.int32`): refused, naming the construct and the way
-
-
-def test_a_scalar_kernel_parameter_is_refused_naming_it_and_the_alternative():
-    from egtile.errors import UnsupportedError
-
-    with pytest.raises(UnsupportedError) as info:
-        @T.prim_func
-        def main(X: T.Tensor((128,), "float32"), n: T.int32):  # mark-scalar-param
-            with T.Kernel(1, threads=128):
-                for i in T.Parallel(128):
-                    X[i] = X[i] * 2.0
-
-    msg = str(info.value)
-    assert "scalar kernel parameter (n: T.int32)" in msg and "T.Tensor((1,), T.int32)" in msg
-    assert info.value.loc is not None and "def main" in info.value.loc.text
-
-
 def test_limits_of_the_fp8_formats():
     assert T.max_value(T.float8_e4m3fn).expr.value == 448.0 and T.min_value(T.float8_e5m2).expr.value == -57344.0
     assert T.infinity(T.float8_e5m2).expr.value == math.inf

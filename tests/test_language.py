@@ -610,13 +610,13 @@ def test_index_errors():
 
 
 def test_kernel_frame_errors():
-    with pytest.raises(DSLError, match="exactly one"):
+    with pytest.raises(DSLError, match="inside another T.Kernel block"):
         @T.prim_func
         def k(X: T.Tensor((4,), "int32")):
             with T.Kernel(1):
                 X[0] = 0
-            with T.Kernel(1):
-                X[0] = 0
+                with T.Kernel(1):
+                    X[0] = 0
     with pytest.raises(DSLError, match="has no `with T.Kernel"):
         @T.prim_func
         def k2(X: T.Tensor((4,), "int32")):

@@ -157,7 +157,12 @@ def test_at_least_thirty_builtin_conditions_are_derived_in_the_egraph():
     assert {c.name for c in conds if not c.in_egraph} == {"tma-eligible", "cp-async-eligible", "register-budget",
                                                           "wgmma-eligible", "wgmma-rs-eligible", "tma-store-eligible",
                                                           "pingpong-gemms-on-tensor-cores", "pingpong-barrier-ids-free",
-                                                          "pingpong-two-gemm-turns"}
+                                                          "pingpong-two-gemm-turns",
+                                                          # the overlap's split of the body into head / softmax /
+                                                          # tail (egtile.rules.overlap.split_of), the same counts
+                                                          "overlap-two-gemms", "overlap-gemms-on-tensor-cores",
+                                                          "overlap-head-independent", "overlap-softmax-independent",
+                                                          "overlap-two-stages"}
     # A derived condition brings the egglog rules that compute it, or reads the core dataflow relations.
     for c in derived:
         assert c.checks or c.derive or c.name in {"prefer-allows-simt", "prefer-allows-tma", "prefer-cp-async",

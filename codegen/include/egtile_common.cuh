@@ -74,6 +74,12 @@ template <typename T> __device__ __forceinline__ T eg_max(T a, T b) { return a <
 // zero they return for two zeros of opposite signs; equal operands are resolved on their bits (OR gives -0.0 for
 // the minimum, AND +0.0 for the maximum; equal non-zero operands have equal bits). One FMNMX, a compare, a LOP3
 // and a select, instead of a branch per operand (the softmax's row maximum runs this per element).
+// Under fast math (TileLang's TL_ENABLE_FAST_MATH: NVRTC --use_fast_math -DEGTILE_FAST_MATH) the sign of a
+// zero result is not specified, as with the other fast-math relaxations: one FMNMX.
+#ifdef EGTILE_FAST_MATH
+template <> __device__ __forceinline__ float eg_min<float>(float a, float b) { return fminf(a, b); }
+template <> __device__ __forceinline__ float eg_max<float>(float a, float b) { return fmaxf(a, b); }
+#else
 template <> __device__ __forceinline__ float eg_min<float>(float a, float b) {
   const float m = fminf(a, b);
   return a == b ? __int_as_float(__float_as_int(a) | __float_as_int(b)) : m;
@@ -82,6 +88,7 @@ template <> __device__ __forceinline__ float eg_max<float>(float a, float b) {
   const float m = fmaxf(a, b);
   return a == b ? __int_as_float(__float_as_int(a) & __float_as_int(b)) : m;
 }
+#endif
 template <> __device__ __forceinline__ double eg_min<double>(double a, double b) {
   const double m = fmin(a, b);
   return a == b ? __longlong_as_double(__double_as_longlong(a) | __double_as_longlong(b)) : m;

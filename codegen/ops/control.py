@@ -15,6 +15,7 @@ reach it. Thread-set rules:
 
 from __future__ import annotations
 
+from egtile.ir.kernel import BinOp, Const
 from egtile.ir.scheduled import Elect, Role, RoleSplit, SeqLoop, SIf, ThreadLoop, ThreadRange
 
 from egtile.codegen.context import Ctx
@@ -29,19 +30,35 @@ from egtile.codegen.threads import TID, covers, guarded, indent, partitioned_for
 WARPGROUP = 128
 
 
+def _upper(stop) -> int | None:
+    """A constant that ``stop`` never exceeds: itself, or a constant side of a ``T.min`` (a causal loop's
+    ``min(ceildiv(S, bn), ceildiv((bx + 1) * bm, bn))``), or ``None``."""
+    match stop:
+        case Const(value=int() as v) if not isinstance(v, bool):
+            return v
+        case BinOp(op="min", a=a, b=b):
+            ua, ub = _upper(a), _upper(b)
+            return min(x for x in (ua, ub) if x is not None) if ua is not None or ub is not None else None
+    return None
+
+
 @register_emitter(SeqLoop)
 def seq_loop(s: SeqLoop, ctx: Ctx) -> list[str]:
     v = ident(s.var.name)
     head = (f"for ({ctype(s.var.dtype)} {v} = {emit(s.start, ctx)}; {v} < {emit(s.stop, ctx)}; ++{v}) "
             f"{{{sid_comment(s.sid)}")
-    return (["#pragma unroll"] if s.unroll else []) + [head, *indent(emit_stmts(s.body, ctx.deeper())), "}"]
+    inner = ctx.deeper()
+    hi = _upper(s.stop)
+    if isinstance(s.start, Const) and hi is not None and s.start.value < hi:
+        inner = inner.ranged((s.var.name, int(s.start.value), hi))
+    return (["#pragma unroll"] if s.unroll else []) + [head, *indent(emit_stmts(s.body, inner)), "}"]
 
 
 @register_emitter(ThreadLoop, headers=vector.HEADERS, needs=vector.needs, param_align=vector.param_align)
 def thread_loop(s: ThreadLoop, ctx: Ctx) -> list[str]:
     n = s.trip_count
     k = f"eg_i{ctx.depth}"
-    inner = ctx.deeper()
+    inner = ctx.deeper().ranged(*((v.name, 0, e) for v, e in zip(s.vars, s.extents)))  # the digits' ranges
 
     def binds(flat: str) -> list[str]:
         return [f"const {ctype(v.dtype)} {ident(v.name)} = {d};" for v, d in zip(s.vars, s.iteration_c(flat))]

@@ -216,7 +216,9 @@ def layout_loop(s: LayoutLoop, ctx: Ctx) -> list[str]:
         loads = ((own, f"{ident(s.fragment)}[{v}]"),) + tuple(
             (ld, f"{ident(ld.buffer.name)}[{v}]") for ld in peer_loads) + tuple(
             (ld, f"{ident(ld.buffer.name)}[{slot_rows[v]}]") for ld in row_loads)
-        sub = inner.substituted(vars=binds, loads=loads)
+        # every thread's value v has its coordinates inside the loop's extents
+        sub = inner.substituted(vars=binds, loads=loads).ranged(
+            *((var.name, 0, ext) for var, ext in zip(s.vars, s.extents)))
         body += ["{", *indent(emit_stmts(s.body, sub)), "}"]
     return [f"// {what} on threads [{s.threads.begin}, {s.threads.end})", "{",
             *indent(guarded(parts + body, s.threads, ctx, what, s.sid, exact=True)), "}"]
@@ -247,21 +249,35 @@ def row_reduce(s: RowReduce, ctx: Ctx) -> list[str]:
     src, dst = ident(r.src.name), ident(r.dst.name)
     p = f"eg_r{ctx.depth}_"
     body: list[str] = []
-    started: set[int] = set()
+    per_row: dict[int, list[str]] = {}
     for v in range(f.values_per_thread):
-        k = slot_rows[v]
         x = f"eg_cast<{acc}>({src}[{v}])"
-        if r.kind in ("abssum", "absmax"):
-            x = f"eg_abs({x})"
-        if k not in started:
-            started.add(k)
-            body.append(f"{acc} {p}{k} = {x};")
-        else:
-            body.append(f"{p}{k} = {_combine(r.kind, p + str(k), x)};")
+        per_row.setdefault(slot_rows[v], []).append(f"eg_abs({x})" if r.kind in ("abssum", "absmax") else x)
+    # A balanced tree per row, not one chain: the thread's partial of a 64-value row is then 6 dependent
+    # combines deep instead of 63, so the partials of both rows overlap in the pipeline (a softmax's row max
+    # and sum are latency-bound otherwise). T.reduce_* sums in an order of its own (docs/language.md).
+    started = sorted(per_row)
+    level = 0
+    while any(len(vals) > 1 for vals in per_row.values()):
+        for k in started:
+            vals = per_row[k]
+            if len(vals) == 1:
+                continue
+            nxt = []
+            for i in range(0, len(vals) - 1, 2):
+                t = f"{p}{k}_{level}_{i // 2}"
+                body.append(f"const {acc} {t} = {_combine(r.kind, vals[i], vals[i + 1])};")
+                nxt.append(t)
+            if len(vals) % 2:
+                nxt.append(vals[-1])
+            per_row[k] = nxt
+        level += 1
+    for k in started:
+        body.append(f"{acc} {p}{k} = {per_row[k][0]};")
     for mask in s.lanes:
-        for k in sorted(started):
+        for k in started:
             body.append(f"{p}{k} = {_combine(r.kind, p + str(k), f'__shfl_xor_sync(0xffffffffu, {p}{k}, {mask})')};")
-    for k in sorted(started):
+    for k in started:
         val = f"{p}{k}" if r.clear else _combine(r.kind, f"eg_cast<{acc}>({dst}[{k}])", f"{p}{k}")
         body.append(f"{dst}[{k}] = eg_cast<{dst_t}>({val});")
     lanes = ", ".join(map(str, s.lanes)) or "none"

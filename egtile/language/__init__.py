@@ -5,7 +5,7 @@ This module only re-exports; each family of builtins lives in its own module (``
 ``threads``, ``macro``, ``hints``, ``barrier``); ``source``, ``pyops`` and ``letbind`` are the source front end.
 """
 
-from egtile.language.alloc import alloc_fragment, alloc_local, alloc_shared, alloc_var
+from egtile.language.alloc import alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var
 from egtile.language.barrier import (
     WarpSpecialize, alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_arrive_expect_tx,
     mbarrier_expect_tx, mbarrier_wait_parity, tma_copy, ws,
@@ -57,7 +57,7 @@ def __getattr__(name: str):
 __all__ = [
     "And", "Buffer", "Cast", "Else", "Fragment", "GemmWarpPolicy", "If", "IntImm", "Kernel", "Layout", "Not", "Or",
     "Parallel", "Pipelined", "PrimFunc", "Ref", "RegionRef", "Select", "Serial", "Tensor", "Then", "TileBuffer",
-    "Unroll", "Value", "Vectorized", "WarpSpecialize", "abs", "address_of", "alloc_fragment", "alloc_local", "alloc_shared",
+    "Unroll", "Value", "Vectorized", "WarpSpecialize", "abs", "address_of", "alloc_fragment", "alloc_global", "alloc_local", "alloc_shared",
     "alloc_barrier", "alloc_var", "annotate_compile_flags", "annotate_l2_hit_ratio", "annotate_layout", "annotate_restrict_buffers",
     "annotate_safe_value", "assume", "async_copy", "atomic_add", "barrier_arrive", "barrier_wait", "bf16", "bfloat16", "bitwise_and", "bitwise_or",
     "bitwise_xor", "bool", "call_extern", "cast", "cdiv", "ceildiv", "clamp", "clear", "const", "copy", "cos",

@@ -1,4 +1,5 @@
-"""``T.alloc_shared`` / ``T.alloc_fragment`` / ``T.alloc_local``: on-chip buffers of one block.
+"""``T.alloc_shared`` / ``T.alloc_fragment`` / ``T.alloc_local``: on-chip buffers of one block; ``T.alloc_global``:
+a scratch tensor in device memory shared by the prim_func's kernels.
 
 Each call adds an ``ir.Buffer`` to the kernel's allocations (in call order) and returns its handle.
 The buffer is named after the Python variable it is assigned to (``A_shared = T.alloc_shared(...)``),
@@ -89,3 +90,33 @@ def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None
     if init is not None:
         var.assign(init)
     return var
+
+
+def alloc_global(shape: Any, dtype: Any) -> TileBuffer:
+    """``T.alloc_global(shape, dtype)`` before the ``T.Kernel`` blocks of a prim_func: a scratch tensor in
+    device memory that its kernels share (a split-KV attention's partial results, written by the first kernel
+    and combined by the next). It is a parameter the caller does not pass: each call allocates it
+    (uninitialized, as TileLang's) and drops it after the last kernel (:mod:`egtile.kernelseq`).
+
+    Raises:
+        DSLError: inside a ``T.Kernel`` block.
+        UnsupportedError: in an eager function.
+        DTypeError, ShapeError: bad dtype or shape.
+    """
+    from egtile.errors import DSLError, UnsupportedError
+    from egtile.language import eager
+
+    loc = tracer.user_loc()
+    trace = tracer.current("T.alloc_global")
+    if trace.in_kernel:
+        raise DSLError("T.alloc_global inside a T.Kernel block: allocate the global scratch before the kernels, at "
+                       "the top of the prim_func", loc)
+    if eager.active() is not None:
+        raise UnsupportedError("T.alloc_global in an eager function: allocate the scratch with T.empty (returned or "
+                               "not), or write the kernels as a @T.prim_func in a factory", loc)
+    shape_t = check_shape(shape, "T.alloc_global", loc)
+    dtype_s = check_dtype(dtype, "T.alloc_global", loc)
+    buf = Buffer(trace.fresh_buffer_name(tracer.assign_target_name(loc), "global_buf"), shape_t, dtype_s, "global")
+    trace.params.append(buf)
+    trace.hidden.append(buf)
+    return TileBuffer(buf, trace)

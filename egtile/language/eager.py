@@ -31,7 +31,8 @@ How a call is traced (two passes, as TileLang's own builder does):
    returns is what each call returns.
 
 Differences from TileLang, each documented in ``docs/language.md``: ``T.dynamic``/``T.symbolic`` names are
-bound like ``T.const`` ones, so a new shape compiles a new kernel (egtile's shapes are static); scalar
+bound like ``T.const`` ones, so a new shape compiles a new kernel (egtile's shapes are static; in a kernel
+factory they are bound per call too, :mod:`egtile.language.calltime`); scalar
 parameters (``x: T.float32 = 1``) are compile-time constants of the kernel, one kernel per value.
 """
 
@@ -213,6 +214,23 @@ class Builder:
     params: dict[str, Any] = field(default_factory=dict)  # tensor parameter name -> _Param | TileBuffer
     outputs: list[Any] = field(default_factory=list)  # T.empty handles, in call order
     trace: Any = None
+    # (tensor, dimension, entry, its extent, annotation's line): entries computed from names bound later
+    postponed: list[tuple[str, int, Any, int, Any]] = field(default_factory=list)
+
+    def check_postponed(self) -> None:
+        """After the binding pass: every postponed entry is computable now and equals its tensor's extent.
+
+        Raises:
+            DSLError: an entry still names a size no annotation bound.
+            ShapeError: an entry that differs from the tensor's extent.
+        """
+        for name, d, e, extent, loc in self.postponed:
+            if not e._bound():
+                raise DSLError(f"tensor {name} of {self.fn_name!r}: dimension {d} is computed from sizes that no "
+                               "tensor annotation binds; name each of them alone in some tensor's shape", loc)
+            if int(e) != extent:
+                raise ShapeError(f"tensor {name} of {self.fn_name!r} has {extent} in dimension {d}; its annotation "
+                                 f"computes {int(e)}", loc)
 
     # -- names -------------------------------------------------------------------------------------
 
@@ -275,8 +293,14 @@ class Builder:
         out = []
         for d, e in enumerate(entries):
             if isinstance(e, Deferred) and not e._bound():
-                raise DSLError(f"tensor {name} of {self.fn_name!r}: dimension {d} is computed from sizes not bound yet; "
-                               "annotate the tensors that define them first", loc)
+                if actual is None:
+                    raise DSLError(f"tensor {name} of {self.fn_name!r}: dimension {d} is computed from sizes not bound "
+                                   "yet; annotate the tensors that define them first, or pass them to compile()", loc)
+                # computed from names a later annotation binds (TileLang's `IndexQ: T.Tensor[[seq_len * heads, D]]`
+                # before `Logits: T.Tensor[[seq_len, ...]]`): the tensor's own extent now, checked once all are bound
+                self.postponed.append((name, d, e, actual[d], loc))
+                out.append(actual[d])
+                continue
             v = int(e)
             if actual is not None and actual[d] != v:
                 raise ShapeError(f"tensor {name} of {self.fn_name!r} has shape {tuple(actual)}; its annotation needs "
@@ -347,12 +371,27 @@ def const(names: str, dtype: str = "int32") -> Any:
 
 
 def dynamic(names: str, dtype: str = "int32") -> Any:
-    """``T.dynamic("M, N")``: in an eager function, as :func:`const` (egtile specializes each shape: a new
-    shape compiles a new kernel). Elsewhere (a kernel factory) symbolic shapes are not supported."""
+    """``T.dynamic("M, N")``: sizes known when the kernel is called. In an eager function, as :func:`const`; in a
+    kernel factory under ``@egtile.jit``, bound at each call from the shapes of the tensors passed for them
+    (:mod:`egtile.language.calltime`). Either way egtile specializes: a new value compiles a new kernel.
+
+    Raises:
+        UnsupportedError: in a factory that ``@egtile.jit`` does not run (nothing binds the names at a call).
+    """
     if _ACTIVE.get() is None:
-        raise UnsupportedError("T.dynamic outside an eager @egtile.jit function: egtile needs static shapes; make the "
-                               "size a factory argument (one kernel per value) or write the kernel in the eager "
-                               "style, where T.dynamic names are bound per call", tracer.user_loc())
+        from egtile.language import calltime as call_time
+
+        split = [n for n in re.split(r"[\s,]+", names.strip()) if n]
+        if not split or not all(n.isidentifier() for n in split):
+            raise DSLError(f"T.dynamic({names!r}): expected identifiers separated by commas or spaces",
+                           tracer.user_loc())
+        out = call_time.dynamic_in_factory(split, dtype)
+        if out is None:
+            raise UnsupportedError("T.dynamic outside an @egtile.jit function: its sizes are bound when the kernel "
+                                   "is called, from the tensors' shapes, which needs the kernel factory decorated "
+                                   "with @egtile.jit (or an eager @egtile.jit function); otherwise make the size a "
+                                   "factory argument", tracer.user_loc())
+        return out[0] if len(out) == 1 else tuple(out)
     return const(names, dtype)
 
 
@@ -397,6 +436,9 @@ class EagerJIT:
         self.fn = fn
         self.target = target
         self.options = options
+        from egtile.options import fast_math
+
+        self.fast_math = fast_math(options.get("pass_configs"))
         self.signature = inspect.signature(fn)
         self._cache: dict[Any, tuple[Any, Any]] = {}
         self._runner = source.rewrite(fn, "eager function")
@@ -493,6 +535,7 @@ class EagerJIT:
             pass
         finally:
             _ACTIVE.reset(token)
+        b.check_postponed()
         for n in tensors:
             p = b.params[n]
             if p.declared is None and p.meta is None:
@@ -561,7 +604,7 @@ class EagerJIT:
         bind = self._bind(given, extra)
         func, order, single = self._trace(given, bind)
         out_idx = sorted(order)
-        kernel = JITKernel(func, out_idx=out_idx or None, target=self.target)
+        kernel = JITKernel(func, out_idx=out_idx or None, target=self.target, fast_math=self.fast_math)
         wrapped = EagerKernel(kernel, func, order, single)
         tensors = [n for n in self.signature.parameters if n in bind.params]
         entry = (wrapped, tensors)

@@ -350,12 +350,22 @@ def ceildiv(a: Any, b: Any) -> Any:
     """``ceil(a / b)`` for positive ``b``. On Python ints returns an :class:`IntImm` (an ``int`` with
     ``.value``), usable anywhere an int is (grid sizes, loop extents, shapes)."""
     a, b = _v(a), _v(b)
+    if _unbound_size(a) or _unbound_size(b):  # a T.dynamic / T.const name before its binding: deferred too
+        return (a + b - 1) // b
     if not isinstance(a, Value) and not isinstance(b, Value):
         a, b = int(a), int(b)
         if b == 0:
             raise DSLError("T.ceildiv: division by zero", user_loc())
         return IntImm(-(-a // b))
     return _binary("//", _binary("-", _binary("+", a, b), 1), b)
+
+
+def _unbound_size(x: Any) -> bool:
+    """Whether ``x`` is a size name not bound yet (``egtile.language.eager.Sym``: the binding pass of an eager
+    function, or the collect pass of a kernel factory with ``T.dynamic``)."""
+    from egtile.language.eager import Sym
+
+    return isinstance(x, Sym) and not x._bound()
 
 
 def _unary(op: str, x: Any) -> Any:

@@ -5,7 +5,8 @@ each parameter annotated ``T.Tensor(shape, dtype)`` becomes a global buffer, the
 symbolic values, and the result is a :class:`PrimFunc` whose ``.kernel`` is the ``ir.Kernel``.
 
 ``with T.Kernel(*grid, threads=128) as bx:`` opens the body of one block; ``bx`` (or ``(bx, by)``) are
-the block indices. Exactly one ``T.Kernel`` per prim_func; grid extents and ``threads`` must be static.
+the block indices. Grid extents and ``threads`` must be static. A prim_func with several ``T.Kernel`` blocks
+is several kernels with the same parameters, launched one after another (:mod:`egtile.kernelseq`).
 """
 
 from __future__ import annotations
@@ -94,16 +95,23 @@ class PrimFunc:
     """A traced ``@T.prim_func``.
 
     Attributes:
-        kernel: the ``ir.Kernel``.
+        kernel: the ``ir.Kernel`` (of the first ``with T.Kernel`` block when there are several).
         fn: the Python function it was traced from.
     """
 
     kernel: IRKernel
     fn: Callable[..., Any]
+    more: tuple[IRKernel, ...] = ()  # the kernels of the further T.Kernel blocks, launched after ``kernel``
+    hidden: int = 0  # trailing parameters that are T.alloc_global scratch, allocated by each call
 
     @property
     def name(self) -> str:
         return self.kernel.name
+
+    @property
+    def kernels(self) -> tuple[IRKernel, ...]:
+        """Every kernel of the prim_func, in launch order (one per ``with T.Kernel`` block)."""
+        return (self.kernel, *self.more)
 
     def __str__(self) -> str:
         return str(self.kernel)
@@ -145,11 +153,13 @@ def _read_def_loc(fn: Callable[..., Any]) -> SourceLoc | None:
 
 
 @public
-def prim_func(fn: Callable[..., Any]) -> PrimFunc:
+def prim_func(fn: Callable[..., Any]) -> Any:
     """Trace ``fn`` into an ``ir.Kernel``.
 
-    Every parameter must be annotated ``T.Tensor(shape, dtype)``; the body must contain exactly one
-    ``with T.Kernel(...)``.
+    Every parameter must be annotated ``T.Tensor(shape, dtype)`` or, for a scalar kernel parameter, a dtype
+    (``max_seqlen: T.int32``); the body must contain exactly one ``with T.Kernel(...)``. A prim_func with
+    scalar parameters, or with ``T.dynamic`` sizes of its factory, is traced when it is called, once per
+    binding (a :class:`egtile.language.calltime.DeferredPrimFunc`).
 
     Raises:
         DSLError: a parameter without a ``T.Tensor`` annotation, no or several ``T.Kernel``, or any
@@ -169,22 +179,32 @@ def prim_func(fn: Callable[..., Any]) -> PrimFunc:
     except Exception as err:
         raise DSLError(f"cannot evaluate the parameter annotations of prim_func {fn.__name__!r} ({err}); "
                        "annotate parameters with T.Tensor(shape, dtype)", loc) from None
-    memo_key = trace_memo.key(fn, {name: annotations.get(name, p.annotation) for name, p in sig.parameters.items()})
+    names = list(sig.parameters)
+    annotations = {name: annotations.get(name, p.annotation) for name, p in sig.parameters.items()}
+    from egtile.language import calltime as dynamic
+
+    if dynamic.deferred_reason(annotations, names):
+        # sizes or scalars bound when the kernel is called (egtile.language.calltime)
+        return dynamic.make_deferred(fn, annotations, names, loc)
+    p = dynamic.current()
+    scalars = {n: p.scalars[n] for n in names if isinstance(annotations[n], DTypeName)} if p is not None else {}
+    return trace_prim_func(fn, annotations, loc, scalars)
+
+
+def trace_prim_func(fn: Callable[..., Any], annotations: dict[str, Any], loc: SourceLoc | None,
+                    scalars: dict[str, Any]) -> PrimFunc:
+    """Trace ``fn``'s body: each ``T.Tensor`` parameter a global buffer, each scalar parameter (annotated with
+    a dtype) the Python number ``scalars`` gives it, a compile-time constant of this kernel."""
+    memo_key = trace_memo.key(fn, annotations) if not scalars else None
     memo = trace_memo.get(memo_key)
     if memo is not None:  # traced before with everything the body reads unchanged (egtile.language.trace_memo)
         return PrimFunc(memo, fn)
     trace = tracer.Trace(fn.__name__, loc)
-    handles = []
-    for name, p in sig.parameters.items():
-        ann = annotations.get(name, p.annotation)
-        if isinstance(ann, DTypeName):
-            # TileLang's scalar kernel parameter (`max_seqlen_q: T.int32`, passed as a Python number)
-            raise UnsupportedError(
-                f"parameter {name!r} of prim_func {fn.__name__!r} is a scalar kernel parameter ({name}: T.{ann}): "
-                "scalar parameters are not supported yet (egtile's kernels take tensors, and sizes are known when "
-                "it schedules them). Make the value an argument of the factory around the prim_func (one kernel "
-                f"per value), or pass it in a one-element tensor ({name}: T.Tensor((1,), T.{ann}), read as "
-                f"{name}[0])", loc)
+    handles: list[Any] = []
+    for name, ann in annotations.items():
+        if isinstance(ann, DTypeName) and name in scalars:
+            handles.append(scalars[name])
+            continue
         if not isinstance(ann, Tensor):
             raise DSLError(f"parameter {name!r} of prim_func {fn.__name__!r} must be annotated "
                            f"T.Tensor(shape, dtype), got {ann!r}", loc)
@@ -199,6 +219,12 @@ def prim_func(fn: Callable[..., Any]) -> PrimFunc:
         tracer.stop(token)
     if trace.body is None:
         raise DSLError(f"prim_func {fn.__name__!r} has no `with T.Kernel(...)` block", loc)
+    if trace.parts or trace.hidden:  # several T.Kernel blocks, global scratch: launched by egtile.kernelseq
+        parts = [*trace.parts, trace]
+        for t in parts:  # every kernel has every parameter, the scratch ones too (T.alloc_global comes first)
+            t.params = list(trace.params)
+        kernels = [build_kernel(t, fn.__name__ if i == 0 else f"{fn.__name__}_{i}", loc) for i, t in enumerate(parts)]
+        return PrimFunc(kernels[0], fn, tuple(kernels[1:]), len(trace.hidden))
     kernel = build_kernel(trace, fn.__name__, loc)
     trace_memo.put(memo_key, kernel)
     return PrimFunc(kernel, fn)
@@ -358,8 +384,16 @@ class Kernel:
 
     def __enter__(self) -> Value | tuple[Value, ...]:
         trace = self._trace
-        if trace.in_kernel or trace.body is not None:
-            raise DSLError("a prim_func holds exactly one `with T.Kernel(...)` block", self._loc)
+        if trace.in_kernel:
+            raise DSLError("`with T.Kernel(...)` inside another T.Kernel block", self._loc)
+        if trace.body is not None:
+            from egtile.language import eager
+
+            if eager.active() is not None:
+                raise UnsupportedError("a second `with T.Kernel(...)` block in an eager function: write the kernels "
+                                       "as a @T.prim_func in a kernel factory, where each T.Kernel block is launched "
+                                       "after the previous one", self._loc)
+            trace.next_kernel()  # several kernels in one prim_func, launched one after another
         wanted = tracer.with_target_names(self._loc, len(self._grid)) or [None] * len(self._grid)
         fallback = ("bx", "by", "bz")
         block_vars = tuple(Var(trace.fresh_var_name(w, fallback[d])) for d, w in enumerate(wanted))

@@ -40,8 +40,8 @@ _FP8 = ("egtile's floating-point formats below 16 bits are T.float8_e4m3fn (Tile
         "T.float8_e5m2 (storage, T.cast / T.copy conversion, T.gemm operands); the AMD fnuz variants, e8m0, float6, "
         "float4 and 4-bit integers are not supported: keep the data in one of those, float16/bfloat16 or int8, or "
         "convert on the host with torch")
-_MULTI = ("egtile compiles one T.Kernel per prim_func and has no global scratch buffers yet: split the work into two "
-          "kernels called one after the other, passing the scratch tensor as a parameter")
+_MULTI = ("grid-wide synchronization inside one kernel is not supported: split the work into several `with T.Kernel` "
+          "blocks of the prim_func (launched one after another), sharing a T.alloc_global scratch tensor")
 _ATOMIC = "only T.atomic_add (one element, no return value) is supported"
 _VIEW = "buffer views are not supported yet; index the original buffer (or T.copy into a buffer of the new shape)"
 _CLUSTER = "thread-block clusters (sm_90 distributed shared memory) are not supported yet; use T.Kernel"
@@ -63,7 +63,7 @@ NOT_YET: dict[str, str] = {
     "alloc_reducer": "use T.alloc_fragment and T.reduce_*", "finalize_reducer": "use T.alloc_fragment and T.reduce_*",
     "alloc_tmem": _BLACKWELL, "deallocate_tmem": _BLACKWELL,
     "alloc_descriptor": "egtile builds TMA descriptors itself for T.copy",
-    "alloc_global": _MULTI, "sync_grid": _MULTI, "sync_global": _MULTI,
+    "sync_grid": _MULTI, "sync_global": _MULTI,
     "alloc_buffer": "use T.alloc_shared / T.alloc_fragment / T.alloc_local", "allocate": "use T.alloc_shared / "
     "T.alloc_fragment / T.alloc_local", "decl_buffer": _VIEW, "buffer_decl": _VIEW, "match_buffer": _VIEW,
     "create_list_of_mbarrier": _SYNC,

@@ -172,6 +172,20 @@ class Trace:
     hints: list = field(default_factory=list)  # (kind, value, loc) of accepted hints (egtile.language.hints)
     thread_dims: tuple[int, ...] = (128,)  # T.Kernel(threads=(x, y, z)), x fastest
     region: object = None  # the open thread region (egtile.language.threads.ThreadRegion), if any
+    parts: list = field(default_factory=list)  # the finished T.Kernel blocks before this one (see next_kernel)
+    hidden: list = field(default_factory=list)  # T.alloc_global scratch: trailing params the caller does not pass
+
+    def next_kernel(self) -> None:
+        """A second (third...) ``with T.Kernel`` in one prim_func: keep the finished block as a trace of its
+        own (its grid, body, allocations, let-bindings and hints) in ``parts`` and start the next one. The
+        blocks run one after another, as TileLang launches them; names stay unique across all of them."""
+        import dataclasses
+
+        part = dataclasses.replace(self, parts=[], frames=[], allocs=list(self.allocs), lets=list(self.lets),
+                                   hints=list(self.hints))
+        self.parts.append(part)
+        self.body, self.grid, self.block_vars = None, None, ()
+        self.allocs, self.lets, self.hints = [], [], []
 
     # -- ids and names ---------------------------------------------------------------------------
 

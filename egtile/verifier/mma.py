@@ -34,7 +34,9 @@ the accumulator registers and the shared operands belong to the tensor core. In 
 touches its accumulator (L1: a read of an asynchronous write not yet complete) or its operands (L2), before
 an mbarrier arrive, which could release its operand stage to a producer's refill (L2: a write after a read
 still in flight), and before the list ends (L1). A following wgmma on the same accumulator is ordered by
-the tensor core (groups of one warpgroup on one accumulator complete in order). The trace models above
+the tensor core (groups of one warpgroup on one accumulator complete in order). A ``wait_group N`` completes
+every open group of its warpgroups but the ``N`` most recently committed (the rotated attention loop of
+``egtile.rules.overlap`` waits for ``Q K^T`` with ``wait_group 1`` while ``P V`` stays in flight). The trace models above
 place the group's accesses at issue; this static check is what makes that placement sound.
 """
 
@@ -47,9 +49,9 @@ import numpy as np
 from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
 from egtile.layout.fragment import Fragment, RowFragment, row_projection
 from egtile.layout.errors import LayoutError
-from egtile.ir.kernel import AddressOf, AtomicAdd, Copy, Extern, Fill, Gemm, Reduce, Region, Store
+from egtile.ir.kernel import AddressOf, AtomicAdd, BinOp, Const, Copy, Extern, Fill, Gemm, Reduce, Region, Store
 from egtile.ir.scheduled import (
-    Arrive, ArriveExpectTx, CpAsyncArrive, Leaf, Scheduled, SIf, SStmt, TileOp, TmaLoad, TmaStore,
+    Arrive, ArriveExpectTx, CpAsyncArrive, Leaf, Scheduled, SeqLoop, SIf, SStmt, TileOp, TmaLoad, TmaStore,
 )
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 from egtile.verifier import registry
@@ -316,14 +318,22 @@ def check_wgmma_waits(sched: Scheduled) -> list[Violation]:
     touched again, before an arrive, and before its statement list ends."""
     out: list[Violation] = []
 
-    def walk(stmts: tuple[SStmt, ...]) -> None:
-        open_: list[WgmmaMma] = []
+    def walk(stmts: tuple[SStmt, ...], open_: list[WgmmaMma] | None = None) -> list[WgmmaMma]:
+        open_ = [] if open_ is None else open_
         for s in stmts:
+            if _one_trip(s):
+                # a loop of one trip is its body, run in place: groups open before it stay open in it and after
+                open_ = walk(s.body, open_)
+                continue
             for b in registry.bodies(s):
-                walk(b)
+                report(walk(b))
             if isinstance(s, WgmmaWait):
-                if s.pending == 0:
-                    open_ = [w for w in open_ if not (w.threads.begin < s.threads.end and s.threads.begin < w.threads.end)]
+                # wait_group N (PTX ISA 9.7.15.7.3): every group of the waiting warpgroups but the N most recently
+                # committed is complete; those N stay open
+                mine = [i for i, w in enumerate(open_)
+                        if w.threads.begin < s.threads.end and s.threads.begin < w.threads.end]
+                done = set(mine[:max(0, len(mine) - max(0, s.pending))])
+                open_ = [w for i, w in enumerate(open_) if i not in done]
                 continue
             touched = names_touched(s)
             for w in open_:
@@ -343,12 +353,22 @@ def check_wgmma_waits(sched: Scheduled) -> list[Violation]:
                                          w.gemm.c.buffer.name))
             if isinstance(s, WgmmaMma):
                 open_.append(s)
+        return open_
+
+    def report(open_: list[WgmmaMma]) -> None:
         for w in open_:
             out.append(Violation("L1", f"wgmma (sid {w.sid}) is not completed by a wgmma.wait_group in its statement "
                                        "list: its accumulator is never known to be complete", (w.sid,), w.gemm.c.buffer.name))
 
-    walk(sched.body)
+    report(walk(sched.body))
     return out
+
+
+def _one_trip(s) -> bool:
+    """``s`` is a serial loop of exactly one trip, syntactically: ``for v in [e, e + 1)`` (the form the rotated
+    attention loop binds a source iteration with, :func:`egtile.rules.overlap.at`)."""
+    return (isinstance(s, SeqLoop) and isinstance(s.stop, BinOp) and s.stop.op == "+" and s.stop.a == s.start
+            and isinstance(s.stop.b, Const) and s.stop.b.value == 1)
 
 
 def _fragment_indices(e, frag: str, out: list) -> None:

@@ -15,12 +15,20 @@ live in shared memory, ``docs/architecture.md``), each aligned to 128 bytes (TMA
 ``setmaxnreg`` (PTX ISA, "setmaxnreg"): the register count is in [24, 256] and a multiple of 8; it is
 executed by whole warpgroups (roles of multiples of 128 threads starting at a multiple of 128); the
 roles' ``threads x registers`` must fit the 65536 registers of the CTA's pool.
+
+Registers a wgmma holds in flight: its accumulator registers (and, for a register-A wgmma, A's) may not be
+touched until its ``wgmma.wait_group`` (PTX ISA 9.7.15.7), so ptxas cannot spill them: with the
+instruction's descriptors they must fit one thread's registers, at most 255 (the same CUDA table, "Maximum
+number of 32-bit registers per thread") and at most the ``setmaxnreg`` count of the role that issues it,
+less :data:`INFLIGHT_RESERVE`. Fragments beyond that, live elsewhere in the loop, may spill to local memory
+(legal, slower: egtile.rules.fragment's estimate).
 """
 
 from __future__ import annotations
 
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.scheduled import RoleSplit, Scheduled, swalk
+from egtile.ir.wgmma import WgmmaMma
 from egtile.verifier.violation import Violation
 
 MAX_THREADS = 1024
@@ -29,6 +37,9 @@ MAX_LOCAL_BYTES_PER_THREAD = 512 * 1024
 REGISTERS_PER_BLOCK = 65536
 SMEM_ALIGN = 128
 WARPGROUP = 128
+MAX_REGISTERS_PER_THREAD = 255
+INFLIGHT_RESERVE = 16
+"""Registers beside a wgmma's in-flight accumulator and A: its two 64-bit descriptors, a stage address, a counter."""
 
 
 def shared_bytes(sched: Scheduled) -> int:
@@ -60,6 +71,7 @@ def check_resources(sched: Scheduled) -> list[Violation]:
         out.append(Violation("L8", f"the kernel needs {local_bytes} bytes of local memory per thread (T.alloc_local "
                                    f"buffers: {desc}); sm_90 allows {MAX_LOCAL_BYTES_PER_THREAD} (512 KB) per thread",
                              buffer=local[0].name))
+    out += _inflight_registers(sched)
     for s in swalk(sched.body):
         if not isinstance(s, RoleSplit):
             continue
@@ -80,4 +92,41 @@ def check_resources(sched: Scheduled) -> list[Violation]:
             desc = ", ".join(f"{r.name} {r.threads.count}x{r.setmaxnreg[1]}" for r in s.roles if r.setmaxnreg)
             out.append(Violation("L8", f"the roles ask for {budget} registers ({desc}); the CTA has "
                                        f"{REGISTERS_PER_BLOCK}", (s.sid,) if s.sid is not None else ()))
+    return out
+
+
+def _wgmma_registers(m: WgmmaMma) -> int:
+    """Registers per thread wgmma ``m`` keeps in flight: its accumulator's, plus A's when A is in registers (16-bit
+    values, two per register, spread over the tiling's threads)."""
+    regs = m.tiling.registers_per_thread
+    if m.a_registers:
+        a = m.gemm.a.buffer
+        regs += -(-a.numel * lookup_dtype(a.dtype).bytes // (4 * m.tiling.threads))
+    return regs
+
+
+def _inflight_registers(sched: Scheduled) -> list[Violation]:
+    out: list[Violation] = []
+    seen: set[int] = set()
+
+    def check(m: WgmmaMma, limit: int, where: str) -> None:
+        need = _wgmma_registers(m) + INFLIGHT_RESERVE
+        if need > limit:
+            out.append(Violation("L8", f"wgmma T.gemm (sid {m.sid}) holds {need - INFLIGHT_RESERVE} accumulator and A "
+                                       f"registers per thread until its wait_group, plus {INFLIGHT_RESERVE} beside them; "
+                                       f"{where} allows {limit} (registers in flight cannot spill)", (m.sid,)))
+
+    for s in swalk(sched.body):
+        if isinstance(s, RoleSplit):
+            for r in s.roles:
+                limit = min(MAX_REGISTERS_PER_THREAD, r.setmaxnreg[1]) if r.setmaxnreg else MAX_REGISTERS_PER_THREAD
+                where = f"role {r.name!r} (setmaxnreg {r.setmaxnreg[1]})" if r.setmaxnreg else "a thread"
+                for x in swalk(r.body):
+                    if isinstance(x, WgmmaMma) and id(x) not in seen:
+                        seen.add(id(x))
+                        check(x, limit, where)
+    for x in swalk(sched.body):
+        if isinstance(x, WgmmaMma) and id(x) not in seen:
+            seen.add(id(x))
+            check(x, MAX_REGISTERS_PER_THREAD, "a thread")
     return out

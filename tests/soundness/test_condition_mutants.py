@@ -493,6 +493,50 @@ def _pp_shared_probabilities() -> Kernel:
     return flash_attention(seq=128, dim=32, block_M=128, block_N=64, threads=256).kernel
 
 
+def _ov_attention(stages: int = 2) -> Kernel:
+    """examples/flash_attention.py at one block of 64 query rows and four key blocks of 16 (one consumer
+    warpgroup): the intra-warpgroup overlap's form (egtile.rules.overlap)."""
+    import flash_attention as FA
+
+    return FA.flashattn.__wrapped__(1, 1, 64, 16, False, block_M=64, block_N=16, threads=128,
+                                    num_stages=stages).kernel
+
+
+def _ov_head_touches_o(first: bool = False) -> Kernel:
+    """An attention-shaped loop whose head (before Q K^T) halves the output accumulator O: moving P V of the
+    previous block past it changes O (egtile.rules.overlap, overlap-head-independent). ``first``: the halving
+    right after Q K^T instead, the first statement after it (nothing left to overlap)."""
+    @T.prim_func
+    def main(Q: T.Tensor((64, 16), "float16"), K: T.Tensor((32, 16), "float16"), V: T.Tensor((32, 16), "float16"),
+             O: T.Tensor((64, 16), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            Q_s = T.alloc_shared((64, 16), "float16")
+            K_s = T.alloc_shared((16, 16), "float16")
+            V_s = T.alloc_shared((16, 16), "float16")
+            S = T.alloc_fragment((64, 16), "float32")
+            P = T.alloc_fragment((64, 16), "float16")
+            acc = T.alloc_fragment((64, 16), "float32")
+            T.copy(Q, Q_s)
+            T.clear(acc)
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(K[k * 16:(k + 1) * 16, :], K_s)
+                if not first:
+                    for i, j in T.Parallel(64, 16):
+                        acc[i, j] = acc[i, j] * 0.5
+                T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
+                if first:
+                    for i, j in T.Parallel(64, 16):
+                        acc[i, j] = acc[i, j] * 0.5
+                for i, j in T.Parallel(64, 16):
+                    S[i, j] = S[i, j] * 0.25
+                T.copy(S, P)
+                T.copy(V[k * 16:(k + 1) * 16, :], V_s)
+                T.gemm(P, V_s, acc)
+            T.copy(acc, O)
+
+    return main.kernel
+
+
 def _greedy_register_rules() -> rules.RuleSet:
     from dataclasses import replace
 
@@ -657,6 +701,16 @@ WITNESS: dict[tuple[str, str], Witness] = {
     ("pipeline-warp-specialize-pingpong", "pingpong-two-gemm-turns"): Witness(_pp_one_gemm, cheap=("ws_pingpong",)),
     ("pipeline-warp-specialize-pingpong", "pingpong-consumers-write-registers"): Witness(
         _pp_shared_probabilities, cheap=("ws_pingpong",)),
+    # the intra-warpgroup overlap (egtile.rules.overlap), forced by a free ws_overlap: one gemm gives no head and
+    # tail (the lowering refuses, loudly); K = 8 gives no wgmma to rotate (refused loudly); one stage deadlocks
+    # (the next block's stage is waited while the previous one is held); a head that halves O runs before the
+    # previous block's P V and changes O (the simulator against the interpreter)
+    ("pipeline-warp-specialize-overlap", "overlap-two-gemms"): Witness(_pp_one_gemm, cheap=("ws_overlap",)),
+    ("pipeline-warp-specialize-overlap", "overlap-gemms-on-tensor-cores"): Witness(
+        lambda: _pp_attention(dim=8), cheap=("ws_overlap",)),
+    ("pipeline-warp-specialize-overlap", "overlap-two-stages"): Witness(
+        lambda: _ov_attention(stages=1), cheap=("ws_overlap",)),
+    ("pipeline-warp-specialize-overlap", "overlap-head-independent"): Witness(_ov_head_touches_o, cheap=("ws_overlap",)),
 }
 
 GAPS: dict[tuple[str, str], str] = {}
@@ -764,6 +818,13 @@ NOT_LEGALITY: dict[tuple[str, str], tuple[Callable[[], Kernel], str]] = {
         "holds for every kernel (its oracle compares the constant ids 3 and 4 with the ids egtile's CTA barriers use: "
         "0, and 1 and 2 inside the roles), so its mutant schedules every kernel as the rules do; a colliding id is "
         "what tests/test_rules_pingpong.py's planted wrong-id handshake and the verifier's id check catch"),
+    ("pipeline-warp-specialize-overlap", "overlap-softmax-independent"): (
+        lambda: _ov_head_touches_o(first=True),
+        "a profitability condition: it refuses a body where the statement right after the first gemm already touches "
+        "the second gemm's accumulator or register A (nothing would run under the second gemm) or where a loop or "
+        "branch comes first. The rotation is legal either way: the lowering puts wait_group 1 and wait_group 0 "
+        "back to back in the body's own list, and every statement that touches the second gemm's operands still "
+        "follows the wait_group 0"),
     ("vectorize-parallel", "no-escaping-local-write"): (
         _vector_local_escape,
         "implied by the vector-width oracle (egtile.analysis.vector_width): every store of a vectorized nest "

@@ -25,7 +25,9 @@ tiling, and each operand's shared buffer is laid out in the swizzle its descript
 Register A (``a_registers``, RS). ``.sync.aligned``: the warpgroup's threads issue together, so the issue is
 a rendezvous of the warpgroup (every owner has written its A registers before any group reads them, and none
 overwrites them before all have been read); then each thread's group takes the A values its rows need from
-the owners' registers, k16 slice by slice as the node reads them (``a_k_order``). A must be a register
+the owners' registers, k16 slice by slice as the node reads them (``a_k_order``). The registers stay the tensor
+core's until the group completes: at completion the group reads the thread's own A registers in the shadow state,
+so a write of them before the ``wait_group`` (a cast into ``P`` while ``P V`` is in flight) is a race. A must be a register
 fragment in :func:`egtile.layout.operand_a.rs_a_layout` and step ``kk`` must read slice ``kk``: otherwise the
 instruction would multiply other elements than the gemm's, an error naming the layouts.
 """
@@ -130,7 +132,7 @@ def _open(m, s: WgmmaMma, th, what: str, a_values=None) -> None:
         m.at_finish.append(_finish)
         m._mma_finisher = True
     mine = own_positions(s.tiling.fragment(), th.tid - s.threads.begin)
-    a = None if a_values is not None else m.region(g.a, th, what)
+    a = m.region(g.a, th, what)
     pending.append(Group(seq, s, th.vc.copy(), a, m.region(g.b, th, what), m.region(g.c, th, what), mine, a_values))
     th.tick()
 
@@ -185,6 +187,11 @@ def _complete(m, th, grp: Group) -> None:
         a_vals = am.data[af2].astype(acc)
     else:
         a_vals = grp.a_values  # register A: taken from its owners' registers at the issue
+        # ... but the registers belong to the tensor core until the group completes (PTX ISA 9.7.15.7): the thread's
+        # own A registers are read, as the group, now, so a write of them between the issue and the wait races
+        am, af = grp.a
+        own = own_positions(m.prog.sched.fragment(g.a.buffer.name), th.tid - s.threads.begin)
+        m.shadow.read_many(am, af.reshape(-1)[np.asarray(own, dtype=np.int64)].tolist(), agent, s.sid, "wgmma")
     cols = sorted({e % N for e in grp.positions})
     m.shadow.proxy_read_many(bm, bf2[:, cols].T.reshape(-1).tolist(), agent, s.sid, m.fences, "wgmma")
     prod = product(a_vals, bm.data[bf2].astype(acc))

@@ -1,0 +1,87 @@
+"""egtile.autotune's report when no configuration passes (each distinct failure named, at the first one's line),
+and the TileLang host conventions its ports rely on: a configuration's ``pass_configs`` is a compile option, an
+eager ``compile(M=...)`` without tensors tunes on fresh inputs, the winner carries ``config`` and ``latency``."""
+
+import math
+
+import pytest
+import torch
+
+import egtile
+from egtile import language as T
+from egtile.errors import ArgumentError
+
+
+@egtile.jit(out_idx=[-1], target="interp")
+def scaled(M, N, threads=32, factor=2.0):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=threads):  # mark-kernel-line
+            for i, j in T.Parallel(M, N):
+                C[i, j] = A[i, j] * factor
+
+    return main
+
+
+def _line(mark):
+    import inspect
+
+    src, start = inspect.getsourcelines(scaled.fn)
+    return start + next(i for i, t in enumerate(src) if mark in t)
+
+
+def test_no_configuration_passing_names_each_distinct_failure_at_the_first_ones_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("EGTILE_CACHE_DIR", str(tmp_path))
+    configs = [{"threads": 48}, {"threads": 32, "factor": 3.0}, {"threads": 40}, {"threads": 64, "factor": 5.0}]
+    tuned = egtile.autotune(configs=configs, ref_prog=lambda a: a * 2.0, atol=0, rtol=0)(scaled)
+    with pytest.raises(ArgumentError) as info:
+        tuned.tune((8, 4), {})
+    err = info.value
+    first, *rest = err.message.splitlines()
+    # the first configuration's failure first (2 of 4: threads 48 and 40), then the checks that failed
+    assert "none of the 4 configurations compiled and passed its check (2 distinct failure(s))" in first
+    assert len(rest) == 1
+    assert "DSLError: T.Kernel threads=48" in first and "(2 of 4 configurations, first {'threads': 48})" in first
+    assert any("its check against the reference failed" in r and "(2 of 4 configurations, first {'threads': 32, "
+               "'factor': 3.0})" in r for r in rest)
+    assert err.loc is not None and err.loc.line == _line("mark-kernel-line")
+
+
+def test_a_configurations_pass_configs_is_a_compile_option_not_a_factory_argument(tmp_path, monkeypatch):
+    monkeypatch.setenv("EGTILE_CACHE_DIR", str(tmp_path))
+    key = egtile.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED
+    configs = [{"factor": 3.0, "pass_configs": {key: True}}, {"factor": 3.0, "pass_configs": {key: False}}]
+    tuned = egtile.autotune(configs=configs, ref_prog=lambda a: a * 3.0, atol=0, rtol=0)(scaled)
+    kernel = tuned(8, 4)
+    a = torch.randn(8, 4)
+    assert torch.equal(kernel(a), a * 3.0)
+    assert kernel.config == configs[0] and math.isnan(kernel.latency)  # not measured on a CPU target
+
+
+@egtile.jit(target="interp")
+def eager_scale(A, factor: float = 2.0):
+    M, N = T.const("M, N")
+    A: T.Tensor((M, N), T.float32)
+    C = T.empty((M, N), T.float32)
+    with T.Kernel(1, threads=32):
+        for i, j in T.Parallel(M, N):
+            C[i, j] = A[i, j] * factor
+    return C
+
+
+def test_an_eager_compile_without_tensors_tunes_on_fresh_inputs(tmp_path, monkeypatch):
+    monkeypatch.setenv("EGTILE_CACHE_DIR", str(tmp_path))
+    seen = []
+
+    def ref(a):
+        seen.append(a.clone())
+        return a * 4.0
+
+    tuned = egtile.autotune(configs=[{"factor": 1.0}, {"factor": 4.0}], ref_prog=ref, atol=0, rtol=0)(eager_scale)
+    kernel = tuned.compile(M=8, N=4)
+    assert kernel.config == {"factor": 4.0} and math.isnan(kernel.latency)
+    assert seen and seen[0].shape == (8, 4) and seen[0].std() > 0.1  # generated inputs, never zeros
+    a = torch.randn(8, 4)
+    assert torch.equal(kernel(a), a * 4.0)
+    # every key given: no tuning, the kernel for those values
+    assert torch.equal(tuned.compile(M=8, N=4, factor=1.0)(a), a)

@@ -1,0 +1,95 @@
+"""A prim_func with several ``with T.Kernel`` blocks is several kernels launched one after another on the same
+tensors (egtile.kernelseq), as TileLang launches them: what the first writes, the second reads."""
+
+import pytest
+import torch
+
+import egtile
+from egtile import language as T
+from egtile.errors import ArgumentError
+
+
+@egtile.jit(out_idx=[-1], target="interp")  # the simulator runs each kernel as any other (the sequence is the host's)
+def split_then_combine(M: int = 64, N: int = 32, splits: int = 4):
+    chunk = M // splits
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Partial: T.Tensor((splits, N), "float32"),
+             Out: T.Tensor((N,), "float32")):
+        with T.Kernel(splits, threads=32) as s:  # 1: one partial column sum per split
+            for j in T.Parallel(N):
+                acc = T.alloc_var("float32", 0.0)
+                for i in T.serial(chunk):
+                    acc += X[s * chunk + i, j]
+                Partial[s, j] = acc
+        with T.Kernel(1, threads=32):  # 2: combine the partial sums, scaled by the first row
+            for j in T.Parallel(N):
+                total = T.alloc_var("float32", 0.0)
+                for s in T.serial(splits):
+                    total += Partial[s, j]
+                Out[j] = total * X[0, j]
+
+    return main
+
+
+def test_two_kernel_blocks_run_in_order_and_the_second_reads_what_the_first_wrote():
+    kernel = split_then_combine()
+    assert [k.kernel.name for k in kernel.kernels] == ["main", "main_1"]
+    X = torch.randn(64, 32)
+    Partial = torch.full((4, 32), float("nan"))  # poisoned: only the first kernel fills it
+    out = kernel(X, Partial)
+    ref_partial = X.double().reshape(4, 16, 32).sum(1)
+    torch.testing.assert_close(Partial.double(), ref_partial, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.double(), ref_partial.sum(0) * X[0].double(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_multi_kernel_prim_func_is_refused_by_jitkernel_itself_naming_compile():
+    func = split_then_combine.fn()
+    with pytest.raises(ArgumentError, match="has 2 T.Kernel block.s. and 0 T.alloc_global scratch tensor.s.; "
+                                            "compile it with egtile.compile"):
+        egtile.api.JITKernel(func, target="interp")
+    k = egtile.compile(func, out_idx=[-1], target="interp")
+    X = torch.randn(64, 32)
+    out = k(X, torch.full((4, 32), float("nan")))
+    torch.testing.assert_close(out.double(), X.double().sum(0) * X[0].double(), rtol=1e-5, atol=1e-5)
+
+
+@egtile.jit(out_idx=[-1], target="interp")
+def scratch_then_combine(M: int = 32, N: int = 16, splits: int = 2):
+    chunk = M // splits
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Out: T.Tensor((N,), "float32")):
+        Partial = T.alloc_global((splits, N), "float32")  # scratch the caller never sees
+        with T.Kernel(splits, threads=32) as s:
+            for j in T.Parallel(N):
+                m = T.alloc_var("float32", -1e30)
+                for i in T.serial(chunk):
+                    m = T.max(m, X[s * chunk + i, j])
+                Partial[s, j] = m
+        with T.Kernel(1, threads=32):
+            for j in T.Parallel(N):
+                m = T.alloc_var("float32", -1e30)
+                for s in T.serial(splits):
+                    m = T.max(m, Partial[s, j])
+                Out[j] = m
+
+    return main
+
+
+def test_alloc_global_scratch_is_allocated_by_each_call_and_shared_by_the_kernels():
+    kernel = scratch_then_combine()
+    for _ in range(2):
+        X = torch.randn(32, 16)
+        out = kernel(X)  # out_idx=[-1] is Out: the scratch is not counted among the caller's parameters
+        assert torch.equal(out, X.max(0).values)
+    with pytest.raises(ArgumentError, match="expects 1 tensor argument"):
+        kernel(X, torch.empty(2, 16))
+
+
+@pytest.mark.gpu
+def test_two_kernels_with_scratch_on_the_gpu():
+    kernel = egtile.jit(out_idx=[-1], target="cuda")(scratch_then_combine.fn)()
+    for _ in range(2):
+        X = torch.randn(32, 16, device="cuda")
+        assert torch.equal(kernel(X), X.max(0).values)
