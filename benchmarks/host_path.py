@@ -2,20 +2,23 @@
 
 What it measures: the Python host path of ``kernel(*tensors)`` for a ``target="cuda"`` kernel, from the
 call to the return of ``cuLaunchKernelEx``, on a machine without a GPU. Nothing runs on a device, so the
-numbers are egtile's own host cost plus cuda-bindings' argument handling; the driver's own work (a real
+numbers are egtile's own host cost plus the ``ctypes`` call into the driver; the driver's own work (a real
 ``cuLaunchKernelEx`` is roughly 2-4 us on an H100/H200) and torch's real CUDA calls are not in them.
-``benchmarks/launch.py`` measures the real thing on a GPU.
+``benchmarks/launch.py`` measures the real thing on a GPU. After the four calls it times their parts
+alone (the tiny kernel): the generated checks-and-launch function, the checks alone, the launch of checked
+tensors alone, the driver call alone (the lane's ``go()``), cuda-bindings' ``cuLaunchKernelEx`` wrapper on
+the same arguments (what egtile called before), and torch's current-stream getter (a stub here).
 
 Stubs, at the two boundaries the host path crosses:
 
 * the CUDA driver: with ``--driver lib`` (default where ``gcc`` exists) a fake ``libcuda.so.1`` is compiled
   into a temporary directory and the script re-executes itself with it first on ``LD_LIBRARY_PATH``, so
-  ``cuda.bindings.driver`` runs its real Cython wrappers (argument conversion, ``CUlaunchConfig``,
-  ``CUtensorMap``) around C functions that return ``CUDA_SUCCESS``. The fake counts launches and tensor-map
+  ``cuda.bindings.driver`` runs its real Cython wrappers (set-up, ``CUtensorMap``, ``cuGetProcAddress``)
+  and egtile's ``ctypes`` launch calls a C ``cuLaunchKernelEx``, all C functions that return ``CUDA_SUCCESS``. The fake counts launches and tensor-map
   encodes and records the launch arguments, which the script checks after the timed loops (each pointer
   slot holds its tensor's ``data_ptr()``, each tensor-map slot a map of its tensor). ``--driver python``
-  replaces the ``cuda.bindings.driver`` functions by Python functions instead (no compiler needed; it
-  under-counts the wrappers' cost).
+  replaces the ``cuda.bindings.driver`` functions by Python functions instead, and the launch by a
+  ``ctypes`` callback (no compiler needed; it over-counts the launch, a call back into Python).
 * torch's CUDA side: CPU tensors that report ``device cuda:0`` (``device``, ``is_cuda``, ``is_cpu``,
   ``get_device`` replaced on ``torch.Tensor``; ``data_ptr``, ``shape``, ``stride``, ``dtype`` are the real CPU
   tensor's), and ``torch.cuda.is_available`` / ``get_device_capability`` / ``current_stream`` / device
@@ -111,6 +114,15 @@ static CUresult cuLaunchKernelEx(const struct cfg* c, void* f, void** params, vo
   for (int i = 0; i < fake_nargs && i < 64; i++) memcpy(&fake_last_args[i], params[i], 8);
   return 0;
 }
+/* cuLaunchKernel: the same record, from its 11 scalar arguments */
+static CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+    unsigned smem, void* stream, void** params, void** extra) {
+  (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)smem; (void)extra;
+  fake_launches++;
+  fake_last_stream = (u64)(uintptr_t)stream;
+  for (int i = 0; i < fake_nargs && i < 64; i++) memcpy(&fake_last_args[i], params[i], 8);
+  return 0;
+}
 static CUresult cuTensorMapEncodeTiled(void* map, int dt, unsigned rank, void* addr, const u64* dims,
     const u64* strides, const unsigned* box, const unsigned* es, int il, int sw, int l2, int oob) {
   (void)dt; (void)strides; (void)box; (void)es; (void)il; (void)sw; (void)l2; (void)oob;
@@ -128,13 +140,15 @@ static const struct { const char* name; void* fn; } table[] = {
   {"cuDevicePrimaryCtxRetain", (void*)cuDevicePrimaryCtxRetain}, {"cuCtxSetCurrent", (void*)cuCtxSetCurrent},
   {"cuCtxGetCurrent", (void*)cuCtxGetCurrent}, {"cuModuleLoadData", (void*)cuModuleLoadData},
   {"cuModuleGetFunction", (void*)cuModuleGetFunction}, {"cuFuncSetAttribute", (void*)cuFuncSetAttribute},
-  {"cuLaunchKernelEx", (void*)cuLaunchKernelEx}, {"cuTensorMapEncodeTiled", (void*)cuTensorMapEncodeTiled},
+  {"cuLaunchKernelEx", (void*)cuLaunchKernelEx}, {"cuLaunchKernel", (void*)cuLaunchKernel}, {"cuTensorMapEncodeTiled", (void*)cuTensorMapEncodeTiled},
   {"cuGetErrorName", (void*)cuGetErrorName}, {"cuGetErrorString", (void*)cuGetErrorString},
 };
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, u64 flags, int* status) {
   (void)version; (void)flags;
   *pfn = (void*)ok;
+  /* asked for through cuda-bindings' cuGetProcAddress (egtile's ctypes launch entry point) */
+  if (strcmp(symbol, "cuGetProcAddress") == 0) *pfn = (void*)cuGetProcAddress_v2;
   for (unsigned i = 0; i < sizeof table / sizeof table[0]; i++)
     if (strcmp(symbol, table[i].name) == 0) *pfn = table[i].fn;
   if (status) *status = 0;
@@ -250,9 +264,13 @@ def install_python_driver_stubs() -> Any:
     ok = d.CUresult.CUDA_SUCCESS
     counts = {"launches": 0, "encodes": 0}
 
-    def launch(*a):
+    def launch(cfg, fn, params, extra):
         counts["launches"] += 1
-        return (ok,)
+        return 0
+
+    prototype = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+    counts["callback"] = callback = prototype(launch)  # kept alive with counts
+    address = ctypes.cast(callback, ctypes.c_void_p).value
 
     def encode(*a):
         counts["encodes"] += 1
@@ -265,7 +283,7 @@ def install_python_driver_stubs() -> Any:
     d.cuModuleLoadData = lambda image: (ok, d.CUmodule(0x2000))
     d.cuModuleGetFunction = lambda m, name: (ok, d.CUfunction(0x3000))
     d.cuFuncSetAttribute = lambda *a: (ok,)
-    d.cuLaunchKernelEx = launch
+    d.cuGetProcAddress = lambda symbol, version, flags: (ok, address if symbol == b"cuLaunchKernelEx" else 0, 0)
     d.cuTensorMapEncodeTiled = encode
     return counts
 
@@ -362,6 +380,31 @@ def main() -> int:
         ("TMA (2 maps), same tensors: kernel(*x1)", lambda: tma(*x1), x1, [0, 1], 5),
         ("TMA (2 maps), alternating x1 / x2", tma_alternating, None, [0, 1], 5),
     ]
+    tiny(a, b, c)  # this thread's lane of the tiny kernel, for the parts
+    ts = (a, b, c)
+    lane = getattr(getattr(tiny._runtime, "_local", None), "lane", None)
+    if lane is None or not callable(getattr(tiny, "_fast", None)):  # another checkout's runtime: no parts
+        print("(parts skipped: this egtile has no lane memo or generated launch)")
+        lane = None
+    accepted = tiny._accept_launch(ts)
+    from cuda.bindings import driver as d
+
+    bcfg = d.CUlaunchConfig()
+    bcfg.gridDimX = bcfg.gridDimY = bcfg.gridDimZ = bcfg.blockDimY = bcfg.blockDimZ = 1
+    bcfg.blockDimX, bcfg.numAttrs = 256, 0
+    bfn = d.CUfunction(int(lane.plan.function)) if lane is not None else None
+    raw_stream = torch._C._cuda_getCurrentRawStream
+    parts = [] if lane is None else [
+        ("  its checks and launch (one function)", lambda: tiny._fast(ts), ts, [], 3),
+        ("  its argument checks alone", lambda: tiny._accept_launch(ts), None, [], 3),
+        ("  its launch alone (checked tensors)", lambda: tiny._runtime.launch_accepted(ts, accepted), ts, [], 3),
+        ("  its driver call alone (ctypes)", lane.go, ts, [], 3),
+        ("  cuda-bindings cuLaunchKernelEx", lambda: d.cuLaunchKernelEx(bcfg, bfn, lane.block.address, 0), ts, [], 3),
+        ("  torch's raw stream getter (a stub)", lambda: raw_stream(0), None, [], 3),
+    ]
+    if args.driver == "python":  # the bindings' own launch would call the Python stub's module function
+        parts = [p for p in parts if "cuda-bindings" not in p[0]]
+    cases += parts if lane is not None else []
     if args.count_inner:
         n = max(1, args.calls // 40)
         print(f"count-calls={n}")

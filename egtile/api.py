@@ -260,14 +260,18 @@ class JITKernel:
         self._devices: dict[int, Any] = {}
         self._call = self._call_cuda if self.target == "cuda" else self._call_cpu
         self._accept_launch = self._check.accept_launch
-        # __call__'s fast path: the checks that return the pointers, then the runtime's launch of them; only
+        # __call__'s fast path: the checks and the runtime's launch in one generated function; only
         # for a launchable "cuda" kernel without outputs (every other call goes through self._call)
         self._fast: Any = None
         if self.target == "cuda" and not self._outputs and self._accept_launch is not None:
             self._call = self._call_cuda_accepted
             self._launch_accepted = getattr(self._runtime, "launch_accepted", None)
             if self._launchable and self._launch_accepted is not None:
-                self._fast = self._accept_launch
+                # checks and launch in one function, generated at the first call (then called directly)
+                self._fast = self._runtime.fused_launch(inputs, written, install=self._install_fast)
+
+    def _install_fast(self, fn: Any) -> None:
+        self._fast = fn
 
     def __call__(self, *tensors: Any, **kwargs: Any) -> Any:
         """Run the kernel.
@@ -286,11 +290,10 @@ class JITKernel:
         """
         fast = self._fast
         if fast is not None and not kwargs:
-            # _call_cuda_accepted written out (one Python frame less per launch)
-            accepted = fast(tensors)
-            if accepted is not None:
-                return self._launch_accepted(tensors, accepted)
-            return self._call_cuda(tensors)  # the complete check raises the message (or accepts)
+            # the argument checks and the launch in one generated function (CudaKernel.fused_launch)
+            if fast(tensors) is None:
+                return self._call_cuda(tensors)  # the complete check raises the message (or accepts)
+            return None
         if kwargs:
             raise ArgumentError(f"kernel {self.kernel.name!r} takes its tensors positionally, in parameter order "
                                 f"({', '.join(p.name for p in self.kernel.params)}); got keyword argument(s) "

@@ -264,51 +264,64 @@ def _compile_checks(params: Sequence[Any], device: str | None, written: Collecti
                     launch: bool = False) -> Callable[..., Any]:
     """The source of :attr:`Checker.accept` (``launch``: :attr:`Checker.accept_launch`) for ``params``,
     compiled (see :class:`Checker`)."""
-    import torch
-
-    env: dict[str, Any] = {"Tensor": torch.Tensor, "inference_mode": torch.is_inference_mode_enabled,
-                           "grad_enabled": torch.is_grad_enabled}
-    lines = ["def accept(ts):"]
     REJECT = "None" if launch else globals()["REJECT"]  # noqa: N806 - the generated code's refusal
-    # ``is_contiguous()`` is the stride rule (extent-1 dimensions ignored) except for tensors without
-    # elements, which torch calls contiguous whatever their strides: those always go to the complete check.
-    if any(0 in p.shape for p in params):
-        lines.append(f"    return {REJECT}")
-    else:
-        # One visible GPU: every CUDA tensor is on device 0, so the same-device rule needs no reads.
-        many = device == "cuda" and torch.cuda.device_count() > 1
-        lines.append(f"    if len(ts) != {len(params)}: return {REJECT}")
-        # the pairs that may not alias (one side written): only their pointers are read
-        pairs = [(i, j) for i in range(len(params)) for j in range(i + 1, len(params))
-                 if params[i].name in written or params[j].name in written]
-        aliasable = {k for pair in pairs for k in pair}
-        for i, p in enumerate(params):
-            env[f"D{i}"] = getattr(torch, lookup_dtype(p.dtype).torch)
-            env[f"S{i}"] = torch.Size(p.shape)
-            conds = ["not isinstance(t, Tensor)", f"t.dtype is not D{i}", f"t.shape != S{i}", "not t.is_contiguous()"]
-            if device == "cuda":
-                conds.append("not t.is_cuda")
-            elif device == "cpu":
-                conds.append("not t.is_cpu")
-            if p.name in written:
-                conds.append("(t.is_inference() and not inference_mode())")
-                conds.append("(t.requires_grad and grad_enabled())")
-            lines.append(f"    t = ts[{i}]  # {p.name}")
-            lines.append(f"    if {' or '.join(conds)}: return {REJECT}")
-            if many:
-                lines.append("    d = t.get_device()" if i == 0 else f"    if t.get_device() != d: return {REJECT}")
-            if i in aliasable or launch:
-                lines.append(f"    p{i} = t.data_ptr()")
-        # no written parameter overlaps another (see _check_no_alias): byte spans, sizes bound at generation
-        for i, j in pairs:
-            bi, bj = _nbytes(params[i]), _nbytes(params[j])
-            lines.append(f"    if p{i} < p{j} + {bj} and p{j} < p{i} + {bi}: return {REJECT}")
-        result = "-1" if device != "cuda" or not params else ("d" if many else "0")
-        if launch:
-            result = f"({''.join(f'p{i}, ' for i in range(len(params)))}{result})"
-        lines.append(f"    return {result}")
+    body, env, result = check_lines(params, device, written, refuse=f"return {REJECT}", pointers=launch)
+    if launch:
+        result = f"({''.join(f'p{i}, ' for i in range(len(params)))}{result})"
+    lines = ["def accept(ts):", *body, f"    return {result}"]
     exec(compile("\n".join(lines) + "\n", f"<argument checks of kernel {name!r}>", "exec"), env)  # noqa: S102
     return env["accept"]
 
 
-__all__ = ["REJECT", "Checker", "check_args", "check_tensor", "inference_error", "written_params"]
+def check_lines(params: Sequence[Any], device: str | None, written: Collection[str], *, refuse: str,
+                pointers: bool) -> tuple[list[str], dict[str, Any], str]:
+    """The checks of :class:`Checker` as the body of a generated function of ``ts`` (the tensors).
+
+    Returns ``(lines, env, device)``: the statements (indented one level), which run ``refuse`` (a
+    statement, e.g. ``"return None"``) at the first rule that fails; the globals they read; and the
+    expression of the tensors' device index once every rule held (``"0"``, ``"-1"``, or ``"d"`` where
+    more than one GPU is visible). With ``pointers``, the statements bind ``p0 .. p{n-1}``, every
+    tensor's ``data_ptr()`` (else only the pointers of parameters that may alias). Callers that add their
+    own statements after the checks (the CUDA launch, :mod:`egtile.runtime.launch`) build on this."""
+    import torch
+
+    env: dict[str, Any] = {"Tensor": torch.Tensor, "inference_mode": torch.is_inference_mode_enabled,
+                           "grad_enabled": torch.is_grad_enabled}
+    lines: list[str] = []
+    many = device == "cuda" and torch.cuda.device_count() > 1
+    result = "-1" if device != "cuda" or not params else ("d" if many else "0")
+    # ``is_contiguous()`` is the stride rule (extent-1 dimensions ignored) except for tensors without
+    # elements, which torch calls contiguous whatever their strides: those always go to the complete check.
+    if any(0 in p.shape for p in params):
+        return [f"    {refuse}"], env, result
+    # One visible GPU: every CUDA tensor is on device 0, so the same-device rule needs no reads.
+    lines.append(f"    if len(ts) != {len(params)}: {refuse}")
+    # the pairs that may not alias (one side written): only their pointers are read
+    pairs = [(i, j) for i in range(len(params)) for j in range(i + 1, len(params))
+             if params[i].name in written or params[j].name in written]
+    aliasable = {k for pair in pairs for k in pair}
+    for i, p in enumerate(params):
+        env[f"D{i}"] = getattr(torch, lookup_dtype(p.dtype).torch)
+        env[f"S{i}"] = torch.Size(p.shape)
+        conds = ["not isinstance(t, Tensor)", f"t.dtype is not D{i}", f"t.shape != S{i}", "not t.is_contiguous()"]
+        if device == "cuda":
+            conds.append("not t.is_cuda")
+        elif device == "cpu":
+            conds.append("not t.is_cpu")
+        if p.name in written:
+            conds.append("(t.is_inference() and not inference_mode())")
+            conds.append("(t.requires_grad and grad_enabled())")
+        lines.append(f"    t = ts[{i}]  # {p.name}")
+        lines.append(f"    if {' or '.join(conds)}: {refuse}")
+        if many:
+            lines.append("    d = t.get_device()" if i == 0 else f"    if t.get_device() != d: {refuse}")
+        if i in aliasable or pointers:
+            lines.append(f"    p{i} = t.data_ptr()")
+    # no written parameter overlaps another (see _check_no_alias): byte spans, sizes bound at generation
+    for i, j in pairs:
+        bi, bj = _nbytes(params[i]), _nbytes(params[j])
+        lines.append(f"    if p{i} < p{j} + {bj} and p{j} < p{i} + {bi}: {refuse}")
+    return lines, env, result
+
+
+__all__ = ["REJECT", "Checker", "check_args", "check_lines", "check_tensor", "inference_error", "written_params"]

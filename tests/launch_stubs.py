@@ -1,11 +1,14 @@
 """A CPU stand-in for the two things egtile's launch path talks to: the CUDA driver and torch's CUDA state.
 
 * :class:`FakeDriver` replaces ``cuda.bindings.driver`` (through ``egtile.runtime.driver._DRIVER``). It
-  counts every call by name and records each launch: the thread, the stream, and what every
-  ``kernelParams`` slot points at, read through ``ctypes`` at the moment of the call, as the real driver
-  does (a pointer slot: its 8-byte value; a tensor-map slot: the address the fake encode wrote into the
-  map). So a stale argument block or tensor map shows up as a recorded value that differs from the
-  tensor passed in that call.
+  counts every call by name and records each launch: the thread, the stream, grid, block, shared memory
+  and function, and what every ``kernelParams`` slot points at, read from raw memory at the moment of the
+  call, as the real driver does (a pointer slot: its 8-byte value; a tensor-map slot: the address the
+  fake encode wrote into the map). So a stale argument block or tensor map shows up as a recorded value
+  that differs from the tensor passed in that call. egtile calls ``cuLaunchKernelEx`` through ``ctypes``
+  at the address ``cuGetProcAddress`` returns: the fake returns the address of a C-callable ``ctypes``
+  callback, so the launch crosses a real C call, and the callback reads the ``CUlaunchConfig`` by the
+  byte offsets of ``cuda.h``'s struct (not through egtile's own structure).
 * :func:`install` also makes every CPU tensor report ``cuda:0``, or ``cuda:i`` after ``t.fake_device = i``
   (``is_cuda``, ``is_cpu``, ``device``, ``get_device`` on ``torch.Tensor``) and stubs ``torch.cuda``'s availability, capability, current device
   and stream, and the device guard. ``data_ptr``, ``shape``, ``stride``, ``dtype`` stay real.
@@ -52,6 +55,15 @@ class Launch:
     stream: int
     args: list[int]          # per slot: the pointer value, or for a map slot the address the map encodes
     map_serials: list[int]   # per map slot: which encode produced it
+    grid: tuple[int, int, int] = (0, 0, 0)
+    block: tuple[int, int, int] = (0, 0, 0)
+    smem: int = 0
+    function: int = 0
+    attrs: int = 0           # numAttrs
+
+
+FUNCTION = 0x3000  # the fake CUfunction handle
+_LAUNCH_C = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
 @dataclass
@@ -65,6 +77,15 @@ class FakeDriver:
     encoded: list[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)
     fail_next: list[int] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    before_launch: Any = None  # called (outside the lock) at the start of every launch
+    errors: list[BaseException] = field(default_factory=list)  # raised inside the C callback (ctypes prints them)
+
+    def __post_init__(self) -> None:
+        self._c_launch = _LAUNCH_C(self._launch_c)  # kept alive as long as the fake
+
+    @property
+    def launch_address(self) -> int:
+        return ctypes.cast(self._c_launch, ctypes.c_void_p).value
 
     def module(self) -> Any:
         d = types.SimpleNamespace()
@@ -85,29 +106,42 @@ class FakeDriver:
                 return result(*args)
             return f
 
-        class LaunchConfig:
-            def __init__(cfg) -> None:
-                self.calls["CUlaunchConfig"] += 1
-
-        d.CUlaunchConfig = LaunchConfig
         d.cuInit = counted("cuInit", lambda f: (SUCCESS,))
         d.cuDeviceGet = counted("cuDeviceGet", lambda i: (SUCCESS, i))
         d.cuDevicePrimaryCtxRetain = counted("cuDevicePrimaryCtxRetain", lambda dev: (SUCCESS, ("ctx", dev)))
         d.cuCtxSetCurrent = counted("cuCtxSetCurrent", lambda ctx: (SUCCESS,))
         d.cuModuleLoadData = counted("cuModuleLoadData", lambda image: (SUCCESS, "module"))
-        d.cuModuleGetFunction = counted("cuModuleGetFunction", lambda m, name: (SUCCESS, "function"))
+        d.cuModuleGetFunction = counted("cuModuleGetFunction", lambda m, name: (SUCCESS, FUNCTION))
         d.cuFuncSetAttribute = counted("cuFuncSetAttribute", lambda *a: (SUCCESS,))
         d.cuGetErrorName = lambda e: (SUCCESS, b"CUDA_ERROR_FAKE")
         d.cuGetErrorString = lambda e: (SUCCESS, b"fake failure")
-        d.cuLaunchKernelEx = self._launch
+        d.CUdriverProcAddress_flags = _Enum(CU_GET_PROC_ADDRESS_DEFAULT=0, CU_GET_PROC_ADDRESS_LEGACY_STREAM=1)
+        d.cuGetProcAddress = counted("cuGetProcAddress", self._proc_address)
         d.cuTensorMapEncodeTiled = self._encode
         return d
 
-    def _launch(self, cfg: Any, fn: Any, params: int, extra: Any) -> tuple[int]:
+    def _proc_address(self, symbol: bytes, version: int, flags: int) -> tuple[int, int, int]:
+        self.asked = (symbol, version, flags)
+        return (SUCCESS, self.launch_address if symbol == b"cuLaunchKernelEx" else 0, 0)
+
+    def _launch_c(self, cfg: int, fn: int, params: int, extra: int) -> int:
+        try:
+            return self._launch(cfg, fn, params, extra)
+        except BaseException as e:  # noqa: BLE001 - a callback cannot raise; the tests look here
+            self.errors.append(e)
+            return 999
+
+    def _launch(self, cfg: int, fn: int | None, params: int, extra: int | None) -> int:
+        if self.before_launch is not None:
+            self.before_launch()
         with self.lock:
             self.calls["cuLaunchKernelEx"] += 1
             if self.fail_next:
-                return (self.fail_next.pop(0),)
+                return self.fail_next.pop(0)
+            assert extra is None, "extra must be NULL"
+            dims = (ctypes.c_uint * 7).from_address(cfg)  # gridDim xyz, blockDim xyz, sharedMemBytes
+            stream = ctypes.c_void_p.from_address(cfg + 32).value or 0
+            attrs = ctypes.c_uint.from_address(cfg + 48).value
             n = self.n_pointers + self.n_maps
             slots = (ctypes.c_void_p * max(1, n)).from_address(params)
             args, serials = [], []
@@ -118,8 +152,9 @@ class FakeDriver:
                     cell = (ctypes.c_uint64 * 2).from_address(slots[i])
                     args.append(int(cell[0]))
                     serials.append(int(cell[1]))
-            self.launches.append(Launch(threading.get_ident(), int(cfg.hStream), args, serials))
-            return (SUCCESS,)
+            self.launches.append(Launch(threading.get_ident(), stream, args, serials, tuple(dims[:3]),
+                                        tuple(dims[3:6]), dims[6], fn or 0, attrs))
+            return SUCCESS
 
     def _encode(self, dt, rank, address, dims, strides, box, elem, *flags) -> tuple[int, FakeMap]:
         with self.lock:
@@ -139,6 +174,7 @@ def install(monkeypatch, driver: FakeDriver, stream: list[int] | None = None, de
     cuda = [torch.device("cuda", i) for i in range(max(1, devices))]
     monkeypatch.setattr(drv, "_DRIVER", driver.module())
     drv._primary_context.cache_clear()
+    drv.launch_entry.cache_clear()
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
     monkeypatch.setattr(torch.Tensor, "is_cpu", property(lambda self: False))
     # a test moves a tensor to "cuda:i" by setting t.fake_device = i
@@ -166,3 +202,4 @@ def uninstall() -> None:
     import egtile.runtime.driver as drv
 
     drv._primary_context.cache_clear()
+    drv.launch_entry.cache_clear()

@@ -89,11 +89,38 @@ def test_plan_and_config_are_made_once_and_every_call_launches_its_own_pointers(
         k(a, b, c)
         assert fake.launches[-1].args == ptrs(a, b, c)
     assert fake.calls["cuLaunchKernelEx"] == 25
-    for once in ("cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute", "CUlaunchConfig",
+    for once in ("cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute", "cuGetProcAddress",
                  "cuDevicePrimaryCtxRetain"):
         assert fake.calls[once] == 1, once
+    assert fake.asked[0] == b"cuLaunchKernelEx" and fake.asked[2] == 1  # the legacy-stream entry point
+    built = k._built
+    for launch in fake.launches:  # the config the driver read: the kernel's, no attributes, the fake handle
+        assert launch.grid == tuple(built.grid) + (1,) * (3 - len(built.grid))
+        assert launch.block == (built.threads, 1, 1) and launch.smem == built.smem_bytes
+        assert launch.function == 0x3000 and launch.attrs == 0
     assert fake.calls["cuCtxSetCurrent"] <= 2  # at the plan and at this thread's first launch, never per call
     assert fake.calls["cuTensorMapEncodeTiled"] == 0
+
+
+def test_the_launch_config_has_the_c_layout_of_cuda_bindings_own():
+    """egtile's ctypes ``CUlaunchConfig`` and cuda-bindings' (the C struct of cuda.h) hold the same bytes for
+    the same fields (distinct values in every field, so a swapped or shifted field shows)."""
+    import ctypes
+
+    from cuda.bindings import driver as d
+
+    from egtile.runtime.args import LaunchConfig, launch_config
+
+    ours = launch_config((7, 3), 384, 50_000)
+    ours.hStream = 0x1234_5678_9ABC
+    ref = d.CUlaunchConfig()
+    ref.gridDimX, ref.gridDimY, ref.gridDimZ = 7, 3, 1
+    ref.blockDimX, ref.blockDimY, ref.blockDimZ = 384, 1, 1
+    ref.sharedMemBytes, ref.numAttrs = 50_000, 0
+    ref.hStream = d.CUstream(0x1234_5678_9ABC)
+    size = ctypes.sizeof(LaunchConfig)
+    assert size == 56 and LaunchConfig.hStream.offset == 32 and LaunchConfig.numAttrs.offset == 48
+    assert ctypes.string_at(ctypes.addressof(ours), size) == ctypes.string_at(ref.getPtr(), size)
 
 
 def test_out_idx_outputs_are_allocated_per_call_and_passed_at_their_positions(fake):
@@ -179,14 +206,10 @@ def test_the_stream_follows_torchs_current_stream(fake):
 def test_threads_launch_with_their_own_arguments(fake):
     k = egtile.compile(add_tma(), target="cuda")
     fake.n_pointers, fake.n_maps = 3, 2
-    real_launch = fake._launch
-
-    def slow_launch(*args):  # give other threads a chance to run between writing and reading the block
-        time.sleep(0)
-        return real_launch(*args)
-
+    # give other threads a chance to run between writing and reading the block (the ctypes call releases
+    # the GIL, as the real driver call does)
+    fake.before_launch = lambda: time.sleep(0)
     k._runtime.plan(0)  # made before the threads start, so all of them share it
-    k._runtime._plans[0]._launch = slow_launch
     errors = []
 
     def worker(seed: int) -> None:
@@ -205,7 +228,7 @@ def test_threads_launch_with_their_own_arguments(fake):
         t.start()
     for t in threads:
         t.join()
-    assert not errors, errors
+    assert not errors and not fake.errors, (errors, fake.errors)
     assert len(fake.launches) == 240
     for launch in fake.launches:
         assert launch.args in want[launch.thread], "a launch saw another thread's arguments"
@@ -374,6 +397,49 @@ def test_checks_that_return_the_pointers_accept_exactly_what_the_device_checks_a
             assert got == (*ptrs(*args), want), name
     assert {"few", "many", "list", "dtype", "shape", "transposed", "strided", "grad", "alias"} <= refused
     assert "good" not in refused
+
+
+@pytest.mark.parametrize("inference_mode", [False, True])
+def test_the_generated_checks_and_launch_launch_exactly_what_the_checks_accept(fake, inference_mode):
+    """``kernel(*tensors)`` of a CUDA kernel without outputs runs one generated function for the checks and
+    the launch (``CudaKernel.fused_launch``): it launches every argument list the checks accept, with
+    that call's pointers, and nothing for one they refuse."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4, 8), "float16"), Out: T.Tensor((4,), "int32")):
+        with T.Kernel(1) as bx:
+            Out[bx] = T.cast(A[bx, 0], "int32")
+
+    k = egtile.compile(main, target="cuda")
+    fake.n_pointers = 2
+    stand_in = k._fast  # made at compile time; the function itself is generated at the first call
+    a, out = torch.randn(4, 8).half(), torch.zeros(4, dtype=torch.int32)
+    k(a, out)
+    assert fake.launches[-1].args == ptrs(a, out)
+    fused = k._fast
+    assert fused is not stand_in and fused.__name__ == "launch"
+    refused, launched = set(), set()
+    for name, args in _candidates() + [("alias", [torch.zeros(32).half().view(4, 8), None])]:
+        if args[-1] is None:  # Out over A's bytes
+            args = [args[0], args[0].view(-1)[:8].view(torch.int32)]
+        before = len(fake.launches)
+        with torch.inference_mode(inference_mode):
+            try:
+                want = k._check.accept(args)
+            except Exception as e:  # noqa: BLE001 - both must raise alike
+                with pytest.raises(type(e)):
+                    fused(args)
+                continue
+            got = fused(args)
+        if want == REJECT:
+            assert got is None and len(fake.launches) == before, name
+            refused.add(name)
+        else:
+            assert got is True and len(fake.launches) == before + 1, name
+            assert fake.launches[-1].args == ptrs(*args), name
+            launched.add(name)
+    assert {"few", "many", "list", "dtype", "shape", "transposed", "strided", "grad", "alias"} <= refused
+    assert {"good", "inference input"} <= launched
 
 
 # ----------------------------------------------------------------------------------------------------

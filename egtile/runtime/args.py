@@ -10,7 +10,9 @@ launcher runs the same rules through an :class:`egtile.validate.Checker` and che
 writes the pointers (:func:`misaligned`).
 
 :class:`ArgBlock` is the ``void**`` array ``cuLaunchKernelEx`` reads, allocated once per kernel and
-device; a launch only rewrites the values behind it.
+device; a launch only rewrites the values behind it. :class:`LaunchConfig` is the ``CUlaunchConfig`` it
+reads, a ``ctypes`` structure of the C layout, made once per kernel, device and thread; a launch only
+rewrites its stream, and only when torch's current stream changed.
 """
 
 from __future__ import annotations
@@ -71,6 +73,26 @@ def validate(built: BuiltKernel, kernel: str, args: Sequence[Any], written: Coll
     return device
 
 
+class LaunchConfig(ctypes.Structure):
+    """``CUlaunchConfig`` (``cuda.h``, CUDA driver API "Execution Control", ``cuLaunchKernelEx``, CUDA 11.8+):
+    grid and block extents and the dynamic shared memory in bytes (``unsigned int`` each), the stream
+    (``CUstream``, a pointer; NULL is the legacy default stream), the launch attributes (a pointer to
+    ``numAttrs`` ``CUlaunchAttribute`` values; egtile passes none). Natural alignment, as the C compiler
+    lays the struct out: ``hStream`` at byte 32, ``attrs`` at 40, ``numAttrs`` at 48, 56 bytes in all
+    (tests compare it with cuda-bindings' ``CUlaunchConfig`` byte for byte)."""
+
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                ("numAttrs", ctypes.c_uint)]
+
+
+def launch_config(grid: Sequence[int], threads: int, smem_bytes: int) -> LaunchConfig:
+    """The config of a 1-D block of ``threads`` threads over ``grid`` (1 to 3 extents), on the NULL stream."""
+    g = tuple(grid) + (1,) * (3 - len(grid))
+    return LaunchConfig(g[0], g[1], g[2], threads, 1, 1, smem_bytes, None, None, 0)
+
+
 class ArgBlock:
     """The ``kernelParams`` array of one kernel on one device, allocated once.
 
@@ -82,22 +104,24 @@ class ArgBlock:
 
     Attributes:
         values: the pointer values, a ``ctypes`` ``uint64`` array.
-        address: the address of the slot array (``kernelParams``).
+        slots: the slot array (``kernelParams``), a ``ctypes`` ``void*`` array: passed to a ``ctypes``
+            function, it is passed as its address.
+        address: the address of the slot array.
     """
 
-    __slots__ = ("pointers", "values", "_slots", "_maps", "_pack", "_bytes", "address")
+    __slots__ = ("pointers", "values", "slots", "_maps", "_pack", "_bytes", "address")
 
     def __init__(self, pointers: int, maps: int) -> None:
         self.pointers = pointers
         self.values = (ctypes.c_uint64 * max(1, pointers))()
-        self._slots = (ctypes.c_void_p * max(1, pointers + maps))()
+        self.slots = (ctypes.c_void_p * max(1, pointers + maps))()
         base = ctypes.addressof(self.values)
         for i in range(pointers):
-            self._slots[i] = base + 8 * i
+            self.slots[i] = base + 8 * i
         self._maps: list[Any] = [None] * maps  # the CUtensorMap objects the map slots point into, kept alive
         self._pack = struct.Struct(f"={pointers}Q").pack_into  # native order: what the kernel reads
         self._bytes = memoryview(self.values).cast("B")
-        self.address = ctypes.addressof(self._slots)
+        self.address = ctypes.addressof(self.slots)
 
     def write_pointers(self, pointers: Sequence[int]) -> None:
         """Set every pointer value at once (one ``struct`` write into ``values``)."""
@@ -106,8 +130,8 @@ class ArgBlock:
     def set_map(self, k: int, tensor_map: Any) -> None:
         """Point map slot ``k`` at ``tensor_map`` (a ``CUtensorMap``: ``getPtr()`` is its 128 bytes)."""
         self._maps[k] = tensor_map
-        self._slots[self.pointers + k] = int(tensor_map.getPtr())
+        self.slots[self.pointers + k] = int(tensor_map.getPtr())
 
     def slot(self, i: int) -> int:
         """The address in slot ``i`` (tests and diagnostics)."""
-        return int(self._slots[i] or 0)
+        return int(self.slots[i] or 0)

@@ -6,17 +6,26 @@ device's primary context, the loaded module and its ``CUfunction`` (``cuFuncSetA
 (MAX_DYNAMIC_SHARED_SIZE_BYTES)`` raised to the block's dynamic shared memory), each parameter's
 required alignment, the static part of every TMA tensor map (:class:`~egtile.runtime.tensormap.TiledMap`)
 and the tensor-map cache. Once per kernel, device and thread (a :class:`_Lane`, made at that thread's
-first launch): the ``CUlaunchConfig`` (grid, block, shared memory) and the argument block
-(:class:`~egtile.runtime.args.ArgBlock`), and ``cuCtxSetCurrent`` of the primary context.
+first launch): the ``CUlaunchConfig`` (:class:`~egtile.runtime.args.LaunchConfig`: grid, block, shared
+memory, stream), the argument block (:class:`~egtile.runtime.args.ArgBlock`), the launch call itself
+(the driver's ``cuLaunchKernelEx`` through ``ctypes``, :func:`~egtile.runtime.driver.launch_entry`, bound
+to the config, the function and the block, so that a launch is a call with no arguments that converts
+nothing), and ``cuCtxSetCurrent`` of the primary context.
 
-A launch: reads torch's current device and stream (plain ints, :mod:`egtile.runtime.stream`); reads each
-tensor's ``data_ptr()``; only if those pointers differ from the lane's previous launch, checks their
-alignment, writes them into the block in one ``struct`` write and re-points the tensor-map slots whose
-operand moved (maps encoded once per distinct address); only if the stream differs, sets it in the
-config; and calls ``cuLaunchKernelEx``. A lane belongs to one thread, so launches from several threads
-never share an argument block and need no lock (the driver copies the arguments during the call). The
-launch goes on torch's current stream of the tensors' device; when that is not torch's current device,
-it runs under ``torch.cuda.device(...)``, so the caller's current device is left as it was.
+A launch (:meth:`CudaKernel.launch_accepted`; ``kernel(*tensors)`` of an ``egtile.jit`` kernel without
+outputs runs it written out after the argument checks in one generated function,
+:meth:`CudaKernel.fused_launch`): takes the tensors'
+pointers from the argument checks (:attr:`egtile.validate.Checker.accept_launch`, which reads each
+``data_ptr()`` once); finds this thread's lane of the kernel (one ``threading.local`` read); with more
+than one GPU visible, checks that torch's current device is the tensors' device (with one, it can only
+be); only if the pointers differ from the lane's previous launch, checks their alignment, writes them
+into the block in one ``struct`` write and re-points the tensor-map slots whose operand moved (maps
+encoded once per distinct address); reads torch's current stream of the device (a plain int,
+:mod:`egtile.runtime.stream`) and, only if it differs, writes it into the config; and calls the driver.
+A lane belongs to one thread, so launches from several threads never share an argument block or config
+and need no lock (the driver copies both during the call). The launch goes on torch's current stream of
+the tensors' device; when that is not torch's current device, it runs under ``torch.cuda.device(...)``,
+so the caller's current device is left as it was.
 
 The context is not set per launch. torch only ever makes primary contexts current (``cudaSetDevice``),
 so when torch's current device is the tensors' device, that device's primary context is current, and the
@@ -33,6 +42,8 @@ The kernel itself keeps running (a GPU kernel cannot be cancelled); the process 
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import threading
 import time
@@ -41,12 +52,12 @@ from typing import Any
 
 from egtile.errors import LaunchError
 from egtile.ir.scheduled import Scheduled
-from egtile.validate import Checker, written_params
+from egtile.validate import Checker, check_lines, written_params
 
 from egtile.codegen import BuiltKernel
 from egtile.runtime import stream as torch_stream
-from egtile.runtime.args import ArgBlock, misaligned, validate
-from egtile.runtime.driver import check, driver, use_device
+from egtile.runtime.args import ArgBlock, launch_config, misaligned, validate
+from egtile.runtime.driver import check, driver, launch_entry, launch_failed, use_device
 from egtile.runtime.tensormap import TensorMapCache, TiledMap, row_major
 
 REQUIRED_CC = (9, 0)
@@ -88,6 +99,12 @@ class CudaKernel:
         self._gpu_seen = False
         self._written: frozenset[str] | None = None
         self._checks: Checker | None = None
+        # this thread's lane of the device it last launched on, for launch_accepted (never set with a watchdog,
+        # so that those launches take the path that waits)
+        self._local = threading.local()
+        self._many: bool | None = None  # more than one GPU visible (then the current device is read per launch)
+        self._current_device: Any = None
+        self._current_stream: Any = None
 
     # ``egtile.jit``'s kernels check their arguments themselves and call :meth:`launch`; what only a direct
     # call needs is made at the first one, so that a (warm) compile does not build it.
@@ -150,30 +167,80 @@ class CudaKernel:
         else:
             self.launch_accepted(tensors, accepted)
 
+    def fused_launch(self, params: Sequence[Any], written: frozenset[str], install: Any = None) -> Any:
+        """``launch(ts) -> True | None``: the argument checks of ``params`` (:func:`egtile.validate.check_lines`,
+        the rules of :class:`~egtile.validate.Checker`) and :meth:`launch_accepted` in one generated function,
+        so a call costs one Python frame for both and builds the pointer tuple once. ``None``: a rule
+        failed, nothing was launched (the caller runs the complete checks for the message); ``True``:
+        launched. ``params`` are the kernel's parameters in launch order (``egtile.jit``'s kernels without
+        outputs pass theirs). The generated code is compiled once per parameter list, written set and GPU
+        count, and bound to this kernel's lane memo and torch's stream and device getters.
+
+        ``install``: when given, what is returned is a stand-in that makes the function at its first call,
+        hands it to ``install`` (which puts it where the caller calls from, so later calls reach it
+        directly) and runs it: a compile that is never called, or a warm compile, pays nothing for it."""
+        if install is not None:
+            def first(ts: Sequence[Any]) -> Any:
+                made = self.fused_launch(params, written)
+                install(made)
+                return made(ts)
+
+            return first
+        import torch
+
+        many = torch.cuda.device_count() > 1
+        key = (tuple((p.name, str(p.dtype), tuple(p.shape)) for p in params), frozenset(written), many)
+        made = _FUSED.get(key)
+        if made is None:
+            body, env, device = check_lines(params, "cuda", written, refuse="return None", pointers=True)
+            accepted = f"({''.join(f'p{i}, ' for i in range(len(params)))}{device})"
+            lines = ["def launch(ts):", *body, *_fused_tail(accepted, device, many)]
+            made = (compile("\n".join(lines) + "\n", f"<checks and launch of kernel {self.name!r}>", "exec"), env)
+            if len(_FUSED) >= 1024:
+                _FUSED.pop(next(iter(_FUSED)))
+            _FUSED[key] = made
+        code, env = made
+        current_stream, current_device = torch_stream.functions()
+        slow = self._launch_accepted_slow
+        env = dict(env, local=self._local, current_stream=current_stream, current_device=current_device,
+                   slow=lambda ts, accepted: slow(ts, accepted) or True)
+        exec(code, env)  # noqa: S102 - generated from the parameters' names, dtypes and shapes only
+        return env["launch"]
+
     def launch_accepted(self, tensors: Sequence[Any], accepted: tuple[int, ...]) -> None:
         """:meth:`launch` of tensors that :attr:`egtile.validate.Checker.accept_launch` accepted, with what it
         returned (their pointers, then their device), so the pointers are not read again.
 
-        The common case (the tensors on torch's current device, no watchdog, this thread's lane made) is
-        :meth:`_Plan.launch` written out here: one Python frame per launch instead of two."""
+        The common case (this thread launched this kernel on this device before, on torch's current device,
+        no watchdog) is :meth:`_Plan.launch` written out here, on the lane itself: one Python frame and the
+        fewest reads per launch."""
+        try:
+            lane = self._local.lane
+        except AttributeError:  # this thread's first launch of this kernel, or a watchdog
+            return self._launch_accepted_slow(tensors, accepted)
+        # with one GPU visible, every tensor is on device 0 and so is torch's current device
+        if self._many and (lane.device != accepted[-1] or self._current_device() != lane.device):
+            return self._launch_accepted_slow(tensors, accepted)
+        if accepted != lane.pointers:
+            lane.plan._write_pointers(lane, accepted)
+        stream = self._current_stream(lane.device)
+        if stream != lane.stream:
+            lane.config.hStream = lane.stream = stream
+        if lane.go():
+            lane.plan._relaunch(lane)
+
+    def _launch_accepted_slow(self, tensors: Sequence[Any], accepted: tuple[int, ...]) -> None:
         device = accepted[-1]
         p = self._plans.get(device) or self.plan(device)
-        lane = getattr(p._local, "lane", None)
-        if lane is None or self.watchdog_s is not None or p.current_device() != device:
-            return self._launch_accepted_slow(p, tensors, accepted, device)
-        if accepted != lane.pointers:
-            p._write_pointers(lane, accepted)
-        stream = p.current_stream(device)
-        if stream != lane.stream:
-            lane.config.hStream = p._stream_type(stream)
-            lane.stream = stream
-        res = p._launch(lane.config, p.function, lane.address, 0)
-        if res[0] != p._ok:
-            p._relaunch(lane, res)
-
-    def _launch_accepted_slow(self, p: _Plan, tensors: Sequence[Any], accepted: tuple[int, ...], device: int) -> None:
         if p.current_device() == device:
             p.launch(tensors, p.current_stream(device), accepted)
+            if self.watchdog_s is None:  # the next launch from this thread takes the path above
+                if self._many is None:
+                    import torch
+
+                    self._many = torch.cuda.device_count() > 1
+                    self._current_device, self._current_stream = p.current_device, p.current_stream
+                self._local.lane = p._local.lane
         else:
             import torch
 
@@ -231,8 +298,8 @@ class _Plan:
     threads; each thread launches through its own :class:`_Lane`."""
 
     __slots__ = ("name", "symbol", "device", "context", "function", "built", "params", "aligns", "map_params",
-                 "map_specs", "map_names", "map_tables", "tensor_maps", "current_stream", "current_device", "_local", "_ok",
-                 "_set_current", "_launch", "_stream_type", "_pointers", "_where")
+                 "map_specs", "map_names", "map_tables", "tensor_maps", "current_stream", "current_device", "_local",
+                 "_set_current", "_launch", "_pointers", "_where")
 
     def __init__(self, k: CudaKernel, device: int) -> None:
         import torch
@@ -267,10 +334,8 @@ class _Plan:
         self.map_tables = tuple(self.tensor_maps.table(m) for m in self.map_specs)
         self.current_stream, self.current_device = torch_stream.functions()
         self._local = threading.local()
-        self._ok = d.CUresult.CUDA_SUCCESS
         self._set_current = d.cuCtxSetCurrent
-        self._launch = d.cuLaunchKernelEx
-        self._stream_type = d.CUstream
+        self._launch = launch_entry()  # the driver's cuLaunchKernelEx through ctypes
         self._pointers = _pointer_reader(len(built.params))
 
     def launch(self, tensors: Sequence[Any], stream: int, pointers: tuple[int, ...] | None = None) -> None:
@@ -290,11 +355,9 @@ class _Plan:
         if pointers != lane.pointers:
             self._write_pointers(lane, pointers)
         if stream != lane.stream:
-            lane.config.hStream = self._stream_type(stream)
-            lane.stream = stream
-        res = self._launch(lane.config, self.function, lane.address, 0)
-        if res[0] != self._ok:
-            self._relaunch(lane, res)
+            lane.config.hStream = lane.stream = stream
+        if lane.go():
+            self._relaunch(lane)
 
     def _write_pointers(self, lane: _Lane, pointers: tuple[int, ...]) -> None:
         for i, (ptr, align) in enumerate(zip(pointers, self.aligns)):
@@ -310,13 +373,39 @@ class _Plan:
                 lane.map_addresses[k] = ptr
         lane.pointers = pointers
 
-    def _relaunch(self, lane: _Lane, res: Any) -> None:
+    def _relaunch(self, lane: _Lane) -> None:
         """A launch failed. The one failure a launch can fix is a thread whose current context is no longer
         the device's primary context (another library switched it): make it current and launch once more.
         A failed launch enqueues nothing, so this never runs the kernel twice; a second failure is raised."""
         check(self._set_current(self.context), "cuCtxSetCurrent", self.symbol, f"device {self.device}")
-        check(self._launch(lane.config, self.function, lane.address, 0), "cuLaunchKernelEx", self.symbol,
-              self._where)
+        code = lane.go()
+        if code:
+            raise launch_failed(code, "cuLaunchKernelEx", self.symbol, self._where)
+
+
+# compiled fused checks-and-launch code by what it is generated from (CudaKernel.fused_launch); bounded
+_FUSED: dict[Any, tuple[Any, dict[str, Any]]] = {}
+
+
+def _fused_tail(accepted: str, device: str, many: bool) -> list[str]:
+    """The statements after the checks in :meth:`CudaKernel.fused_launch`: :meth:`CudaKernel.launch_accepted`
+    written out on the checks' pointer variables (``accepted``: their tuple and the device)."""
+    lines = ["    try:",
+             "        lane = local.lane",
+             "    except AttributeError:  # this thread's first launch, or a watchdog: the general path",
+             f"        return slow(ts, {accepted})"]
+    if many:
+        lines.append(f"    if lane.device != {device} or current_device() != {device}: return slow(ts, {accepted})")
+    return lines + [
+        f"    ptrs = {accepted}",
+        "    if ptrs != lane.pointers:",
+        "        lane.plan._write_pointers(lane, ptrs)",
+        f"    stream = current_stream({device})",
+        "    if stream != lane.stream:",
+        "        lane.config.hStream = lane.stream = stream",
+        "    if lane.go():",
+        "        lane.plan._relaunch(lane)",
+        "    return True"]
 
 
 def _pointer_reader(n: int) -> Any:
@@ -327,27 +416,30 @@ def _pointer_reader(n: int) -> Any:
 
 
 class _Lane:
-    """One thread's launch state for one :class:`_Plan`: its own ``CUlaunchConfig`` (whose stream is that
-    thread's current stream), :class:`~egtile.runtime.args.ArgBlock` and memo of what they hold. A lane is
-    used by one thread only, so no launch waits on a lock, and no launch can see another thread's
-    pointers. Making one also makes the primary context current on its thread (the thread's first launch
-    of this kernel on this device)."""
+    """One thread's launch state for one :class:`_Plan`: its own ``CUlaunchConfig``
+    (:class:`~egtile.runtime.args.LaunchConfig`, whose stream is that thread's current stream),
+    :class:`~egtile.runtime.args.ArgBlock`, the launch call bound to both, and the memo of what they hold.
+    A lane is used by one thread only, so no launch waits on a lock, and no launch can see another
+    thread's pointers. Making one also makes the primary context current on its thread (the thread's
+    first launch of this kernel on this device).
 
-    __slots__ = ("config", "block", "address", "stream", "pointers", "map_addresses")
+    Attributes:
+        go: ``go() -> int``: ``cuLaunchKernelEx(&config, function, block, NULL)``, its ``CUresult`` (0:
+            success); a ``functools.partial`` of the ``ctypes`` entry point over four ctypes objects made here.
+    """
+
+    __slots__ = ("plan", "device", "config", "block", "address", "stream", "pointers", "map_addresses", "go",
+                 "_function")
 
     def __init__(self, plan: _Plan) -> None:
-        d = driver()
         built = plan.built
-        check(d.cuCtxSetCurrent(plan.context), "cuCtxSetCurrent", plan.symbol, f"device {plan.device}")
-        cfg = d.CUlaunchConfig()
-        g = tuple(built.grid) + (1,) * (3 - len(built.grid))
-        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = g
-        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = built.threads, 1, 1
-        cfg.sharedMemBytes = built.smem_bytes
-        cfg.numAttrs = 0
-        self.config = cfg
-        self.stream: int | None = None
+        check(driver().cuCtxSetCurrent(plan.context), "cuCtxSetCurrent", plan.symbol, f"device {plan.device}")
+        self.plan, self.device = plan, plan.device
+        self.config = launch_config(built.grid, built.threads, built.smem_bytes)
+        self.stream: int = 0  # the config's hStream: NULL, the default stream
         self.block = ArgBlock(len(built.params), len(built.tma))
         self.address = self.block.address
         self.pointers: tuple[int, ...] | None = None
         self.map_addresses: list[int | None] = [None] * len(built.tma)
+        self._function = ctypes.c_void_p(int(plan.function))  # the CUfunction handle
+        self.go = functools.partial(plan._launch, ctypes.byref(self.config), self._function, self.block.slots, None)
