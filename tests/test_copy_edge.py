@@ -201,3 +201,44 @@ def test_gpu_copies_past_the_edge_match_torch():
             Y = torch.full((2, 72), float("nan"), device="cuda")
             egtile.compile(shift_kernel(72, shift, frag=frag), target="cuda")(X, Y)
             assert torch.equal(Y.double().cpu(), shift_ref(X.cpu(), shift)), (frag, shift)
+
+
+def _two_stores(col: int, width: int):
+    """``S`` (4 x 32, clipped to ``Y``'s 24 columns) and then ``R`` (4 x ``width``) stored at column ``col``."""
+
+    @T.prim_func
+    def main(X: T.Tensor((8, 32), "float32"), Y: T.Tensor((8, 24), "float32")):
+        with T.Kernel(2, threads=64) as bx:
+            S = T.alloc_shared((4, 32), "float32")
+            R = T.alloc_shared((4, width), "float32")
+            T.copy(X[bx * 4, 0], S)
+            T.copy(X[bx * 4, 0], R)
+            T.copy(S, Y[bx * 4, 0])
+            T.copy(R, Y[bx * 4:bx * 4 + 4, col:col + width])
+
+    return main
+
+
+def _without_barriers(sched):
+    import dataclasses
+
+    from egtile.ir import SyncThreads
+
+    return dataclasses.replace(sched, body=tuple(s for s in sched.body if not isinstance(s, SyncThreads)))
+
+
+def test_a_race_on_the_clipped_store_s_inside_part_is_caught():
+    """``R`` at column 4 overwrites columns 4..23, which the clipped store of ``S`` writes by other threads: with
+    the barrier between them dropped, both verifiers report the write-write race on ``Y``."""
+    sched = egtile.optimize(_two_stores(4, 20)).scheduled
+    assert egtile.verify(sched) == []
+    bad = _without_barriers(sched)
+    for found in (egtile.verify(bad), reference.verify(bad)):
+        assert any("Y" in str(v) for v in found), found
+
+
+def test_a_store_wholly_past_the_edge_races_with_nothing():
+    """``R`` at column 24 lies wholly past ``Y``'s edge: nothing is written, so without the barrier there is still
+    no race (unclipped, its box would be row ``i + 1``'s first 8 columns, which ``S``'s store writes)."""
+    bad = _without_barriers(egtile.optimize(_two_stores(24, 8)).scheduled)
+    assert egtile.verify(bad) == [] and reference.verify(bad) == []
