@@ -109,3 +109,16 @@ def test_a_register_fragment_condition_is_still_refused():
 
     with pytest.raises(ScheduleError, match=r"not block-uniform: it reads fragment buffer C_l"):
         egtile.compile(main, target="sim")
+
+
+@pytest.mark.gpu
+def test_gpu_shared_memory_fragment_mask_matches_torch():
+    M, N, K, bM, bK = 128, 64, 128, 32, 16
+    kern = egtile.compile(sparse_gemm(M, N, K, bM=bM, bK=bK), target="cuda")
+    A, B = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
+    mask = torch.randint(0, 2, (M // bM, K // bK), dtype=torch.int32, device="cuda")
+    C = torch.full((M, N), float("nan"), device="cuda").half()
+    kern(A, B, mask, C)
+    keep = mask.repeat_interleave(bM, 0).repeat_interleave(bK, 1).double()
+    ref = (A.double() * keep) @ B.double()
+    assert torch.all((C.double() - ref).abs() <= 2.0**-10 * ref.abs() + 1e-3)

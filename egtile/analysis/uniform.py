@@ -15,8 +15,11 @@ program get the same value. It holds when
      the same write), or a fragment the schedule stores in shared memory (``shared_fragments``: every
      fragment it does not place in registers, :attr:`egtile.ir.Scheduled.fragments`; then it is one copy
      per block like any shared buffer, e.g. TileLang's block-sparse attention ``block_mask``, a fragment
-     filled by ``T.copy(BlockSparseMask[bz, by, bx, :], block_mask)`` and read as ``T.If(block_mask[k])``),
-     or
+     filled by ``T.copy(BlockSparseMask[bz, by, bx, :], block_mask)`` and read as ``T.If(block_mask[k])``;
+     memory-model facts: the ``.shared`` state space has one instance per CTA, shared by all its threads,
+     PTX ISA 5.1.3, and a read ordered after a write by ``bar.sync``, which orders the memory accesses of
+     the threads that take part, PTX ISA 9.7.13.4 and 8 "Memory Consistency Model", observes that write;
+     a register fragment is not uniform: each thread holds only its own slots), or
    * a *uniform local* buffer: every store to it is at block level (replicated on every thread, which the
      partition rules allow only for thread-local effects) with block-uniform indices and value; so each
      thread's private copy holds the same values (by induction over the sequential program: every thread
