@@ -23,8 +23,9 @@ from egtile.ir import Copy, TileOp, TmaLoad, TmaStore, swalk, walk
 from egtile.verifier import reference
 
 
-def edge_gemm(M, N, K, bM=16, bN=16, bK=16, threads=128):
-    """``C = A @ B`` with ``ceildiv`` grids: the last tiles of every dimension run past the tensors' edges."""
+def edge_gemm(M, N, K, bM=16, bN=16, bK=16, threads=128, simt_out=False):
+    """``C = A @ B`` with ``ceildiv`` grids: the last tiles of every dimension run past the tensors' edges. The
+    result leaves by the staged TMA store, or with ``simt_out`` by the accumulator's own (predicated) stores."""
 
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
@@ -37,15 +38,16 @@ def edge_gemm(M, N, K, bM=16, bN=16, bK=16, threads=128):
                 T.copy(A[by * bM, k * bK], A_s)
                 T.copy(B[k * bK, bx * bN], B_s)
                 T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * bM, bx * bN])
+            T.copy(C_l, C[by * bM, bx * bN], disable_tma=simt_out)
 
     return main
 
 
-def shift_kernel(n, shift, B=32, frag=False):
+def shift_kernel(n, shift, B=32, frag=False, simt_out=True):
     """``Y[i] = 2 * X[i - shift]`` (zero where ``i - shift`` is outside ``X``): each block copies the window
     ``X[bx * B - shift : + B]`` (before the start for block 0, past the end for the last) with SIMT loads,
-    doubles it, and copies it out to ``Y[bx * B : + B]`` (past the end for the last block)."""
+    doubles it, and copies it out to ``Y[bx * B : + B]`` (past the end for the last block), with SIMT stores
+    unless ``simt_out`` is false (then the staged TMA store)."""
 
     @T.prim_func
     def main(X: T.Tensor((2, n), "float32"), Y: T.Tensor((2, n), "float32")):
@@ -54,7 +56,7 @@ def shift_kernel(n, shift, B=32, frag=False):
             T.copy(X[0:2, bx * B - shift: bx * B - shift + B], S, disable_tma=True)
             for i, j in T.Parallel(2, B):
                 S[i, j] = S[i, j] * 2.0
-            T.copy(S, Y[0:2, bx * B: bx * B + B])
+            T.copy(S, Y[0:2, bx * B: bx * B + B], disable_tma=simt_out)
 
     return main
 
@@ -95,15 +97,17 @@ def test_gemm_past_the_edge_keeps_tma_loads_and_the_tma_store():
     assert egtile.verify(sched) == [] and reference.verify(sched) == []
 
 
-@pytest.mark.parametrize("frag", [False, True])
-@pytest.mark.parametrize("shift", [5, -7])
-def test_simt_copy_before_the_start_and_past_the_end(frag, shift):
+@pytest.mark.parametrize("frag, shift, simt_out", [(False, 5, True), (True, -7, True), (True, 5, False)])
+def test_simt_copy_before_the_start_and_past_the_end(frag, shift, simt_out):
     n = 72  # three blocks of 32: the last window ends past the tensor
     X = torch.randn(2, n)
     ref = shift_ref(X, shift)
+    f = shift_kernel(n, shift, frag=frag, simt_out=simt_out)
+    stores = [x for x in swalk(egtile.optimize(f).scheduled.body) if isinstance(x, TmaStore)]
+    assert bool(stores) != simt_out
     for target in ("interp", "sim"):
         Y = _poisoned(2, n)
-        egtile.compile(shift_kernel(n, shift, frag=frag), target=target)(X, Y)
+        egtile.compile(f, target=target)(X, Y)
         assert torch.equal(Y.double(), ref), target
 
 
@@ -118,9 +122,11 @@ def test_register_accumulator_stored_past_the_edge_by_its_layout():
     """A wgmma accumulator (registers, one layout) copied out past the tensor's edge: each slot's store is
     predicated; interp and sim agree with torch."""
     M, N, K = 40, 72, 64
-    f = edge_gemm(M, N, K, bM=64, bN=64, bK=32, threads=128)
+    f = edge_gemm(M, N, K, bM=64, bN=64, bK=32, threads=128, simt_out=True)
     sched = egtile.optimize(f).scheduled
     assert sched.fragments, "the accumulator should be placed in registers"
+    src = egtile.codegen.generate(sched).source
+    assert "< 72) C[" in src  # each slot's store into C is predicated
     A, B = torch.randn(M, K).half(), torch.randn(K, N).half()
     ref = A.double() @ B.double()
     C = _poisoned(M, N)
@@ -189,7 +195,8 @@ def test_a_negative_constant_start_is_still_refused():
 @pytest.mark.gpu
 def test_gpu_copies_past_the_edge_match_torch():
     """On the H200: TMA loads / store and the wgmma accumulator past the edge, and the SIMT shift windows."""
-    for M, N, K, kw in ((20, 24, 40, {}), (40, 72, 64, dict(bM=64, bN=64, bK=32))):
+    for M, N, K, kw in ((20, 24, 40, {}), (40, 72, 64, dict(bM=64, bN=64, bK=32)),
+                        (40, 72, 64, dict(bM=64, bN=64, bK=32, simt_out=True))):
         A, B = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
         C = torch.full((M, N), float("nan"), device="cuda")
         egtile.compile(edge_gemm(M, N, K, **kw), target="cuda")(A, B, C)
@@ -197,10 +204,11 @@ def test_gpu_copies_past_the_edge_match_torch():
         assert torch.all((C.double() - ref).abs() <= 1e-3 * (1 + ref.abs())), (M, N, K)
     for frag in (False, True):
         for shift in (5, -7):
-            X = torch.randn(2, 72, device="cuda")
-            Y = torch.full((2, 72), float("nan"), device="cuda")
-            egtile.compile(shift_kernel(72, shift, frag=frag), target="cuda")(X, Y)
-            assert torch.equal(Y.double().cpu(), shift_ref(X.cpu(), shift)), (frag, shift)
+            for simt_out in (False, True):
+                X = torch.randn(2, 72, device="cuda")
+                Y = torch.full((2, 72), float("nan"), device="cuda")
+                egtile.compile(shift_kernel(72, shift, frag=frag, simt_out=simt_out), target="cuda")(X, Y)
+                assert torch.equal(Y.double().cpu(), shift_ref(X.cpu(), shift)), (frag, shift, simt_out)
 
 
 def _two_stores(col: int, width: int):
