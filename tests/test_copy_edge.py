@@ -250,3 +250,24 @@ def test_a_store_wholly_past_the_edge_races_with_nothing():
     no race (unclipped, its box would be row ``i + 1``'s first 8 columns, which ``S``'s store writes)."""
     bad = _without_barriers(egtile.optimize(_two_stores(24, 8)).scheduled)
     assert egtile.verify(bad) == [] and reference.verify(bad) == []
+
+
+def test_a_start_read_from_data_is_clipped_while_running():
+    """``T.copy(X[I[0]:I[0] + 4, :], S)``: the start is data, so the copy is clipped; rows past the end read zero."""
+
+    @T.prim_func
+    def main(I: T.Tensor((1,), "int32"), X: T.Tensor((8, 16), "float32"), Y: T.Tensor((4, 16), "float32")):
+        with T.Kernel(1, threads=64):
+            S = T.alloc_shared((4, 16), "float32")
+            T.copy(X[I[0]:I[0] + 4, 0:16], S)
+            T.copy(S, Y)
+
+    X = torch.randn(8, 16)
+    for target in ("interp", "sim"):
+        kern = egtile.compile(main, target=target)
+        for start in (6, 8, 2):
+            Y = _poisoned(4, 16)
+            kern(torch.tensor([start], dtype=torch.int32), X, Y)
+            ref = torch.zeros(4, 16)
+            ref[: max(0, min(4, 8 - start))] = X[start:start + 4]
+            assert torch.equal(Y, ref), (target, start)
