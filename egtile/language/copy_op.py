@@ -21,9 +21,8 @@ neither reading silently).
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import replace
+from typing import Any
 
 from egtile.errors import DSLError, ShapeError, SourceLoc
 from egtile.ir.kernel import Copy, Load, Region, Store
