@@ -231,8 +231,10 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
                                                     "--groups", "2"],
     "blocksparse_gemm/example_blocksparse_gemm.py": ["--m", "128", "--n", "128", "--k", "128"],
     "topk/example_topk.py": ["--M", "64", "--N", "128", "--topk", "6", "--blk_m", "64"],
-    "grouped_gemm/example_grouped_gemm_fwd.py": ["--batch_sizes", "64, 64", "--K", "64", "--M", "64"],
     "gemm/example_gemm_autotune_pass_configs.py": ["--m", "128", "--n", "128", "--k", "64"],
+    "grouped_gemm/example_grouped_gemm_fwd.py": ["--batch_sizes", "63, 77", "--K", "64", "--M", "128"],
+    "seer_attention/block_sparse_attn_tilelang.py": {"sizes": [
+        ("BATCH, N_HEADS, SEQ_LEN, D_HEAD = 4, 2, 256, 64", "BATCH, N_HEADS, SEQ_LEN, D_HEAD = 1, 1, 128, 64")]},
     "gemm/example_gemm.py": {"sizes": [
         ("matmul.compile(M=1024, N=1024, K=1024,", "matmul.compile(M=128, N=128, K=64,"),
         ("a = torch.randn(1024, 1024)", "a = torch.randn(128, 64)"),

@@ -8,7 +8,8 @@ caller's tensors. Semantics (what every schedule must preserve):
   uninitialized on-chip memory shows up as NaN or a wild integer instead of a plausible zero.
 * Within a block statements run in program order, once (no threads). ``T.Parallel`` runs as an ordinary
   loop in index order; ``T.Pipelined`` as a serial loop.
-* ``Copy``: element-wise over the extents with unit dimensions dropped, converted to ``dst``'s dtype.
+* ``Copy``: element-wise over the extents with unit dimensions dropped, converted to ``dst``'s dtype; a region past
+  its tensor's edge (``Region.clip``) reads zero outside it and writes only inside it.
   ``Gemm``: products and sums in float32 (float64 when C is float64, int64 for integer C), then
   converted to C's dtype. ``Reduce``: accumulates in float32 (float64 for float64, int64 for integers).
   ``AtomicAdd``: ``old + value`` in the element's dtype. ``Extern``: the model registered with
@@ -113,6 +114,8 @@ class _Block:
         match s:
             case Store(buffer=buf, indices=idx, value=v):
                 self.store(buf, tuple(int(self.ev(i)) for i in idx), self.ev(v))
+            case Copy(src=src, dst=dst) if src.clip or dst.clip:
+                self.clipped_copy(src, dst)
             case Copy(src=src, dst=dst):
                 data = self.memory[src.buffer.name][self.region(src)]
                 view = self.region(dst)
@@ -148,6 +151,37 @@ class _Block:
                 pass  # a hand-written barrier protocol does nothing in the sequential reading (egtile.ir.protocol)
             case _:
                 raise TypeError(f"not a statement: {s!r}")
+
+    def clipped_copy(self, src: Region, dst: Region) -> None:
+        """A copy with a region past its tensor's edge (``Region.clip``): the whole box of source values, zero
+        outside the source tensor, paired row-major with the destination box, written where it is inside."""
+        tile = self._box(src)
+        data = cast_array(dst.buffer.dtype, tile).reshape(dst.extents)
+        offs = self._offsets(dst)
+        inside = dst.inside(offs) if dst.clip else tuple((0, e) for e in dst.extents)
+        if any(lo >= hi for lo, hi in inside):
+            return
+        mem = tuple(slice(o + lo, o + hi) for o, (lo, hi) in zip(offs, inside))
+        self.memory[dst.buffer.name][mem] = data[tuple(slice(lo, hi) for lo, hi in inside)]
+
+    def _offsets(self, r: Region) -> tuple[int, ...]:
+        offs = tuple(int(self.ev(o)) for o in r.offsets)
+        if not r.clip:
+            self._check(r.buffer, offs, r.extents)
+        return offs
+
+    def _box(self, r: Region):
+        """The values of ``r``'s whole box (zero where a clipped region leaves its tensor)."""
+        offs = self._offsets(r)
+        arr = self.memory[r.buffer.name]
+        if not r.clip:
+            return arr[tuple(slice(o, o + e) for o, e in zip(offs, r.extents))]
+        tile = np.zeros(r.extents, dtype=arr.dtype)
+        inside = r.inside(offs)
+        if all(lo < hi for lo, hi in inside):
+            tile[tuple(slice(lo, hi) for lo, hi in inside)] = arr[tuple(slice(o + lo, o + hi)
+                                                                       for o, (lo, hi) in zip(offs, inside))]
+        return tile
 
     def gemm(self, g: Gemm) -> None:
         c_buf = g.c.buffer

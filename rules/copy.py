@@ -253,7 +253,10 @@ copy_to_tma = Rule(
     name="copy-to-tma", stage="copy",
     doc="An issued T.copy -> one issuing thread issues arrive.expect_tx(full[s], dst bytes) and the TMA load "
         "completing those bytes on full[s] (PTX ISA 9.7.9.27, 9.7.13.15). Legal when a tensor map can describe "
-        "the copy, in every issuing context.",
+        "the copy, in every issuing context. A source past the tensor's edge (Region.clip) stays legal with no "
+        "other condition: the map's globalDim is the whole tensor and its OOB fill NONE, so the hardware "
+        "zero-fills the box elements outside it and still completes the whole box's bytes (tma-eligible's "
+        "docstring, CUDA driver API cuTensorMapEncodeTiled).",
     variables=COPY_VARS,
     lhs=lambda v: Stmt.issue(Stmt.copy(v.sid), v.ctx),
     rhs=lambda v: tma_load(v.sid, v.ctx),
@@ -265,7 +268,8 @@ copy_to_cp_async = Rule(
     doc="An issued T.copy -> cp.async by every issuing thread in chunks of the proven width, then "
         "cp.async.mbarrier.arrive.noinc on full[s] (one arrival per thread once its copies land; PTX ISA "
         "9.7.9.25.3.3). Legal when the copy moves in 4/8/16-byte chunks and the user asked for cp.async; not for "
-        "a single elected issuer.",
+        "a single elected issuer, nor for a copy past its tensor's edge (cp-async-eligible: egtile does not emit "
+        "cp.async's zero-filling src-size operand).",
     variables=COPY_VARS + (("width", i64),),
     lhs=lambda v: Stmt.issue(Stmt.copy(v.sid), v.ctx),
     bindings=lambda v: (ne(v.ctx).to(String("elected")), eq(v.width).to(num("cp-async-width", v.sid))),

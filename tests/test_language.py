@@ -226,30 +226,55 @@ def test_copy_extent_mismatch_names_both_sides_and_the_line():
     assert e.value.loc.line == line_of("# mark-copy-mismatch")
 
 
+def _copies(f):
+    from egtile.ir import Copy, walk
+
+    return [s for s in walk(f.kernel.body) if isinstance(s, Copy)]
+
+
 def test_copy_static_region_out_of_range():
+    # a global tensor's region may run past its edge (TileLang's zero-padded copy): it is marked clipped
+    @T.prim_func
+    def k(A: T.Tensor((8, 32), "float16")):
+        with T.Kernel(1):
+            s = T.alloc_shared((4, 16), "float16")
+            T.copy(A[6, 0], s)
+
+    (c,) = _copies(k)
+    assert c.src.clip and not c.dst.clip
+    # the shared side is the tile itself: out of its buffer it is still refused, at the user's line
     with pytest.raises(ShapeError) as e:
         @T.prim_func
-        def k(A: T.Tensor((8, 32), "float16")):
+        def k2(A: T.Tensor((8, 32), "float16")):
             with T.Kernel(1):
-                s = T.alloc_shared((4, 16), "float16")
-                T.copy(A[6, 0], s)  # mark-copy-oob
+                s = T.alloc_shared((8, 16), "float16")
+                T.copy(A[0:4, 0:16], s[6, 0])  # mark-copy-oob
 
     msg = str(e.value)
-    assert "dimension 0" in msg and "6..9" in msg and "0..7" in msg and "(8, 32)" in msg
+    assert "dimension 0" in msg and "6..9" in msg and "0..7" in msg and "(8, 16)" in msg
     assert e.value.loc.line == line_of("# mark-copy-oob")
 
 
 def test_copy_symbolic_region_out_of_range_through_loop_bounds():
+    @T.prim_func
+    def k(A: T.Tensor((8, 32), "float16")):
+        with T.Kernel(2) as bx:
+            s = T.alloc_shared((4, 16), "float16")
+            for ko in T.serial(3):
+                T.copy(A[bx * 4, ko * 16], s)
+
+    (c,) = _copies(k)
+    assert c.src.clip  # ko = 2 reads columns 32..47: zero
     with pytest.raises(ShapeError) as e:
         @T.prim_func
-        def k(A: T.Tensor((8, 32), "float16")):
+        def k2(A: T.Tensor((8, 32), "float16")):
             with T.Kernel(2) as bx:
-                s = T.alloc_shared((4, 16), "float16")
+                s = T.alloc_shared((8, 16), "float16")
                 for ko in T.serial(3):
-                    T.copy(A[bx * 4, ko * 16], s)  # mark-copy-sym
+                    T.copy(A[bx * 4:bx * 4 + 4, 0:16], s[ko * 4, 0])  # mark-copy-sym
 
     msg = str(e.value)
-    assert "ko * 16" in msg and "0..47" in msg and "0..31" in msg
+    assert "ko * 4" in msg and "0..11" in msg and "0..7" in msg
     assert e.value.loc.line == line_of("# mark-copy-sym")
 
 

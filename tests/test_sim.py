@@ -352,8 +352,16 @@ def _error_case(kind: str):
         case "leaf-out-of-range":
             return leaf, [torch.tensor([4, 0], dtype=torch.int32), torch.randn(4)], ShapeError, "# mark-sim-leaf-oob", 1
         case "tile-op-out-of-range":
-            args = [torch.tensor([8, 0], dtype=torch.int32), torch.randn(8, 16), torch.full((16,), POISON)]
-            return tile, args, ShapeError, "# mark-sim-tile", 1
+            # a T.copy past a tensor's edge is clipped (TileLang's semantics, tests/test_copy_edge.py); a T.fill of a
+            # region outside its tensor is still an error while running
+            from egtile import language as T
+
+            @T.prim_func
+            def fill(I: T.Tensor((2,), "int32"), X: T.Tensor((8, 16), "float32")):
+                with T.Kernel(1, threads=128):
+                    T.fill(X[I[0], 0:16], 1.0)  # mark-sim-fill
+
+            return fill, [torch.tensor([8, 0], dtype=torch.int32), torch.randn(8, 16)], ShapeError, "# mark-sim-fill", 1
         case "thread-limit":
             sched = optimize(tile).scheduled
             return dataclasses.replace(sched, threads=2048), tile_args, SimulationError, "# mark-sim-def", None

@@ -4,6 +4,8 @@ The element of a region at per-dimension offsets ``digits`` (C expressions) is
 ``buf[flat(offsets + digits)]`` in the kernel's layout (:meth:`egtile.codegen.layout.SmemLayout.strides_of`).
 A copy gives destination element ``e`` (row-major over the destination region) to rank ``e % count``;
 source and destination elements pair by their row-major position (:func:`egtile.ir.scheduled.unflatten_c`).
+A side past its tensor's edge (``Region.clip``) is predicated per element, as TileLang's copy is: an outside
+source element gives zero, an outside destination element is not stored (:func:`inside_cond`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,20 @@ def region_ref(region: Region, digits: tuple[str, ...], ctx: Ctx, sid: int | Non
     return f"{ident(buf.name)}[{flat_index(buf, idx, ctx)}]"
 
 
+def inside_cond(region: Region, digits: tuple[str, ...], ctx: Ctx) -> str | None:
+    """C condition that the element of ``region`` at ``digits`` lies inside its tensor, for a region past its
+    tensor's edge (``Region.clip``: outside elements read as zero and are not written); ``None`` otherwise.
+    Only the condition's chosen side is evaluated, so no address outside the tensor is ever formed into a load."""
+    if not region.clip:
+        return None
+    buf = ctx.buffer(region.buffer.name)
+    terms = []
+    for o, d, n in zip(region.offsets, digits, buf.shape):
+        i = _plus(emit(o, ctx), d)
+        terms.append(f"({i}) >= 0 && ({i}) < {n}")
+    return " && ".join(terms)
+
+
 def byte_multiple(region: Region, ctx: Ctx) -> int:
     """A known divisor of the byte offset of ``region``'s first element from its buffer's base."""
     buf = ctx.buffer(region.buffer.name)
@@ -59,10 +75,20 @@ def check_copy(c: Copy, ctx: Ctx) -> None:
 
 def _copy_body(c: Copy, counter: str, ctx: Ctx) -> list[str]:
     dst_t, src_t = ctx.buffer(c.dst.buffer.name).dtype, ctx.buffer(c.src.buffer.name).dtype
-    src = region_ref(c.src, unflatten_c(counter, c.src.extents), ctx, c.sid)
-    dst = region_ref(c.dst, unflatten_c(counter, c.dst.extents), ctx, c.sid)
+    sd, dd = unflatten_c(counter, c.src.extents), unflatten_c(counter, c.dst.extents)
+    src = region_ref(c.src, sd, ctx, c.sid)
+    dst = region_ref(c.dst, dd, ctx, c.sid)
     value = src if dtype(src_t).name == dtype(dst_t).name else f"eg_cast<{ctype(dst_t)}>({src})"
-    return [f"{dst} = {value};"]
+    return guarded_copy(dst, value, inside_cond(c.src, sd, ctx), inside_cond(c.dst, dd, ctx), dst_t)
+
+
+def guarded_copy(dst: str, value: str, src_in: str | None, dst_in: str | None, dst_t: str) -> list[str]:
+    """``dst = value;`` past a tensor's edge: zero where the source element is outside (``src_in`` false), no
+    store where the destination element is (``dst_in`` false); TileLang's predicated copy."""
+    if src_in is not None:
+        value = f"(({src_in}) ? ({value}) : eg_cast<{ctype(dst_t)}>(0.0f))"
+    line = f"{dst} = {value};"
+    return [line] if dst_in is None else [f"if ({dst_in}) {line}"]
 
 
 def simt_copy(c: Copy, r: ThreadRange, ctx: Ctx) -> list[str]:

@@ -55,6 +55,10 @@ def cp_async_copy(c: Copy, r: ThreadRange, ctx: Ctx, w: int) -> list[str]:
     if src_scope != "global" or dst_scope not in ("shared", "fragment"):
         raise codegen_error(ctx, f"cp.async copies global -> shared only; got {c.src.buffer.name} ({src_scope}) "
                                  f"-> {c.dst.buffer.name} ({dst_scope})", c.sid)
+    if c.src.clip or c.dst.clip:
+        raise codegen_error(ctx, f"the schedule moves {c.src.buffer.name} -> {c.dst.buffer.name} with cp.async, but the "
+                                 "copy runs past its tensor's edge, which egtile's cp.async emitter does not predicate "
+                                 "(the cp-async-eligible oracle refuses such copies: a bug in egtile)", c.sid)
     if not width_holds(c, w, ctx):
         raise codegen_error(ctx, f"the schedule asks for {w}-byte cp.async chunks for {c.src.buffer.name} -> "
                                  f"{c.dst.buffer.name}, which the final layout does not provably align (the copy "

@@ -36,7 +36,7 @@ from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
 from egtile.codegen.exprs import ctype, emit, emit_as, known_multiple
 from egtile.codegen.names import ident
-from egtile.codegen.ops.copy import region_ref
+from egtile.codegen.ops.copy import guarded_copy, inside_cond, region_ref
 from egtile.codegen.registry import emit_stmts, register_emitter
 from egtile.codegen.threads import TID, guarded, indent
 
@@ -111,7 +111,9 @@ def _copy_out(c: Copy, f: Fragment, fr: str, fc: str, ctx: Ctx) -> list[str]:
     dst_t = dtype(ctx.buffer(c.dst.buffer.name).dtype).name
     name = ident(c.src.buffer.name)
     out = []
-    pair_ok = _pair_store_ok(c.dst, ctx) and dtype(ctx.buffer(c.src.buffer.name).dtype).name == "float32"
+    # a destination past its tensor's edge is stored element by element, each under its own predicate
+    pair_ok = _pair_store_ok(c.dst, ctx) and dtype(ctx.buffer(c.src.buffer.name).dtype).name == "float32" \
+        and not c.dst.clip
     for v, w in _pairs(f):
         r0, c0 = f.coord(0, v)
         digits = _digits(c.dst, _at(fr, r0), _at(fc, c0), f.rows, f.cols, ctx, c.sid)
@@ -122,18 +124,23 @@ def _copy_out(c: Copy, f: Fragment, fr: str, fc: str, ctx: Ctx) -> list[str]:
             continue
         for s in (v,) if w is None else (v, w):
             r0, c0 = f.coord(0, s)
-            ref = region_ref(c.dst, _digits(c.dst, _at(fr, r0), _at(fc, c0), f.rows, f.cols, ctx, c.sid), ctx, c.sid)
-            out.append(f"{ref} = eg_cast<{ctype(dst_t)}>({name}[{s}]);")
+            digits = _digits(c.dst, _at(fr, r0), _at(fc, c0), f.rows, f.cols, ctx, c.sid)
+            ref = region_ref(c.dst, digits, ctx, c.sid)
+            out += guarded_copy(ref, f"eg_cast<{ctype(dst_t)}>({name}[{s}])", None, inside_cond(c.dst, digits, ctx),
+                                dst_t)
     return out
 
 
 def _copy_in(c: Copy, f: Fragment, fr: str, fc: str, ctx: Ctx) -> list[str]:
     t = ctype(ctx.buffer(c.dst.buffer.name).dtype)
     out = []
+    dst_t = ctx.buffer(c.dst.buffer.name).dtype
     for v in range(f.values_per_thread):
         r0, c0 = f.coord(0, v)
-        ref = region_ref(c.src, _digits(c.src, _at(fr, r0), _at(fc, c0), f.rows, f.cols, ctx, c.sid), ctx, c.sid)
-        out.append(f"{ident(c.dst.buffer.name)}[{v}] = eg_cast<{t}>({ref});")
+        digits = _digits(c.src, _at(fr, r0), _at(fc, c0), f.rows, f.cols, ctx, c.sid)
+        ref = region_ref(c.src, digits, ctx, c.sid)
+        out += guarded_copy(f"{ident(c.dst.buffer.name)}[{v}]", f"eg_cast<{t}>({ref})", inside_cond(c.src, digits, ctx),
+                            None, dst_t)
     return out
 
 

@@ -142,6 +142,15 @@ def tma_eligibility(copy: Copy, global_strides: tuple[int, ...] | None = None) -
     * the shared destination is one dense row-major run starting at a 128-byte aligned offset, and for a
       swizzled destination layout the innermost box is at most the swizzle span (32/64/128 B).
 
+    A source past the tensor's edge (``Region.clip``) stays eligible, with no further condition: the tensor
+    map describes the whole tensor (``globalDim`` = its shape, ``egtile.runtime.tensormap``) with
+    ``CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE``, so box elements outside it are filled with zeros (CUDA driver API
+    ``cuTensorMapEncodeTiled``, ``oobFill``), the box's coordinates are signed 32-bit (PTX ISA
+    ``cp.async.bulk.tensor``: ``tensorCoords`` are ``.s32``, a box may start before the tensor), ``boxDim`` is
+    bounded by 256 only, not by ``globalDim``, and the transaction bytes counted on the mbarrier are the whole
+    box's, filled elements included (the ``expect_tx`` the rule issues is unchanged). That is TileLang's
+    semantics for the copy.
+
     Args:
         copy: the copy; its ``prefer`` is ignored here.
         global_strides: strides of the source tensor in bytes, outermost first, either for every
@@ -239,6 +248,10 @@ def cp_async_eligibility(copy: Copy) -> Eligibility:
                        f"to {dst.buffer.scope} ({dst.buffer.name})")
     if dtype(src.buffer.dtype).name != dtype(dst.buffer.dtype).name:
         reasons.append(f"cp.async copies bytes and cannot convert {src.buffer.dtype} to {dst.buffer.dtype}")
+    if src.clip or dst.clip:
+        # cp.async's src-size operand could zero-fill a chunk (PTX ISA cp.async), but egtile does not emit it yet
+        reasons.append(f"the copy runs past the edge of {(src if src.clip else dst).buffer.name} (elements outside "
+                       "read as zero / are not written), which egtile's cp.async does not predicate; TMA or SIMT can")
     if cp_async_bytes(copy) == 0:
         elem = dtype(src.buffer.dtype).bytes
         inner = src.extents[-1] if src.extents else 1

@@ -12,7 +12,14 @@ program get the same value. It holds when
      reads, and CTA barriers do not order other blocks), or
    * a shared buffer (one copy per block; whether the read is ordered after the write it must see is
      property L1 of the verifier, so when the schedule is legal all threads read the same element after
-     the same write), or
+     the same write), or a fragment the schedule stores in shared memory (``shared_fragments``: every
+     fragment it does not place in registers, :attr:`egtile.ir.Scheduled.fragments`; then it is one copy
+     per block like any shared buffer, e.g. TileLang's block-sparse attention ``block_mask``, a fragment
+     filled by ``T.copy(BlockSparseMask[bz, by, bx, :], block_mask)`` and read as ``T.If(block_mask[k])``;
+     memory-model facts: the ``.shared`` state space has one instance per CTA, shared by all its threads,
+     PTX ISA 5.1.3, and a read ordered after a write by ``bar.sync``, which orders the memory accesses of
+     the threads that take part, PTX ISA 9.7.13.4 and 8 "Memory Consistency Model", observes that write;
+     a register fragment is not uniform: each thread holds only its own slots), or
    * a *uniform local* buffer: every store to it is at block level (replicated on every thread, which the
      partition rules allow only for thread-local effects) with block-uniform indices and value; so each
      thread's private copy holds the same values (by induction over the sequential program: every thread
@@ -66,6 +73,8 @@ class Uniformity:
                                "it between two threads' reads)")
             elif b.scope == "local" and b.name not in self.uniform_locals:
                 reasons.append(f"it reads local buffer {b.name}, whose per-thread copies may differ")
+            elif b.scope == "fragment" and b.name in self.shared:
+                pass  # stored in shared memory by this schedule
             elif b.scope not in ("global", "shared", "local"):
                 reasons.append(f"it reads {b.scope} buffer {b.name}, which threads hold different parts of")
         return Verdict.of(reasons)
@@ -100,8 +109,9 @@ def _thread_level(stmts: tuple[Stmt, ...]):
                 yield from _thread_level(s.then_body + s.else_body)
 
 
-def uniformity(kernel: Kernel) -> Uniformity:
-    """The kernel's :class:`Uniformity` (see the module docstring)."""
+def uniformity(kernel: Kernel, shared_fragments: Iterable[str] = ()) -> Uniformity:
+    """The kernel's :class:`Uniformity` (see the module docstring); ``shared_fragments``: the fragments a
+    schedule stores in shared memory (none when the placement is not known: a fragment is then not uniform)."""
     loop_vars: set[str] = set()
     placed = list(_block_level(kernel.body, loop_vars))
     written = {a.buffer for s, _ in placed for a in writes(s)}
@@ -109,7 +119,9 @@ def uniformity(kernel: Kernel) -> Uniformity:
     any_write = "*" in written
     read_only = frozenset(b.name for b in kernel.params if not any_write and b.name not in written)
     uvars = frozenset(v.name for v in kernel.block_vars) | frozenset(loop_vars)
-    shared = frozenset(b.name for b in kernel.allocs if b.scope == "shared")
+    frags = frozenset(shared_fragments)
+    shared = frozenset(b.name for b in kernel.allocs if b.scope == "shared" or (b.scope == "fragment"
+                                                                                and b.name in frags))
     locals_ = {b.name for b in kernel.allocs if b.scope == "local"}
     leaves = [(s, top) for s, top in placed if not isinstance(s, (For, If))]
     while True:
@@ -127,9 +139,9 @@ def uniformity(kernel: Kernel) -> Uniformity:
         locals_ -= drop
 
 
-def block_uniform(kernel: Kernel, e: Expr) -> Verdict:
+def block_uniform(kernel: Kernel, e: Expr, shared_fragments: Iterable[str] = ()) -> Verdict:
     """Whether block-level expression ``e`` of ``kernel`` is block-uniform."""
-    return uniformity(kernel).of(e)
+    return uniformity(kernel, shared_fragments).of(e)
 
 
 __all__ = ["Uniformity", "block_uniform", "uniformity"]

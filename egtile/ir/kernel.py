@@ -152,11 +152,17 @@ class Region:
         buffer: the buffer.
         offsets: start index per dimension (may be symbolic).
         extents: static size per dimension (elements); ``len(extents) == len(buffer.shape)``.
+        clip: the region may extend past its (global) buffer's edge, on either side of any dimension, and
+            is *clipped* to it: an element whose index ``offsets[d] + t_d`` lies outside ``0..shape[d] - 1``
+            in some dimension ``d`` reads as zero and is never written (TileLang's ``T.copy`` past a
+            tensor's edge; only ``T.copy`` makes such regions, see ``egtile.language.copy_op``). Elements
+            pair by their row-major position in the unclipped box, so a clipped element keeps its place.
     """
 
     buffer: Buffer
     offsets: tuple[Expr, ...]
     extents: tuple[int, ...]
+    clip: bool = False
 
     @staticmethod
     def full(buffer: Buffer) -> Region:
@@ -173,6 +179,13 @@ class Region:
     def squeezed(self) -> tuple[int, ...]:
         """Extents with unit dimensions dropped: two regions copy into each other iff these match."""
         return tuple(e for e in self.extents if e != 1)
+
+    def inside(self, offsets: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+        """For the region placed at the evaluated ``offsets``: per dimension, the relative range ``[lo, hi)`` of
+        box positions ``t_d`` whose index ``offsets[d] + t_d`` lies inside the buffer (``lo >= hi``: none do).
+        The elements of a clipped region that exist are exactly the product of these ranges."""
+        return tuple((min(max(0, -o), e), max(min(e, n - o), 0)) for o, e, n in zip(offsets, self.extents,
+                                                                               self.buffer.shape))
 
 
 # ----------------------------------------------------------------------------------------------------

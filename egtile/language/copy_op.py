@@ -4,15 +4,30 @@ Semantics: synchronous (``dst`` holds the data at the next statement), row-major
 with unit dimensions dropped, which must match on both sides; values convert to ``dst``'s dtype as a
 store does. Which instruction moves the data (TMA, cp.async, SIMT loads/stores) is the scheduler's
 choice; ``prefer_instruction`` / ``disable_tma`` / ``T.async_copy`` only record the user's request.
+
+Past a tensor's edge (TileLang's semantics, ``src/op/copy.cc`` ``MakePredicate``: each dimension of each
+side gets the predicate ``0 <= start + i < shape`` unless its analyzer proves it): a region of a *global*
+tensor may extend past the tensor on either side of any dimension, also with an extent larger than the
+dimension. Its elements outside the tensor read as zero (converted to ``dst``'s dtype) and are never
+written; the elements pair by their row-major position in the whole box, so the rest land where they
+would without the edge. The region is marked ``Region.clip`` wherever the trace cannot prove it inside
+the tensor (a bound over the loop and block variables' ranges past the edge, or a start read from data);
+every executor then clips it (:meth:`egtile.ir.Region.inside`). Still refused (``ShapeError``): a region
+of a shared, fragment or local buffer outside it (the tile itself; a copy past its end is a bug in the
+kernel, not an edge of the problem), an extent below 1, and a negative *constant* start (``A[-1:...]``,
+which Python reads as counting from the end and TileLang as an index before the start: egtile accepts
+neither reading silently).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from egtile.errors import DSLError, ShapeError
-from egtile.ir.kernel import Copy, Load, Store
+from egtile.errors import DSLError, ShapeError, SourceLoc
+from egtile.ir.kernel import Copy, Load, Region, Store
 from egtile.language import tracer
+from egtile.language.buffer import bounds, check_region, static_value
 from egtile.language.operand import operand, resolve_pair
 
 _PREFER = {None: "auto", "auto": "auto", "tma": "tma", "cp_async": "cp_async", "cp.async": "cp_async",
@@ -30,12 +45,42 @@ def _copy(src: Any, dst: Any, prefer: str, what: str) -> None:
         resolve_pair(a, b, what, loc)
         trace.emit(Store(trace.sid(), b.buffer, b.indices, a, loc), what)
         return
-    ra, rb = resolve_pair(a, b, what, loc)
+    ra, rb = resolve_pair(a, b, what, loc, check=False)
+    ra, rb = bounded(ra, what, loc, trace), bounded(rb, what, loc, trace)
     if ra.squeezed != rb.squeezed:
         raise ShapeError(f"{what}: src {ra.buffer.name} region extents {ra.extents} and dst {rb.buffer.name} region "
                          f"extents {rb.extents} differ (unit dimensions ignored: expected {rb.squeezed}, "
                          f"got {ra.squeezed})", loc)
     trace.emit(Copy(trace.sid(), ra, rb, prefer, loc), what)  # type: ignore[arg-type]
+
+
+def bounded(r: Region, what: str, loc: SourceLoc | None, trace: tracer.Trace) -> Region:
+    """``r`` as a copy operand: range-checked for a non-global buffer; for a global tensor, marked ``clip``
+    unless every element provably lies inside the tensor (see the module docstring).
+
+    Raises:
+        ShapeError: a non-global region out of its buffer, an extent below 1, a negative constant start.
+    """
+    label = f"{what} ({r.buffer.name})"
+    if r.buffer.scope != "global":
+        check_region(r.buffer, r.offsets, r.extents, label, loc)
+        return r
+    clip = False
+    for dim, (off, ext, size) in enumerate(zip(r.offsets, r.extents, r.buffer.shape)):
+        if ext < 1:
+            raise ShapeError(f"{label}: extent {ext} in dimension {dim} of {r.buffer.name} is below 1", loc)
+        v = static_value(off)
+        if v is not None and v < 0:
+            raise ShapeError(f"{label}: {r.buffer.name} dimension {dim} starts at the constant {v}; a copy region "
+                             "may run past a tensor's edge, but a negative constant start reads as Python's "
+                             "from-the-end index, which T.copy does not mean: write the start as an expression "
+                             f"of the kernel's indices, or start at 0 (buffer shape {r.buffer.shape})", loc)
+        # The variables' ranges hold inside T.If too (a guard only narrows them), so this bound is sound there;
+        # a start read from data has none, and is clipped like TileLang's unproven predicate.
+        b = bounds(off, trace.var_ranges)
+        if b is None or b[0] < 0 or b[1] + ext > size:
+            clip = True
+    return replace(r, clip=True) if clip else r
 
 
 def copy(src: Any, dst: Any, *, coalesced_width: int | None = None, disable_tma: bool = False,
@@ -50,7 +95,8 @@ def copy(src: Any, dst: Any, *, coalesced_width: int | None = None, disable_tma:
         prefer_instruction: ``"tma"``, ``"cp_async"`` or ``"sync"`` (SIMT); ``None`` lets the rules choose.
 
     Raises:
-        ShapeError: extents that differ, or a region statically out of its buffer's range.
+        ShapeError: extents that differ; a shared, fragment or local region statically out of its buffer; a
+            negative constant start (a global region may run past the tensor's edge: the module docstring).
         DSLError: unknown ``prefer_instruction``, or ``prefer_instruction="tma"`` with ``disable_tma``.
     """
     loc = tracer.user_loc()

@@ -56,8 +56,10 @@ def start_region(point: Load, other: tuple[int, ...], what: str, loc: SourceLoc 
     return Region(point.buffer, point.indices, ext)
 
 
-def resolve_pair(a: Operand, b: Operand, what: str, loc: SourceLoc | None) -> tuple[Region, Region]:
-    """Both operands as regions (a start point takes the other's shape), range-checked."""
+def resolve_pair(a: Operand, b: Operand, what: str, loc: SourceLoc | None,
+                 check: bool = True) -> tuple[Region, Region]:
+    """Both operands as regions (a start point takes the other's shape), range-checked unless ``check`` is
+    false (``T.copy`` bounds its global regions itself: :func:`egtile.language.copy_op.bounded`)."""
     if isinstance(a, Load) and isinstance(b, Load):
         ra = Region(a.buffer, a.indices, (1,) * len(a.indices))
         rb = Region(b.buffer, b.indices, (1,) * len(b.indices))
@@ -68,8 +70,9 @@ def resolve_pair(a: Operand, b: Operand, what: str, loc: SourceLoc | None) -> tu
         ra, rb = a, start_region(b, a.extents, what, loc)
     else:
         ra, rb = a, b
-    check_region(ra.buffer, ra.offsets, ra.extents, f"{what} ({ra.buffer.name})", loc)
-    check_region(rb.buffer, rb.offsets, rb.extents, f"{what} ({rb.buffer.name})", loc)
+    if check:
+        check_region(ra.buffer, ra.offsets, ra.extents, f"{what} ({ra.buffer.name})", loc)
+        check_region(rb.buffer, rb.offsets, rb.extents, f"{what} ({rb.buffer.name})", loc)
     return ra, rb
 
 

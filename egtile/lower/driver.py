@@ -331,7 +331,10 @@ def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, De
     buffers = tuple(lw.staged.get(b.name, b) for b in facts.kernel.allocs) + tuple(lw.extra)
     buffers = tuple(replace(b, layout=lw.swizzle(b.name)) if b.scope == "shared" else b for b in buffers)
     fragments = tuple((b.name, f) for b in buffers if (f := lw.fragment(b.name)) is not None)
-    uni = uniformity(facts.kernel)
+    # a fragment this schedule keeps out of registers lives in shared memory: one copy per block
+    in_registers = {n for n, _ in fragments}
+    uni = uniformity(facts.kernel, shared_fragments=(b.name for b in buffers
+                                                     if b.scope == "fragment" and b.name not in in_registers))
     try:
         stmts = place_syncs(stmts, everyone, barriers=tuple(lw.barriers), ordered=frozenset(lw.ordered),
                             uniform=uni.of)

@@ -69,9 +69,9 @@ class _Mapper:
         offs = tuple(self.expr(o) for o in r.offsets)
         nb, noffs = self.access(r.buffer, offs)
         if nb is r.buffer and noffs == offs:
-            return Region(r.buffer, offs, r.extents)
+            return Region(r.buffer, offs, r.extents, r.clip)
         extra = len(noffs) - len(offs)
-        return Region(nb, noffs, (1,) * extra + r.extents)
+        return Region(nb, noffs, (1,) * extra + r.extents, r.clip)
 
     def body(self, stmts: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         return tuple(self.stmt(s) for s in stmts)

@@ -73,20 +73,41 @@ def rel_offsets(extents: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarra
     return r
 
 
-def region_flats(ctx: Ctx, r: Region, th: Any, what: str) -> tuple[Mem, np.ndarray]:
+OUTSIDE = -1
+"""The flat index :func:`region_flats` gives an element of a clipped region that lies outside its tensor."""
+
+
+def region_flats(ctx: Ctx, r: Region, th: Any, what: str, clipped: bool = False) -> tuple[Mem, np.ndarray]:
     """The buffer of ``r`` and the flat indices of its elements (row-major).
 
+    With ``clipped`` (a copy, the one statement whose regions may be ``Region.clip``), an element of a
+    clipped region outside its tensor has flat index :data:`OUTSIDE`: the caller reads it as zero and does
+    not write it. Without ``clipped`` a region must lie inside its buffer whatever its mark.
+
     Raises:
-        ShapeError: the region leaves its buffer (as the interpreter does; nothing is clipped).
+        ShapeError: the region leaves its buffer (as the interpreter does) and is not clipped here.
     """
     m = ctx.mem(r.buffer.name, th)
     offs = tuple(int(ctx.ev(o, th)) for o in r.offsets)
+    clip = clipped and r.clip
     cache = getattr(ctx, "flats_cache", None)
-    key = (id(r), offs, id(m))
+    key = (id(r), offs, id(m), clip)
     if cache is not None and key in cache:
         return m, cache[key]
     if len(offs) != len(m.shape) or len(r.extents) != len(m.shape):
         raise ShapeError(f"{what}: region of {m.name} has {len(offs)} offsets for {len(m.shape)} dimensions")
+    inside = all(0 <= o and o + e <= n for o, e, n in zip(offs, r.extents, m.shape))
+    if clip and not inside:
+        flats = np.full(r.numel, OUTSIDE, dtype=np.int64).reshape(r.extents)
+        box = r.inside(offs)
+        if all(lo < hi for lo, hi in box):
+            grids = np.meshgrid(*(np.arange(o + lo, o + hi, dtype=np.int64) * s
+                                  for o, (lo, hi), s in zip(offs, box, m.strides)), indexing="ij")
+            flats[tuple(slice(lo, hi) for lo, hi in box)] = sum(grids)
+        flats = flats.reshape(-1)
+        if cache is not None:
+            cache[key] = flats
+        return m, flats
     for d, (o, e, n) in enumerate(zip(offs, r.extents, m.shape)):
         if o < 0 or o + e > n:
             raise ShapeError(f"{what}: {m.name} dimension {d} accessed at indices {o}..{o + e - 1} while running; "
@@ -96,6 +117,16 @@ def region_flats(ctx: Ctx, r: Region, th: Any, what: str) -> tuple[Mem, np.ndarr
     if cache is not None:
         cache[key] = flats
     return m, flats
+
+
+def clipped_pair(sf: np.ndarray, df: np.ndarray) -> bool:
+    """Whether a copy's source or destination flats (:func:`region_flats` with ``clipped``) leave a tensor."""
+    return bool((sf < 0).any() or (df < 0).any())
+
+
+def copy_element(ctx: Ctx, sm: Mem, s: int, th: Any, sid: int, op: str) -> Any:
+    """The value a copy moves from source flat ``s``: zero outside a clipped source tensor (not a read)."""
+    return 0 if s == OUTSIDE else ctx.read(sm, s, th, sid, op)
 
 
 def _check_copy_shapes(src: Region, dst: Region, what: str) -> None:
@@ -108,11 +139,13 @@ def copy_elements(ctx: Ctx, op: Copy, th: Any, rank: int, count: int, what: str,
                   src_op: str = "read") -> list[tuple[Mem, int, Any]]:
     """Read this thread's source elements; return ``(dst mem, flat, value)`` to write."""
     _check_copy_shapes(op.src, op.dst, what)
-    sm, sf = region_flats(ctx, op.src, th, what)
-    dm, df = region_flats(ctx, op.dst, th, what)
+    sm, sf = region_flats(ctx, op.src, th, what, clipped=True)
+    dm, df = region_flats(ctx, op.dst, th, what, clipped=True)
     out = []
     for e in range(rank, len(df), count):
-        out.append((dm, int(df[e]), ctx.read(sm, int(sf[e]), th, op.sid, src_op)))
+        d = int(df[e])
+        if d != OUTSIDE:  # a write past a clipped destination's edge is dropped (its source is not read)
+            out.append((dm, d, copy_element(ctx, sm, int(sf[e]), th, op.sid, src_op)))
     return out
 
 
@@ -141,9 +174,9 @@ def run_simt(ctx: Ctx, op: Copy | Fill | Gemm | Reduce, th: Any, rank: int, coun
     match op:
         case Copy():
             _check_copy_shapes(op.src, op.dst, what)
-            sm, sf = region_flats(ctx, op.src, th, what)
-            dm, df = region_flats(ctx, op.dst, th, what)
-            if copy_batched(ctx, sm, sf[rank::count], dm, df[rank::count], th, op.sid):
+            sm, sf = region_flats(ctx, op.src, th, what, clipped=True)
+            dm, df = region_flats(ctx, op.dst, th, what, clipped=True)
+            if not clipped_pair(sf, df) and copy_batched(ctx, sm, sf[rank::count], dm, df[rank::count], th, op.sid):
                 return
             for m, f, v in copy_elements(ctx, op, th, rank, count, what):
                 ctx.write(m, f, v, th, op.sid)

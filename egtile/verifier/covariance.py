@@ -311,7 +311,12 @@ class Scanner:
     def region(self, r: Region, scope: Scope) -> None:
         if r.buffer.name in self.tracked:
             for o in r.offsets:
-                self.index(o, scope)
+                if r.clip:
+                    # past its tensor's edge the footprint is the box cut to the tensor, which is a translate of
+                    # the previous iteration's only while the cut stays put: require a start that does not move
+                    self.periodic(o, scope, f"the start of a region of {r.buffer.name} past its edge")
+                else:
+                    self.index(o, scope)
 
     def periodic(self, e: Expr, scope: Scope, what: str) -> Cov | str:
         c = self._note(scope.value(e))

@@ -98,9 +98,17 @@ def _by_owner(ctx: Ctx, r: Region, mode: str, sid, frag, threads, proxy: str = "
     offs = [ctx.value(o, f"an offset of {name}", sid) for o in r.offsets]
     st = flat_strides(tracer.shape(name))
     rem, flat = pos.copy(), np.zeros_like(pos)
-    for o, x, s_ in reversed(list(zip(offs, r.extents, st))):
-        flat += (o + rem % x) * s_
+    inside = np.ones(len(pos), dtype=bool)
+    for o, x, s_, n in reversed(list(zip(offs, r.extents, st, tracer.shape(name)))):
+        i = o + rem % x
+        inside &= (i >= 0) & (i < n)
+        flat += i * s_
         rem //= x
+    if r.clip and not inside.all():
+        # past its tensor's edge: the elements outside are neither read (zero) nor written
+        flat, own = flat[inside], own[inside]
+        if not len(flat):
+            return
     tracer.limits.charge_elements(len(flat))
     stage = tracer.stage_const(name, r.offsets[0] if r.offsets else None, ctx.env)
     outer, tracer.scope = tracer.scope, None  # one event of its own, not merged into an enclosing scope

@@ -653,6 +653,13 @@ class Tracer:
         else:
             pst = flat_strides(r.extents)
             dims = tuple((o, 1, e) for o, e in zip(offs, r.extents))
+            pos0 = 0
+            if r.clip:
+                # past its tensor's edge only the box's elements inside the tensor are accessed (the others read
+                # as zero / are dropped); each keeps its position in the whole box, which decides its owner
+                box = r.inside(tuple(offs))
+                dims = tuple((o + lo, 1, hi - lo) for o, (lo, hi) in zip(offs, box))
+                pos0 = sum(lo * c for (lo, _), c in zip(box, pst))
             if split is not None:
                 owner, filt = split
             elif owner_tid is not None:
@@ -661,7 +668,7 @@ class Tracer:
                 owner, filt = Owner("const", ctx.tid), None
             else:
                 owner, filt = None, None
-            p = self._pieces[pkey] = piece(dims, pst, (), 0, owner, filt)
+            p = self._pieces[pkey] = piece(dims, pst, (), pos0, owner, filt)
         return self.record(ctx, name, mode, sid, stage=stage, proxy=proxy, kind=kind, pieces=[p] if p else [],
                            tid=tid)
 

@@ -9,7 +9,8 @@ same point gets the same value, because
    * a kernel parameter the schedule never writes (read-only for the whole launch: no other thread or block
      changes it; a written global another block may change between two threads' reads),
    * a shared buffer (one copy per block; that its read is ordered after the write it must see is L1,
-     checked on the trace like every other read), or
+     checked on the trace like every other read), a fragment the schedule does not place in registers
+     (not in ``Scheduled.fragments``: stored in shared memory, one copy per block, traced like shared), or
    * a *uniform local*: every store to it is a ``Leaf`` outside ``ThreadLoop``, ``Elect`` and roles
      (replicated on every thread of the block) with uniform indices and value, so each thread's copy holds
      the same values (greatest fixed point: a local whose stores read only uniform values, itself included,
@@ -119,7 +120,9 @@ def uniformity(sched: Scheduled) -> Uniformity:
     """The :class:`Uniformity` of ``sched``."""
     written = _written(sched)
     read_only = frozenset(p.name for p in sched.kernel.params if p.name not in written)
-    shared = frozenset(b.name for b in sched.buffers if b.scope == "shared")
+    in_registers = {n for n, _ in sched.fragments}
+    shared = frozenset(b.name for b in sched.buffers
+                       if b.scope == "shared" or (b.scope == "fragment" and b.name not in in_registers))
     block_vars = frozenset(v.name for v in sched.kernel.block_vars)
     leaves: list = []
     _placed(sched.body, True, frozenset(), leaves)

@@ -38,7 +38,7 @@ from egtile.sim import batch
 from egtile.sim.machine import MISSING
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.sim.semantics import register_semantics
-from egtile.sim.tileops import copy_batched, product
+from egtile.sim.tileops import OUTSIDE, clipped_pair, copy_batched, copy_element, product, region_flats
 from egtile.tilemath import accumulator, fold, matrix_shape, reduce_accumulator
 
 
@@ -119,13 +119,14 @@ def fragment_op(m, s: FragmentOp, th):
         case Copy(src=src, dst=dst):
             if src.squeezed != dst.squeezed:
                 raise SimulationError(f"{what}: copy extents {src.extents} -> {dst.extents} differ")
-            sm, sf = m.region(src, th, what)
-            dm, df = m.region(dst, th, what)
+            sm, sf = region_flats(m, src, th, what, clipped=True)
+            dm, df = region_flats(m, dst, th, what, clipped=True)
             pos = np.asarray(mine, dtype=np.int64)
-            if copy_batched(m, sm, sf[pos], dm, df[pos], th, op.sid):
+            if not clipped_pair(sf[pos], df[pos]) and copy_batched(m, sm, sf[pos], dm, df[pos], th, op.sid):
                 return None
             for e in mine:
-                m.write(dm, int(df[e]), m.read(sm, int(sf[e]), th, op.sid), th, op.sid)
+                if int(df[e]) != OUTSIDE:  # past a clipped tensor's edge: read as zero, never written
+                    m.write(dm, int(df[e]), copy_element(m, sm, int(sf[e]), th, op.sid, "read"), th, op.sid)
         case Gemm():
             gemm_elements(m, op, th, mine, what)
         case _:

@@ -7,6 +7,10 @@
 * ``TmaStore``: the shared source is read through the async proxy (so an unfenced generic write of it is
   a ``proxy`` race) and written to global memory, synchronously: the issuing thread waits for the copy
   (``wait_group.read 0``, 9.7.9.28).
+* Past the tensor's edge (a ``Region.clip`` global side): the load delivers zeros for the box elements
+  outside the tensor and still completes the whole box's bytes; the store skips them (CUDA driver API,
+  ``cuTensorMapEncodeTiled``: out-of-bound box elements are zero-filled with ``CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE``,
+  and a store does not write them; PTX ISA 9.7.9.27 "bounding box").
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from egtile.errors import ShapeError, SimulationError
 from egtile.ir.dtypes import dtype
 from egtile.ir.scheduled import TmaLoad, TmaStore
 from egtile.sim.semantics import register_semantics
+from egtile.sim.tileops import OUTSIDE, region_flats
 
 
 def _agrees(m, swizzle: str, shared, what: str) -> None:
@@ -49,8 +54,10 @@ def tma_store(m, s: TmaStore, th):
         raise ShapeError(f"{what}: extents {s.src.extents} -> {s.dst.extents} differ")
     _agrees(m, s.swizzle, s.src, what)
     sm, sf = m.region(s.src, th, what)
-    dm, df = m.region(s.dst, th, what)
+    dm, df = region_flats(m, s.dst, th, what, clipped=True)
     for a, b in zip(sf, df):
+        if b == OUTSIDE:
+            continue  # a box element past the tensor's edge: TMA does not write it (nor needs its value)
         m.write(dm, int(b), m.proxy_read(sm, int(a), th, s.sid), th, s.sid, "tma-store")
     th.tick()
     return m.PREEMPT

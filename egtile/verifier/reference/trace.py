@@ -377,6 +377,13 @@ class Tracer:
         flats = np.zeros(1, dtype=np.int64)
         for o, e, s_ in zip(offs, r.extents, st):
             flats = (flats[:, None] + (o + np.arange(e, dtype=np.int64))[None, :] * s_).reshape(-1)
+        if r.clip:
+            # past its tensor's edge: the box's elements outside the tensor are not accessed (-1)
+            ok = np.ones(1, dtype=bool)
+            for o, e, n in zip(offs, r.extents, r.buffer.shape):
+                i = o + np.arange(e, dtype=np.int64)
+                ok = (ok[:, None] & ((i >= 0) & (i < n))[None, :]).reshape(-1)
+            flats = np.where(ok, flats, -1)
         return flats
 
     def region(self, a, r: Region, mode, sid, path, env, proxy="generic", kind="access",
@@ -389,6 +396,7 @@ class Tracer:
         elements, owners = None, None
         if flats is not None:
             pos = np.arange(len(flats)) if owned is None else owned
+            pos = [p for p in pos if flats[p] >= 0]  # a clipped region's elements outside its tensor
             elements = frozenset(int(flats[p]) for p in pos)
             if owner_of is not None:
                 owners = {int(flats[p]): owner_of(int(p)) for p in pos}
