@@ -392,6 +392,29 @@ class Shadow:
     def _atomics_touch(mem: Mem, fl: np.ndarray) -> bool:
         return bool(mem.atomics) and not mem.atomics.keys().isdisjoint(fl.tolist())
 
+    def quiet(self, mem: Mem, fl: np.ndarray, a: Agent, read: bool, write: bool) -> bool:
+        """Whether reading (``read``) and writing (``write``) the elements ``fl`` of ``mem`` (array form) as ``a``
+        would report nothing: the checks of :meth:`read` / :meth:`write` against the current state, changing
+        nothing. (A read and then a write of one element by one agent: the write's checks do not see the agent's
+        own read, so both are decided by the state before them.) ``False`` for the dict form (not decided)."""
+        st = mem.st
+        if st is None:
+            return False
+        if not len(fl):
+            return True
+        if self._atomics_touch(mem, fl):
+            return False
+        vc = a.vc
+        ws = st.w_slot[fl]
+        if ((ws >= 0) & (ws != a.slot) & (vc[ws] < st.w_clock[fl])).any():
+            return False
+        if read and (ws < 0).any():
+            return False
+        if write and st.r_clock.shape[1] and \
+                ((st.r_clock[fl] > vc[st.col_slot]) & (st.col_slot != a.slot)).any():
+            return False
+        return True
+
     def read_many(self, mem: Mem, flats, a: Agent, sid, op: str = "read") -> None:
         """:meth:`read` of every element of ``flats`` (an iterable of flat indices) by one agent, in order: the
         same checks and the same shadow state as one call per element, without the per-call overhead."""
