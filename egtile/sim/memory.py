@@ -9,8 +9,12 @@ buffers are per thread.
 
 Shadow state (FastTrack-style, per element of every shared/fragment buffer and of every global buffer
 the schedule writes): the last plain write as an epoch ``(slot, clock)`` with its thread and statement,
-the atomic writes since then, and the reads since then (one epoch per reading slot). An access is
-checked against that state with the accessing agent's vector clock (see :mod:`egtile.sim.clocks`):
+the atomic writes since then, and the reads since then (one epoch per reading slot, in the order the slots
+first read since the write: the order in which a later write reports them). Shared and fragment buffers hold
+it in numpy arrays over their elements (:class:`ArrayState`: one column per reading slot), so that a tile's
+accesses by one agent are checked and recorded in a few array operations; global buffers in per-element
+dicts (they can be large and one block touches few of their elements). An access is checked against that
+state with the accessing agent's vector clock (see :mod:`egtile.sim.clocks`):
 
 * read: the last write and every atomic since must be ordered before it;
 * plain write: the last write, the atomics and every read since must be ordered before it;
@@ -166,9 +170,10 @@ class ArrayState:
         self.w_rec = np.zeros(numel, dtype=np.int64)
         self.cols: dict[int, int] = {}
         self.col_slot = np.zeros(0, dtype=np.int64)
-        self.r_clock = np.full((numel, 0), -1, dtype=np.int64)
-        self.r_rec = np.zeros((numel, 0), dtype=np.int64)
-        self.r_seq = np.zeros((numel, 0), dtype=np.int64)
+        # int32: one cell per (element, reading slot); clocks, record indices and call numbers stay far below 2**31
+        self.r_clock = np.full((numel, 0), -1, dtype=np.int32)
+        self.r_rec = np.zeros((numel, 0), dtype=np.int32)
+        self.r_seq = np.zeros((numel, 0), dtype=np.int32)
         self.recs: list[tuple] = []
         self.rec_ix: dict[tuple, int] = {}
         self.seq = 0
@@ -191,9 +196,9 @@ class ArrayState:
                 new = max(4, 2 * cap)
                 n = self.r_clock.shape[0]
                 grow = new - cap
-                self.r_clock = np.concatenate([self.r_clock, np.full((n, grow), -1, np.int64)], axis=1)
-                self.r_rec = np.concatenate([self.r_rec, np.zeros((n, grow), np.int64)], axis=1)
-                self.r_seq = np.concatenate([self.r_seq, np.zeros((n, grow), np.int64)], axis=1)
+                self.r_clock = np.concatenate([self.r_clock, np.full((n, grow), -1, np.int32)], axis=1)
+                self.r_rec = np.concatenate([self.r_rec, np.zeros((n, grow), np.int32)], axis=1)
+                self.r_seq = np.concatenate([self.r_seq, np.zeros((n, grow), np.int32)], axis=1)
                 self.col_slot = np.concatenate([self.col_slot, np.full(grow, -1, np.int64)])
             self.col_slot[c] = slot
         return c
