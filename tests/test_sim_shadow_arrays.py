@@ -78,3 +78,43 @@ def test_array_shadow_equals_dict_model(scope, seed):
         assert _state(ref[3], ref[1]) == _state(new[3], new[1])
     kinds = {k[0] for k in ref[1].entries}
     assert len(kinds) >= 3, f"the random histories must produce several kinds of race, got {kinds}"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_quiet_is_exactly_no_report(seed):
+    """``Shadow.quiet`` (which lets a SIMT gemm read and write its C elements as one batch) holds only when the
+    per-element reads and then writes of those elements add nothing to the race log, and, away from atomics (where
+    it declines, leaving the per-element path), exactly then."""
+    rng = random.Random(seed)
+    outcomes = set()
+    for _trial in range(40):
+        slots, log, shadow, mem = _fresh("fragment", True)
+        for _ in range(rng.randrange(0, 6)):  # a random history
+            tid = rng.randrange(THREADS)
+            a = Agent(tid, rng.randrange(1, 4), tid, np.array([rng.randrange(4) for _ in range(slots.size)]), 0)
+            fl = rng.sample(range(15), rng.randrange(1, 8))
+            match rng.choice(["r", "w", "w", "atomic"]):
+                case "r":
+                    shadow.read_many(mem, fl, a, 1)
+                case "w":
+                    shadow.write_many(mem, fl, a, 1)
+                case "atomic":
+                    shadow.atomic(mem, fl[0], a, 1)
+        tid = rng.randrange(THREADS)
+        a = Agent(tid, 5, tid, np.array([rng.randrange(5) for _ in range(slots.size)]), 0)
+        fl = np.array(rng.sample(range(15), rng.randrange(1, 6)), dtype=np.int64)
+        read = rng.random() < 0.7
+        predicted = shadow.quiet(mem, fl, a, read, True)
+        had_atomics = bool(mem.atomics)
+        before = sum(e[5] for e in log.entries.values())
+        for f in fl.tolist():
+            if read:
+                shadow.read(mem, f, a, 2)
+            shadow.write(mem, f, a, 2)
+        reported = sum(e[5] for e in log.entries.values()) > before
+        if predicted:
+            assert not reported
+        elif not had_atomics:
+            assert reported
+        outcomes.add(predicted)
+    assert outcomes == {True, False}
