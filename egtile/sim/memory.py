@@ -319,12 +319,18 @@ class Shadow:
                     self.log.add("read-after-write", mem, f, self._acc(t, asid, "atomic"), self._acc(a.tid, sid, op))
         elif ws < 0:
             self.log.add("uninitialized-read", mem, f, None, self._acc(a.tid, sid, op))
-        c = st.col(a.slot)
+        c = st.cols.get(a.slot)
+        if c is None:
+            c = st.col(a.slot)
+        key = (a.tid, sid, op)
+        r = st.rec_ix.get(key)
+        if r is None:
+            r = st.rec(key)
         if st.r_clock[f, c] < 0:
             st.seq += 1
             st.r_seq[f, c] = st.seq
         st.r_clock[f, c] = a.clock
-        st.r_rec[f, c] = st.rec((a.tid, sid, op))
+        st.r_rec[f, c] = r
 
     def write(self, mem: Mem, f: int, a: Agent, sid, op: str = "write") -> None:
         self._check_overwrite(mem, f, a, sid, op, check_atomics=True)
@@ -334,7 +340,9 @@ class Shadow:
             st.w_clock[f] = a.clock
             st.w_tid[f] = a.tid
             st.w_fence[f] = a.fences
-            st.w_rec[f] = st.rec((a.tid, sid, op))
+            key = (a.tid, sid, op)
+            r = st.rec_ix.get(key)
+            st.w_rec[f] = st.rec(key) if r is None else r
             if st.r_clock.shape[1]:
                 st.r_clock[f] = -1
             if mem.atomics:
