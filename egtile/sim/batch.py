@@ -678,6 +678,10 @@ def _no_report(mm, elements: list, read_first: set | None, written: set | None, 
     checks of ``Shadow.read``/``write`` against the state before the loop, which is what every access before the
     thread's first write of the element sees. ``read_first``: the elements whose first access is a read (``None``:
     all, a read-only batch); ``written``: the elements the batch writes (``None``: none)."""
+    st = mm.st
+    if st is not None:
+        _no_report_arrays(mm, st, elements, read_first, written, vc, slot)
+        return
     writes, reads, atomics = mm.writes, mm.reads, mm.atomics
     uninit = mm.scope != "global"
     for f in elements:
@@ -701,3 +705,31 @@ def _no_report(mm, elements: list, read_first: set | None, written: set | None, 
                 for s_, (c_, _t, _rs, _ro) in r.items():
                     if s_ != slot and vc[s_] < c_:
                         raise Fallback("race")
+
+
+def _no_report_arrays(mm, st, elements: list, read_first: set | None, written: set | None, vc: list, slot: int) -> None:
+    """:func:`_no_report` on the array form of the shadow state (:class:`egtile.sim.memory.ArrayState`; never a
+    global buffer, so an unwritten element read first is always an uninitialized read)."""
+    if not elements:
+        return
+    el = np.asarray(elements, dtype=np.int64)
+    v = np.asarray(vc, dtype=np.int64)
+    ws = st.w_slot[el]
+    if ((ws >= 0) & (ws != slot) & (v[ws] < st.w_clock[el])).any():
+        raise Fallback("race")
+    touched = mm.atomics and not mm.atomics.keys().isdisjoint(elements)
+    if touched:
+        for f in elements:
+            for s_, c_, _t, _sid in mm.atomics.get(f, ()):
+                if s_ != slot and v[s_] < c_:
+                    raise Fallback("race")
+    unwritten = ws < 0
+    if touched:
+        unwritten &= np.array([not mm.atomics.get(f) for f in elements], dtype=bool)
+    if unwritten.any():
+        if read_first is None or any(f in read_first for f in el[unwritten].tolist()):
+            raise Fallback("uninitialized read")
+    if written and st.r_clock.shape[1]:
+        wl = el[np.isin(el, np.fromiter(written, dtype=np.int64, count=len(written)))]
+        if len(wl) and ((st.r_clock[wl] > v[st.col_slot]) & (st.col_slot != slot)).any():
+            raise Fallback("race")

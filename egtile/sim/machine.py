@@ -430,6 +430,14 @@ class Block:
             th.effect = True
         m.data[flats] = values
 
+    def quiet(self, m: Mem, flats: np.ndarray, th: ThreadState, read: bool) -> bool:
+        """Whether ``th`` may read (``read``) and then write each element of ``flats`` of ``m`` as one batch: it holds
+        them all, and no check would report (:meth:`Shadow.quiet`), so the batch leaves what the per-element
+        accesses would and reports nothing."""
+        if m.owner is not None and (m.owner[flats] != th.tid).any():
+            return False
+        return not m.shadowed or self.shadow.quiet(m, flats, th.agent, read, True)
+
     def atomic_add(self, m: Mem, f: int, value: Any, th: ThreadState, sid: int | None) -> Any:
         """``atomicAdd`` of ``value`` to element ``f`` of ``m`` as ``th``; returns the old value."""
         if m.owner is not None and m.owner[f] != th.tid:
@@ -608,10 +616,21 @@ class Block:
         else:
             slot, clock = self.prog.slots.cp_slot(op.tid), op.seq
         agent = Agent(slot, clock, op.tid, op.vc)
-        for m, f, v in op.writes:
+        writes = op.writes
+        i, n = 0, len(writes)
+        while i < n:  # each run of consecutive writes to one buffer as one batch (the same checks, in order)
+            m = writes[i][0]
+            j = i + 1
+            while j < n and writes[j][0] is m:
+                j += 1
             if m.shadowed:
-                self.shadow.write(m, f, agent, op.sid, op.kind)
-            m.set(f, v)
+                if j - i > 1:
+                    self.shadow.write_many(m, [f for _, f, _ in writes[i:j]], agent, op.sid, op.kind)
+                else:
+                    self.shadow.write(m, writes[i][1], agent, op.sid, op.kind)
+            for _, f, v in writes[i:j]:
+                m.set(f, v)
+            i = j
         if op.bar is not None:
             self._wake(op.bar.complete_tx(op.stage, op.nbytes))
             return

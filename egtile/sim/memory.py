@@ -9,8 +9,12 @@ buffers are per thread.
 
 Shadow state (FastTrack-style, per element of every shared/fragment buffer and of every global buffer
 the schedule writes): the last plain write as an epoch ``(slot, clock)`` with its thread and statement,
-the atomic writes since then, and the reads since then (one epoch per reading slot). An access is
-checked against that state with the accessing agent's vector clock (see :mod:`egtile.sim.clocks`):
+the atomic writes since then, and the reads since then (one epoch per reading slot, in the order the slots
+first read since the write: the order in which a later write reports them). Shared and fragment buffers hold
+it in numpy arrays over their elements (:class:`ArrayState`: one column per reading slot), so that a tile's
+accesses by one agent are checked and recorded in a few array operations; global buffers in per-element
+dicts (they can be large and one block touches few of their elements). An access is checked against that
+state with the accessing agent's vector clock (see :mod:`egtile.sim.clocks`):
 
 * read: the last write and every atomic since must be ordered before it;
 * plain write: the last write, the atomics and every read since must be ordered before it;
@@ -40,7 +44,13 @@ from egtile.sim.report import Access, Race
 
 
 class Mem:
-    """One buffer's storage (flat) and, if shadowed, its race-detection state."""
+    """One buffer's storage (flat) and, if shadowed, its race-detection state.
+
+    The shadow state of a shared or fragment buffer (bounded by the block's shared memory and registers) is held
+    in numpy arrays (:class:`ArrayState`), so that a whole tile's accesses are checked and recorded in a few
+    array operations; a global buffer's (which may be large, and is touched sparsely by one block) in
+    per-element dicts. Both hold the same facts; :attr:`writes` and :attr:`reads` read them as dicts either way.
+    ``arrays=False`` keeps a shared buffer's state in dicts too (the reference model of the tests)."""
 
     __slots__ = (
         "atomics",
@@ -52,16 +62,17 @@ class Mem:
         "name",
         "numel",
         "owner",
-        "reads",
         "rnd",
         "scope",
         "shadowed",
         "shape",
+        "st",
         "strides",
-        "writes",
+        "_reads",
+        "_writes",
     )
 
-    def __init__(self, buffer: Buffer, data: np.ndarray, shadowed: bool) -> None:
+    def __init__(self, buffer: Buffer, data: np.ndarray, shadowed: bool, arrays: bool = True) -> None:
         self.buffer = buffer
         self.name = buffer.name
         self.scope = buffer.scope
@@ -79,15 +90,27 @@ class Mem:
         self.owner: np.ndarray | None = None
         self.rnd = rounder(self.dtype)  # egtile.evaluate.round_to for this dtype
         self.shadowed = shadowed
+        # the array form of the shadow state (shared and fragment buffers), else None and the dicts below
+        self.st: ArrayState | None = ArrayState(acc) if shadowed and arrays and self.scope != "global" else None
         # flat -> (slot, clock, thread, sid, op, fence count of the writer at write time or -1)
-        self.writes: dict[int, tuple] = {}
-        # flat -> {slot: (clock, thread, sid)}
-        self.reads: dict[int, dict[int, tuple]] = {}
-        # flat -> [(slot, clock, thread, sid)]
+        self._writes: dict[int, tuple] = {}
+        # flat -> {slot: (clock, thread, sid, op)}
+        self._reads: dict[int, dict[int, tuple]] = {}
+        # flat -> [(slot, clock, thread, sid)] (both forms: atomics on shared memory are rare)
         self.atomics: dict[int, list[tuple]] = {}
         # for the inter-block check of global buffers: flat -> (thread, sid, op) of this block
         self.block_reads: dict[int, tuple] = {}
         self.block_writes: dict[int, tuple] = {}
+
+    @property
+    def writes(self) -> dict[int, tuple]:
+        """flat -> (slot, clock, thread, sid, op, fences) of the last plain write (a copy in the array form)."""
+        return self._writes if self.st is None else self.st.writes_dict()
+
+    @property
+    def reads(self) -> dict[int, dict[int, tuple]]:
+        """flat -> {slot: (clock, thread, sid, op)} of the reads since it (a copy in the array form)."""
+        return self._reads if self.st is None else self.st.reads_dict()
 
     def flat(self, idx: tuple[int, ...], what: str) -> int:
         """Row-major flat index of ``idx``.
@@ -116,11 +139,95 @@ class Mem:
         self.data[f] = self.rnd(value)
 
     def reset_shadow(self) -> None:
-        self.writes.clear()
-        self.reads.clear()
+        if self.st is not None:
+            self.st = ArrayState(self.numel)
+        self._writes.clear()
+        self._reads.clear()
         self.atomics.clear()
         self.block_reads.clear()
         self.block_writes.clear()
+
+
+class ArrayState:
+    """The shadow state of one buffer as arrays over its elements: the same facts as ``Mem``'s dicts.
+
+    * last plain write: ``w_slot`` (-1: none), ``w_clock``, ``w_tid``, ``w_fence`` and ``w_rec`` (an index into
+      ``recs``: the write's (thread, sid, op));
+    * reads since it: one column per reading slot (``cols``: slot -> column, ``col_slot``: column -> slot), with
+      ``r_clock`` (-1: no read; clocks are >= 0, so an absent read is never unordered), ``r_rec`` (an index into
+      ``recs``: (thread, sid, op)) and ``r_seq``, the number of the access call that first recorded the slot since
+      the last write (the dicts' insertion order, which decides which reader a race report names first).
+    """
+
+    __slots__ = ("col_slot", "cols", "r_clock", "r_rec", "r_seq", "rec_ix", "recs", "seq", "w_clock", "w_fence",
+                 "w_rec", "w_slot", "w_tid")
+
+    def __init__(self, numel: int) -> None:
+        self.w_slot = np.full(numel, -1, dtype=np.int64)
+        self.w_clock = np.zeros(numel, dtype=np.int64)
+        self.w_tid = np.zeros(numel, dtype=np.int64)
+        self.w_fence = np.full(numel, -1, dtype=np.int64)
+        self.w_rec = np.zeros(numel, dtype=np.int64)
+        self.cols: dict[int, int] = {}
+        self.col_slot = np.zeros(0, dtype=np.int64)
+        # int32: one cell per (element, reading slot); clocks, record indices and call numbers stay far below 2**31
+        self.r_clock = np.full((numel, 0), -1, dtype=np.int32)
+        self.r_rec = np.zeros((numel, 0), dtype=np.int32)
+        self.r_seq = np.zeros((numel, 0), dtype=np.int32)
+        self.recs: list[tuple] = []
+        self.rec_ix: dict[tuple, int] = {}
+        self.seq = 0
+
+    def rec(self, key: tuple) -> int:
+        """The index of record ``key`` in ``recs`` (interned)."""
+        i = self.rec_ix.get(key)
+        if i is None:
+            i = self.rec_ix[key] = len(self.recs)
+            self.recs.append(key)
+        return i
+
+    def col(self, slot: int) -> int:
+        """The read column of ``slot`` (added, doubling the capacity, on first use)."""
+        c = self.cols.get(slot)
+        if c is None:
+            c = self.cols[slot] = len(self.cols)
+            cap = self.r_clock.shape[1]
+            if c >= cap:
+                new = max(4, 2 * cap)
+                n = self.r_clock.shape[0]
+                grow = new - cap
+                self.r_clock = np.concatenate([self.r_clock, np.full((n, grow), -1, np.int32)], axis=1)
+                self.r_rec = np.concatenate([self.r_rec, np.zeros((n, grow), np.int32)], axis=1)
+                self.r_seq = np.concatenate([self.r_seq, np.zeros((n, grow), np.int32)], axis=1)
+                self.col_slot = np.concatenate([self.col_slot, np.full(grow, -1, np.int64)])
+            self.col_slot[c] = slot
+        return c
+
+    def readers(self, f: int) -> list[tuple[int, int, tuple]]:
+        """The reads of element ``f`` since its last write, in the dicts' order: (slot, clock, (thread, sid, op))."""
+        row = self.r_clock[f]
+        cs = np.flatnonzero(row >= 0)
+        if not len(cs):
+            return []
+        cs = cs[np.argsort(self.r_seq[f, cs], kind="stable")]
+        slots, clocks, recs = self.col_slot[cs].tolist(), row[cs].tolist(), self.r_rec[f, cs].tolist()
+        return [(s, c, self.recs[r]) for s, c, r in zip(slots, clocks, recs)]
+
+    def write_of(self, f: int) -> tuple | None:
+        s = int(self.w_slot[f])
+        if s < 0:
+            return None
+        t, sid, op = self.recs[int(self.w_rec[f])]
+        return (s, int(self.w_clock[f]), t, sid, op, int(self.w_fence[f]))
+
+    def writes_dict(self) -> dict[int, tuple]:
+        return {f: self.write_of(f) for f in np.flatnonzero(self.w_slot >= 0).tolist()}
+
+    def reads_dict(self) -> dict[int, dict[int, tuple]]:
+        out = {}
+        for f in np.flatnonzero((self.r_clock >= 0).any(axis=1)).tolist():
+            out[f] = {s: (c, *r) for s, c, r in self.readers(f)}
+        return out
 
 
 @dataclass
@@ -156,7 +263,14 @@ class RaceLog:
 
 
 class Shadow:
-    """The race checks of one block (agents' clocks are per block, so the shadow state is too)."""
+    """The race checks of one block (agents' clocks are per block, so the shadow state is too).
+
+    Each method checks and records as the module docstring says, on either form of a buffer's state
+    (:class:`ArrayState` or the dicts). The batched methods (``*_many``) on the array form first decide with array
+    operations whether any element of the batch would report; if none would, they record the whole batch at once
+    (the state is then what one call per element leaves: every access of the batch has the same agent and
+    record); otherwise they run one call per element, in order, so that the reports, their order and their counts
+    are exactly the per-element ones."""
 
     def __init__(self, slots: SlotLayout, log: RaceLog) -> None:
         self.slots = slots
@@ -166,9 +280,15 @@ class Shadow:
     def _acc(self, tid: int, sid, op: str) -> Access:
         return Access(tid, sid, op, self.block)
 
+    # -- one element ------------------------------------------------------------------------------------
+
     def read(self, mem: Mem, f: int, a: Agent, sid, op: str = "read") -> None:
+        st = mem.st
+        if st is not None:
+            self._read_arr(mem, st, f, a, sid, op)
+            return
         vc = a.vc
-        w = mem.writes.get(f)
+        w = mem._writes.get(f)
         if w is not None and w[0] != a.slot and vc[w[0]] < w[1]:
             self.log.add("read-after-write", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
         ats = mem.atomics.get(f)
@@ -178,18 +298,58 @@ class Shadow:
                     self.log.add("read-after-write", mem, f, self._acc(t, asid, "atomic"), self._acc(a.tid, sid, op))
         elif w is None and mem.scope != "global":
             self.log.add("uninitialized-read", mem, f, None, self._acc(a.tid, sid, op))
-        r = mem.reads.get(f)
+        r = mem._reads.get(f)
         if r is None:
-            mem.reads[f] = {a.slot: (a.clock, a.tid, sid, op)}
+            mem._reads[f] = {a.slot: (a.clock, a.tid, sid, op)}
         else:
             r[a.slot] = (a.clock, a.tid, sid, op)
         if mem.scope == "global" and f not in mem.block_reads:
             mem.block_reads[f] = (a.tid, sid, op)
 
+    def _read_arr(self, mem: Mem, st: ArrayState, f: int, a: Agent, sid, op: str) -> None:
+        ws = int(st.w_slot[f])
+        if ws >= 0 and ws != a.slot and a.vc[ws] < st.w_clock[f]:
+            t, wsid, wop = st.recs[int(st.w_rec[f])]
+            self.log.add("read-after-write", mem, f, self._acc(t, wsid, wop), self._acc(a.tid, sid, op))
+        ats = mem.atomics.get(f) if mem.atomics else None
+        if ats:
+            vc = a.vc
+            for s, c, t, asid in ats:
+                if s != a.slot and vc[s] < c:
+                    self.log.add("read-after-write", mem, f, self._acc(t, asid, "atomic"), self._acc(a.tid, sid, op))
+        elif ws < 0:
+            self.log.add("uninitialized-read", mem, f, None, self._acc(a.tid, sid, op))
+        c = st.cols.get(a.slot)
+        if c is None:
+            c = st.col(a.slot)
+        key = (a.tid, sid, op)
+        r = st.rec_ix.get(key)
+        if r is None:
+            r = st.rec(key)
+        if st.r_clock[f, c] < 0:
+            st.seq += 1
+            st.r_seq[f, c] = st.seq
+        st.r_clock[f, c] = a.clock
+        st.r_rec[f, c] = r
+
     def write(self, mem: Mem, f: int, a: Agent, sid, op: str = "write") -> None:
         self._check_overwrite(mem, f, a, sid, op, check_atomics=True)
-        mem.writes[f] = (a.slot, a.clock, a.tid, sid, op, a.fences)
-        mem.reads.pop(f, None)
+        st = mem.st
+        if st is not None:
+            st.w_slot[f] = a.slot
+            st.w_clock[f] = a.clock
+            st.w_tid[f] = a.tid
+            st.w_fence[f] = a.fences
+            key = (a.tid, sid, op)
+            r = st.rec_ix.get(key)
+            st.w_rec[f] = st.rec(key) if r is None else r
+            if st.r_clock.shape[1]:
+                st.r_clock[f] = -1
+            if mem.atomics:
+                mem.atomics.pop(f, None)
+            return
+        mem._writes[f] = (a.slot, a.clock, a.tid, sid, op, a.fences)
+        mem._reads.pop(f, None)
         mem.atomics.pop(f, None)
         if mem.scope == "global" and f not in mem.block_writes:
             mem.block_writes[f] = (a.tid, sid, op)
@@ -202,14 +362,27 @@ class Shadow:
 
     def _check_overwrite(self, mem: Mem, f: int, a: Agent, sid, op: str, check_atomics: bool) -> None:
         vc = a.vc
-        w = mem.writes.get(f)
-        if w is not None and w[0] != a.slot and vc[w[0]] < w[1]:
-            self.log.add("write-after-write", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
-        r = mem.reads.get(f)
-        if r:
-            for s, (c, t, rsid, rop) in r.items():
-                if s != a.slot and vc[s] < c:
-                    self.log.add("write-after-read", mem, f, self._acc(t, rsid, rop), self._acc(a.tid, sid, op))
+        st = mem.st
+        if st is not None:
+            ws = int(st.w_slot[f])
+            if ws >= 0 and ws != a.slot and vc[ws] < st.w_clock[f]:
+                t, wsid, wop = st.recs[int(st.w_rec[f])]
+                self.log.add("write-after-write", mem, f, self._acc(t, wsid, wop), self._acc(a.tid, sid, op))
+            if st.r_clock.shape[1]:
+                row = st.r_clock[f]
+                if ((row > vc[st.col_slot]) & (st.col_slot != a.slot)).any():
+                    for s, c, (t, rsid, rop) in st.readers(f):
+                        if s != a.slot and vc[s] < c:
+                            self.log.add("write-after-read", mem, f, self._acc(t, rsid, rop), self._acc(a.tid, sid, op))
+        else:
+            w = mem._writes.get(f)
+            if w is not None and w[0] != a.slot and vc[w[0]] < w[1]:
+                self.log.add("write-after-write", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
+            r = mem._reads.get(f)
+            if r:
+                for s, (c, t, rsid, rop) in r.items():
+                    if s != a.slot and vc[s] < c:
+                        self.log.add("write-after-read", mem, f, self._acc(t, rsid, rop), self._acc(a.tid, sid, op))
         if check_atomics:
             ats = mem.atomics.get(f)
             if ats:
@@ -218,13 +391,68 @@ class Shadow:
                         self.log.add("write-after-write", mem, f, self._acc(t, asid, "atomic"),
                                      self._acc(a.tid, sid, op))
 
+    def proxy_read(self, mem: Mem, f: int, a: Agent, sid, fence_counts: list[int], op: str = "tma-store") -> None:
+        """A read by the async proxy (TMA store, wgmma operand): a generic-proxy write must have been fenced
+        by its writer (``fence.proxy.async``) since it was made."""
+        self.read(mem, f, a, sid, op)
+        w = mem.st.write_of(f) if mem.st is not None else mem._writes.get(f)
+        if w is not None and w[5] >= 0 and w[0] < self.slots.threads and fence_counts[w[2]] <= w[5]:
+            self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
+
+    # -- batches ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _atomics_touch(mem: Mem, fl: np.ndarray) -> bool:
+        return bool(mem.atomics) and not mem.atomics.keys().isdisjoint(fl.tolist())
+
+    def quiet(self, mem: Mem, fl: np.ndarray, a: Agent, read: bool, write: bool) -> bool:
+        """Whether reading (``read``) and writing (``write``) the elements ``fl`` of ``mem`` (array form) as ``a``
+        would report nothing: the checks of :meth:`read` / :meth:`write` against the current state, changing
+        nothing. (A read and then a write of one element by one agent: the write's checks do not see the agent's
+        own read, so both are decided by the state before them.) ``False`` for the dict form (not decided)."""
+        st = mem.st
+        if st is None:
+            return False
+        if not len(fl):
+            return True
+        if self._atomics_touch(mem, fl):
+            return False
+        vc = a.vc
+        ws = st.w_slot[fl]
+        if ((ws >= 0) & (ws != a.slot) & (vc[ws] < st.w_clock[fl])).any():
+            return False
+        if read and (ws < 0).any():
+            return False
+        if write and st.r_clock.shape[1] and \
+                ((st.r_clock[fl] > vc[st.col_slot]) & (st.col_slot != a.slot)).any():
+            return False
+        return True
+
     def read_many(self, mem: Mem, flats, a: Agent, sid, op: str = "read") -> None:
         """:meth:`read` of every element of ``flats`` (an iterable of flat indices) by one agent, in order: the
-        same checks and the same shadow state as one call per element, without the per-call overhead (the
-        agent's clock is read once; the read epoch is one shared record)."""
+        same checks and the same shadow state as one call per element, without the per-call overhead."""
+        st = mem.st
+        if st is not None:
+            fl = np.asarray(flats, dtype=np.int64).reshape(-1)
+            if not len(fl):
+                return
+            ws = st.w_slot[fl]
+            if (ws < 0).any() or self._atomics_touch(mem, fl) or \
+                    ((ws != a.slot) & (a.vc[ws] < st.w_clock[fl])).any():
+                for f in fl.tolist():  # some element reports: the per-element calls, in order
+                    self._read_arr(mem, st, f, a, sid, op)
+                return
+            c = st.col(a.slot)
+            st.seq += 1
+            new = fl[st.r_clock[fl, c] < 0]
+            if len(new):
+                st.r_seq[new, c] = st.seq
+            st.r_clock[fl, c] = a.clock
+            st.r_rec[fl, c] = st.rec((a.tid, sid, op))
+            return
         vc = a.vc.tolist()
         slot = a.slot
-        writes, atomics, reads = mem.writes, mem.atomics, mem.reads
+        writes, atomics, reads = mem._writes, mem.atomics, mem._reads
         rec = (a.clock, a.tid, sid, op)
         local_scope = mem.scope != "global"
         log = self.log
@@ -253,9 +481,31 @@ class Shadow:
 
     def write_many(self, mem: Mem, flats, a: Agent, sid, op: str = "write") -> None:
         """:meth:`write` of every element of ``flats`` by one agent, in order (same checks, same state)."""
+        st = mem.st
+        if st is not None:
+            fl = np.asarray(flats, dtype=np.int64).reshape(-1)
+            if not len(fl):
+                return
+            vc = a.vc
+            ws = st.w_slot[fl]
+            report = ((ws >= 0) & (ws != a.slot) & (vc[ws] < st.w_clock[fl])).any() or self._atomics_touch(mem, fl)
+            if not report and st.r_clock.shape[1]:
+                report = ((st.r_clock[fl] > vc[st.col_slot]) & (st.col_slot != a.slot)).any()
+            if report:
+                for f in fl.tolist():
+                    self.write(mem, f, a, sid, op)
+                return
+            st.w_slot[fl] = a.slot
+            st.w_clock[fl] = a.clock
+            st.w_tid[fl] = a.tid
+            st.w_fence[fl] = a.fences
+            st.w_rec[fl] = st.rec((a.tid, sid, op))
+            if st.r_clock.shape[1]:
+                st.r_clock[fl] = -1
+            return
         vc = a.vc.tolist()
         slot = a.slot
-        writes, reads, atomics = mem.writes, mem.reads, mem.atomics
+        writes, reads, atomics = mem._writes, mem._reads, mem.atomics
         rec = (a.slot, a.clock, a.tid, sid, op, a.fences)
         log = self.log
         for f in flats:
@@ -283,22 +533,29 @@ class Shadow:
 
     def proxy_read_many(self, mem: Mem, flats, a: Agent, sid, fence_counts: list[int], op: str = "tma-store") -> None:
         """:meth:`proxy_read` of every element of ``flats`` by one agent, in order (same checks, same state)."""
+        st = mem.st
+        if st is not None:
+            fl = np.asarray(flats, dtype=np.int64).reshape(-1)
+            self.read_many(mem, fl, a, sid, op)
+            if not len(fl):
+                return
+            ws, wf = st.w_slot[fl], st.w_fence[fl]
+            fc = np.asarray(fence_counts, dtype=np.int64)
+            hit = (ws >= 0) & (wf >= 0) & (ws < self.slots.threads)
+            if hit.any():
+                hit[hit] = fc[st.w_tid[fl[hit]]] <= wf[hit]
+                for f in fl[hit].tolist():
+                    w = st.write_of(f)
+                    self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
+            return
         flats = list(flats)
         self.read_many(mem, flats, a, sid, op)
-        writes = mem.writes
+        writes = mem._writes
         threads = self.slots.threads
         for f in flats:
             w = writes.get(f)
             if w is not None and w[5] >= 0 and w[0] < threads and fence_counts[w[2]] <= w[5]:
                 self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
-
-    def proxy_read(self, mem: Mem, f: int, a: Agent, sid, fence_counts: list[int], op: str = "tma-store") -> None:
-        """A read by the async proxy (TMA store, wgmma operand): a generic-proxy write must have been fenced
-        by its writer (``fence.proxy.async``) since it was made."""
-        self.read(mem, f, a, sid, op)
-        w = mem.writes.get(f)
-        if w is not None and w[5] >= 0 and w[0] < self.slots.threads and fence_counts[w[2]] <= w[5]:
-            self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
 
 
 class InterBlock:

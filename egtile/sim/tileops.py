@@ -227,6 +227,16 @@ def _gemm(ctx: Ctx, g: Gemm, th: Any, rank: int, count: int, what: str) -> None:
     a = am.data[af2].astype(acc)
     b = bm.data[bf2].astype(acc)
     prod = product(a, b)
+    if hasattr(ctx, "quiet") and cm is not am and cm is not bm:
+        # the thread's C elements at once, where that is the per-element result (distinct elements, none reports)
+        rr, cc = np.divmod(np.arange(rank, M * N, count, dtype=np.int64), N)
+        flats = cf2[rr, cc]
+        if len(np.unique(flats)) == len(flats) and ctx.quiet(cm, flats, th, not g.clear_accum):
+            new = prod[rr, cc]
+            if not g.clear_accum:
+                new = fold("sum", ctx.read_many(cm, flats, th, g.sid), new, acc)
+            ctx.write_many(cm, flats, cast_array(g.c.buffer.dtype, new), th, g.sid)
+            return
     for e in mine:
         m_, n_ = divmod(e, N)
         f = int(cf2[m_, n_])
