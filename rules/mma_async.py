@@ -85,7 +85,9 @@ def following(facts, sid: int) -> tuple:
     return ()
 
 
-def _straight(s) -> bool:
+def straight(s) -> bool:
+    """Whether statement ``s`` runs straight through in its list (no branch, no gemm, no loop but a
+    ``T.Parallel``): the statements a deferred wgmma wait may move past."""
     if isinstance(s, (If, Gemm)):
         return False
     if isinstance(s, For):
@@ -110,7 +112,7 @@ def wait_positions(facts, g, check: str) -> tuple[int, list[str]]:
         r, w = facts.reads(s.sid), facts.writes(s.sid)
         match check:
             case "straight":
-                bad = None if _straight(s) else "is a loop, branch or gemm (the wait must stay in the issuing list)"
+                bad = None if straight(s) else "is a loop, branch or gemm (the wait must stay in the issuing list)"
             case "acc":
                 hit = (r | w) & {acc, "*"}
                 bad = f"accesses the accumulator {acc} (undefined until the wait)" if hit else None

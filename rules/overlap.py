@@ -90,14 +90,14 @@ from math import ceil
 
 from egglog import String, StringLike, eq, function, i64, i64Like
 
-from egtile.ir import For, Gemm, If
+from egtile.ir import For
 from egtile.ir.kernel import BinOp, Const, Var
 from egtile.ir.scheduled import Arrive, SeqLoop
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 from egtile.rules import mma as M
 from egtile.rules import pingpong as P
 from egtile.rules import warp_specialize as W
-from egtile.rules.mma_async import ASYNC_OVERLAP_PER_STMT
+from egtile.rules.mma_async import ASYNC_OVERLAP_PER_STMT, straight
 from egtile.schedule import cost as C
 from egtile.schedule.decision import Cost, Decision
 from egtile.schedule.rule import Condition, NumSpec, Rule
@@ -108,14 +108,6 @@ PEEL_COST = 2 * C.MBARRIER_OP
 
 # ----------------------------------------------------------------------------------------------------
 # The oracle: the body's head / pre / post split
-
-
-def _straight(s) -> bool:
-    if isinstance(s, (If, Gemm)):
-        return False
-    if isinstance(s, For):
-        return s.kind == "parallel"
-    return True
 
 
 def split_of(facts, sid: int) -> dict:
@@ -164,7 +156,7 @@ def split_of(facts, sid: int) -> dict:
             if touch(s) or s.sid == g1.sid:
                 late = s.sid
                 break
-            if not _straight(s):
+            if not straight(s):
                 pw.append(f"{facts.describe(s.sid)} is a loop, branch or gemm (the wait_group 0 must stay in the "
                           "issuing list)")
                 break
@@ -204,7 +196,7 @@ def _early(facts, loop, i0: int, late: int | None, g1, register_a: bool) -> tupl
     for i, x in enumerate(post):
         if register_a and a in facts.reads(x) | facts.writes(x):
             continue
-        if not isinstance(facts.stmts[x], For) and not _straight(facts.stmts[x]):
+        if not isinstance(facts.stmts[x], For) and not straight(facts.stmts[x]):
             continue
         stays_after = [y for y in post[i + 1:]]
         if all(_independent(facts, x, h) for h in head) and all(_independent(facts, x, y) for y in stays_after):

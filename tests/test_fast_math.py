@@ -33,6 +33,16 @@ def _softmax_like():
     return main
 
 
+def _exp2_factory(n: int = 128):
+    @T.prim_func
+    def main(A: T.Tensor((n, 64), "float32"), B: T.Tensor((n, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i, j in T.Parallel(n, 64):
+                B[i, j] = T.exp2(A[i, j])
+
+    return main
+
+
 def test_pass_config_is_read_by_key_or_by_its_string():
     assert fast_math(FAST)
     assert fast_math({"tl.enable_fast_math": True})
@@ -82,15 +92,7 @@ def test_explain_says_fast_math_only_when_asked():
 
 
 def test_jit_factory_carries_the_flag():
-    @egtile.jit(out_idx=[-1], target="sim", pass_configs=FAST)
-    def factory(n: int):
-        @T.prim_func
-        def main(A: T.Tensor((n, 64), "float32"), B: T.Tensor((n, 64), "float32")):
-            with T.Kernel(1, threads=128) as bx:
-                for i, j in T.Parallel(n, 64):
-                    B[i, j] = T.exp2(A[i, j])
-
-        return main
+    factory = egtile.jit(out_idx=[-1], target="sim", pass_configs=FAST)(_exp2_factory)
 
     k = factory(128)
     assert k.fast_math
@@ -116,16 +118,8 @@ def test_fast_math_kernel_on_the_gpu_is_within_the_approximations_bounds():
 
 
 def test_a_tuning_configuration_cannot_change_the_arithmetic():
-    @egtile.autotune(configs=[{"n": 128, "pass_configs": FAST}], warmup=1, rep=1)
-    @egtile.jit(out_idx=[-1], target="sim")
-    def factory(n: int = 128):
-        @T.prim_func
-        def main(A: T.Tensor((n, 64), "float32"), B: T.Tensor((n, 64), "float32")):
-            with T.Kernel(1, threads=128) as bx:
-                for i, j in T.Parallel(n, 64):
-                    B[i, j] = T.exp2(A[i, j])
-
-        return main
+    tuned = egtile.autotune(configs=[{"n": 128, "pass_configs": FAST}], warmup=1, rep=1)
+    factory = tuned(egtile.jit(out_idx=[-1], target="sim")(_exp2_factory))
 
     with pytest.raises(egtile.errors.EgtileError, match="TL_ENABLE_FAST_MATH"):
         factory()
