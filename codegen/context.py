@@ -53,6 +53,10 @@ class Ctx:
         names = {n for n, _, _ in items}
         return replace(self, ranges=tuple(r for r in self.ranges if r[0] not in names) + tuple(items))
 
+    def unranged(self, *names: str) -> Ctx:
+        """This context without range facts for ``names`` (C variables of those names are declared anew)."""
+        return replace(self, ranges=tuple(r for r in self.ranges if r[0] not in names))
+
     def range_map(self) -> dict[str, tuple[int, int]]:
         return {n: (lo, hi) for n, lo, hi in self.ranges}
 

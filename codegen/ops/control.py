@@ -67,7 +67,8 @@ def thread_loop(s: ThreadLoop, ctx: Ctx) -> list[str]:
         if s.mapping != "partitioned":
             raise codegen_error(ctx, f"T.Parallel (sid {s.sid}) is {s.mapping} with vector {s.vector}; only a "
                                      "partitioned loop is vectorized", s.sid)
-        loop = vector.vector_loop(s, ctx, binds, k)
+        # the group's own variables are declared anew inside: no fact of an outer variable may reach them
+        loop = vector.vector_loop(s, ctx.unranged(*(v.name for v in s.vars)), binds, k)
     elif s.mapping == "partitioned":
         loop = [partitioned_for(k, n, s.threads), *indent([*binds(k), *emit_stmts(s.body, inner)]), "}"]
     else:
