@@ -163,23 +163,34 @@ class _Tuned:
         params = inspect.signature(self.fn).parameters
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
         # TileLang's per-configuration compile options (a config's "pass_configs"): not factory arguments
-        if "pass_configs" in kwargs and "pass_configs" not in params and not takes_any:
-            from egtile.options import fast_math
-
-            want, have = fast_math(kwargs["pass_configs"]), bool(getattr(self.impl, "fast_math", False))
-            if want != have:
-                raise UnsupportedError(
-                    f"autotune of {self.fn.__name__!r}: a configuration sets TL_ENABLE_FAST_MATH={want} but the "
-                    f"@egtile.jit compiles with fast math {'on' if have else 'off'}; egtile does not tune the "
-                    "arithmetic: set it once in @egtile.jit(pass_configs=...)")
+        self._check_arithmetic(kwargs)
         kwargs = {k: v for k, v in kwargs.items() if k not in _COMPILE_OPTIONS or k in params or takes_any}
         return self.impl.compile(*args, **kwargs)
+
+    def _check_arithmetic(self, cfg: dict[str, Any]) -> None:
+        """Raise when configuration ``cfg``'s ``pass_configs`` asks for other arithmetic than the ``@egtile.jit``
+        (checked for every configuration before any is compiled: a failing configuration is skipped, and this
+        one must not be)."""
+        params = inspect.signature(self.fn).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        if "pass_configs" not in cfg or "pass_configs" in params or takes_any:
+            return
+        from egtile.options import fast_math
+
+        want, have = fast_math(cfg["pass_configs"]), bool(getattr(self.impl, "fast_math", False))
+        if want != have:
+            raise UnsupportedError(
+                f"autotune of {self.fn.__name__!r}: configuration {cfg!r} sets TL_ENABLE_FAST_MATH={want} but the "
+                f"@egtile.jit compiles with fast math {'on' if have else 'off'}; egtile does not tune the "
+                "arithmetic: set it once in @egtile.jit(pass_configs=...)")
 
     # -- tuning ----------------------------------------------------------------------------------
 
     def tune(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AutotuneResult:
         """Tune for these arguments (module docstring) and return the result."""
         configs = self._config_list(args, kwargs)
+        for cfg in configs:
+            self._check_arithmetic(cfg)
         device = _device_name()
         key_text = json.dumps([self.fn.__module__, self.fn.__qualname__, _source_of(self.fn),
                                [_arg_key(a) for a in args], sorted((k, _arg_key(v)) for k, v in kwargs.items()),

@@ -205,3 +205,27 @@ def test_call_time_sizes_and_scalars_on_the_gpu():
         Y = kernel(X, n, alpha)
         ref = X.double() * alpha + (n * (torch.arange(16, device="cuda") % 3)).double()
         torch.testing.assert_close(Y.double(), ref, rtol=1e-6, atol=1e-6)
+
+
+@T.prim_func
+def typed_scalars(X: T.Tensor((8,), "float32"), u: T.uint8, n: T.int32, h: T.float16,
+                  Y: T.Tensor((8,), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.Parallel(8):
+            Y[i] = T.if_then_else(u < 200, X[i], -1.0) + T.if_then_else(i < n, 0.0, 100.0) + T.cast(h, "float32")
+
+
+@pytest.mark.parametrize("u, n", [(300, 4), (-1, 4), (3, 2**31), (3, -(2**31) - 1)])
+def test_a_scalar_outside_its_dtype_is_refused_not_wrapped(u, n):
+    k = egtile.compile(typed_scalars, out_idx=[-1], target="sim")
+    with pytest.raises(ArgumentError, match="outside T.(uint8|int32)'s range"):
+        k(torch.randn(8), u, n, 0.5)
+
+
+def test_a_float_scalar_holds_its_dtypes_value():
+    k = egtile.compile(typed_scalars, out_idx=[-1], target="sim")
+    X = torch.randn(8)
+    for h in (0.1, 70000.0):
+        want = X.double() + torch.where(torch.arange(8) < 5, 0.0, 100.0).double() + \
+            float(torch.tensor(h, dtype=torch.float16).float())
+        torch.testing.assert_close(k(X, 3, 5, h).double(), want, rtol=2.0**-24, atol=0.0)

@@ -281,8 +281,14 @@ def _scalar(kernel_name: str, p: Param, arg: Any, dt: Any) -> Any:
             return bool(arg)
     elif kind.startswith(("int", "uint")):
         if isinstance(arg, numbers.Integral) and not isinstance(arg, bool):
+            lo, hi = (0, 2**dt.bits - 1) if dt.kind == "uint" else (-(2 ** (dt.bits - 1)), 2 ** (dt.bits - 1) - 1)
+            if not lo <= int(arg) <= hi:  # a C argument of this type could not hold it: never wrap silently
+                raise ArgumentError(f"kernel {kernel_name!r}: scalar parameter {p.name}: {int(arg)} is outside "
+                                    f"T.{kind}'s range [{lo}, {hi}]", tracer.user_loc())
             return int(arg)
     elif isinstance(arg, numbers.Real) and not isinstance(arg, bool):
-        return float(arg)
+        from egtile.evaluate import round_to
+
+        return float(round_to(kind, float(arg)))  # the value a T.<kind> argument holds, as C's conversion rounds
     raise ArgumentError(f"kernel {kernel_name!r}: scalar parameter {p.name}: T.{kind} expects a Python number of "
                         f"that kind, got {type(arg).__name__} {arg!r}", tracer.user_loc())
