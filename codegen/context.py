@@ -45,13 +45,12 @@ class Ctx:
     def substituted(self, *, vars: tuple[tuple[str, str], ...] = (), loads: tuple[tuple[object, str], ...] = ()) -> Ctx:
         """Emission with variable ``name`` spelled as C ``text`` (``vars``) and the load expressions ``loads``
         read from C lvalues (a vectorized loop's lanes: ``v + l`` and an element of a vector register)."""
-        bound = {n for n, _ in vars}
-        return replace(self, vars=vars, loads=loads, ranges=tuple(r for r in self.ranges if r[0] not in bound))
+        return replace(self.unranged(*(n for n, _ in vars)), vars=vars, loads=loads)
 
     def ranged(self, *items: tuple[str, int, int]) -> Ctx:
         """This context with IR variables ``name`` known to be in ``[lo, hi)`` (replacing earlier facts)."""
-        names = {n for n, _, _ in items}
-        return replace(self, ranges=tuple(r for r in self.ranges if r[0] not in names) + tuple(items))
+        u = self.unranged(*(n for n, _, _ in items))
+        return replace(u, ranges=u.ranges + tuple(items))
 
     def unranged(self, *names: str) -> Ctx:
         """This context without range facts for ``names`` (C variables of those names are declared anew)."""

@@ -26,11 +26,12 @@ from egtile.errors import CompileError, SourceLoc
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 DEFAULT_ARCH = "sm_90a"
-BASE_OPTIONS = ("-std=c++17", "-lineinfo", "--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
+_COMMON_OPTIONS = ("-std=c++17", "-lineinfo")
+BASE_OPTIONS = (*_COMMON_OPTIONS, "--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
 """``--fmad=false``: no contraction of ``a * b + c`` into one FFMA, which rounds once where the tile IR (and
 the simulator) round the product and the sum separately; the other three are NVRTC's defaults, spelled out
 because the oracle relies on them (subnormals kept, IEEE division and square root)."""
-FAST_MATH_OPTIONS = ("-std=c++17", "-lineinfo", "--use_fast_math", "-DEGTILE_FAST_MATH")
+FAST_MATH_OPTIONS = (*_COMMON_OPTIONS, "--use_fast_math", "-DEGTILE_FAST_MATH")
 """What TileLang's ``TL_ENABLE_FAST_MATH`` asks for (``egtile.options.fast_math``): NVRTC's ``--use_fast_math``,
 i.e. ``--ftz=true --prec-div=false --prec-sqrt=false --fmad=true`` and the math functions mapped to their
 approximate hardware forms (``exp2f`` to ``ex2.approx.ftz.f32``: one MUFU.EX2, where the default contract's

@@ -79,7 +79,9 @@ def resolve_target(target: str) -> str:
     return "sim"
 
 
-def _normalize_out_idx(out_idx: Any, kernel: Kernel) -> tuple[int, ...]:
+def _normalize_out_idx(out_idx: Any, kernel: Any) -> tuple[int, ...]:
+    """``out_idx`` as sorted positions in ``kernel.params`` (an ``ir.Kernel``, or any prim_func with ``params`` and
+    ``name``); negative entries count from the end."""
     if out_idx is None:
         return ()
     items = [out_idx] if isinstance(out_idx, int) else list(out_idx)
@@ -634,11 +636,9 @@ def jit(func: Callable[..., Any] | PrimFunc | None = None, *, out_idx: Any = Non
         raise ArgumentError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
     if func is None:
         return lambda f: jit(f, out_idx=out_idx, target=target, **options)
-    if isinstance(func, (PrimFunc, Kernel)):
-        return compile(func, out_idx=out_idx, target=target, pass_configs=options.get("pass_configs"))
     from egtile.language.calltime import DeferredPrimFunc
 
-    if isinstance(func, DeferredPrimFunc):
+    if isinstance(func, (PrimFunc, Kernel, DeferredPrimFunc)):  # a kernel itself, not a factory: compile it
         return compile(func, out_idx=out_idx, target=target, pass_configs=options.get("pass_configs"))
     if not callable(func):
         raise ArgumentError(f"@egtile.jit expects a function, got {type(func).__name__}")

@@ -162,15 +162,15 @@ class _Tuned:
     def _compile(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         params = inspect.signature(self.fn).parameters
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        # TileLang's per-configuration compile options (a config's "pass_configs"): not factory arguments
-        self._check_arithmetic(kwargs)
+        # TileLang's per-configuration compile options (a config's "pass_configs"): not factory arguments; their
+        # arithmetic was checked against the @egtile.jit's before tuning (tune)
         kwargs = {k: v for k, v in kwargs.items() if k not in _COMPILE_OPTIONS or k in params or takes_any}
         return self.impl.compile(*args, **kwargs)
 
     def _check_arithmetic(self, cfg: dict[str, Any]) -> None:
-        """Raise when configuration ``cfg``'s ``pass_configs`` asks for other arithmetic than the ``@egtile.jit``
-        (checked for every configuration before any is compiled: a failing configuration is skipped, and this
-        one must not be)."""
+        """Raise when ``cfg`` (a configuration with the call's keywords) has ``pass_configs`` asking for other
+        arithmetic than the ``@egtile.jit``'s (checked for every configuration before any is compiled: a failing
+        configuration is skipped, and this one must not be)."""
         params = inspect.signature(self.fn).parameters
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
         if "pass_configs" not in cfg or "pass_configs" in params or takes_any:
@@ -180,7 +180,8 @@ class _Tuned:
         want, have = fast_math(cfg["pass_configs"]), bool(getattr(self.impl, "fast_math", False))
         if want != have:
             raise UnsupportedError(
-                f"autotune of {self.fn.__name__!r}: configuration {cfg!r} sets TL_ENABLE_FAST_MATH={want} but the "
+                f"autotune of {self.fn.__name__!r}: a configuration's pass_configs {cfg['pass_configs']!r} sets "
+                f"TL_ENABLE_FAST_MATH={want} but the "
                 f"@egtile.jit compiles with fast math {'on' if have else 'off'}; egtile does not tune the "
                 "arithmetic: set it once in @egtile.jit(pass_configs=...)")
 
@@ -190,7 +191,7 @@ class _Tuned:
         """Tune for these arguments (module docstring) and return the result."""
         configs = self._config_list(args, kwargs)
         for cfg in configs:
-            self._check_arithmetic(cfg)
+            self._check_arithmetic({**kwargs, **cfg})  # what _compile will be given
         device = _device_name()
         key_text = json.dumps([self.fn.__module__, self.fn.__qualname__, _source_of(self.fn),
                                [_arg_key(a) for a in args], sorted((k, _arg_key(v)) for k, v in kwargs.items()),

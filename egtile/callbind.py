@@ -40,27 +40,18 @@ class CallBoundKernel:
     def __init__(self, func: dynamic.DeferredPrimFunc, out_idx: Any, target: str,
                  rebuild: Callable[[dict[str, int], dict[str, Any]], Any] | None = None, rules: Any = None,
                  fast_math: bool = False) -> None:
-        from egtile.api import resolve_target
+        from egtile.api import _normalize_out_idx, resolve_target
 
         self.func = func
         self.target = resolve_target(target)
         self.rules = rules
         self.fast_math = fast_math
         self._rebuild = rebuild
-        n = len(func.params)
-        items = [] if out_idx is None else [out_idx] if isinstance(out_idx, int) else list(out_idx)
-        out = []
-        for i in items:
-            if isinstance(i, bool) or not isinstance(i, int) or not -n <= i < n:
-                raise ArgumentError(f"out_idx entry {i!r} is not a parameter position of kernel {func.name!r} "
-                                    f"(expected an int in [{-n}, {n}))")
-            if func.params[i % n].kind != "tensor":
+        self.out_idx = _normalize_out_idx(out_idx, func)  # positions among all parameters, scalars included
+        for i in self.out_idx:
+            if func.params[i].kind != "tensor":
                 raise ArgumentError(f"out_idx entry {i!r} of kernel {func.name!r} is scalar parameter "
-                                    f"{func.params[i % n].name!r}; only tensors can be outputs")
-            out.append(i % n)
-        if len(set(out)) != len(out):
-            raise ArgumentError(f"out_idx {items} names a parameter twice")
-        self.out_idx = tuple(sorted(out))
+                                    f"{func.params[i].name!r}; only tensors can be outputs")
         self._inputs = [p for i, p in enumerate(func.params) if i not in self.out_idx]
         tensors = [i for i, p in enumerate(func.params) if p.kind == "tensor"]
         # out_idx in the specialized kernel, whose parameters are the tensors only

@@ -17,7 +17,7 @@ a literal.
   fragment of the same layout: its element ``(i, j)`` is the same thread's slot ``v``); an access ``r[i]`` of a row fragment (the
   row projection of the loop's layout) is bound to the slot holding that row (a literal:
   :func:`egtile.layout.row_slot_map`). Over a row fragment the body runs once per row slot.
-* ``RowReduce``: per row slot, the thread's partial over its slots of that row (slot order), then one
+* ``RowReduce``: per row slot, the thread's partial over its slots of that row (a balanced tree), then one
   ``__shfl_xor_sync(0xffffffff, partial, mask)`` per lane mask of the node (every lane of the warp runs it:
   the layout's threads are whole warps), then the store into the row fragment's slot (folded into the old
   value for ``clear=False``).

@@ -89,12 +89,10 @@ def decide(cond: Expr, ranges: Mapping[str, tuple[int, int]]) -> bool | None:
             rb = _int_range(b, ranges) if ra is not None else None
             if ra is None or rb is None:
                 return None
-            # the difference is exact (both operands are 32-bit values): tighter than two separate ranges when
-            # they share a variable (k * 128 + j against k * 128 + 127)
-            diff = bounds(BinOp("-", a, b), dict(ranges))
-            if diff is not None:
-                return _compare(op, diff, (0, 0))
-            return _compare(op, ra, rb)
+            # decided on the difference, which is exact (both operands are 32-bit values, and linear over ranged
+            # variables, so their difference is too): tighter than the two ranges when they share a variable
+            # (k * 128 + j against k * 128 + 127)
+            return _compare(op, bounds(BinOp("-", a, b), dict(ranges)), (0, 0))
     return None
 
 
