@@ -87,6 +87,31 @@ def test_alloc_global_scratch_is_allocated_by_each_call_and_shared_by_the_kernel
         kernel(X, torch.empty(2, 16))
 
 
+@egtile.jit(out_idx=[-1], target="interp")
+def scratch_half_written(N: int = 32):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), I: T.Tensor((N,), "int32"), Out: T.Tensor((N,), "float32")):
+        S = T.alloc_global((N,), "float32")
+        J = T.alloc_global((N,), "int32")
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(N // 2):  # the upper half of the scratch is never written
+                S[i] = X[i]
+                J[i] = I[i]
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(N):
+                Out[i] = S[i] + J[i]
+
+    return main
+
+
+def test_a_read_of_scratch_no_kernel_wrote_is_poisoned_on_the_cpu_targets():
+    kernel = scratch_half_written()  # interp and sim allocate the scratch alike (KernelSequence._scratch)
+    X, I = torch.randn(32), torch.randint(-50, 50, (32,), dtype=torch.int32)
+    out = kernel(X, I)
+    assert torch.equal(out[:16], X[:16] + I[:16])
+    assert out[16:].isnan().all()  # a stale plausible value here would hide the missing write
+
+
 @pytest.mark.gpu
 def test_two_kernels_with_scratch_on_the_gpu():
     kernel = egtile.jit(out_idx=[-1], target="cuda")(scratch_then_combine.fn)()
