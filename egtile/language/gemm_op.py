@@ -13,6 +13,7 @@ from typing import Any
 from egtile.errors import DSLError, DTypeError, ShapeError
 from egtile.ir.kernel import Gemm, Region
 from egtile.language import tracer
+from egtile.language.expr import Value
 from egtile.language.operand import as_region, operand
 
 
@@ -110,7 +111,18 @@ def wgmma_gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: b
     Hopper GEMM (``wgmma.mma_async`` without the ``wgmma.wait_group`` that ``T.gemm`` adds; the user waits with
     ``T.wait_wgmma(n)``). egtile runs it as ``T.gemm``, which completes before the next statement: a stronger
     order than TileLang's, with the same values for every program that waits before it reads ``C`` (PTX ISA
-    9.7.15.5: reading the accumulator of an unfinished ``wgmma`` is undefined)."""
+    9.7.15.5: reading the accumulator of an unfinished ``wgmma`` is undefined).
+
+    ``clear_accum`` may be a condition known only when the kernel runs (``clear_accum=(j == 0)`` in a
+    ``T.unroll`` loop, as TileLang allows): the product then clears ``C`` where it holds."""
+    if isinstance(clear_accum, Value):
+        from egtile.language.control import Else, If
+
+        with If(clear_accum):
+            gemm(A, B, C, transpose_A, transpose_B, policy, True)
+        with Else():
+            gemm(A, B, C, transpose_A, transpose_B, policy, False)
+        return
     gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum)
 
 
