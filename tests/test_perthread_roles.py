@@ -219,3 +219,33 @@ def test_a_tma_load_into_a_strided_part_of_a_shared_buffer_lands_in_place():
 
     (x,), y = _run(main, (R, W), out_shape=(R, W))
     torch.testing.assert_close(y, torch.cat([x[:, h:], x[:, :h]], dim=1) * 3, rtol=0, atol=0)
+
+
+def test_roles_that_each_run_their_own_loop_get_the_sequential_reading_caveat():
+    """TileLang's FlashMLA form (each role loops over all rounds, concurrently) has no sequential reading: the
+    verifier's report on it says so, naming both roles' lines, instead of leaving the user to hunt a bug."""
+
+    @T.prim_func
+    def main(X: T.Tensor((STEPS, BLOCK), "float32"), Y: T.Tensor((STEPS, BLOCK), "float32")):
+        with T.Kernel(1, threads=256):
+            buf = T.alloc_shared((S, BLOCK), "float32")
+            full = T.alloc_barrier([128] * S)
+            empty = T.alloc_barrier([128] * S)
+            tx = T.get_thread_binding()
+            if tx >= 128:  # @producer
+                for k in T.serial(STEPS):
+                    T.barrier_wait(empty[k % S], ((k // S) % 2) ^ 1)
+                    T.tma_copy(X[k, 0], buf[k % S, :], barrier=full[k % S])
+                    T.barrier_arrive(full[k % S])
+            else:  # @consumer
+                for k in T.serial(STEPS):
+                    T.barrier_wait(full[k % S], (k // S) % 2)
+                    for i in T.Parallel(BLOCK):
+                        Y[k, i] = buf[k % S, i] * 2.0
+                    T.barrier_arrive(empty[k % S])
+
+    with pytest.raises(ScheduleError) as exc:
+        egtile.compile(main, target="sim")
+    f = test_roles_that_each_run_their_own_loop_get_the_sequential_reading_caveat
+    assert f"note: the roles at lines {line(f, 'producer')}, " in exc.value.message, exc.value.message
+    assert "each run their own loop of barrier rounds" in exc.value.message

@@ -97,7 +97,39 @@ def check_protocol(sched: Scheduled) -> None:
     text = "\n  ".join(describe(v, sched) for v in found[:6])
     more = f"\n  ... and {len(found) - 6} more" if len(found) > 6 else ""
     raise ScheduleError(f"kernel {name!r}: its hand-written barrier protocol is wrong (egtile's verifier, "
-                        f"before the kernel runs anywhere):{head}\n  what the verifier found:\n  {text}{more}", loc)
+                        f"before the kernel runs anywhere):{head}\n  what the verifier found:\n  {text}{more}"
+                        f"{_concurrent_note(sched)}", loc)
+
+
+def _concurrent_note(sched: Scheduled) -> str:
+    """A caveat when two sibling roles each run their own loop that waits on barriers (TileLang's FlashMLA
+    style): the verifier checks the protocol against the sequential reading, each role once in program order,
+    which such roles may not have; a correct kernel of that form is reported wrong (docs/language.md)."""
+    from egtile.ir.kernel import For
+    from egtile.ir.protocol import BarrierWait, RoleBlock
+
+    def lists(body):
+        yield body
+        for s in body:
+            for f in ("body", "then_body", "else_body"):
+                sub = getattr(s, f, None)
+                if sub:
+                    yield from lists(sub)
+
+    def loops_on_barriers(role: RoleBlock) -> bool:
+        return any(isinstance(s, For) and s.kind != "parallel" and any(isinstance(x, BarrierWait) for x in walk(s.body))
+                   for s in walk(role.then_body))
+
+    for body in lists(sched.kernel.body):
+        roles = [s for s in body if isinstance(s, RoleBlock) and loops_on_barriers(s)]
+        if len(roles) >= 2:
+            at = ", ".join(str(r.loc.line) for r in roles if r.loc is not None)
+            return (f"\n  note: the roles at lines {at} each run their own loop of barrier rounds. The verifier "
+                    "checks a protocol against its sequential reading (each role once, in program order), and roles "
+                    "whose loops run concurrently, waiting on phases that later roles complete, have none: such a "
+                    "kernel can be correct although reported here (docs/language.md, 'Roles that each run their own "
+                    "loop'); with the loop outside the roles (`for k ...: if tx >= 128: ... else: ...`) it is checked")
+    return ""
 
 
 # The report's line is its first violation's culprit: a wait whose parity is wrong (L4) or a phase that does not
