@@ -173,10 +173,14 @@ class JITKernel:
     def _schedule_and_build(self) -> None:
         """Schedule (e-graph) and, for ``"cuda"``, build the cubin, or take both from the on-disk cache."""
         from egtile import schedule_cache
-        from egtile.ir.protocol import uses_protocol
+        from egtile.ir.protocol import concurrent_roles, uses_protocol
 
         protocol = uses_protocol(self.kernel.body)
-        cacheable = self.rules is None and schedule_cache.enabled()
+        # Roles that each run their own barrier loop have no sequential reading for the static check: on "sim"
+        # the simulator checks their protocol on every run instead, and such an unverified schedule is never
+        # cached (a later "cuda" compile must not find it). egtile.ir.protocol.concurrent_roles.
+        self._dynamic_check = protocol and self.target == "sim" and bool(concurrent_roles(self.kernel.body))
+        cacheable = self.rules is None and schedule_cache.enabled() and not self._dynamic_check
         key = schedule_cache.key(self.kernel, ARCH, self.fast_math) if cacheable else None
         self._key = key
         hit = schedule_cache.load(key) if key is not None else None
@@ -231,6 +235,15 @@ class JITKernel:
         from egtile.verifier.protocol import check_protocol
 
         result = schedule_protocol(self.kernel)
+        if getattr(self, "_dynamic_check", False):
+            from egtile.ir.scheduled import Decision
+
+            note = Decision("hand-written-protocol", None, "checked on each simulated run",
+                            "the roles each run their own loop of barrier rounds, concurrently, so the protocol has no "
+                            "sequential reading for the static check; the simulator checks it on every run (races, "
+                            "deadlocks, barrier counts) and target=\"cuda\" still requires the static check")
+            sched = dataclasses.replace(result.scheduled, decisions=result.scheduled.decisions + (note,))
+            return dataclasses.replace(result, scheduled=sched)
         check_protocol(result.scheduled)
         return result
 

@@ -221,9 +221,9 @@ def test_a_tma_load_into_a_strided_part_of_a_shared_buffer_lands_in_place():
     torch.testing.assert_close(y, torch.cat([x[:, h:], x[:, :h]], dim=1) * 3, rtol=0, atol=0)
 
 
-def test_roles_that_each_run_their_own_loop_get_the_sequential_reading_caveat():
-    """TileLang's FlashMLA form (each role loops over all rounds, concurrently) has no sequential reading: the
-    verifier's report on it says so, naming both roles' lines, instead of leaving the user to hunt a bug."""
+def own_loops(bug=None):
+    """TileLang's FlashMLA form: each role loops over all rounds, concurrently, the consumer's role first in
+    program order (it waits on phases the producer's later role completes): no sequential reading exists."""
 
     @T.prim_func
     def main(X: T.Tensor((STEPS, BLOCK), "float32"), Y: T.Tensor((STEPS, BLOCK), "float32")):
@@ -232,20 +232,52 @@ def test_roles_that_each_run_their_own_loop_get_the_sequential_reading_caveat():
             full = T.alloc_barrier([128] * S)
             empty = T.alloc_barrier([128] * S)
             tx = T.get_thread_binding()
-            if tx >= 128:  # @producer
+            if tx < 128:  # @consumer
+                for k in T.serial(STEPS):
+                    if bug == "read_before_wait":
+                        for i in T.Parallel(BLOCK):
+                            Y[k, i] = buf[k % S, i] * 2.0 - 1.0  # @own_early_read
+                    T.barrier_wait(full[k % S], (k // S) % 2)  # @own_wait
+                    if bug != "read_before_wait":
+                        for i in T.Parallel(BLOCK):
+                            Y[k, i] = buf[k % S, i] * 2.0 - 1.0
+                    T.barrier_arrive(empty[k % S])
+            else:
                 for k in T.serial(STEPS):
                     T.barrier_wait(empty[k % S], ((k // S) % 2) ^ 1)
                     T.tma_copy(X[k, 0], buf[k % S, :], barrier=full[k % S])
-                    T.barrier_arrive(full[k % S])
-            else:  # @consumer
-                for k in T.serial(STEPS):
-                    T.barrier_wait(full[k % S], (k // S) % 2)
-                    for i in T.Parallel(BLOCK):
-                        Y[k, i] = buf[k % S, i] * 2.0
-                    T.barrier_arrive(empty[k % S])
+                    if bug != "no_arrive":
+                        T.barrier_arrive(full[k % S])
+
+    return main
+
+
+def test_roles_that_each_run_their_own_loop_are_checked_by_the_simulator():
+    fn = own_loops()
+    (x,), y = _run(fn, (STEPS, BLOCK), out_shape=(STEPS, BLOCK))
+    torch.testing.assert_close(y, x * 2 - 1, rtol=0, atol=0)
+    assert "checked on each simulated run" in egtile.compile(fn, target="sim").explain()
+
+
+@pytest.mark.parametrize("bug, marker, words", [("no_arrive", "own_wait", ["full[0] phase 0", "no statement arrives"]),
+                                               ("read_before_wait", "own_early_read", ["buf"])])
+def test_a_wrong_protocol_of_roles_with_own_loops_is_reported_by_the_simulator(bug, marker, words):
+    from egtile.errors import SimulationError
+
+    with pytest.raises(SimulationError) as exc:
+        _run(own_loops(bug), (STEPS, BLOCK), out_shape=(STEPS, BLOCK))
+    first = exc.value.message.split("\n")[0]
+    for w in words:
+        assert w in first, (w, exc.value.message)
+    assert exc.value.loc is not None and exc.value.loc.line == line(own_loops, marker), exc.value.message
+
+
+def test_the_static_check_of_roles_with_own_loops_carries_the_caveat():
+    """The static check (what target="cuda" requires) has no sequential reading of this form: its report says
+    so, naming both roles' lines, instead of leaving the user to hunt a bug."""
+    from egtile.lower.protocol import schedule_protocol
+    from egtile.verifier.protocol import check_protocol
 
     with pytest.raises(ScheduleError) as exc:
-        egtile.compile(main, target="sim")
-    f = test_roles_that_each_run_their_own_loop_get_the_sequential_reading_caveat
-    assert f"note: the roles at lines {line(f, 'producer')}, " in exc.value.message, exc.value.message
-    assert "each run their own loop of barrier rounds" in exc.value.message
+        check_protocol(schedule_protocol(own_loops().kernel).scheduled)
+    assert f"note: the roles at lines {line(own_loops, 'consumer')}, " in exc.value.message, exc.value.message

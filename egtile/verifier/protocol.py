@@ -102,34 +102,21 @@ def check_protocol(sched: Scheduled) -> None:
 
 
 def _concurrent_note(sched: Scheduled) -> str:
-    """A caveat when two sibling roles each run their own loop that waits on barriers (TileLang's FlashMLA
-    style): the verifier checks the protocol against the sequential reading, each role once in program order,
-    which such roles may not have; a correct kernel of that form is reported wrong (docs/language.md)."""
-    from egtile.ir.kernel import For
-    from egtile.ir.protocol import BarrierWait, RoleBlock
+    """A caveat when sibling roles each run their own loop that waits on barriers
+    (:func:`~egtile.ir.protocol.concurrent_roles`): the static check reads the protocol sequentially, each role
+    once in program order, which such roles do not have; a correct kernel of that form is reported wrong here,
+    and ``target="sim"`` checks it on its run instead (docs/language.md)."""
+    from egtile.ir.protocol import concurrent_roles
 
-    def lists(body):
-        yield body
-        for s in body:
-            for f in ("body", "then_body", "else_body"):
-                sub = getattr(s, f, None)
-                if sub:
-                    yield from lists(sub)
-
-    def loops_on_barriers(role: RoleBlock) -> bool:
-        return any(isinstance(s, For) and s.kind != "parallel" and any(isinstance(x, BarrierWait) for x in walk(s.body))
-                   for s in walk(role.then_body))
-
-    for body in lists(sched.kernel.body):
-        roles = [s for s in body if isinstance(s, RoleBlock) and loops_on_barriers(s)]
-        if len(roles) >= 2:
-            at = ", ".join(str(r.loc.line) for r in roles if r.loc is not None)
-            return (f"\n  note: the roles at lines {at} each run their own loop of barrier rounds. The verifier "
-                    "checks a protocol against its sequential reading (each role once, in program order), and roles "
-                    "whose loops run concurrently, waiting on phases that later roles complete, have none: such a "
-                    "kernel can be correct although reported here (docs/language.md, 'Roles that each run their own "
-                    "loop'); with the loop outside the roles (`for k ...: if tx >= 128: ... else: ...`) it is checked")
-    return ""
+    roles = concurrent_roles(sched.kernel.body)
+    if not roles:
+        return ""
+    at = ", ".join(str(r.loc.line) for r in roles if r.loc is not None)
+    return (f"\n  note: the roles at lines {at} each run their own loop of barrier rounds. This check reads a "
+            "protocol sequentially (each role once, in program order), and roles whose loops run concurrently, "
+            "waiting on phases that later roles complete, have no such reading: the kernel can be correct although "
+            "reported here. target=\"sim\" checks such a kernel on its run instead (races, deadlocks, barrier "
+            "counts; docs/language.md, 'Roles that each run their own loop')")
 
 
 # The report's line is its first violation's culprit: a wait whose parity is wrong (L4) or a phase that does not
