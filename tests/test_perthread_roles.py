@@ -281,3 +281,47 @@ def test_the_static_check_of_roles_with_own_loops_carries_the_caveat():
     with pytest.raises(ScheduleError) as exc:
         check_protocol(schedule_protocol(own_loops().kernel).scheduled)
     assert f"note: the roles at lines {line(own_loops, 'consumer')}, " in exc.value.message, exc.value.message
+
+
+def prefetch_pair():
+    """Each warpgroup runs its own loop (so the simulator checks the protocol) over one buffer it both reads
+    cooperatively and refills with its own elected T.tma_copy right after the read: egtile's split of the
+    read over the role's threads needs a named barrier before the refill (TileLang's wgmma reads its operand
+    as one warpgroup instruction)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((STEPS, BLOCK), "float32"), Y: T.Tensor((2, STEPS, BLOCK), "float32")):
+        with T.Kernel(1, threads=256):
+            buf0 = T.alloc_shared((BLOCK,), "float32")
+            buf1 = T.alloc_shared((BLOCK,), "float32")
+            full0 = T.alloc_barrier(128)
+            full1 = T.alloc_barrier(128)
+            tx = T.get_thread_binding()
+            if tx < 128:
+                T.tma_copy(X[0, 0], buf0, barrier=full0)
+                T.barrier_arrive(full0)
+                for k in T.serial(STEPS):
+                    T.barrier_wait(full0, k % 2)
+                    for i in T.Parallel(BLOCK):
+                        Y[0, k, i] = buf0[BLOCK - 1 - i] * 2.0
+                    if k < STEPS - 1:
+                        T.tma_copy(X[k + 1, 0], buf0, barrier=full0)
+                        T.barrier_arrive(full0)
+            else:
+                T.tma_copy(X[0, 0], buf1, barrier=full1)
+                T.barrier_arrive(full1)
+                for k in T.serial(STEPS):
+                    T.barrier_wait(full1, k % 2)
+                    for i in T.Parallel(BLOCK):
+                        Y[1, k, i] = buf1[(i + 1) % BLOCK] - 5.0
+                    if k < STEPS - 1:
+                        T.tma_copy(X[k + 1, 0], buf1, barrier=full1)
+                        T.barrier_arrive(full1)
+
+    return main
+
+
+def test_a_role_that_refills_a_buffer_it_read_cooperatively_gets_a_named_barrier():
+    (x,), y = _run(prefetch_pair(), (STEPS, BLOCK), out_shape=(2, STEPS, BLOCK))
+    torch.testing.assert_close(y[0], x.flip(1) * 2, rtol=0, atol=0)
+    torch.testing.assert_close(y[1], x.roll(-1, 1) - 5, rtol=0, atol=0)
