@@ -100,6 +100,25 @@ def _normalize_out_idx(out_idx: Any, kernel: Any) -> tuple[int, ...]:
 _UNENUMERABLE = "cannot enumerate the schedule: "
 
 
+def _refuse_interp_of_concurrent_roles(kernel: Kernel) -> None:
+    """The interpreter runs a hand-written protocol's sequential reading (each role once, in program order); roles
+    that each run their own barrier loop (:func:`egtile.ir.protocol.concurrent_roles`) have none, so its values
+    would not be the program's.
+
+    Raises:
+        UnsupportedError: such roles, naming their lines and ``target="sim"``.
+    """
+    from egtile.ir.protocol import concurrent_roles, uses_protocol
+
+    roles = concurrent_roles(kernel.body) if uses_protocol(kernel.body) else ()
+    if roles:
+        at = ", ".join(str(r.loc.line) for r in roles if r.loc is not None)
+        raise UnsupportedError(f"kernel {kernel.name!r}: the roles at lines {at} each run their own loop of barrier "
+                               "rounds, concurrently; target=\"interp\" runs a protocol's sequential reading (each role "
+                               "once, in program order), which such roles do not have: use target=\"sim\", which runs "
+                               "the threads and mbarriers and checks the protocol", roles[0].loc)
+
+
 def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
     """Run the independent verifier on a fresh schedule, so that every target (the simulator too) refuses
     what the hardware would: L8 (shared memory, threads, registers) raises ResourceError; any other
@@ -158,6 +177,8 @@ class JITKernel:
         self.kernel = kernel
         self.out_idx = _normalize_out_idx(out_idx, kernel)
         self.target = resolve_target(target)
+        if self.target == "interp":
+            _refuse_interp_of_concurrent_roles(kernel)
         self.schedule_result: Any = None
         self.scheduled: Any = None
         self._built: Any = None

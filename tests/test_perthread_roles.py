@@ -325,3 +325,10 @@ def test_a_role_that_refills_a_buffer_it_read_cooperatively_gets_a_named_barrier
     (x,), y = _run(prefetch_pair(), (STEPS, BLOCK), out_shape=(2, STEPS, BLOCK))
     torch.testing.assert_close(y[0], x.flip(1) * 2, rtol=0, atol=0)
     torch.testing.assert_close(y[1], x.roll(-1, 1) - 5, rtol=0, atol=0)
+
+
+def test_the_interpreter_refuses_roles_that_each_run_their_own_loop():
+    with pytest.raises(UnsupportedError) as exc:
+        egtile.compile(own_loops(), target="interp")
+    assert 'use target="sim"' in exc.value.message
+    assert exc.value.loc.line == line(own_loops, "consumer")
