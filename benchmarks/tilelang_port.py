@@ -290,6 +290,8 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "flash_decoding/example_mha_inference.py": {"sizes": [
         ("def main(BATCH=1, H=32, Q_CTX=128, KV_CTX=8192, D_HEAD=128, causal=False):",
          "def main(BATCH=1, H=1, Q_CTX=128, KV_CTX=256, D_HEAD=64, causal=False):")]},
+    "warp_specialize/example_warp_specialize_flashmla.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256",
+                                                            "--dim", "256", "--pe_dim", "64"],
     "deepseek_mla/example_mla_decode.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256", "--dim", "128",
                                            "--pe_dim", "64"],
     "deepseek_mla/example_mla_decode_paged.py": ["--batch", "1", "--h_q", "64", "--cache_seqlen", "256", "--d", "192",

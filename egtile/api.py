@@ -100,6 +100,25 @@ def _normalize_out_idx(out_idx: Any, kernel: Any) -> tuple[int, ...]:
 _UNENUMERABLE = "cannot enumerate the schedule: "
 
 
+def _refuse_interp_of_concurrent_roles(kernel: Kernel) -> None:
+    """The interpreter runs a hand-written protocol's sequential reading (each role once, in program order); roles
+    that each run their own barrier loop (:func:`egtile.ir.protocol.concurrent_roles`) have none, so its values
+    would not be the program's.
+
+    Raises:
+        UnsupportedError: such roles, naming their lines and ``target="sim"``.
+    """
+    from egtile.ir.protocol import concurrent_roles, uses_protocol
+
+    roles = concurrent_roles(kernel.body) if uses_protocol(kernel.body) else ()
+    if roles:
+        at = ", ".join(str(r.loc.line) for r in roles if r.loc is not None)
+        raise UnsupportedError(f"kernel {kernel.name!r}: the roles at lines {at} each run their own loop of barrier "
+                               "rounds, concurrently; target=\"interp\" runs a protocol's sequential reading (each role "
+                               "once, in program order), which such roles do not have: use target=\"sim\", which runs "
+                               "the threads and mbarriers and checks the protocol", roles[0].loc)
+
+
 def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
     """Run the independent verifier on a fresh schedule, so that every target (the simulator too) refuses
     what the hardware would: L8 (shared memory, threads, registers) raises ResourceError; any other
@@ -158,6 +177,8 @@ class JITKernel:
         self.kernel = kernel
         self.out_idx = _normalize_out_idx(out_idx, kernel)
         self.target = resolve_target(target)
+        if self.target == "interp":
+            _refuse_interp_of_concurrent_roles(kernel)
         self.schedule_result: Any = None
         self.scheduled: Any = None
         self._built: Any = None
@@ -173,10 +194,14 @@ class JITKernel:
     def _schedule_and_build(self) -> None:
         """Schedule (e-graph) and, for ``"cuda"``, build the cubin, or take both from the on-disk cache."""
         from egtile import schedule_cache
-        from egtile.ir.protocol import uses_protocol
+        from egtile.ir.protocol import concurrent_roles, uses_protocol
 
         protocol = uses_protocol(self.kernel.body)
-        cacheable = self.rules is None and schedule_cache.enabled()
+        # Roles that each run their own barrier loop have no sequential reading for the static check: on "sim"
+        # the simulator checks their protocol on every run instead, and such an unverified schedule is never
+        # cached (a later "cuda" compile must not find it). egtile.ir.protocol.concurrent_roles.
+        self._dynamic_check = protocol and self.target == "sim" and bool(concurrent_roles(self.kernel.body))
+        cacheable = self.rules is None and schedule_cache.enabled() and not self._dynamic_check
         key = schedule_cache.key(self.kernel, ARCH, self.fast_math) if cacheable else None
         self._key = key
         hit = schedule_cache.load(key) if key is not None else None
@@ -231,6 +256,15 @@ class JITKernel:
         from egtile.verifier.protocol import check_protocol
 
         result = schedule_protocol(self.kernel)
+        if getattr(self, "_dynamic_check", False):
+            from egtile.ir.scheduled import Decision
+
+            note = Decision("hand-written-protocol", None, "checked on each simulated run",
+                            "the roles each run their own loop of barrier rounds, concurrently, so the protocol has no "
+                            "sequential reading for the static check; the simulator checks it on every run (races, "
+                            "deadlocks, barrier counts) and target=\"cuda\" still requires the static check")
+            sched = dataclasses.replace(result.scheduled, decisions=result.scheduled.decisions + (note,))
+            return dataclasses.replace(result, scheduled=sched)
         check_protocol(result.scheduled)
         return result
 

@@ -694,15 +694,15 @@ def test_every_tilelang_name_egtile_lacks_is_refused_with_its_reason_at_the_user
 def test_a_missing_construct_in_a_kernel_names_itself_and_the_users_line_and_column():
     from egtile.errors import MissingConstructError
 
-    with pytest.raises(MissingConstructError, match=r"T.fence_proxy_async is not supported .*T.Pipelined") as e:
+    with pytest.raises(MissingConstructError, match=r"T.warpgroup_arrive is not supported .*T.Pipelined") as e:
         @T.prim_func
         def main(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=32):
                 A[0] = 1.0
-                T.fence_proxy_async()  # mark-mbarrier
+                T.warpgroup_arrive()  # mark-mbarrier
 
     text = HERE.read_text().splitlines()[e.value.loc.line - 1]
-    assert e.value.loc.line == line_of("# mark-mbarrier") and e.value.loc.col == text.index("T.fence_proxy_async") + 1
+    assert e.value.loc.line == line_of("# mark-mbarrier") and e.value.loc.col == text.index("T.warpgroup_arrive") + 1
     with pytest.raises(MissingConstructError, match=r"neither egtile nor TileLang has it; did you mean T.alloc_shared"):
         T.aloc_shared  # noqa: B018
 

@@ -121,7 +121,7 @@ def test_storing_an_extern_result_says_extern_used_as_a_value():
     assert "ExternResult" not in str(info.value) and info.value.loc is not None
 
 
-@pytest.mark.parametrize("name, hint", [("alloc_reducer", "T.alloc_fragment"), ("fence_proxy_async", "barrier")])
+@pytest.mark.parametrize("name, hint", [("alloc_reducer", "T.alloc_fragment"), ("warpgroup_arrive", "barrier")])
 def test_unimplemented_tilelang_constructs_name_themselves_and_an_alternative(name, hint):
     with pytest.raises(MissingConstructError, match=rf"T.{name} is not supported.*{hint}") as info:
         getattr(T, name)

@@ -112,6 +112,33 @@ def uses_protocol(body: tuple[Stmt, ...]) -> bool:
     return any(isinstance(s, (RoleBlock, BarrierCopy) + PROTOCOL_LEAVES) for s in walk(body))
 
 
+def concurrent_roles(body: tuple[Stmt, ...]) -> tuple[RoleBlock, ...]:
+    """Sibling roles (one statement list) of which at least two each run their own serial loop that waits on
+    barriers: TileLang's FlashMLA form, where the roles' loops run concurrently and a wait may be for a phase a
+    *later* role completes. Such a kernel has no sequential reading (each role once, in program order), which
+    the static protocol check needs (docs/language.md); the simulator checks it on its run instead. Empty when
+    there are none."""
+    from egtile.ir.kernel import For, walk
+
+    def loops_on_barriers(role: RoleBlock) -> bool:
+        return any(isinstance(s, For) and s.kind != "parallel" and any(isinstance(x, BarrierWait) for x in walk(s.body))
+                   for s in walk(role.then_body))
+
+    def lists(stmts: tuple[Stmt, ...]):
+        yield stmts
+        for s in stmts:
+            for f in ("body", "then_body", "else_body"):
+                sub = getattr(s, f, None)
+                if sub:
+                    yield from lists(sub)
+
+    for stmts in lists(body):
+        roles = tuple(s for s in stmts if isinstance(s, RoleBlock) and loops_on_barriers(s))
+        if len(roles) >= 2:
+            return roles
+    return ()
+
+
 def format_protocol(s: object) -> str | None:
     """The TileLang spelling of a protocol statement (``None``: not one)."""
     from egtile.ir.printer import format_expr, format_region

@@ -8,7 +8,7 @@ This module only re-exports; each family of builtins lives in its own module (``
 from egtile.language.alloc import alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var
 from egtile.language.barrier import (
     WarpSpecialize, alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_arrive_expect_tx,
-    mbarrier_expect_tx, mbarrier_wait_parity, tma_copy, ws,
+    mbarrier_expect_tx, mbarrier_wait_parity, tma_copy, ws, fence_proxy_async,
 )
 from egtile.language.buffer import RegionRef, TileBuffer
 from egtile.language.control import Else, If, Then
@@ -25,10 +25,11 @@ from egtile.language.expr import (
 )
 from egtile.language.extern import address_of, atomic_add, call_extern, import_source
 from egtile.language.fill_op import clear, fill
-from egtile.language.gemm_op import GemmWarpPolicy, gemm
+from egtile.language.gemm_op import GemmWarpPolicy, gemm, wait_wgmma, wgmma_gemm
 from egtile.language.hints import (
     Fragment, Layout, annotate_compile_flags, annotate_l2_hit_ratio, annotate_layout, annotate_restrict_buffers,
     annotate_safe_value, assume, disable_warp_group_reg_alloc, make_swizzled_layout, no_set_max_nreg, use_swizzle,
+    set_max_nreg, inc_max_nreg, dec_max_nreg, annotate_producer_reg_dealloc, annotate_consumer_reg_alloc,
 )
 from egtile.language.kernel import Kernel, PrimFunc, Tensor, prim_func
 from egtile.language.loop import Parallel, Pipelined, Serial, Unroll, serial, unroll
@@ -71,5 +72,6 @@ __all__ = [
     "reduce_absmax", "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "rsqrt", "serial", "shift_left",
     "shift_right", "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "thread_binding", "tma_copy", "truncdiv",
     "truncmod", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "unroll", "use_swizzle",
-    "vectorized", "ws",
+    "vectorized", "ws", "fence_proxy_async", "wgmma_gemm", "wait_wgmma", "set_max_nreg", "inc_max_nreg",
+    "dec_max_nreg", "annotate_producer_reg_dealloc", "annotate_consumer_reg_alloc",
 ]

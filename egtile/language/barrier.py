@@ -28,7 +28,7 @@ from egtile.ir.kernel import Const, Copy, Expr, Load
 from egtile.ir.protocol import (
     WARPGROUP, BarrierAlloc, BarrierArrive, BarrierCopy, BarrierExpectTx, BarrierWait, RoleBlock,
 )
-from egtile.language import tracer
+from egtile.language import roles, tracer
 from egtile.language.expr import Value, as_expr
 from egtile.language.operand import operand, resolve_pair
 
@@ -94,9 +94,11 @@ def _begin(what: str) -> tuple[tracer.Trace, SourceLoc | None]:
     loc = tracer.user_loc()
     trace = tracer.current(what)
     trace.require_kernel(what)
-    if trace.region is not None and trace.region.frame in trace.frames:
-        raise UnsupportedError(f"{what} inside per-thread code (after T.get_thread_binding()): egtile's "
-                               "hand-written warp specialization names roles with `with T.ws(g):`", loc)
+    if trace.region is not None and trace.region.frame in trace.frames and not roles.maybe_suspend(trace):
+        raise UnsupportedError(f"{what} inside a loop or branch of per-thread code (after T.get_thread_binding()): "
+                               "egtile reads barrier statements beside per-thread code, and in branches on "
+                               "conditions that select whole warpgroups (`if tx < 128:`), or `with T.ws(g):`, as "
+                               "roles; not inside a per-thread loop or a branch on part of a warpgroup", loc)
     return trace, loc
 
 
@@ -232,6 +234,15 @@ class WarpSpecialize:
 ws = WarpSpecialize
 
 
+def fence_proxy_async() -> None:
+    """``T.fence_proxy_async()``: order this thread's generic-proxy shared-memory writes before later async-proxy
+    accesses (``fence.proxy.async.shared::cta``, PTX ISA 9.7.13.19). Accepted and nothing to add: in a
+    hand-written protocol the only async-proxy operations are egtile's own TMA copies (``T.wgmma_gemm`` runs as
+    a ``T.gemm`` of the role's threads), and egtile places the fences those need itself (the verifier's L6
+    checks every one), so the user's fence orders nothing egtile does not already order."""
+    _begin("T.fence_proxy_async")
+
+
 def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: Any = None, leader_scope_threads: Any = None,
              eviction_policy: Any = None, annotations: Any = None) -> None:
     """``T.tma_copy(src, dst, barrier=bar)``: a TMA tile load from global to shared memory that does not wait:
@@ -273,6 +284,6 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: Any = Non
 
 
 __all__ = [
-    "BarrierArray", "BarrierRef", "WarpSpecialize", "alloc_barrier", "barrier_arrive", "barrier_wait",
+    "BarrierArray", "BarrierRef", "WarpSpecialize", "alloc_barrier", "barrier_arrive", "barrier_wait", "fence_proxy_async",
     "mbarrier_arrive", "mbarrier_arrive_expect_tx", "mbarrier_expect_tx", "mbarrier_wait_parity", "tma_copy", "ws",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 from egtile.errors import DSLError, DTypeError, ShapeError
 from egtile.ir.kernel import Gemm, Region
 from egtile.language import tracer
+from egtile.language.expr import Value
 from egtile.language.operand import as_region, operand
 
 
@@ -101,3 +102,32 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
                            f"result would depend on the order threads update C. Copy the operand into another buffer "
                            f"first", loc)
     trace.emit(Gemm(trace.sid(), ra, rb, rc, bool(transpose_A), bool(transpose_B), bool(clear_accum), loc), "T.gemm")
+
+
+def wgmma_gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,  # noqa: N803
+               policy: GemmWarpPolicy = GemmWarpPolicy.Square, clear_accum: bool = False,
+               annotations: Any = None) -> None:
+    """``T.wgmma_gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum)``: TileLang's explicitly asynchronous
+    Hopper GEMM (``wgmma.mma_async`` without the ``wgmma.wait_group`` that ``T.gemm`` adds; the user waits with
+    ``T.wait_wgmma(n)``). egtile runs it as ``T.gemm``, which completes before the next statement: a stronger
+    order than TileLang's, with the same values for every program that waits before it reads ``C`` (PTX ISA
+    9.7.15.5: reading the accumulator of an unfinished ``wgmma`` is undefined).
+
+    ``clear_accum`` may be a condition known only when the kernel runs (``clear_accum=(j == 0)`` in a
+    ``T.unroll`` loop, as TileLang allows): the product then clears ``C`` where it holds."""
+    if isinstance(clear_accum, Value):
+        from egtile.language.control import Else, If
+
+        with If(clear_accum):
+            gemm(A, B, C, transpose_A, transpose_B, policy, True)
+        with Else():
+            gemm(A, B, C, transpose_A, transpose_B, policy, False)
+        return
+    gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum)
+
+
+def wait_wgmma(id: int) -> None:  # noqa: A002 - TileLang's parameter name
+    """``T.wait_wgmma(n)``: wait until at most ``n`` ``T.wgmma_gemm`` groups are pending
+    (``wgmma.wait_group n``, PTX ISA 9.7.15.7). egtile's ``T.wgmma_gemm`` has completed when it returns, so
+    nothing is pending and there is nothing to wait for."""
+    tracer.current("T.wait_wgmma").require_kernel("T.wait_wgmma")

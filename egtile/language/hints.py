@@ -17,8 +17,9 @@ Each is accepted where TileLang accepts it and changes nothing egtile computes, 
 * ``T.assume(cond)`` promises ``cond`` to the optimizer; egtile does not use promises, and the interpreter and
   simulator would still compute correctly if it were false (nothing is specialized on it).
 * ``T.annotate_l2_hit_ratio``, ``T.annotate_restrict_buffers``, ``T.annotate_safe_value``,
-  ``T.annotate_compile_flags``, ``T.no_set_max_nreg``, ``T.disable_warp_group_reg_alloc``: code-generation
-  hints with no effect on results; accepted and ignored.
+  ``T.annotate_compile_flags``, ``T.no_set_max_nreg``, ``T.disable_warp_group_reg_alloc``, and the register
+  budgets ``T.set_max_nreg`` / ``T.inc_max_nreg`` / ``T.dec_max_nreg`` / ``T.annotate_producer_reg_dealloc`` /
+  ``T.annotate_consumer_reg_alloc``: code-generation hints with no effect on results; accepted and ignored.
 """
 
 from __future__ import annotations
@@ -126,3 +127,10 @@ annotate_safe_value = _ignored("annotate_safe_value")
 annotate_compile_flags = _ignored("annotate_compile_flags")
 no_set_max_nreg = _ignored("no_set_max_nreg")
 disable_warp_group_reg_alloc = _ignored("disable_warp_group_reg_alloc")
+# Register budgets per warpgroup role (``setmaxnreg``, PTX ISA 9.7.19.5): they move registers between roles and
+# change no value; egtile sets the budgets of its own schedules itself.
+set_max_nreg = _ignored("set_max_nreg")
+inc_max_nreg = _ignored("inc_max_nreg")
+dec_max_nreg = _ignored("dec_max_nreg")
+annotate_producer_reg_dealloc = _ignored("annotate_producer_reg_dealloc")
+annotate_consumer_reg_alloc = _ignored("annotate_consumer_reg_alloc")

@@ -84,9 +84,12 @@ def get_thread_binding(dim: int = 0) -> Value:
     if isinstance(dim, bool) or not isinstance(dim, int) or not 0 <= dim < 3:
         raise DSLError(f"T.get_thread_binding: dim must be 0, 1 or 2, got {dim!r}", loc)
     region = trace.region
-    if region is None or region.frame not in trace.frames:
-        region = _open(trace, None, loc)
-    t = Value(region.var)
+    if trace.role_tid is not None and (region is None or region.frame not in trace.frames):
+        t = Value(Var(trace.role_tid))  # the region was suspended for warpgroup roles (egtile.language.roles)
+    else:
+        if region is None or region.frame not in trace.frames:
+            region = _open(trace, None, loc)
+        t = Value(region.var)
     if dim >= len(dims):
         return Value(Const(0, "int32"))
     stride = 1

@@ -139,6 +139,7 @@ class Frame:
     kind: str
     loc: SourceLoc | None
     stmts: list[Stmt] = field(default_factory=list)
+    groups: tuple[int, ...] | None = None  # a "T.ws" frame's warpgroups (egtile.language.roles)
 
 
 @dataclass
@@ -172,6 +173,8 @@ class Trace:
     hints: list = field(default_factory=list)  # (kind, value, loc) of accepted hints (egtile.language.hints)
     thread_dims: tuple[int, ...] = (128,)  # T.Kernel(threads=(x, y, z)), x fastest
     region: object = None  # the open thread region (egtile.language.threads.ThreadRegion), if any
+    role_tid: str | None = None  # the thread index of a region suspended for warpgroup roles (language.roles)
+    role_chains: dict = field(default_factory=dict)  # id(RoleBlock) -> (groups, universe) of an `if` role
     parts: list = field(default_factory=list)  # the finished T.Kernel blocks before this one (see next_kernel)
     hidden: list = field(default_factory=list)  # T.alloc_global scratch: trailing params the caller does not pass
 
@@ -186,6 +189,7 @@ class Trace:
         self.parts.append(part)
         self.body, self.grid, self.block_vars = None, None, ()
         self.allocs, self.lets, self.hints = [], [], []
+        self.role_tid = None
 
     # -- ids and names ---------------------------------------------------------------------------
 
@@ -254,6 +258,11 @@ class Trace:
         """
         if not self.in_kernel or not self.frames:
             raise DSLError(f"{what} must be inside `with T.Kernel(...)`", user_loc())
+        if self.region is not None or self.role_tid is not None:
+            from egtile.language import roles
+
+            roles.maybe_suspend(self, stmt)
+            roles.check_emit(self, stmt)
         self.frames[-1].stmts.append(stmt)
 
     def require_kernel(self, what: str) -> None:

@@ -30,12 +30,13 @@ producer warpgroup, each of which changes the user's protocol). The lowering is 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from egtile.errors import ScheduleError, SourceLoc, UnsupportedError
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import (
-    AtomicAdd, BinOp, Const, Copy, Extern, Fill, For, Gemm, If, Kernel, Reduce, Stmt, Store, walk,
+    AtomicAdd, BinOp, Const, Copy, Extern, Fill, For, Gemm, If, Kernel, Reduce, Region, Stmt, Store, walk,
 )
 from egtile.ir.printer import format_scheduled, parallel_nest
 from egtile.ir.protocol import (
@@ -138,7 +139,14 @@ class _Lowering:
             body += self.mixed((s,), self.everyone) if _has_roles(s) else self.stmt(s, self.everyone)
         body += self.split(run)
         try:
-            placed = place_syncs(tuple(body), self.everyone, barriers=barriers)
+            # Inside a role, statements run in the user's order, and egtile's own work split of a tile op must
+            # keep it: a cooperative read of a buffer (a T.gemm operand) then the role's elected T.tma_copy into
+            # it (TileLang's wgmma is one warpgroup instruction, done for all its threads at T.wait_wgmma) needs
+            # a named barrier between them. So the TMA-filled buffers are tracked inside roles like any other;
+            # a barrier after a TMA *issue* orders nothing of the asynchronous write, which only the user's
+            # mbarrier wait orders (the verifier and simulator check that).
+            unguarded = tuple(dataclasses.replace(b, guards=()) for b in barriers)
+            placed = place_syncs(tuple(body), self.everyone, barriers=unguarded)
         except NonUniformBarrier as err:
             sid = err.args[0]
             raise ScheduleError(f"kernel {self.k.name!r}: a branch that threads may take differently needs a CTA "
@@ -258,14 +266,20 @@ class _Lowering:
         from egtile.analysis import tma_eligibility
 
         ok = tma_eligibility(Copy(s.sid, s.src, s.dst, "tma", s.loc))
+        pieces = [(s.src, s.dst)]
         if not ok.ok:
-            raise UnsupportedError(f"T.tma_copy: this copy cannot be a TMA load: {'; '.join(ok.reasons)}", s.loc)
+            pieces = _dense_pieces(s.src, s.dst)
+            if pieces is None or not all(tma_eligibility(Copy(s.sid, a, b, "tma", s.loc)).ok for a, b in pieces):
+                raise UnsupportedError(f"T.tma_copy: this copy cannot be a TMA load: {'; '.join(ok.reasons)}", s.loc)
         nbytes = s.dst.numel * lookup_dtype(s.dst.buffer.dtype).bytes
+        how = "issues the TMA load" if len(pieces) == 1 else \
+            (f"issues it as {len(pieces)} TMA loads, one per contiguous run of {s.dst.buffer.name} (a TMA box lands "
+             "densely in shared memory, and this destination is a strided part of its buffer)")
         self.decisions.append(Decision(RULE, s.sid, "tma", f"the user's T.tma_copy: the first thread of threads "
                                        f"[{threads.begin}, {threads.end}) expects {nbytes} bytes on "
-                                       f"{s.barrier}[...] and issues the TMA load"))
+                                       f"{s.barrier}[...] and {how}"))
         return Elect(threads, (ExpectTx(s.barrier, s.index, nbytes, s.sid),
-                               TmaLoad(s.src, s.dst, s.barrier, s.index, s.sid)))
+                               *(TmaLoad(a, b, s.barrier, s.index, s.sid) for a, b in pieces)))
 
     def parallel(self, s: For, threads: ThreadRange) -> SStmt:
         loops, inner = parallel_nest(s)
@@ -355,3 +369,33 @@ def _has_roles(s: Stmt) -> bool:
 
 
 __all__ = ["ProtocolSchedule", "RULE", "schedule_protocol", "uses_protocol"]
+
+
+_MAX_TMA_PIECES = 256  # a hand-written copy split further than this is a layout to rethink, not a protocol
+
+
+def _dense_pieces(src: Region, dst: Region) -> list[tuple[Region, Region]] | None:
+    """``src -> dst`` as copies whose destinations are each one contiguous run of shared memory (what a TMA box
+    fills, PTX ISA 9.7.9.27), split along the outermost non-unit dimension until they are; ``None`` past
+    ``_MAX_TMA_PIECES`` pieces. The pieces write exactly the elements of ``dst``, each from its own source."""
+    from egtile.analysis.producer import _is_dense
+
+    todo, out = [(src, dst)], []
+    while todo:
+        a, b = todo.pop()
+        if _is_dense(b):
+            out.append((a, b))
+            continue
+        da = next(d for d, e in enumerate(a.extents) if e != 1)
+        db = next(d for d, e in enumerate(b.extents) if e != 1)
+        if len(out) + len(todo) + b.extents[db] > _MAX_TMA_PIECES:
+            return None
+        for i in reversed(range(b.extents[db])):
+            todo.append((_slice(a, da, i), _slice(b, db, i)))
+    return out
+
+
+def _slice(r: Region, d: int, i: int) -> Region:
+    off = r.offsets[d] if i == 0 else BinOp("+", r.offsets[d], Const(i, "int32"))
+    return Region(r.buffer, r.offsets[:d] + (off,) + r.offsets[d + 1:], r.extents[:d] + (1,) + r.extents[d + 1:],
+                  r.clip)

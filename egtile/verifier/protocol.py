@@ -97,7 +97,26 @@ def check_protocol(sched: Scheduled) -> None:
     text = "\n  ".join(describe(v, sched) for v in found[:6])
     more = f"\n  ... and {len(found) - 6} more" if len(found) > 6 else ""
     raise ScheduleError(f"kernel {name!r}: its hand-written barrier protocol is wrong (egtile's verifier, "
-                        f"before the kernel runs anywhere):{head}\n  what the verifier found:\n  {text}{more}", loc)
+                        f"before the kernel runs anywhere):{head}\n  what the verifier found:\n  {text}{more}"
+                        f"{_concurrent_note(sched)}", loc)
+
+
+def _concurrent_note(sched: Scheduled) -> str:
+    """A caveat when sibling roles each run their own loop that waits on barriers
+    (:func:`~egtile.ir.protocol.concurrent_roles`): the static check reads the protocol sequentially, each role
+    once in program order, which such roles do not have; a correct kernel of that form is reported wrong here,
+    and ``target="sim"`` checks it on its run instead (docs/language.md)."""
+    from egtile.ir.protocol import concurrent_roles
+
+    roles = concurrent_roles(sched.kernel.body)
+    if not roles:
+        return ""
+    at = ", ".join(str(r.loc.line) for r in roles if r.loc is not None)
+    return (f"\n  note: the roles at lines {at} each run their own loop of barrier rounds. This check reads a "
+            "protocol sequentially (each role once, in program order), and roles whose loops run concurrently, "
+            "waiting on phases that later roles complete, have no such reading: the kernel can be correct although "
+            "reported here. target=\"sim\" checks such a kernel on its run instead (races, deadlocks, barrier "
+            "counts; docs/language.md, 'Roles that each run their own loop')")
 
 
 # The report's line is its first violation's culprit: a wait whose parity is wrong (L4) or a phase that does not
