@@ -70,7 +70,7 @@ class KernelSequence:
         outputs = []
         for pos in self.out_idx:
             p = params[pos]
-            t = torch.empty(p.shape, dtype=getattr(torch, lookup_dtype(p.dtype).torch), device=device)
+            t = self._scratch(p.shape, getattr(torch, lookup_dtype(p.dtype).torch), device)  # poisoned off the GPU
             args.insert(pos, t)
             outputs.append(t)
         for p in params[len(params) - self.hidden:]:  # T.alloc_global scratch: this call's, dropped after it
@@ -82,19 +82,15 @@ class KernelSequence:
         return outputs[0] if len(outputs) == 1 else outputs
 
     def _scratch(self, shape: Any, dtype: Any, device: Any) -> Any:
-        """A ``T.alloc_global`` buffer for one call. On the GPU it is uninitialized memory, as in TileLang. On the CPU
-        targets it is poisoned (NaN, or the integer type's minimum), because their race detector sees one kernel at
-        a time and cannot name a read of scratch no earlier kernel wrote: the poison makes such a read visible in
-        the output instead of a plausible stale value."""
+        """An output or a ``T.alloc_global`` buffer for one call: uninitialized on the GPU, as in TileLang; poisoned
+        on the CPU targets (:mod:`egtile.poison`), so that a read no kernel wrote shows in the output."""
         import torch
+
+        from egtile.poison import poisoned
 
         if self.target == "cuda":
             return torch.empty(shape, dtype=dtype, device=device)
-        if dtype.is_floating_point:
-            return torch.full(shape, float("nan"), dtype=dtype, device=device)
-        if dtype == torch.bool:
-            return torch.ones(shape, dtype=dtype, device=device)
-        return torch.full(shape, torch.iinfo(dtype).min, dtype=dtype, device=device)
+        return poisoned(shape, dtype, device)
 
     def get_kernel_source(self) -> str:
         """The sources of every kernel, in launch order."""

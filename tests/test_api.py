@@ -79,6 +79,24 @@ def test_out_idx_allocates_and_returns_outputs():
         two(X, torch.zeros(8), torch.zeros(8, dtype=torch.int32))
 
 
+def test_an_output_element_the_kernel_never_writes_is_poisoned_on_the_cpu_targets():
+    # a grid of N // 8 where ceildiv was meant: the last 4 elements of each output are never written. With
+    # torch.empty they can hold the bytes of a just-freed correct result, and an exact check passes (a
+    # fresh-user probe found it passing 2 of 5 times)
+    @T.prim_func
+    def short(X: T.Tensor((20,), "float32"), Y: T.Tensor((20,), "float32"), Z: T.Tensor((20,), "int16")):
+        with T.Kernel(20 // 8, threads=32) as bx:
+            for i in T.Parallel(8):
+                Y[bx * 8 + i] = X[bx * 8 + i] * 2.0
+                Z[bx * 8 + i] = 7
+
+    for target in ("interp", "sim"):
+        X = torch.randn(20)
+        Y, Z = egtile.compile(short, out_idx=[1, 2], target=target)(X)
+        assert torch.equal(Y[:16], X[:16] * 2.0) and (Z[:16] == 7).all()
+        assert Y[16:].isnan().all() and (Z[16:] == torch.iinfo(torch.int16).min).all()
+
+
 def test_compile_and_bare_jit_on_a_prim_func():
     pf = axpy()
     k = egtile.compile(pf, target="interp")
