@@ -23,6 +23,7 @@ from egtile.errors import ScheduleError
 from egtile.ir import Buffer, Expr, For, If, MBarrier, Scheduled, SStmt, Stmt, ThreadRange, Var
 from egtile.lower.irmap import restage, substitute
 from egtile.analysis.uniform import uniformity
+from egtile.analysis.versioning import version_statements
 from egtile.layout.fragment import Fragment, RowFragment
 from egtile.lower import fragment_layouts
 from egtile.lower import mma_access  # noqa: F401  (access summaries of the fragment and wgmma nodes)
@@ -346,8 +347,10 @@ def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, De
             f"{e.reason}. bar.sync must be reached by every thread of the block (PTX ISA 9.7.13.4), so egtile cannot "
             "schedule this: evaluate the condition from read-only inputs, shared memory or block indices (e.g. copy "
             "the flag into a shared buffer first)", getattr(st, "loc", None)) from None
+    # the statements whose selects a block-uniform condition decides, versioned on it (egtile.analysis.versioning)
+    stmts, versioned = version_statements(stmts, facts.kernel)
     return Scheduled(facts.kernel, total, buffers, tuple(lw.barriers), stmts, staged=tuple(lw.stages.items()),
-                     fragments=fragments)
+                     fragments=fragments, decisions=versioned)
 
 
 __all__ = ["IssueCtx", "LowerCtx", "Lowerer", "collect_layouts", "launch_threads", "lower", "role_tails"]
