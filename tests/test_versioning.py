@@ -151,3 +151,66 @@ def test_the_verifier_refuses_versions_that_differ_elsewhere(causal):
     assert any(x.property == "L9" and "differ elsewhere" in x.message for x in verify(bad))
 
 
+
+
+# -- the zero fill folded into wgmma's scale-d = 0 (egtile.lower.clear_accum)
+
+FOLD = (1, 1, 64, 16, 64, 32)  # block_M 64: Q K^T on wgmma
+
+
+def _fold_schedule(causal: bool, monkeypatch):
+    monkeypatch.setenv("EGTILE_WITH_LOWERING", "clear-into-scale-d")
+    b, h, s, d, bm, bn = FOLD
+    prim = FA.flashattn.__wrapped__(b, h, s, d, causal, block_M=bm, block_N=bn, threads=128, num_stages=2)
+    return prim, egtile.optimize(prim.kernel).scheduled
+
+
+def _wgmmas(sched):
+    from egtile.ir.wgmma import WgmmaMma
+
+    return [s for s in swalk(sched.body) if isinstance(s, WgmmaMma)]
+
+
+def _sim_ok(sched, causal: bool) -> bool:
+    from egtile.sim import simulate
+
+    b, h, s, d, _, _ = FOLD
+    Q, K, V = (torch.randn(b, s, h, d, dtype=torch.float16) for _ in range(3))
+    O = torch.full((b, s, h, d), float("nan"), dtype=torch.float16)  # noqa: E741
+    res = simulate(sched, Q, K, V, O)
+    ref, scale = FA.reference(Q, K, V, causal)
+    tol = FA.tolerance(scale, ref, "float16")
+    return bool(((res.outputs[3].double() - ref).abs() <= tol["atol"] + tol["rtol"] * ref.abs()).all())
+
+
+def test_the_zero_mask_folds_into_scale_d_verified_and_simulated(monkeypatch):
+    torch.manual_seed(11)
+    _, sched = _fold_schedule(False, monkeypatch)
+    assert any(d.rule == "clear-into-scale-d" for d in sched.decisions)
+    qk = _wgmmas(sched)[0]
+    assert qk.gemm.clear_accum and qk.gemm.c.buffer.name == "acc_s"
+    assert verify(sched) == []
+    assert _sim_ok(sched, False)
+
+
+def test_a_fold_over_the_causal_mask_is_caught_by_the_verifier_and_the_simulator(monkeypatch):
+    torch.manual_seed(12)
+    _, sched = _fold_schedule(True, monkeypatch)
+    assert not any(d.rule == "clear-into-scale-d" for d in sched.decisions)  # the mask is not all zeros
+    qk = _wgmmas(sched)[0]
+
+    def planted(stmts):
+        out = []
+        for s in stmts:
+            if s == qk:
+                s = replace(s, gemm=replace(s.gemm, clear_accum=True))
+            elif isinstance(s, SeqLoop):
+                s = replace(s, body=planted(s.body))
+            elif isinstance(s, RoleSplit):
+                s = replace(s, roles=tuple(replace(x, body=planted(x.body)) for x in s.roles))
+            out.append(s)
+        return tuple(out)
+
+    bad = replace(sched, body=planted(sched.body))
+    assert any(v.property == "L9" and "scale-d" in v.message for v in verify(bad))
+    assert not _sim_ok(bad, True)

@@ -50,7 +50,7 @@ from egtile.verifier.structure import check_structure
 from egtile.verifier.uniform import branches
 from egtile.verifier.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
 from egtile.verifier.valueflow import check_value_flow
-from egtile.verifier.versions import check_versions
+from egtile.verifier.versions import check_folds, check_versions
 from egtile.verifier.violation import PROPERTIES, Violation
 from egtile.verifier.window import Windows
 
@@ -94,6 +94,7 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
     found += check_wgmma_waits(scheduled)
     found += check_handshakes(scheduled)
     found += check_versions(scheduled)
+    found += check_folds(scheduled)
     agents = agents_of(scheduled)
     order = SourceOrder(scheduled.kernel)
     space = Space()

@@ -16,6 +16,13 @@ as ``a`` (the claim "``c`` holds") or ``b`` ("``c`` fails") in ``F``; each claim
 
 A guard off by one key block (the diagonal block taken as unmasked) fails at that block: reported with the
 assignment.
+
+Also L9, the fold of a zero fill into a wgmma's ``scale-d = 0`` (egtile.lower.clear_accum): a scheduled wgmma that
+clears its accumulator where the kernel's ``T.gemm`` (same sid) accumulates is legal only if, in the kernel's own
+statements, the last statement before the gemm that mentions the accumulator ``C`` is a ``T.clear``/``T.fill`` of 0
+over all of ``C``, or a ``T.Parallel`` nest over ``C``'s shape storing ``C[vars]`` a value that is 0 for every
+iteration: a select tree whose conditions are bounded over the box of the enclosing loops' ranges (as above) and
+whose reachable leaves are all 0.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ from dataclasses import fields, is_dataclass
 from itertools import product
 
 from egtile.ir.fragment import LayoutLoop
-from egtile.ir.kernel import BinOp, Const, Expr, Select, UnOp, Var
-from egtile.ir.scheduled import Elect, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, ThreadLoop
+from egtile.ir.kernel import BinOp, Cast, Const, Expr, Fill, For, Gemm, If, Select, Store, UnOp, Var
+from egtile.ir.scheduled import Elect, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, ThreadLoop, swalk
+from egtile.ir.wgmma import WgmmaMma
 from egtile.verifier.violation import Violation
 
 MAX_POINTS = 1 << 17
@@ -210,4 +218,101 @@ def check_versions(sched: Scheduled) -> list[Violation]:
     return out
 
 
-__all__ = ["MAX_POINTS", "check_versions"]
+def _zero(e: Expr, ranges: Mapping[str, tuple[int, int]]) -> bool:
+    """Whether ``e`` is 0 for every assignment within ``ranges`` (module docstring)."""
+    match e:
+        case Const(value=v) if not isinstance(v, bool):
+            return v == 0
+        case Cast(value=v):
+            return _zero(v, ranges)
+        case Select(cond=c, a=a, b=b):
+            cmp_ = _comparison(c)
+            if cmp_ is not None:
+                op, la, lb = cmp_
+                diff = dict(la[0])
+                for k, x in lb[0].items():
+                    diff[k] = diff.get(k, 0) - x
+                ra, rb, r = _box(la, ranges), _box(lb, ranges), _box((diff, la[1] - lb[1]), ranges)
+                if r is not None and ra is not None and rb is not None and min(ra[0], rb[0]) >= _I32[0] \
+                        and max(ra[1], rb[1]) <= _I32[1]:
+                    if _holds(op, r[0], r[1], True):
+                        return _zero(a, ranges)
+                    if _holds(op, r[0], r[1], False):
+                        return _zero(b, ranges)
+            return _zero(a, ranges) and _zero(b, ranges)
+    return False
+
+
+def _zero_writer(s, name: str, shape: tuple[int, ...], ranges: dict[str, tuple[int, int]]) -> bool:
+    """Whether kernel statement ``s`` sets every element of ``name`` (of ``shape``) to 0."""
+    if isinstance(s, Fill):
+        return s.dst.buffer.name == name and tuple(s.dst.extents) == shape and all(
+            _zero(o, {}) for o in s.dst.offsets) and _zero(s.value, ranges)
+    nest: list[For] = []
+    while isinstance(s, For) and s.kind == "parallel" and isinstance(s.start, Const) and s.start.value == 0 \
+            and isinstance(s.stop, Const) and len(s.body) == 1:
+        nest.append(s)
+        s = s.body[0]
+    if not nest or not isinstance(s, Store) or s.buffer.name != name:
+        return False
+    if tuple(f.stop.value for f in nest) != shape or tuple(s.indices) != tuple(f.var for f in nest):
+        return False
+    return _zero(s.value, {**ranges, **{f.var.name: (0, f.stop.value) for f in nest}})
+
+
+def _mentions_name(s, name: str) -> bool:
+    return f"name={name!r}" in repr(s)
+
+
+def _fold_ok(stmts: tuple, sid: int, ranges: dict[str, tuple[int, int]]) -> bool | None:
+    """``None`` if gemm ``sid`` is not in ``stmts`` (nested included), else whether its fold is proved."""
+    for p, s in enumerate(stmts):
+        if isinstance(s, Gemm) and s.sid == sid:
+            name, shape = s.c.buffer.name, tuple(s.c.extents)
+            for prev in reversed(stmts[:p]):
+                if _mentions_name(prev, name):
+                    return _zero_writer(prev, name, shape, ranges)
+            return False
+        match s:
+            case For(var=v, start=Const(value=int() as lo), stop=stop) if (hi := _upper(stop)) is not None:
+                got = _fold_ok(s.body, sid, {**ranges, v.name: (lo, hi)})
+            case For():
+                got = _fold_ok(s.body, sid, {k: r for k, r in ranges.items() if k != s.var.name})
+            case If():
+                got = _fold_ok(s.then_body, sid, ranges)
+                got = _fold_ok(s.else_body, sid, ranges) if got is None else got
+            case _:
+                got = None
+        if got is not None:
+            return got
+    return None
+
+
+def check_folds(sched: Scheduled) -> list[Violation]:
+    """L9 for every wgmma that clears where its kernel statement accumulates (module docstring)."""
+    kernel = sched.kernel
+    gemms = {g.sid: g for g in _kernel_gemms(kernel.body)}
+    grid = {v.name: (0, n) for v, n in zip(kernel.block_vars, kernel.grid)}
+    out: list[Violation] = []
+    for s in swalk(sched.body):
+        if isinstance(s, WgmmaMma) and s.gemm.clear_accum and s.sid in gemms and not gemms[s.sid].clear_accum:
+            if not _fold_ok(kernel.body, s.sid, grid):
+                out.append(Violation("L9", f"wgmma T.gemm (sid {s.sid}) runs with scale-d = 0 (clears "
+                                           f"{s.gemm.c.buffer.name}), but the kernel's gemm accumulates and its "
+                                           "accumulator's previous writer is not shown to be 0 in every element",
+                                     (s.sid,), buffer=s.gemm.c.buffer.name))
+    return out
+
+
+def _kernel_gemms(stmts):
+    for s in stmts:
+        if isinstance(s, Gemm):
+            yield s
+        elif isinstance(s, For):
+            yield from _kernel_gemms(s.body)
+        elif isinstance(s, If):
+            yield from _kernel_gemms(s.then_body)
+            yield from _kernel_gemms(s.else_body)
+
+
+__all__ = ["MAX_POINTS", "check_folds", "check_versions"]
