@@ -15,16 +15,27 @@ without a range leaves the condition undecided.
 TileLang's simplifier proves the same facts from its loop bounds (the non-causal mask of its flash-attention
 example vanishes when the blocks divide the sequence); egtile's backend uses this to emit only the branch
 of a ``T.if_then_else`` that can run.
+
+``facts``: conditions known to hold besides the ranges (a versioned statement's guard, egtile.analysis.versioning:
+``bx * 128 - k * 128 >= 127`` in the key blocks wholly below the causal diagonal). Each linear comparison fact is
+``L >= 0``; the difference ``D`` of a compared pair is bounded below by ``lo(D - l L)`` for every ``l >= 0`` (since
+``l L >= 0``) and above by ``hi(D - l L)`` for every ``l <= 0``, where ``lo``/``hi`` are the rectangular bounds over
+``ranges``; ``l`` is tried at each ratio that cancels a variable the two share (one step of Fourier-Motzkin
+elimination). With ``i, j`` in ``[0, 128)`` the causal mask ``bx * 128 + i >= k * 128 + j`` has
+``D = (bx * 128 - k * 128) + i - j``; with the fact above (``l = 1``) ``D >= 127 + 0 - 127 = 0``: always true.
+The operand-range condition above is unchanged (facts only narrow the difference), so the argument holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from math import ceil, floor
 
 from egtile.evaluate import dtype_of
 from egtile.ir.dtypes import dtype
 from egtile.ir.kernel import BinOp, Const, Expr, UnOp
-from egtile.language.buffer import bounds
+from egtile.language.buffer import bounds, linear
 
 _CMP = {"<", "<=", ">", ">=", "==", "!="}
 _I32 = (-(2**31), 2**31 - 1)
@@ -65,9 +76,79 @@ def _compare(op: str, a: tuple[int, int], b: tuple[int, int]) -> bool | None:
     return None
 
 
-def decide(cond: Expr, ranges: Mapping[str, tuple[int, int]]) -> bool | None:
-    """The value of ``cond`` for every assignment within ``ranges`` (``[lo, hi)`` per variable name), or
-    ``None`` when it is not the same for all of them or cannot be shown to be (module docstring)."""
+Linear = tuple[dict[str, int], int]
+
+
+def fact_forms(facts: Sequence[Expr]) -> tuple[Linear, ...]:
+    """The linear forms ``L`` with ``L >= 0`` that the integer comparisons in ``facts`` (and their ``and``s) state;
+    other facts are dropped (a weaker premise: still sound)."""
+    out: list[Linear] = []
+    for f in facts:
+        match f:
+            case BinOp(op="and", a=a, b=b):
+                out += fact_forms((a, b))
+            case BinOp(op=op, a=a, b=b) if op in ("<", "<=", ">", ">=", "=="):
+                la, lb = linear(a), linear(b)
+                if la is None or lb is None or any(not isinstance(k, str) for k in (*la[0], *lb[0])):
+                    continue
+                d = dict(la[0])
+                for k, c in lb[0].items():
+                    d[k] = d.get(k, 0) - c
+                diff = ({k: c for k, c in d.items() if c}, la[1] - lb[1])  # a - b
+                neg = ({k: -c for k, c in diff[0].items()}, -diff[1])  # b - a
+                if op in (">=", "=="):
+                    out.append(diff)
+                if op in ("<=", "=="):
+                    out.append(neg)
+                if op == ">":
+                    out.append((diff[0], diff[1] - 1))
+                if op == "<":
+                    out.append((neg[0], neg[1] - 1))
+    return tuple(out)
+
+
+def _frac_bounds(coef: Mapping[str, Fraction], const: Fraction, ranges: Mapping[str, tuple[int, int]]
+                 ) -> tuple[Fraction, Fraction] | None:
+    lo = hi = const
+    for name, c in coef.items():
+        if c == 0:
+            continue
+        if name not in ranges or ranges[name][1] <= ranges[name][0]:
+            return None
+        a, b = c * ranges[name][0], c * (ranges[name][1] - 1)
+        lo, hi = lo + min(a, b), hi + max(a, b)
+    return lo, hi
+
+
+def _narrowed(diff: Expr, ranges: Mapping[str, tuple[int, int]], forms: tuple[Linear, ...]) -> tuple[int, int] | None:
+    """Bounds of the integer ``diff`` over ``ranges`` and the facts ``forms`` (module docstring)."""
+    b = bounds(diff, dict(ranges))
+    ld = linear(diff)
+    if b is None or ld is None or not forms:
+        return b
+    lo, hi = b
+    for lcoef, lconst in forms:
+        for v in set(ld[0]) & set(lcoef):
+            lam = Fraction(ld[0][v], lcoef[v])
+            rest = {k: Fraction(ld[0].get(k, 0)) - lam * lcoef.get(k, 0) for k in set(ld[0]) | set(lcoef)}
+            rb = _frac_bounds(rest, Fraction(ld[1]) - lam * lconst, ranges)
+            if rb is None:
+                continue
+            if lam > 0:  # D = lam L + rest >= rest
+                lo = max(lo, ceil(rb[0]))
+            else:  # lam < 0: D <= rest
+                hi = min(hi, floor(rb[1]))
+    return lo, hi
+
+
+def decide(cond: Expr, ranges: Mapping[str, tuple[int, int]], facts: Sequence[Expr] = ()) -> bool | None:
+    """The value of ``cond`` for every assignment within ``ranges`` (``[lo, hi)`` per variable name) that satisfies
+    ``facts``, or ``None`` when it is not the same for all of them or cannot be shown to be (module docstring)."""
+    return _decide(cond, ranges, fact_forms(facts))
+
+
+def _decide(cond: Expr, ranges: Mapping[str, tuple[int, int]], forms: tuple[Linear, ...]) -> bool | None:
+    decide = lambda c, r: _decide(c, r, forms)  # noqa: E731  (the same facts below)
     match cond:
         case Const(value=bool() as v):
             return v
@@ -92,8 +173,9 @@ def decide(cond: Expr, ranges: Mapping[str, tuple[int, int]]) -> bool | None:
             # decided on the difference, which is exact (both operands are 32-bit values, and linear over ranged
             # variables, so their difference is too): tighter than the two ranges when they share a variable
             # (k * 128 + j against k * 128 + 127)
-            return _compare(op, bounds(BinOp("-", a, b), dict(ranges)), (0, 0))
+            d = _narrowed(BinOp("-", a, b), ranges, forms)
+            return None if d is None else _compare(op, d, (0, 0))
     return None
 
 
-__all__ = ["decide"]
+__all__ = ["decide", "fact_forms"]

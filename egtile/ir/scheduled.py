@@ -321,12 +321,16 @@ class FenceProxyAsync:
 
 @dataclass(frozen=True)
 class SIf:
-    """``if cond: then_body else: else_body`` for every thread that reaches it."""
+    """``if cond: then_body else: else_body`` for every thread that reaches it.
+
+    ``versioned``: ``then_body`` is ``else_body`` with selects decided under ``cond`` (egtile.analysis.versioning;
+    the verifier proves each replaced condition's value under ``cond``, egtile.verifier.versions)."""
 
     cond: Expr
     then_body: tuple[SStmt, ...]
     else_body: tuple[SStmt, ...] = ()
     sid: int | None = None
+    versioned: bool = False
 
 
 @dataclass(frozen=True)

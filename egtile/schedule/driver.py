@@ -360,7 +360,7 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
             raise no_schedule_error(pending, ctx)
         scheduled = lower(body, enc.ctx, ctx.decisions)
         made, rejected = decisions(body, ctx, scheduled)
-        scheduled = replace(scheduled, decisions=made)
+        scheduled = replace(scheduled, decisions=made + scheduled.decisions)  # lowering's facts (versioning) last
         parts = breakdown(body, ctx)
         ctx.egraph = ctx.enode_costs = None
         t3 = time.perf_counter()

@@ -1,11 +1,12 @@
 """Static legality verifier of scheduled kernels, independent of the rules that built them.
 
-``verify(scheduled) -> list[Violation]`` checks properties L1-L8 (``docs/soundness.md``):
+``verify(scheduled) -> list[Violation]`` checks properties L1-L9 (``docs/soundness.md``):
 
 * :mod:`.effects` L5 (nonlocal statements run once per instance);
 * :mod:`.structure` L7 (barriers in divergent code, named barrier counts) and data-dependent L3, with
   block-uniform conditions derived by :mod:`.uniform`;
 * :mod:`.resources` L8 (threads, shared memory, setmaxnreg);
+* :mod:`.versions` L9 (a versioned statement's fast version is its general one under the guard);
 * :mod:`.handshake` L3/L7 of the warpgroup handshakes (named-barrier rounds, deadlock freedom by a model check
   of the warpgroups' interleavings);
 * :mod:`.mma` register-fragment ownership, layout agreement (wgmma descriptors, TMA tensor maps) and
@@ -49,6 +50,7 @@ from egtile.verifier.structure import check_structure
 from egtile.verifier.uniform import branches
 from egtile.verifier.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
 from egtile.verifier.valueflow import check_value_flow
+from egtile.verifier.versions import check_folds, check_versions
 from egtile.verifier.violation import PROPERTIES, Violation
 from egtile.verifier.window import Windows
 
@@ -91,6 +93,8 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
     found += check_fragments(scheduled)
     found += check_wgmma_waits(scheduled)
     found += check_handshakes(scheduled)
+    found += check_versions(scheduled)
+    found += check_folds(scheduled)
     agents = agents_of(scheduled)
     order = SourceOrder(scheduled.kernel)
     space = Space()

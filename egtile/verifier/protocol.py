@@ -121,4 +121,4 @@ def _concurrent_note(sched: Scheduled) -> str:
 
 # The report's line is its first violation's culprit: a wait whose parity is wrong (L4) or a phase that does not
 # add up (L3) say what to fix more directly than the unordered accesses they cause (L1, L2).
-_PRIORITY = {"L4": 0, "L3": 1, "L1": 2, "L2": 3, "L6": 4, "L7": 5, "L5": 6, "L8": 7}
+_PRIORITY = {"L4": 0, "L3": 1, "L1": 2, "L2": 3, "L6": 4, "L7": 5, "L5": 6, "L8": 7, "L9": 8}
