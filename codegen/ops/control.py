@@ -62,7 +62,8 @@ def seq_loop(s: SeqLoop, ctx: Ctx) -> list[str]:
     # a runtime trip count (read from tensor data, egtile.verifier.tripcount) is read once, before the loop: the
     # verifier checked one block-uniform count per loop, which a bound re-read at every test would not be
     hoist = [f"const {ctype(s.var.dtype)} eg_stop_{v} = {stop};"] if _reads_memory(s.stop) else []
-    head = (f"for ({ctype(s.var.dtype)} {v} = {emit(s.start, ctx)}; {v} < {f"eg_stop_{v}" if hoist else stop}; ++{v}) "
+    bound = f"eg_stop_{v}" if hoist else stop
+    head = (f"for ({ctype(s.var.dtype)} {v} = {emit(s.start, ctx)}; {v} < {bound}; ++{v}) "
             f"{{{sid_comment(s.sid)}")
     inner = ctx.deeper()
     hi = _upper(s.stop)
