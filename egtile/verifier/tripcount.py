@@ -46,6 +46,11 @@ from egtile.verifier.uniform import Uniformity, uniformity
 from egtile.verifier.violation import Violation
 
 
+#: the start of every violation :func:`check_runtime_loops` reports: the kernel's loop, not the scheduler, is at fault
+#: (``egtile.api`` raises ``UnsupportedError`` at the user's loop for them)
+PREFIX = "runtime trip count: "
+
+
 @dataclass(frozen=True)
 class RuntimeLoop:
     """One ``SeqLoop`` with a data-dependent ``stop``: its node, the serial variables around it, and whether
@@ -87,17 +92,17 @@ def check_runtime_loops(sched: Scheduled, loops: tuple[RuntimeLoop, ...] | None 
         s = r.loop
         sids = (s.sid,) if s.sid is not None else ()
         if loads_in(s.start):
-            out.append(Violation("L7", f"the start of the loop over {s.var.name} is read from tensor data: egtile "
+            out.append(Violation("L7", f"{PREFIX}the start of the loop over {s.var.name} is read from tensor data: egtile "
                                        "supports a runtime trip count with a start known when the block runs "
                                        "(loop from 0 and add the start to the indices)", sids))
         reasons = u.reasons(s.stop, r.serial)
         if reasons and not r.divergent:  # (barriers in divergent code are L7 of egtile.verifier.structure)
-            out.append(Violation("L7", f"the trip count of the loop over {s.var.name} is read from tensor data and "
+            out.append(Violation("L7", f"{PREFIX}the trip count of the loop over {s.var.name} is read from tensor data and "
                                        f"may differ between the threads of a block ({'; '.join(reasons)}): its "
                                        "barriers would not be reached the same number of times", sids))
         prev = seen.setdefault(s.sid, s)
         if prev is not s and (prev.start, prev.stop) != (s.start, s.stop):
-            out.append(Violation("L7", f"the copies of the loop over {s.var.name} in the roles of a warp-specialized "
+            out.append(Violation("L7", f"{PREFIX}the copies of the loop over {s.var.name} in the roles of a warp-specialized "
                                        "schedule have different runtime bounds: the producer and the consumer would "
                                        "not agree on the trip count", sids))
     return out

@@ -1,0 +1,188 @@
+"""Serial and pipelined loops whose trip count is read from tensor data (varlen attention's
+``T.Pipelined(T.ceildiv(cu[b + 1] - cu[b], block))``): the verifier's representative counts
+(``egtile.verifier.tripcount``), the simulator against torch, codegen's bound read once, and planted mutants of
+the schedule that the verifier must catch (a wrong phase that only shows after a full period, producer and
+consumer disagreeing on the count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import egtile
+from egtile import language as T
+from egtile.errors import UnsupportedError
+from egtile.ir.kernel import BinOp, Const
+from egtile.ir.scheduled import Role, RoleSplit, SeqLoop, Wait
+from egtile.verifier import verify
+from egtile.verifier.tripcount import representative_counts, runtime_loops
+
+BATCH, BLK, DIM, STAGES = 4, 16, 32, 2
+ROWS = 160  # the segments fill a prefix of X (at most 157 rows); one kernel serves every draw
+
+
+def segmented_gram(batch: int, n_rows: int, blk: int = BLK, stages: int = STAGES):
+    """``Y[b] = X_b^T X_b`` over the rows of segment ``b`` (``cu[b]:cu[b+1]``) rounded up to whole blocks of
+    ``blk`` rows (rows past the tensor read as zero), with a pipelined loop whose trip count is read from ``cu``."""
+
+    @T.prim_func
+    def gram(X: T.Tensor((n_rows, DIM), "float16"), cu: T.Tensor((batch + 1,), "int32"),
+             Y: T.Tensor((batch, DIM, DIM), "float32")):
+        with T.Kernel(batch, threads=128) as b:
+            acc = T.alloc_fragment((DIM, DIM), "float32")
+            xs = T.alloc_shared((blk, DIM), "float16")
+            T.clear(acc)
+            start = cu[b]
+            for k in T.Pipelined(T.ceildiv(cu[b + 1] - start, blk), num_stages=stages):
+                T.copy(X[start + k * blk:start + (k + 1) * blk, :], xs)
+                T.gemm(xs, xs, acc, transpose_A=True)
+            T.copy(acc, Y[b, :, :])
+
+    return gram
+
+
+def _reference(X: torch.Tensor, cu: torch.Tensor, blk: int = BLK) -> torch.Tensor:
+    out = []
+    for b in range(len(cu) - 1):
+        a, n = int(cu[b]), int(cu[b + 1]) - int(cu[b])
+        rows = X[a:a + -(-n // blk) * blk].double()
+        out.append(rows.T @ rows)
+    return torch.stack(out)
+
+
+def _lengths(gen: torch.Generator) -> torch.Tensor:
+    # one empty segment, one shorter than a block, one not a multiple of it, one over a full period (2 S blocks)
+    lens = [0, int(torch.randint(1, BLK, (1,), generator=gen)), BLK + int(torch.randint(1, BLK, (1,), generator=gen)),
+            2 * STAGES * BLK + int(torch.randint(1, 3 * BLK, (1,), generator=gen))]
+    perm = torch.randperm(BATCH, generator=gen)
+    return torch.tensor(lens, dtype=torch.int32)[perm]
+
+
+def _inputs(seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    lens = _lengths(gen)
+    cu = torch.zeros(BATCH + 1, dtype=torch.int32)
+    cu[1:] = torch.cumsum(lens, 0)
+    X = torch.randn(ROWS, DIM, generator=gen).half()
+    return X, cu
+
+
+@pytest.fixture(scope="module")
+def schedule():
+    return egtile.optimize(segmented_gram(BATCH, ROWS).kernel).scheduled
+
+
+def test_the_schedule_is_verified_at_representative_counts(schedule):
+    loops = runtime_loops(schedule)
+    assert len(loops) == 2 and {r.loop.sid for r in loops} == {loops[0].loop.sid}  # producer's and consumer's copy
+    assert representative_counts(schedule) == (0, 1, 2, 3, 4, 5, 19)
+    assert verify(schedule) == []
+
+
+def test_sim_matches_torch_with_empty_and_ragged_segments():
+    k = egtile.compile(segmented_gram(BATCH, ROWS), target="sim")
+    for seed in (1, 2):  # fresh lengths each draw, one compiled kernel
+        X, cu = _inputs(seed)
+        Y = torch.full((BATCH, DIM, DIM), float("nan"))
+        k(X, cu, Y)
+        torch.testing.assert_close(Y.double(), _reference(X, cu), rtol=1e-4, atol=1e-3)
+
+
+def _consumer_waits(stmts, fn):
+    """``stmts`` with ``fn`` applied to every ``Wait`` of the consumer role."""
+    out = []
+    for s in stmts:
+        if isinstance(s, RoleSplit):
+            roles = tuple(dataclasses.replace(r, body=_map(r.body, fn)) if r.name == "consumer" else r for r in s.roles)
+            out.append(dataclasses.replace(s, roles=roles))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def _map(stmts, fn):
+    out = []
+    for s in stmts:
+        if isinstance(s, Wait):
+            out.append(fn(s))
+        elif isinstance(s, SeqLoop):
+            out.append(dataclasses.replace(s, body=_map(s.body, fn)))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def test_a_wrong_phase_after_one_period_is_caught(schedule):
+    """The consumer waits for parity ``(k / 2S) & 1`` instead of ``(k / S) & 1``: right for the first ``S``
+    iterations, a wait on an already completed phase from iteration ``S`` on (a read before the TMA lands).
+    Only counts above ``S`` show it."""
+
+    def slow_parity(w: Wait) -> Wait:
+        assert isinstance(w.parity, BinOp) and w.parity.op == "&"
+        div = w.parity.a
+        assert isinstance(div, BinOp) and div.b == Const(STAGES, div.b.dtype)
+        return dataclasses.replace(w, parity=dataclasses.replace(w.parity, a=dataclasses.replace(
+            div, b=Const(2 * STAGES, div.b.dtype))))
+
+    mutant = dataclasses.replace(schedule, body=_consumer_waits(schedule.body, slow_parity))
+    found = verify(mutant)
+    assert found, "a wrong mbarrier phase went unnoticed"
+    # first seen at a count past S (counts 0 .. S run no wait on a wrong parity)
+    assert all(f"running {n} iteration(s)" not in v.message for v in found for n in range(STAGES + 1)), found
+    assert any(v.property in ("L1", "L2") and "iteration(s)" in v.message for v in found), found
+
+
+def test_producer_and_consumer_must_agree_on_the_count(schedule):
+    def longer(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, RoleSplit):
+                roles = tuple(dataclasses.replace(r, body=tuple(
+                    dataclasses.replace(x, stop=BinOp("+", x.stop, Const(1, "int32"))) if isinstance(x, SeqLoop)
+                    else x for x in r.body)) if r.name == "producer" else r for r in s.roles)
+                out.append(dataclasses.replace(s, roles=roles))
+            else:
+                out.append(s)
+        return tuple(out)
+
+    mutant = dataclasses.replace(schedule, body=longer(schedule.body))
+    found = verify(mutant)
+    assert any(v.property == "L7" and "not agree on the trip count" in v.message for v in found)
+
+
+def test_codegen_reads_the_bound_once(schedule):
+    from egtile.codegen import generate
+
+    src = generate(schedule).source
+    assert src.count("const int eg_stop_k = ") == 2  # one per role
+    assert src.count("k < eg_stop_k;") == 2
+
+
+def test_a_start_read_from_data_is_refused_at_the_loop():
+    @T.prim_func
+    def shifted(X: T.Tensor((64,), "float32"), cu: T.Tensor((2,), "int32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32) as _b:
+            s = T.alloc_shared((64,), "float32")
+            for i in T.Parallel(64):
+                s[i] = 0.0
+            for k in T.serial(cu[0], cu[1]):
+                s[k] = s[k] + X[k]
+            for i in T.Parallel(64):
+                Y[i] = s[i]
+
+    with pytest.raises(UnsupportedError, match="start of the loop over k is read from tensor data") as e:
+        egtile.compile(shifted, target="sim")
+    assert "test_runtime_loops.py" in str(e.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", [3, 4])
+def test_cuda_matches_torch_with_empty_and_ragged_segments(seed):
+    X, cu = _inputs(seed)
+    k = egtile.compile(segmented_gram(BATCH, ROWS), target="cuda")
+    Y = torch.full((BATCH, DIM, DIM), float("nan"), device="cuda")
+    k(X.cuda(), cu.cuda(), Y)
+    torch.testing.assert_close(Y.double().cpu(), _reference(X, cu), rtol=1e-4, atol=1e-3)
