@@ -186,3 +186,34 @@ def test_cuda_matches_torch_with_empty_and_ragged_segments(seed):
     Y = torch.full((BATCH, DIM, DIM), float("nan"), device="cuda")
     k(X.cuda(), cu.cuda(), Y)
     torch.testing.assert_close(Y.double().cpu(), _reference(X, cu), rtol=1e-4, atol=1e-3)
+
+
+def test_a_bound_read_from_a_tensor_the_kernel_writes_is_not_uniform(schedule):
+    """Another block may change a written tensor between two threads' reads of it: the count may differ."""
+    from egtile.ir.kernel import Load
+    from egtile.verifier.tripcount import check_runtime_loops
+
+    y = schedule.kernel.buffer("Y")
+
+    def reread(e):
+        match e:
+            case Load(buffer=b) if b.name == "cu":
+                return Load(y, (Const(0, "int32"), Const(0, "int32"), Const(0, "int32")))
+            case BinOp():
+                return dataclasses.replace(e, a=reread(e.a), b=reread(e.b))
+        return e
+
+    def walk(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, SeqLoop):
+                s = dataclasses.replace(s, stop=reread(s.stop), body=walk(s.body))
+            elif isinstance(s, RoleSplit):
+                s = dataclasses.replace(s, roles=tuple(dataclasses.replace(r, body=walk(r.body)) for r in s.roles))
+            out.append(s)
+        return tuple(out)
+
+    found = check_runtime_loops(dataclasses.replace(schedule, body=walk(schedule.body)))
+    assert found and all(v.property == "L7" for v in found)
+    assert any("may differ between the threads" in v.message and "Y, which the kernel writes" in v.message
+               for v in found), found

@@ -46,8 +46,9 @@ from egtile.verifier.uniform import Uniformity, uniformity
 from egtile.verifier.violation import Violation
 
 
-#: the start of every violation :func:`check_runtime_loops` reports: the kernel's loop, not the scheduler, is at fault
-#: (``egtile.api`` raises ``UnsupportedError`` at the user's loop for them)
+#: the start of the violations of :func:`check_runtime_loops` where the kernel's loop, not the scheduler, is at fault
+#: (``egtile.api`` raises ``UnsupportedError`` at the user's loop for them); copies of one loop that disagree on
+#: the bound are the scheduler's doing, reported as an illegal schedule
 PREFIX = "runtime trip count: "
 
 
@@ -87,7 +88,10 @@ def check_runtime_loops(sched: Scheduled, loops: tuple[RuntimeLoop, ...] | None 
         return []
     u: Uniformity = uniformity(sched)
     out: list[Violation] = []
-    seen: dict[int | None, SeqLoop] = {}
+    copies: dict[int, list[SeqLoop]] = {}  # every SeqLoop by source loop, static copies included
+    for x in registry.walk(sched.body):
+        if isinstance(x, SeqLoop) and x.sid is not None:
+            copies.setdefault(x.sid, []).append(x)
     for r in loops:
         s = r.loop
         sids = (s.sid,) if s.sid is not None else ()
@@ -100,9 +104,8 @@ def check_runtime_loops(sched: Scheduled, loops: tuple[RuntimeLoop, ...] | None 
             out.append(Violation("L7", f"{PREFIX}the trip count of the loop over {s.var.name} is read from tensor data and "
                                        f"may differ between the threads of a block ({'; '.join(reasons)}): its "
                                        "barriers would not be reached the same number of times", sids))
-        prev = seen.setdefault(s.sid, s)
-        if prev is not s and (prev.start, prev.stop) != (s.start, s.stop):
-            out.append(Violation("L7", f"{PREFIX}the copies of the loop over {s.var.name} in the roles of a warp-specialized "
+        if any((c.start, c.stop) != (s.start, s.stop) for c in copies.get(s.sid, ())):
+            out.append(Violation("L7", f"the copies of the loop over {s.var.name} in the roles of a warp-specialized "
                                        "schedule have different runtime bounds: the producer and the consumer would "
                                        "not agree on the trip count", sids))
     return out
