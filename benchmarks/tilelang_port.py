@@ -292,6 +292,7 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
          "def main(BATCH=1, H=1, Q_CTX=128, KV_CTX=256, D_HEAD=64, causal=False):")]},
     "deepseek_mla/example_mla_decode.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256", "--dim", "128",
                                            "--pe_dim", "64"],
+    "gemm/example_gemm_persistent.py": ["--M", "256", "--N", "512", "--K", "128"],  # T.Persistent (2026-12-02)
     "deepseek_mla/example_mla_decode_paged.py": ["--batch", "1", "--h_q", "64", "--cache_seqlen", "256", "--d", "192",
                                                  "--dv", "128"],
     "deepseek_mla/amd/benchmark_mla_decode_amd_tilelang.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256",
