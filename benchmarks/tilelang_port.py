@@ -310,6 +310,8 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "flash_attention/example_mha_fwd_varlen.py": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
     "attention_sink/example_gqa_sink_fwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen",
                                                       "128", "--k_seqlen", "128", "--dim", "64"],
+    "attention_sink/example_gqa_sink_bwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen",
+                                                      "128", "--k_seqlen", "128", "--dim", "64"],
     "dsa_hisa/fp8_block_mean_pooling.py": {"sizes": [
         ("        (16384, 128, 128, 1),\n        (16384, 128, 128, 4),\n        (65536, 128, 128, 1),\n"
          "        (65536, 128, 128, 8),\n        (131072, 128, 128, 16),\n",
