@@ -257,3 +257,27 @@ def test_persistent_loop_on_cuda():
     C = torch.full((320, 192), float("nan"), device="cuda")
     egtile.compile(_persistent_gemm(320, 192, 128, 4), target="cuda")(A.cuda(), B.cuda(), C)
     torch.testing.assert_close(C.double().cpu(), A.double() @ B.double(), rtol=1e-4, atol=1e-3)
+
+
+def test_tile_atomic_add_into_a_region_past_the_tensor_edge():
+    """``T.atomic_add(D[s:s + 16, h, :], tile)`` at a start read from data: rows past the tensor are skipped."""
+
+    @T.prim_func
+    def scatter(X: T.Tensor((16, 8), "float32"), cu: T.Tensor((1,), "int32"), D: T.Tensor((40, 2, 8), "float32")):
+        with T.Kernel(2, threads=128) as h:
+            t = T.alloc_fragment((16, 8), "float32")
+            T.copy(X, t)
+            s = cu[0]
+            T.atomic_add(D[s:s + 16, h, :], t)
+
+    gen = torch.Generator().manual_seed(7)
+    k = egtile.compile(scatter, target="interp")
+    for start in (3, 31):  # inside; 7 rows past the edge
+        X = torch.randn(16, 8, generator=gen)
+        D0 = torch.randn(40, 2, 8, generator=gen)
+        D = D0.clone()
+        k(X, torch.tensor([start], dtype=torch.int32), D)
+        want = D0.clone()
+        n = min(16, 40 - start)
+        want[start:start + n] += X[:n, None, :]
+        torch.testing.assert_close(D, want)
