@@ -294,6 +294,7 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
                                                             "--dim", "256", "--pe_dim", "64"],
     "deepseek_mla/example_mla_decode.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256", "--dim", "128",
                                            "--pe_dim", "64"],
+    "gemm/example_gemm_persistent.py": ["--M", "256", "--N", "512", "--K", "128"],  # T.Persistent (2026-12-02)
     "deepseek_mla/example_mla_decode_paged.py": ["--batch", "1", "--h_q", "64", "--cache_seqlen", "256", "--d", "192",
                                                  "--dv", "128"],
     "deepseek_mla/amd/benchmark_mla_decode_amd_tilelang.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256",
@@ -310,6 +311,8 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
                                                  "--k_seqlen", "128", "--dim", "64"],
     "flash_attention/example_mha_fwd_varlen.py": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
     "attention_sink/example_gqa_sink_fwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen",
+                                                      "128", "--k_seqlen", "128", "--dim", "64"],
+    "attention_sink/example_gqa_sink_bwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen",
                                                       "128", "--k_seqlen", "128", "--dim", "64"],
     "dsa_hisa/fp8_block_mean_pooling.py": {"sizes": [
         ("        (16384, 128, 128, 1),\n        (16384, 128, 128, 4),\n        (65536, 128, 128, 1),\n"

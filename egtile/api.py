@@ -132,20 +132,26 @@ def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
     listing = "\n  ".join(str(v) for v in violations)
     if all(v.property == "L8" for v in violations):
         raise ResourceError(f"kernel {kernel.name!r} exceeds a per-block limit of sm_90:\n  {listing}", kernel.loc)
+    from egtile.ir.kernel import walk
+    from egtile.verifier.tripcount import PREFIX
+
+    locs = {st.sid: st.loc for st in walk(kernel.body) if st.loc is not None}
+    runtime = [v for v in violations if v.message.startswith(PREFIX)]
+    if runtime:
+        # a loop whose trip count is read from tensor data in a way egtile cannot run (egtile.verifier.tripcount)
+        v = runtime[0]
+        loc = next((locs[s] for s in v.sids if s in locs), kernel.loc)
+        raise UnsupportedError(f"kernel {kernel.name!r}: {v.message[len(PREFIX):]}", loc)
     unenumerable = [v for v in violations if v.property == "L3" and v.message.startswith(_UNENUMERABLE)]
     if unenumerable:
         # not an illegal schedule: no schedule of this kernel can be verified (the verifier walks every iteration of
         # the block's loops), so it is the construct egtile does not support, at the user's loop
-        from egtile.ir.kernel import walk
-
         v = unenumerable[0]
-        locs = {st.sid: st.loc for st in walk(kernel.body) if st.loc is not None}
         loc = next((locs[s] for s in v.sids if s in locs), kernel.loc)
         raise UnsupportedError(f"kernel {kernel.name!r}: {v.message[len(_UNENUMERABLE):]}: a loop outside T.Parallel "
-                               "whose bounds are read from tensor data at run time is not supported (egtile verifies a "
-                               "schedule by enumerating each block's loops, so their bounds must be known when the kernel "
-                               "starts: ints, shapes, block indices); loop over a static maximum trip count and guard the "
-                               "body with `if k < bound:`", loc)
+                               "whose bound the verifier cannot evaluate is not supported (a runtime trip count read "
+                               "from tensor data is supported as the loop's stop, with a start known when the block "
+                               "runs, outside per-thread code: docs/language.md)", loc)
     raise ScheduleError(f"egtile scheduled kernel {kernel.name!r} illegally (a bug in egtile's rules; please "
                         f"report it with this kernel):\n  {listing}", kernel.loc)
 

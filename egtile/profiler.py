@@ -152,6 +152,11 @@ class Profiler:
         self.kernel = kernel
         self.supply_type = supply_type
 
+    @property
+    def func(self) -> Any:
+        """The kernel as a callable (TileLang's ``profiler.func``: examples call the kernel through it)."""
+        return self.kernel
+
     def _inputs(self, with_output: bool = False) -> list[Any]:
         k = self.kernel.kernel
         return [supply(self.supply_type, p.shape, p.dtype, self.kernel.device)

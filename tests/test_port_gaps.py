@@ -3,10 +3,8 @@ this file's own kernel compared against torch on fresh random inputs:
 
 * ``tilelang.layout.make_swizzled_layout`` reached through ``import egtile as tilelang`` (the layout hint of
   ``egtile.language``);
-* a loop outside ``T.Parallel`` whose bound is read from tensor data: refused as the unsupported construct it is,
-  at the user's loop (it was reported as "egtile scheduled kernel illegally", a rule bug it is not: no schedule
-  of it can be verified), and the alternative the message names (a static trip count with a guard) computes the
-  same result;
+* a loop outside ``T.Parallel`` whose bound is read from tensor data: it runs (``egtile.verifier.tripcount``;
+  it was once refused) and computes what a static trip count with a guard computes;
 * two gemm accumulators combined element-wise into the next gemm's register operand (flash-attention backward's
   ``dsT = P^T * dP^T``): the ``T.Parallel`` runs by the layout of one and reads the others as its peers.
 """
@@ -19,7 +17,6 @@ import torch
 import egtile
 import egtile as tilelang
 from egtile import language as T
-from egtile.errors import UnsupportedError
 
 
 def _swizzle_hinted(n: int):
@@ -69,14 +66,18 @@ def _runtime_bound(guarded: bool, stages: int):
 
 
 @pytest.mark.parametrize("stages", [0, 2])
-def test_a_loop_bound_read_from_a_tensor_is_refused_at_the_users_loop(stages):
-    with pytest.raises(UnsupportedError, match=r"bounds are read from tensor data") as err:
-        egtile.compile(_runtime_bound(False, stages), target="sim")
-    assert err.value.loc is not None and "T.Pipelined(N[bx]" in err.value.loc.text
-    assert "illegally" not in str(err.value)
+def test_a_loop_bound_read_from_a_tensor_runs(stages):
+    kern = egtile.compile(_runtime_bound(False, stages), target="sim")
+    for count in (3, 0):
+        n = torch.tensor([count, 1], dtype=torch.int32)
+        a = torch.randn(256, 64).half()
+        b = torch.full((64, 64), float("nan"))
+        kern(n, a, b)
+        want = sum((a[t * 64:(t + 1) * 64].float() for t in range(count)), torch.zeros(64, 64))
+        torch.testing.assert_close(b, want)
 
 
-def test_the_guarded_static_loop_the_refusal_names_computes_the_sum():
+def test_the_guarded_static_loop_computes_the_same_sum():
     kern = egtile.compile(_runtime_bound(True, 2), target="sim")
     for count in (3, 1):
         n = torch.tensor([count, 0], dtype=torch.int32)

@@ -231,4 +231,6 @@ def test_unevaluable_loop_bound_is_reported():
     A_s = s.buffers[0]
     bad = replace(loop, stop=Load(A_s, (Const(0), Const(0))))
     vs = verify(replace(s, body=(replace(rs, roles=(replace(cons, body=(bad,)), rs.roles[1])),)))
-    assert any("not a constant" in v.message for v in vs)
+    # a bound read from memory is a runtime trip count (egtile.verifier.tripcount); here only the consumer's copy
+    # of the loop reads it, so producer and consumer disagree on the count
+    assert any(v.property == "L7" and "not agree on the trip count" in v.message for v in vs)

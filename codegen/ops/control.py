@@ -15,7 +15,7 @@ reach it. Thread-set rules:
 
 from __future__ import annotations
 
-from egtile.ir.kernel import BinOp, Const
+from egtile.ir.kernel import BinOp, Cast, Const, Load, Select, UnOp
 from egtile.ir.scheduled import Elect, Role, RoleSplit, SeqLoop, SIf, ThreadLoop, ThreadRange
 
 from egtile.codegen.context import Ctx
@@ -42,16 +42,35 @@ def _upper(stop) -> int | None:
     return None
 
 
+def _reads_memory(e) -> bool:
+    match e:
+        case Load():
+            return True
+        case BinOp(a=a, b=b):
+            return _reads_memory(a) or _reads_memory(b)
+        case UnOp(a=a) | Cast(value=a):
+            return _reads_memory(a)
+        case Select(cond=c, a=a, b=b):
+            return _reads_memory(c) or _reads_memory(a) or _reads_memory(b)
+    return False
+
+
 @register_emitter(SeqLoop)
 def seq_loop(s: SeqLoop, ctx: Ctx) -> list[str]:
     v = ident(s.var.name)
-    head = (f"for ({ctype(s.var.dtype)} {v} = {emit(s.start, ctx)}; {v} < {emit(s.stop, ctx)}; ++{v}) "
+    stop = emit(s.stop, ctx)
+    # a runtime trip count (read from tensor data, egtile.verifier.tripcount) is read once, before the loop: the
+    # verifier checked one block-uniform count per loop, which a bound re-read at every test would not be
+    hoist = [f"const {ctype(s.var.dtype)} eg_stop_{v} = {stop};"] if _reads_memory(s.stop) else []
+    bound = f"eg_stop_{v}" if hoist else stop
+    head = (f"for ({ctype(s.var.dtype)} {v} = {emit(s.start, ctx)}; {v} < {bound}; ++{v}) "
             f"{{{sid_comment(s.sid)}")
     inner = ctx.deeper()
     hi = _upper(s.stop)
     if isinstance(s.start, Const) and hi is not None and s.start.value < hi:
         inner = inner.ranged((s.var.name, int(s.start.value), hi))
-    return (["#pragma unroll"] if s.unroll else []) + [head, *indent(emit_stmts(s.body, inner)), "}"]
+    loop = (["#pragma unroll"] if s.unroll else []) + [head, *indent(emit_stmts(s.body, inner)), "}"]
+    return ["{", *indent([*hoist, *loop]), "}"] if hoist else loop
 
 
 @register_emitter(ThreadLoop, headers=vector.HEADERS, needs=vector.needs, param_align=vector.param_align)

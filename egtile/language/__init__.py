@@ -32,7 +32,7 @@ from egtile.language.hints import (
     set_max_nreg, inc_max_nreg, dec_max_nreg, annotate_producer_reg_dealloc, annotate_consumer_reg_alloc,
 )
 from egtile.language.kernel import Kernel, PrimFunc, Tensor, prim_func
-from egtile.language.loop import Parallel, Pipelined, Serial, Unroll, serial, unroll
+from egtile.language.loop import Parallel, Persistent, Pipelined, Serial, Unroll, serial, unroll
 from egtile.language.macro import Ref, macro
 from egtile.language.reduce_op import reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum
 from egtile.language.threads import (
@@ -58,7 +58,7 @@ def __getattr__(name: str):
 __all__ = [
     "And", "Buffer", "Cast", "Else", "Fragment", "GemmWarpPolicy", "If", "IntImm", "Kernel", "Layout", "Not", "Or",
     "Parallel", "Pipelined", "PrimFunc", "Ref", "RegionRef", "Select", "Serial", "Tensor", "Then", "TileBuffer",
-    "Unroll", "Value", "Vectorized", "WarpSpecialize", "abs", "address_of", "alloc_fragment", "alloc_global", "alloc_local", "alloc_shared",
+    "Persistent", "Unroll", "Value", "Vectorized", "WarpSpecialize", "abs", "address_of", "alloc_fragment", "alloc_global", "alloc_local", "alloc_shared",
     "alloc_barrier", "alloc_var", "annotate_compile_flags", "annotate_l2_hit_ratio", "annotate_layout", "annotate_restrict_buffers",
     "annotate_safe_value", "assume", "async_copy", "atomic_add", "barrier_arrive", "barrier_wait", "bf16", "bfloat16", "bitwise_and", "bitwise_or",
     "bitwise_xor", "bool", "call_extern", "cast", "cdiv", "ceildiv", "clamp", "clear", "const", "copy", "cos",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from egtile.errors import DSLError, UnsupportedError
+from egtile.errors import DSLError, ShapeError, UnsupportedError
 from egtile.ir.kernel import AddressOf, AtomicAdd, Extern, Load
 from egtile.language import tracer
 from egtile.language.expr import Value, as_expr
@@ -105,6 +105,12 @@ def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_pre
     if return_prev or use_tma or memory_order not in (None, "relaxed"):
         raise UnsupportedError("T.atomic_add(return_prev=/use_tma=/memory_order= other than 'relaxed')", loc)
     dst = lvalue(dst)
+    from egtile.language.buffer import RegionRef as _RegionRef
+    from egtile.language.buffer import TileBuffer as _TileBuffer
+
+    if isinstance(dst, _RegionRef) and isinstance(value, _TileBuffer) and dst.buffer.scope == "global":
+        _region_atomic_add(dst.region, value, loc)
+        return
     if not (isinstance(dst, Value) and isinstance(dst.expr, Load)):
         raise UnsupportedError("T.atomic_add on a region or buffer (only one element, buf[i, ...], is supported)", loc)
     ld = dst.expr
@@ -140,3 +146,37 @@ def _tile_atomic_add(ld: Load, src: Any, loc) -> None:
         idx = idx if isinstance(idx, tuple) else (idx,)
         dst = tuple(Value(o) if d < lead else Value(o) + idx[d - lead] for d, o in enumerate(ld.indices))
         atomic_add(Value(Load(ld.buffer, tuple(as_expr(x, "int32") for x in dst))), src[idx])
+
+
+def _region_atomic_add(r: Any, src: Any, loc) -> None:
+    """``T.atomic_add(dQ[a:b, h, :], dq)``: the tile atomic into a region of a global tensor, element ``i`` of the
+    tile (row-major) into the region's element of the same position over its non-unit dimensions. Elements
+    outside the tensor are skipped, as a ``T.copy`` past the edge never writes them; the guard is traced only
+    when the region is not provably inside (``egtile.language.copy_op.bounded``)."""
+    from egtile.language.control import If
+    from egtile.language.copy_op import bounded
+    from egtile.language.expr import And
+    from egtile.language.loop import Parallel
+
+    trace = tracer.current("T.atomic_add")
+    r = bounded(r, f"T.atomic_add ({r.buffer.name})", loc, trace)
+    shape = tuple(src.shape)
+    if r.squeezed != tuple(d for d in shape if d != 1):
+        raise ShapeError(f"T.atomic_add: region of {r.buffer.name} with extents {r.extents} and tile {src.name} "
+                         f"{shape} differ (unit dimensions ignored)", loc)
+    wide = [d for d, e in enumerate(r.extents) if e != 1]
+    tile_dims = [d for d, e in enumerate(shape) if e != 1]
+    for idx in Parallel(*shape):
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        at = dict(zip(wide, (idx[t] for t in tile_dims)))
+        dst = tuple(Value(o) + at[d] if d in at else Value(o) for d, o in enumerate(r.offsets))
+        target = Value(Load(r.buffer, tuple(as_expr(x, "int32") for x in dst)))
+        if r.clip:
+            inside = None
+            for d in wide:
+                c = And(dst[d] >= 0, dst[d] < r.buffer.shape[d])
+                inside = c if inside is None else And(inside, c)
+            with If(inside):
+                atomic_add(target, src[idx])
+        else:
+            atomic_add(target, src[idx])

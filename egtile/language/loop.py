@@ -192,3 +192,33 @@ def unroll(start: Any, stop: Any = None, step: Any = None, explicit: bool = Fals
 
 Serial = serial
 Unroll = unroll
+
+
+def Persistent(domain: Any, wave_size: Any, index: Any, group_size: Any = 8) -> Iterator[Any]:  # noqa: N802, ARG001
+    """``for bx, by in T.Persistent([m_tiles, n_tiles], wave_size, block_id):`` a persistent loop: block
+    ``index`` of ``wave_size`` blocks visits tiles ``index, index + wave_size, ...`` of the row-major tile grid
+    ``domain``, each tile by exactly one block. Traced as ``T.serial(ceildiv(tiles, wave_size))`` over waves with
+    ``T.If(tile < tiles)`` around the body, and the tile's coordinates (row-major: the last dimension fastest).
+
+    The order differs from TileLang's grouped rasterization (``group_size``, accepted and unused): which block
+    computes which tile changes L2 locality, never a result, since each tile is still computed once.
+    """
+    from egtile.language.control import If
+
+    loc = tracer.user_loc()
+    if not isinstance(domain, (list, tuple)) or not domain:
+        raise DSLError(f"T.Persistent: domain must be a non-empty list of tile counts, got {domain!r}", loc)
+    total: Any = 1
+    for d in domain:
+        total = total * d
+    waves = (total + wave_size - 1) // wave_size
+    for w in _stepped("serial", waves, None, None, "T.Persistent", loc):
+        tile = w * wave_size + index
+        with If(tile < total):
+            coords = []
+            rest = tile
+            for d in reversed(domain[1:]):
+                coords.append(rest % d)
+                rest = rest // d
+            coords.append(rest)
+            yield tuple(reversed(coords)) if len(domain) > 1 else coords[0]

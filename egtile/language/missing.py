@@ -91,7 +91,6 @@ NOT_YET: dict[str, str] = {
     "print": "printing from a kernel is not supported; run it with target='interp' or 'sim' and inspect the tensors",
     "device_assert": "use target='interp' or 'sim', which range-check every access",
     "Assert": "use target='interp' or 'sim', which range-check every access",
-    "Persistent": "persistent loops are not supported; use T.Kernel's grid",
     "PersistentTileScheduler": "persistent loops are not supported; use T.Kernel's grid",
     "BaseTileScheduler": "persistent loops are not supported; use T.Kernel's grid",
     "vectorize": "use T.Parallel (or T.vectorized)",

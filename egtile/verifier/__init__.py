@@ -17,6 +17,9 @@
   happens-before from the barrier semantics;
 * :mod:`.paths`: a block with barriers under data-dependent conditions (sealed sides) is traced once per
   nesting depth of such sides, each pair of accesses decided in one of those traces;
+* :mod:`.tripcount`: serial loops whose trip count is read from tensor data (varlen attention) must have a
+  block-uniform bound that every role agrees on (L7); the block is then traced at representative trip counts
+  (0, 1, ..., 2S+1 and one long count) whose traces cover every count by the window argument;
 * :mod:`.valueflow` value flow (reported as L1): every read of a staged or local buffer observes the
   write the sequential program's read observes.
 
@@ -30,6 +33,8 @@ through its own registry (:mod:`.registry`, :func:`register_model`).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from egtile.ir.scheduled import Scheduled
 from egtile.verifier import covariance as _covariance  # noqa: F401  (registers the window models of the builtin nodes)
@@ -48,6 +53,7 @@ from egtile.verifier.regions import Space
 from egtile.verifier.resources import check_resources
 from egtile.verifier.structure import check_structure
 from egtile.verifier.uniform import branches
+from egtile.verifier.tripcount import check_runtime_loops, representative_counts, runtime_loops
 from egtile.verifier.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
 from egtile.verifier.valueflow import check_value_flow
 from egtile.verifier.versions import check_folds, check_versions
@@ -95,24 +101,36 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
     found += check_handshakes(scheduled)
     found += check_versions(scheduled)
     found += check_folds(scheduled)
+    dynamic = runtime_loops(scheduled)
+    found += check_runtime_loops(scheduled, dynamic)
     agents = agents_of(scheduled)
     order = SourceOrder(scheduled.kernel)
     space = Space()
     tracked = tracked_buffers(scheduled)
     # register fragments: every access is its owner's (check_fragments), so none can race (egtile.verifier.mma)
     tracked = (tracked[0] - {n for n, _ in scheduled.fragments}, tracked[1])
-    windows = Windows(scheduled, agents, tracked[0]) if window else None
     ints = Ints()
     sealed = branches(scheduled)
-    for coords in blocks(scheduled.kernel.grid):
-        for d in range(sealed.depth + 1):  # one trace per depth of sealed sides (egtile.verifier.paths)
-            found += _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow,
-                            sealed, d)
+    # one set of traces per representative trip count of the runtime-bounded loops (egtile.verifier.tripcount)
+    counts = representative_counts(scheduled) if dynamic else (None,)
+    for count in counts:
+        trips = None if count is None else {r.loop.sid: count for r in dynamic}
+        windows = Windows(scheduled, agents, tracked[0]) if window else None
+        for coords in blocks(scheduled.kernel.grid):
+            for d in range(sealed.depth + 1):  # one trace per depth of sealed sides (egtile.verifier.paths)
+                got = _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow,
+                             sealed, d, trips)
+                if count is not None:
+                    got = [dataclasses.replace(v, message=f"{v.message} (with the runtime-bounded loops running "
+                                                          f"{count} iteration(s))") for v in got]
+                found += got
+        if count is not None and any(v.property != "L8" for v in found):
+            break  # one failing count is enough to report
     return dedupe(found)
 
 
 def _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow, sealed,
-           d) -> list[Violation]:
+           d, trips=None) -> list[Violation]:
     """L1-L4, L6 of one block in trace ``T_d``; retraced without the windows whose hypotheses the trace
     refutes."""
     deepest, n = sealed.depth, len(agents)
@@ -122,7 +140,8 @@ def _block(scheduled, agents, coords, order, space, limits, windows, ints, track
         if windows is not None:
             windows.start_block()
         try:
-            traces = Tracer(scheduled, agents, coords, order, space, meter, windows, ints, tracked, sealed, d).run()
+            traces = Tracer(scheduled, agents, coords, order, space, meter, windows, ints, tracked, sealed, d,
+                            trips=trips).run()
         except TraceError as err:
             return [Violation("L3", f"cannot enumerate the schedule: {err}",
                               (err.sid,) if err.sid is not None else (), block=coords)]

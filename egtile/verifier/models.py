@@ -13,6 +13,7 @@ from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, FenceProxyAsync, Leaf, RoleSplit, SeqLoop, SIf, SyncThreads,
     ThreadLoop, TileOp, TmaLoad, TmaStore, Wait,
 )
+from egtile.verifier.loads import loads_in
 from egtile.verifier.paths import enter
 from egtile.verifier.regions import Owner
 from egtile.verifier.registry import handler
@@ -65,7 +66,11 @@ def _seq_loop(s: SeqLoop, ctx: Ctx) -> None:
     tracer = ctx.tracer
     var, sid = s.var, s.sid
     try:
-        b, e = int(tracer.const(s.start, ctx.env)), int(tracer.const(s.stop, ctx.env))
+        b = int(tracer.const(s.start, ctx.env))
+        if tracer.trips is not None and sid in tracer.trips and loads_in(s.stop):
+            e = b + tracer.trips[sid]  # a representative count of a runtime bound (egtile.verifier.tripcount)
+        else:
+            e = int(tracer.const(s.stop, ctx.env))
     except NotConstant as err:
         if ctx.sym is not None:
             raise Fallback("a serial loop bound depends on the ThreadLoop") from None

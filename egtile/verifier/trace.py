@@ -409,7 +409,9 @@ class Tracer:
 
     def __init__(self, sched: Scheduled, agents: list[Agent], coords: tuple[int, ...], order: SourceOrder,
                  space: Space, limits, window=None, ints: Ints | None = None, tracked=None, branches=None,
-                 sync_depth: int = 0) -> None:
+                 sync_depth: int = 0, trips: dict | None = None) -> None:
+        # the trip count of each runtime-bounded loop (by sid) in this trace (egtile.verifier.tripcount)
+        self.trips = trips
         self.ints = ints if ints is not None else Ints()
         # sealed sides of data-dependent SIfs (egtile.verifier.uniform.Branches); those nested at most
         # sync_depth deep are traced with their synchronization (egtile.verifier.paths)

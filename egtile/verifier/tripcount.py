@@ -1,0 +1,124 @@
+"""Serial loops whose trip count is read from tensor data (varlen and paged attention), and how the verifier
+checks them.
+
+Definition. A *runtime-bounded* loop is a ``SeqLoop`` whose ``stop`` reads memory (``for k in
+T.Pipelined(T.ceildiv(cu_seqlens[b + 1] - cu_seqlens[b], block))``); its ``start`` must be static (block
+indices and enclosing serial variables only, so the stage ``(k - start) % S`` and the parity
+``((k - start) / S) & 1`` of every iteration are numbers when it is traced). Its bound is *block-uniform*
+when it satisfies :class:`egtile.verifier.uniform.Uniformity` (only block indices, enclosing serial loop
+variables, and loads with such indices of parameters the kernel never writes, shared memory or uniform
+locals): every thread of the block then computes the same trip count, which is what a ``bar.sync`` or an
+mbarrier protocol in the body needs (PTX ISA 9.7.13.4: every thread ``bar.sync`` counts must arrive the same
+number of times; 9.7.13.15.16: a wait on phase parity ``p`` returns only after the phase completes, so a
+producer that runs fewer iterations than its consumer leaves the consumer waiting forever). A
+warp-specialized loop appears once per role (the producer's and the consumers' copies of one source loop,
+the same ``sid``): the copies must have the same bounds, so producer and consumer agree on the count.
+
+What the verifier checks (:func:`check_runtime_loops`, L7): block-uniform bounds, a static start, and equal
+bounds across the copies of one source loop. Then it traces the block once per *representative count*
+(:func:`representative_counts`): every runtime-bounded loop runs that many iterations, in every role, and
+the other properties (L1-L4, L6, value flow) are checked on each of those traces.
+
+Why these counts cover every count. The scheduled body of a pipelined loop depends on ``k`` through its
+stage ``(k - start) % S`` and parity ``((k - start) / S) & 1`` (period ``P = 2 S``, ``S`` the largest number
+of buffer versions or barriers of one array in the schedule) and through global addresses, whose footprints
+the tracer keeps symbolic. The counts are ``0`` (the loop does not run: the code after it sees only the
+initial barrier phases and the values before the loop), ``1`` .. ``P + 1`` (every way the pipeline can
+stop: before it fills, at each stage, at each parity, one past a full period) and one long count
+``4 P + 3`` in another residue class mod ``P``, traced through :mod:`egtile.verifier.window` when its
+hypotheses hold. A trace of ``n > P + 1`` iterations is the trace of ``n - P`` iterations with one more
+period in its steady middle, which is the window argument (H1 covariance: every barrier stage, parity and
+condition of the middle is periodic with period dividing ``P``; H2/H3 on the footprints and the lag):
+removing a period changes no order relation between the iterations that remain.
+
+Left out: all runtime-bounded loops of one kernel run the same count in one trace; different counts for
+different loops of one kernel (one loop empty, the next long) are not enumerated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egtile.ir.scheduled import Elect, RoleSplit, Scheduled, SeqLoop, SStmt, ThreadLoop
+from egtile.verifier import registry
+from egtile.verifier.loads import loads_in
+from egtile.verifier.uniform import Uniformity, uniformity
+from egtile.verifier.violation import Violation
+
+
+#: the start of the violations of :func:`check_runtime_loops` where the kernel's loop, not the scheduler, is at fault
+#: (``egtile.api`` raises ``UnsupportedError`` at the user's loop for them); copies of one loop that disagree on
+#: the bound are the scheduler's doing, reported as an illegal schedule
+PREFIX = "runtime trip count: "
+
+
+@dataclass(frozen=True)
+class RuntimeLoop:
+    """One ``SeqLoop`` with a data-dependent ``stop``: its node, the serial variables around it, and whether
+    it sits where threads may diverge (inside a ``ThreadLoop`` or an ``Elect``)."""
+
+    loop: SeqLoop
+    serial: frozenset[str]
+    divergent: bool
+
+
+def runtime_loops(sched: Scheduled) -> tuple[RuntimeLoop, ...]:
+    """The runtime-bounded loops of ``sched``, pre-order."""
+    out: list[RuntimeLoop] = []
+
+    def walk(stmts: tuple[SStmt, ...], serial: frozenset[str], divergent: bool) -> None:
+        for s in stmts:
+            if isinstance(s, SeqLoop):
+                if loads_in(s.stop) or loads_in(s.start):
+                    out.append(RuntimeLoop(s, serial, divergent))
+                walk(s.body, serial | {s.var.name}, divergent)
+                continue
+            inner = divergent or isinstance(s, (ThreadLoop, Elect))
+            for b in registry.bodies(s):
+                walk(b, serial, inner)
+
+    walk(sched.body, frozenset(), False)
+    return tuple(out)
+
+
+def check_runtime_loops(sched: Scheduled, loops: tuple[RuntimeLoop, ...] | None = None) -> list[Violation]:
+    """L7 of the runtime-bounded loops: a static start, a block-uniform stop, one bound per source loop."""
+    loops = runtime_loops(sched) if loops is None else loops
+    if not loops:
+        return []
+    u: Uniformity = uniformity(sched)
+    out: list[Violation] = []
+    copies: dict[int, list[SeqLoop]] = {}  # every SeqLoop by source loop, static copies included
+    for x in registry.walk(sched.body):
+        if isinstance(x, SeqLoop) and x.sid is not None:
+            copies.setdefault(x.sid, []).append(x)
+    for r in loops:
+        s = r.loop
+        sids = (s.sid,) if s.sid is not None else ()
+        if loads_in(s.start):
+            out.append(Violation("L7", f"{PREFIX}the start of the loop over {s.var.name} is read from tensor data: egtile "
+                                       "supports a runtime trip count with a start known when the block runs "
+                                       "(loop from 0 and add the start to the indices)", sids))
+        reasons = u.reasons(s.stop, r.serial)
+        if reasons and not r.divergent:  # (barriers in divergent code are L7 of egtile.verifier.structure)
+            out.append(Violation("L7", f"{PREFIX}the trip count of the loop over {s.var.name} is read from tensor data and "
+                                       f"may differ between the threads of a block ({'; '.join(reasons)}): its "
+                                       "barriers would not be reached the same number of times", sids))
+        if any((c.start, c.stop) != (s.start, s.stop) for c in copies.get(s.sid, ())):
+            out.append(Violation("L7", f"the copies of the loop over {s.var.name} in the roles of a warp-specialized "
+                                       "schedule have different runtime bounds: the producer and the consumer would "
+                                       "not agree on the trip count", sids))
+    return out
+
+
+def period(sched: Scheduled) -> int:
+    """``P = 2 S``: the period of the stage and parity arithmetic (``S`` the most versions of one staged
+    buffer or mbarrier array, at least 1)."""
+    stages = [v for _, v in sched.staged] + [b.stages for b in sched.barriers]
+    return 2 * max([1, *stages])
+
+
+def representative_counts(sched: Scheduled) -> tuple[int, ...]:
+    """The trip counts at which the runtime-bounded loops are traced (module docstring)."""
+    p = period(sched)
+    return tuple(range(0, p + 2)) + (4 * p + 3,)

@@ -1,0 +1,289 @@
+"""Serial and pipelined loops whose trip count is read from tensor data (varlen attention's
+``T.Pipelined(T.ceildiv(cu[b + 1] - cu[b], block))``): the verifier's representative counts
+(``egtile.verifier.tripcount``), the simulator against torch, codegen's bound read once, and planted mutants of
+the schedule that the verifier must catch (a wrong phase that only shows after a full period, producer and
+consumer disagreeing on the count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import egtile
+from egtile import language as T
+from egtile.errors import UnsupportedError
+from egtile.ir.kernel import BinOp, Const
+from egtile.ir.scheduled import Role, RoleSplit, SeqLoop, Wait
+from egtile.verifier import verify
+from egtile.verifier.tripcount import representative_counts, runtime_loops
+
+BATCH, BLK, DIM, STAGES = 4, 16, 32, 2
+ROWS = 160  # the segments fill a prefix of X (at most 157 rows); one kernel serves every draw
+
+
+def segmented_gram(batch: int, n_rows: int, blk: int = BLK, stages: int = STAGES):
+    """``Y[b] = X_b^T X_b`` over the rows of segment ``b`` (``cu[b]:cu[b+1]``) rounded up to whole blocks of
+    ``blk`` rows (rows past the tensor read as zero), with a pipelined loop whose trip count is read from ``cu``."""
+
+    @T.prim_func
+    def gram(X: T.Tensor((n_rows, DIM), "float16"), cu: T.Tensor((batch + 1,), "int32"),
+             Y: T.Tensor((batch, DIM, DIM), "float32")):
+        with T.Kernel(batch, threads=128) as b:
+            acc = T.alloc_fragment((DIM, DIM), "float32")
+            xs = T.alloc_shared((blk, DIM), "float16")
+            T.clear(acc)
+            start = cu[b]
+            for k in T.Pipelined(T.ceildiv(cu[b + 1] - start, blk), num_stages=stages):
+                T.copy(X[start + k * blk:start + (k + 1) * blk, :], xs)
+                T.gemm(xs, xs, acc, transpose_A=True)
+            T.copy(acc, Y[b, :, :])
+
+    return gram
+
+
+def _reference(X: torch.Tensor, cu: torch.Tensor, blk: int = BLK) -> torch.Tensor:
+    out = []
+    for b in range(len(cu) - 1):
+        a, n = int(cu[b]), int(cu[b + 1]) - int(cu[b])
+        rows = X[a:a + -(-n // blk) * blk].double()
+        out.append(rows.T @ rows)
+    return torch.stack(out)
+
+
+def _lengths(gen: torch.Generator) -> torch.Tensor:
+    # one empty segment, one shorter than a block, one not a multiple of it, one over a full period (2 S blocks)
+    lens = [0, int(torch.randint(1, BLK, (1,), generator=gen)), BLK + int(torch.randint(1, BLK, (1,), generator=gen)),
+            2 * STAGES * BLK + int(torch.randint(1, 3 * BLK, (1,), generator=gen))]
+    perm = torch.randperm(BATCH, generator=gen)
+    return torch.tensor(lens, dtype=torch.int32)[perm]
+
+
+def _inputs(seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    lens = _lengths(gen)
+    cu = torch.zeros(BATCH + 1, dtype=torch.int32)
+    cu[1:] = torch.cumsum(lens, 0)
+    X = torch.randn(ROWS, DIM, generator=gen).half()
+    return X, cu
+
+
+@pytest.fixture(scope="module")
+def sim_kernel():
+    # compiled once (scheduled, verified) for the module: the other tests read its schedule
+    return egtile.compile(segmented_gram(BATCH, ROWS), target="sim")
+
+
+@pytest.fixture(scope="module")
+def schedule(sim_kernel):
+    return sim_kernel.scheduled
+
+
+def test_the_schedule_is_verified_at_representative_counts(schedule):
+    loops = runtime_loops(schedule)
+    assert len(loops) == 2 and {r.loop.sid for r in loops} == {loops[0].loop.sid}  # producer's and consumer's copy
+    assert representative_counts(schedule) == (0, 1, 2, 3, 4, 5, 19)
+    assert verify(schedule) == []
+
+
+def test_sim_matches_torch_with_empty_and_ragged_segments(sim_kernel):
+    k = sim_kernel
+    for seed in (1,):  # one draw holds every kind of length (empty, short, ragged, over a period)
+        X, cu = _inputs(seed)
+        Y = torch.full((BATCH, DIM, DIM), float("nan"))
+        k(X, cu, Y)
+        torch.testing.assert_close(Y.double(), _reference(X, cu), rtol=1e-4, atol=1e-3)
+
+
+def _consumer_waits(stmts, fn):
+    """``stmts`` with ``fn`` applied to every ``Wait`` of the consumer role."""
+    out = []
+    for s in stmts:
+        if isinstance(s, RoleSplit):
+            roles = tuple(dataclasses.replace(r, body=_map(r.body, fn)) if r.name == "consumer" else r for r in s.roles)
+            out.append(dataclasses.replace(s, roles=roles))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def _map(stmts, fn):
+    out = []
+    for s in stmts:
+        if isinstance(s, Wait):
+            out.append(fn(s))
+        elif isinstance(s, SeqLoop):
+            out.append(dataclasses.replace(s, body=_map(s.body, fn)))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def test_a_wrong_phase_after_one_period_is_caught(schedule):
+    """The consumer waits for parity ``(k / 2S) & 1`` instead of ``(k / S) & 1``: right for the first ``S``
+    iterations, a wait on an already completed phase from iteration ``S`` on (a read before the TMA lands).
+    Only counts above ``S`` show it."""
+
+    def slow_parity(w: Wait) -> Wait:
+        assert isinstance(w.parity, BinOp) and w.parity.op == "&"
+        div = w.parity.a
+        assert isinstance(div, BinOp) and div.b == Const(STAGES, div.b.dtype)
+        return dataclasses.replace(w, parity=dataclasses.replace(w.parity, a=dataclasses.replace(
+            div, b=Const(2 * STAGES, div.b.dtype))))
+
+    mutant = dataclasses.replace(schedule, body=_consumer_waits(schedule.body, slow_parity))
+    found = verify(mutant)
+    assert found, "a wrong mbarrier phase went unnoticed"
+    # first seen at a count past S (counts 0 .. S run no wait on a wrong parity)
+    assert all(f"running {n} iteration(s)" not in v.message for v in found for n in range(STAGES + 1)), found
+    assert any(v.property in ("L1", "L2") and "iteration(s)" in v.message for v in found), found
+
+
+def test_producer_and_consumer_must_agree_on_the_count(schedule):
+    def longer(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, RoleSplit):
+                roles = tuple(dataclasses.replace(r, body=tuple(
+                    dataclasses.replace(x, stop=BinOp("+", x.stop, Const(1, "int32"))) if isinstance(x, SeqLoop)
+                    else x for x in r.body)) if r.name == "producer" else r for r in s.roles)
+                out.append(dataclasses.replace(s, roles=roles))
+            else:
+                out.append(s)
+        return tuple(out)
+
+    mutant = dataclasses.replace(schedule, body=longer(schedule.body))
+    found = verify(mutant)
+    assert any(v.property == "L7" and "not agree on the trip count" in v.message for v in found)
+
+
+def test_codegen_reads_the_bound_once(schedule):
+    from egtile.codegen import generate
+
+    src = generate(schedule).source
+    assert src.count("const int eg_stop_k = ") == 2  # one per role
+    assert src.count("k < eg_stop_k;") == 2
+
+
+def test_a_start_read_from_data_is_refused_at_the_loop():
+    @T.prim_func
+    def shifted(X: T.Tensor((64,), "float32"), cu: T.Tensor((2,), "int32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32) as _b:
+            s = T.alloc_shared((64,), "float32")
+            for i in T.Parallel(64):
+                s[i] = 0.0
+            for k in T.serial(cu[0], cu[1]):
+                s[k] = s[k] + X[k]
+            for i in T.Parallel(64):
+                Y[i] = s[i]
+
+    with pytest.raises(UnsupportedError, match="start of the loop over k is read from tensor data") as e:
+        egtile.compile(shifted, target="sim")
+    assert "test_runtime_loops.py" in str(e.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", [3, 4])
+def test_cuda_matches_torch_with_empty_and_ragged_segments(seed):
+    X, cu = _inputs(seed)
+    k = egtile.compile(segmented_gram(BATCH, ROWS), target="cuda")
+    Y = torch.full((BATCH, DIM, DIM), float("nan"), device="cuda")
+    k(X.cuda(), cu.cuda(), Y)
+    torch.testing.assert_close(Y.double().cpu(), _reference(X, cu), rtol=1e-4, atol=1e-3)
+
+
+def test_a_bound_read_from_a_tensor_the_kernel_writes_is_not_uniform(schedule):
+    """Another block may change a written tensor between two threads' reads of it: the count may differ."""
+    from egtile.ir.kernel import Load
+    from egtile.verifier.tripcount import check_runtime_loops
+
+    y = schedule.kernel.buffer("Y")
+
+    def reread(e):
+        match e:
+            case Load(buffer=b) if b.name == "cu":
+                return Load(y, (Const(0, "int32"), Const(0, "int32"), Const(0, "int32")))
+            case BinOp():
+                return dataclasses.replace(e, a=reread(e.a), b=reread(e.b))
+        return e
+
+    def walk(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, SeqLoop):
+                s = dataclasses.replace(s, stop=reread(s.stop), body=walk(s.body))
+            elif isinstance(s, RoleSplit):
+                s = dataclasses.replace(s, roles=tuple(dataclasses.replace(r, body=walk(r.body)) for r in s.roles))
+            out.append(s)
+        return tuple(out)
+
+    found = check_runtime_loops(dataclasses.replace(schedule, body=walk(schedule.body)))
+    assert found and all(v.property == "L7" for v in found)
+    assert any("may differ between the threads" in v.message and "Y, which the kernel writes" in v.message
+               for v in found), found
+
+
+def _persistent_gemm(M: int, N: int, K: int, blocks: int, bm: int = 64, bn: int = 64, bk: int = 32):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(blocks, threads=128) as bid:
+            As = T.alloc_shared((bm, bk), "float16")
+            Bs = T.alloc_shared((bk, bn), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            for bx, by in T.Persistent([T.ceildiv(M, bm), T.ceildiv(N, bn)], blocks, bid):
+                T.clear(acc)
+                for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                    T.copy(A[bx * bm, k * bk], As)
+                    T.copy(B[k * bk, by * bn], Bs)
+                    T.gemm(As, Bs, acc)
+                T.copy(acc, C[bx * bm, by * bn])
+
+    return gemm
+
+
+def test_persistent_loop_computes_every_tile_once():
+    """Three tiles over two blocks: the second wave is partial (one block's tile is past the grid). On the
+    interpreter (the construct is the front end's serial loop and guard; the scheduled path runs in the GPU test
+    and in the port of TileLang's persistent GEMM)."""
+    gen = torch.Generator().manual_seed(5)
+    A = torch.randn(192, 64, generator=gen).half()
+    B = torch.randn(64, 64, generator=gen).half()
+    C = torch.full((192, 64), float("nan"))
+    egtile.compile(_persistent_gemm(192, 64, 64, 2), target="interp")(A, B, C)
+    torch.testing.assert_close(C.double(), A.double() @ B.double(), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_persistent_loop_on_cuda():
+    gen = torch.Generator().manual_seed(6)
+    A = torch.randn(320, 128, generator=gen).half()
+    B = torch.randn(128, 192, generator=gen).half()
+    C = torch.full((320, 192), float("nan"), device="cuda")
+    egtile.compile(_persistent_gemm(320, 192, 128, 4), target="cuda")(A.cuda(), B.cuda(), C)
+    torch.testing.assert_close(C.double().cpu(), A.double() @ B.double(), rtol=1e-4, atol=1e-3)
+
+
+def test_tile_atomic_add_into_a_region_past_the_tensor_edge():
+    """``T.atomic_add(D[s:s + 16, h, :], tile)`` at a start read from data: rows past the tensor are skipped."""
+
+    @T.prim_func
+    def scatter(X: T.Tensor((16, 8), "float32"), cu: T.Tensor((1,), "int32"), D: T.Tensor((40, 2, 8), "float32")):
+        with T.Kernel(2, threads=128) as h:
+            t = T.alloc_fragment((16, 8), "float32")
+            T.copy(X, t)
+            s = cu[0]
+            T.atomic_add(D[s:s + 16, h, :], t)
+
+    gen = torch.Generator().manual_seed(7)
+    k = egtile.compile(scatter, target="interp")
+    for start in (3, 31):  # inside; 7 rows past the edge
+        X = torch.randn(16, 8, generator=gen)
+        D0 = torch.randn(40, 2, 8, generator=gen)
+        D = D0.clone()
+        k(X, torch.tensor([start], dtype=torch.int32), D)
+        want = D0.clone()
+        n = min(16, 40 - start)
+        want[start:start + n] += X[:n, None, :]
+        torch.testing.assert_close(D, want)
