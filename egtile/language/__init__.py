@@ -21,7 +21,7 @@ from egtile.language.eager import const, dynamic, empty, symbolic
 from egtile.language.expr import (
     And, IntImm, Not, Or, Value, abs, bitwise_and, bitwise_or, bitwise_xor, cast, cast_to, ceildiv, clamp, cos,
     exp, exp2, fabs, floordiv, floormod, if_then_else, infinity, likely, log, log2, max, max_value, min, min_value,
-    rsqrt, shift_left, shift_right, select, sigmoid, sin, sqrt, tanh, truncdiv, truncmod,
+    reinterpret, rsqrt, shift_left, shift_right, select, sigmoid, sin, sqrt, tanh, truncdiv, truncmod,
 )
 from egtile.language.extern import address_of, atomic_add, call_extern, import_source
 from egtile.language.fill_op import clear, fill
@@ -34,6 +34,7 @@ from egtile.language.kernel import Kernel, PrimFunc, Tensor, prim_func
 from egtile.language.loop import Parallel, Pipelined, Serial, Unroll, serial, unroll
 from egtile.language.macro import Ref, macro
 from egtile.language.reduce_op import reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum
+from egtile.language.bufview import reshape, view
 from egtile.language.threads import (
     get_block_binding, get_block_bindings, get_block_extent, get_block_extents, get_thread_binding, get_thread_bindings,
     get_thread_extent, get_thread_extents, sync_threads, thread_binding, vectorized,
@@ -72,4 +73,5 @@ __all__ = [
     "shift_right", "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "thread_binding", "tma_copy", "truncdiv",
     "truncmod", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "unroll", "use_swizzle",
     "vectorized", "ws",
+    "reshape", "view", "reinterpret",
 ]

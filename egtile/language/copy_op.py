@@ -26,7 +26,7 @@ from typing import Any
 
 from egtile.errors import DSLError, ShapeError, SourceLoc
 from egtile.ir.kernel import Copy, Load, Region, Store
-from egtile.language import tracer
+from egtile.language import bufview as view, tracer
 from egtile.language.buffer import bounds, check_region, static_value
 from egtile.language.operand import operand, resolve_pair
 
@@ -38,6 +38,9 @@ def _copy(src: Any, dst: Any, prefer: str, what: str) -> None:
     loc = tracer.user_loc()
     trace = tracer.current(what)
     trace.require_kernel(what)
+    if view.is_view(src) or view.is_view(dst):  # T.reshape / T.view: element copies on the base's storage
+        view.copy(src, dst, what)
+        return
     a = operand(src, what, "src", loc)
     b = operand(dst, what, "dst", loc)
     if isinstance(a, Load) and isinstance(b, Load):

@@ -114,6 +114,11 @@ def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_pre
         raise UnsupportedError(f"T.atomic_add of a buffer region into {ld.buffer.name}: copy the region into a "
                                "fragment first (T.copy), or write `for i, j in T.Parallel(...): T.atomic_add(dst[...], "
                                "src[i, j])`", loc)
+    from egtile.language import bufview as view
+
+    if isinstance(value, view.BufferView) or (isinstance(dst, view.ViewPoint) and isinstance(value, TileBuffer)):
+        raise UnsupportedError("T.atomic_add of a whole tile with a buffer view (T.reshape / T.view) on either side: "
+                               "write `for i, j in T.Parallel(...): T.atomic_add(dst[...], src[i, j])`", loc)
     if isinstance(value, TileBuffer):
         _tile_atomic_add(ld, value, loc)
         return

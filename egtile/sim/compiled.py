@@ -76,6 +76,11 @@ def compile_expr(e: Expr) -> Fn:
                 f0, f1 = fs
                 return lambda env, load: load(buf, (int(f0(env, load)), int(f1(env, load))))
             return lambda env, load: load(buf, tuple(int(f(env, load)) for f in fs))
+        case Cast(dtype=d, value=v, bitcast=True):
+            from egtile.evaluate import bitcast, dtype_of
+
+            f, src = compile_expr(v), dtype_of(v)
+            return lambda env, load: bitcast(f(env, load), src, d)
         case Cast(dtype=d, value=v):
             r, f = rounder(d), compile_expr(v)
             return lambda env, load: r(f(env, load))
