@@ -12,11 +12,15 @@ For every example file with a kernel (``T.Kernel`` in its source) the script
    ``import tilelang`` -> ``import egtile as tilelang``, ``tilelang.language`` -> ``egtile.language``, and the
    host-side modules egtile provides with TileLang's names (``egtile.porting.PROVIDED``: ``tilelang.testing``,
    ``tilelang.utils.tensor``, ``tilelang.contrib.nvcc``, ``tilelang.carver.arch.driver`` -> ``egtile.device``,
-   ``tilelang.profiler``, ``tilelang.autotuner``, ``PassConfigKey``); helper modules and packages next to the
-   example are copied and ported the same way;
+   ``tilelang.profiler``, ``tilelang.autotuner``, ``PassConfigKey``, ``tilelang.language.dtypes``); ``import tvm``,
+   ``from tvm import ...`` and ``from tilelang import tvm`` -> ``egtile.tvmcompat`` (the few TVM names the examples
+   use, with TVM's meaning; any other raises ``UnsupportedError`` naming it); helper modules and packages next to
+   the example are copied and ported the same way;
 3. runs the copy's ``__main__`` in a subprocess on this machine's CPU with stand-ins that only move the
    example off the GPU: tensors asked for on ``"cuda"`` are made on the CPU, ``torch.cuda`` device queries
-   answer for egtile's target (an H200, :mod:`egtile.device`), ``torch.cuda.synchronize`` does nothing, and
+   answer for egtile's target (an H200, :mod:`egtile.device`; ``torch.cuda.is_available()`` is true), a
+   ``torch.Generator`` asked for on ``"cuda"`` is a CPU one, streams and ``torch.cuda.synchronize`` do nothing (the
+   simulator runs each kernel to completion in call order), CUDA events time nothing (``elapsed_time`` is NaN), and
    ``egtile.porting.LeftOutFinder`` makes an import of a TileLang module egtile leaves out raise
    ``UnsupportedError`` with the reason (``egtile.porting.LEFT_OUT``).
 
@@ -72,8 +76,12 @@ _IMPORTS = [
      r"\1from egtile.\2 import"),
     (re.compile(r"^(\s*)from tilelang\.carver\.arch import driver\s*$", re.M), r"\1from egtile import device as driver"),
     (re.compile(r"^(\s*)from tilelang\.transform import PassConfigKey\s*$", re.M), r"\1from egtile import PassConfigKey"),
-    # TVM through tilelang: a plain import, which egtile.porting.LeftOutFinder refuses with the reason
-    (re.compile(r"^(\s*)from tilelang import tvm( as tvm)?\s*$", re.M), r"\1import tvm"),
+    (re.compile(r"^(\s*)from tilelang\.language\.dtypes import", re.M), r"\1from egtile.language.dtypes import"),
+    # TVM (directly or through tilelang): the few names TileLang's examples use, from egtile.tvmcompat (never a
+    # `tvm` package); a TVM submodule (`import tvm.tl`) is still refused by egtile.porting.LeftOutFinder
+    (re.compile(r"^(\s*)from tilelang import tvm( as tvm)?\s*$", re.M), r"\1from egtile import tvmcompat as tvm"),
+    (re.compile(r"^(\s*)import tvm\s*$", re.M), r"\1import egtile.tvmcompat as tvm"),
+    (re.compile(r"^(\s*)from tvm import ", re.M), r"\1from egtile.tvmcompat import "),
     (re.compile(r"^(\s*)from tilelang import ", re.M), r"\1from egtile import "),
 ]
 
@@ -118,6 +126,30 @@ torch.cuda.get_device_properties = lambda *a, **k: types.SimpleNamespace(
     max_threads_per_block=egtile.device.get_max_threads_per_block(), regs_per_block=egtile.device.get_registers_per_block())
 torch.cuda.manual_seed_all = lambda *a, **k: None  # torch.manual_seed seeds the CPU generator the tensors come from
 torch.cuda.manual_seed = lambda *a, **k: None
+# the target is there (egtile's H200, as the queries above answer); its work runs on the simulator
+torch.cuda.is_available = lambda: True
+torch.cuda.device_count = lambda: 1
+torch.cuda.empty_cache = lambda: None
+_Generator = torch.Generator
+torch.Generator = lambda device=None: _Generator(device="cpu" if device is not None and "cuda" in str(device) else device)
+class _Stream:  # one stream: the simulator runs every kernel to completion in call order
+    def __init__(self, *a, **k): pass
+    def synchronize(self): pass
+    def wait_stream(self, other): pass
+    def wait_event(self, event): pass
+    def record_event(self, event=None): return event or _Event()
+class _Event:  # CUDA events time kernels: no time on the CPU simulator (NaN, as do_bench below)
+    def __init__(self, *a, **k): pass
+    def record(self, stream=None): pass
+    def synchronize(self): pass
+    def wait(self, stream=None): pass
+    def query(self): return True
+    def elapsed_time(self, other): return float("nan")
+import contextlib
+torch.cuda.Stream = _Stream
+torch.cuda.Event = _Event
+torch.cuda.current_stream = torch.cuda.default_stream = lambda *a, **k: _Stream()
+torch.cuda.stream = lambda s=None: contextlib.nullcontext()
 
 # the run stage: count kernel calls and the example's own comparisons against its reference
 CALLS = {"kernel": 0, "checks": 0}

@@ -30,6 +30,8 @@ PROVIDED: dict[str, str] = {
     "tilelang.autotuner": "egtile.autotuner",
     "tilelang.transform.PassConfigKey": "egtile.options.PassConfigKey",
     "tilelang.language.fp8": "egtile.language.fp8",
+    "tilelang.language.dtypes": "egtile.language.dtypes",
+    "tvm": "egtile.tvmcompat",  # DataType, tirx.const / reinterpret / Select: the names the examples use
 }
 
 _TUNER = ("TileLang's own tuner (hardware templates, the roller, rasterization policies of its code generator) is "
@@ -44,7 +46,7 @@ _INTRIN = ("TileLang's hand-written MMA/MFMA instruction emitters and their layo
 LEFT_OUT: dict[str, str] = {
     "tilelang.carver": _TUNER,
     "tilelang.tvm": _TVM,
-    "tvm": _TVM,
+    "tvm": _TVM,  # a submodule import (import tvm.tl); `import tvm` itself ports to egtile.tvmcompat (PROVIDED)
     "tilelang.cuda.intrinsics": _INTRIN,
     "tilelang.rocm": "AMD GPUs (ROCm, CDNA) are not an egtile target: egtile compiles for NVIDIA Hopper (sm_90a)",
     "tilelang.tools.cuda": ("TileLang's CUDA tooling (iket: in-kernel event tracing) is not part of egtile; "
@@ -56,8 +58,6 @@ LEFT_OUT: dict[str, str] = {
     "tilelang.engine": ("TileLang's lowering engine (post-processing callbacks on the generated CUDA source) is not "
                         "part of egtile: egtile generates and checks its CUDA source itself; use T.call_extern / "
                         "T.import_source for hand-written device code"),
-    "tilelang.language.dtypes": ("TileLang's dtype tables are internal to TileLang; egtile's dtypes are egtile.language's "
-                                 "T.float16, T.bfloat16, ... (and torch dtypes are accepted)"),
     "tilelang.jit": "TileLang's JIT internals are not part of egtile; use egtile.jit",
 }
 
