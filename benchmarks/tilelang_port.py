@@ -126,9 +126,15 @@ torch.cuda.get_device_properties = lambda *a, **k: types.SimpleNamespace(
     max_threads_per_block=egtile.device.get_max_threads_per_block(), regs_per_block=egtile.device.get_registers_per_block())
 torch.cuda.manual_seed_all = lambda *a, **k: None  # torch.manual_seed seeds the CPU generator the tensors come from
 torch.cuda.manual_seed = lambda *a, **k: None
-# the target is there (egtile's H200, as the queries above answer); its work runs on the simulator
-torch.cuda.is_available = lambda: True
-torch.cuda.device_count = lambda: 1
+# the target is there for the example (egtile's H200, as the queries above answer; its work runs on the simulator);
+# egtile's and torch's own code still see this machine (egtile's target="auto" picks the simulator from it)
+def _for_example(real, stand_in):
+    def query():
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        return real() if caller.split(".")[0] in ("egtile", "torch") else stand_in
+    return query
+torch.cuda.is_available = _for_example(torch.cuda.is_available, True)
+torch.cuda.device_count = _for_example(torch.cuda.device_count, 1)
 torch.cuda.empty_cache = lambda: None
 _Generator = torch.Generator
 torch.Generator = lambda device=None: _Generator(device="cpu" if device is not None and "cuda" in str(device) else device)

@@ -56,12 +56,13 @@ def test_reshape_and_view_read_and_write_the_base_storage():
 
 
 def _split_view_of_a_parameter():
-    """A view of a global parameter: the (2, 64) view of a 128-vector, written element-wise and copied into."""
+    """A view of a global parameter, in TileLang's own spelling ``T.Tensor(shape, dtype, buf.data)``: the (2, 64)
+    view of a 128-vector, copied into and written element-wise."""
 
     @T.prim_func
     def main(A: T.Tensor((2, 64), "float16"), B: T.Tensor((128,), "float16")):
         with T.Kernel(1, threads=64) as _bx:
-            b2 = T.reshape(B, (2, 64))
+            b2 = T.Tensor((2, 64), "float16", B.data)
             sh = T.alloc_shared((2, 64), "float16")
             T.copy(A, sh)
             T.copy(sh, b2)

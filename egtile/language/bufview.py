@@ -143,6 +143,11 @@ class BufferView:
     def name(self) -> str:
         return self.root.name
 
+    @property
+    def data(self) -> Storage:
+        """The storage, for ``T.Tensor(shape, dtype, view.data)``."""
+        return Storage(self)
+
     def __repr__(self) -> str:
         return f"BufferView({self.name}{list(self.base.shape)} as {list(self.shape)})"
 
@@ -269,6 +274,31 @@ def _make(src: Any, shape: Any, dtype: Any, what: str) -> BufferView | TileBuffe
     if new == tuple(src.shape):
         return src
     return BufferView(src, new)
+
+
+class Storage:
+    """``buf.data``: the storage of a buffer, for ``T.Tensor(shape, dtype, buf.data)`` (TileLang's own spelling of
+    :func:`reshape`: a buffer declared over another's data pointer)."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: TileBuffer | BufferView) -> None:
+        self.buffer = buffer
+
+    def __repr__(self) -> str:
+        return f"{self.buffer.name}.data"
+
+
+def over_storage(data: Any, shape: Any, dtype: Any) -> BufferView | TileBuffer:
+    """``T.Tensor(shape, dtype, data)`` inside a kernel: :func:`view` of the buffer whose ``.data`` ``data`` is.
+
+    Raises:
+        UnsupportedError: ``data`` is not a buffer's ``.data`` (a raw pointer: TileLang's ``T.make_tensor``).
+    """
+    if not isinstance(data, Storage):
+        raise UnsupportedError(f"T.Tensor(shape, dtype, {data!r}): the third argument must be a buffer's .data (a view "
+                               "of its storage); tensors over raw pointers are not supported", tracer.user_loc())
+    return _make(data.buffer, shape, dtype, "T.Tensor(shape, dtype, buf.data)")
 
 
 def reshape(src: Any, shape: Any) -> BufferView | TileBuffer:
