@@ -347,6 +347,9 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "flash_attention/example_mha_fwd_varlen.py": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
     "attention_sink/example_gqa_sink_fwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen",
                                                       "128", "--k_seqlen", "128", "--dim", "64"],
+    # T.im2col and views over a buffer's storage (2026-12-02, branch port-views): one image of 8 x 8 x 16
+    "convolution/example_convolution.py": ["--n", "1", "--c", "16", "--h", "8", "--w", "8", "--f", "128"],
+    "convolution/example_convolution_autotune.py": ["--n", "1", "--c", "16", "--h", "8", "--w", "8", "--f", "128"],
     "dsa_hisa/fp8_block_mean_pooling.py": {"sizes": [
         ("        (16384, 128, 128, 1),\n        (16384, 128, 128, 4),\n        (65536, 128, 128, 1),\n"
          "        (65536, 128, 128, 8),\n        (131072, 128, 128, 16),\n",

@@ -67,6 +67,8 @@ class DataType:
         return f"DataType({self._d.name!r})"
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, DataType):
+            return str(self) == str(other)
         try:
             return str(self) == str(DataType(other))
         except DTypeError:

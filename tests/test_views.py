@@ -201,3 +201,41 @@ def test_reinterpret_refuses_another_width():
             with T.Kernel(1, threads=128) as _bx:
                 for i in T.Parallel(128):
                     Y[i] = T.reinterpret(X[i], T.uint16)
+
+
+def _conv(n, c, h, w, f, k, s, d, p, block_m=64, block_n=64, block_k=32):
+    """A 2-D convolution as TileLang writes it: ``T.im2col`` tiles of the NHWC image times the filter seen as a
+    ``(k k c, f)`` matrix (``T.Tensor(shape, dtype, buf.data)``), the output written through an ``(n oh ow, f)`` view;
+    ``k k c`` is not a multiple of ``block_k``, so the last filter tile runs past the view's edge (zero-padded)."""
+    oh = (h + 2 * p - d * (k - 1) - 1) // s + 1
+    ow = (w + 2 * p - d * (k - 1) - 1) // s + 1
+
+    @T.prim_func
+    def main(X: T.Tensor((n, h, w, c), "float16"), Wt: T.Tensor((k, k, c, f), "float16"),
+             Out: T.Tensor((n, oh, ow, f), "float16")):
+        with T.Kernel(T.ceildiv(f, block_n), T.ceildiv(n * oh * ow, block_m), threads=128) as (bx, by):
+            xs = T.alloc_shared((block_m, block_k), "float16")
+            ws = T.alloc_shared((block_k, block_n), "float16")
+            acc = T.alloc_fragment((block_m, block_n), "float32")
+            w_flat = T.Tensor((k * k * c, f), "float16", Wt.data)
+            out_flat = T.reshape(Out, (n * oh * ow, f))
+            T.clear(acc)
+            for ki in T.Pipelined(T.ceildiv(k * k * c, block_k), num_stages=2):
+                T.im2col(X, xs, by, ki, k, s, d, p)
+                T.copy(w_flat[ki * block_k, bx * block_n], ws)
+                T.gemm(xs, ws, acc)
+            T.copy(acc, out_flat[by * block_m, bx * block_n])
+
+    return main, (n, oh, ow, f)
+
+
+def test_im2col_convolution_through_views():
+    n, c, h, w, f, k, s, d, p = 1, 12, 6, 7, 64, 3, 1, 1, 1  # k k c = 108: four tiles of 32, the last one partial
+    prim, out_shape = _conv(n, c, h, w, f, k, s, d, p)
+    kern = egtile.compile(prim, target="sim")
+    x, wt = torch.randn(n, h, w, c).half(), torch.randn(k, k, c, f).half()
+    out = torch.full(out_shape, float("nan")).half()
+    kern(x, wt, out)
+    ref = torch.conv2d(x.permute(0, 3, 1, 2).double(), wt.permute(3, 2, 0, 1).double(), stride=s, padding=p,
+                       dilation=d).permute(0, 2, 3, 1)
+    torch.testing.assert_close(out.double(), ref, rtol=1e-2, atol=1e-2)

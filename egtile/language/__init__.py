@@ -12,7 +12,7 @@ from egtile.language.barrier import (
 )
 from egtile.language.buffer import RegionRef, TileBuffer
 from egtile.language.control import Else, If, Then
-from egtile.language.copy_op import async_copy, copy
+from egtile.language.copy_op import async_copy, copy, im2col
 from egtile.language.dtypes import (
     bf16, bfloat16, bool, double, dtype, f16, f32, f64, float, float8_e4m3, float8_e4m3fn, float8_e5m2, float16,
     float32, float64, half, i8, i16, i32, i64, int, int8, int16, int32, int64, long, u8, u16, u32, u64, uint8, uint16, uint32, uint64,
@@ -46,6 +46,7 @@ cdiv = ceildiv  # TileLang's T.cdiv
 Select = select
 Cast = cast_to
 Vectorized = vectorized
+c2d_im2col = im2col  # TileLang's deprecated name
 
 
 def __getattr__(name: str):
@@ -73,5 +74,5 @@ __all__ = [
     "shift_right", "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "thread_binding", "tma_copy", "truncdiv",
     "truncmod", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "unroll", "use_swizzle",
     "vectorized", "ws",
-    "reshape", "view", "reinterpret",
+    "reshape", "view", "reinterpret", "im2col", "c2d_im2col",
 ]

@@ -19,10 +19,12 @@ accumulating in the reduction's accumulator dtype, ``egtile.tilemath.reduce_accu
 operands are rectangles of the view that need not be rectangles of the base. ``T.gemm`` on a view is refused
 (copy the view into a buffer of its shape first).
 
+A ``T.copy`` between a view and a global tensor (or a view of one) keeps ``T.copy``'s meaning past the tensor's
+edge: an element outside the tensor (the view's shape, for a view) reads as zero and is never written.
+
 Not supported (refused at the user's line): a view with another dtype than its base's (a reinterpretation of
 the storage's bits: TileLang's ``T.view(buf, dtype=)``; bit casts of values are ``T.reinterpret``), a view
-whose element count differs from the base's (TileLang asserts the same), symbolic view shapes, and a
-``T.copy`` between a view and a global region that runs past the tensor's edge.
+whose element count differs from the base's (TileLang asserts the same), and symbolic view shapes.
 """
 
 from __future__ import annotations
@@ -384,8 +386,47 @@ def _squeezed_positions(extents: tuple[int, ...], loop: tuple[Value, ...]) -> tu
 
 
 def _check(side: _Side, what: str, loc: SourceLoc | None) -> None:
-    if isinstance(side.handle, TileBuffer):
+    if isinstance(side.handle, TileBuffer) and side.handle.scope != "global":
         check_region(side.handle.buffer, side.offsets, side.extents, what, loc)
+
+
+def _inside(side: _Side, idx: tuple[Any, ...]) -> Any:
+    """For a side over a global tensor (a view of one, or a region of it): the condition that the element ``idx``
+    lies inside it, or ``None`` when the trace proves it does (the loop and block variables' ranges). ``T.copy``
+    past a tensor's edge reads zero there and writes nothing, as for a plain region (``egtile.language.copy_op``)."""
+    from egtile.language.buffer import bounds
+    from egtile.language.expr import And, as_expr
+
+    if side.handle.scope != "global":
+        return None
+    ranges = tracer.current("T.copy").var_ranges
+    cond = None
+    for i, n in zip(idx, side.handle.shape):
+        e = as_expr(i, "int32")
+        b = bounds(e, ranges)
+        if b is not None and b[0] >= 0 and b[1] < n:
+            continue
+        c = And(Value(e) >= 0, Value(e) < n)
+        cond = c if cond is None else And(cond, c)
+    return cond
+
+
+def _move(a: _Side, b: _Side, pos_a: tuple[Any, ...], pos_b: tuple[Any, ...]) -> None:
+    """``b[pos_b] = a[pos_a]``, clipped at a global tensor's edge (:func:`_inside`)."""
+    from egtile.language import control
+    from egtile.language.expr import if_then_else
+
+    ia, ib = a.at(pos_a), b.at(pos_b)
+    value = a.handle[ia]
+    ca = _inside(a, ia)
+    if ca is not None:
+        value = if_then_else(ca, value, 0)
+    cb = _inside(b, ib)
+    if cb is None:
+        b.handle[ib] = value
+        return
+    with control.If(cb):
+        b.handle[ib] = value
 
 
 def copy(src: Any, dst: Any, what: str = "T.copy") -> None:
@@ -410,11 +451,11 @@ def copy(src: Any, dst: Any, what: str = "T.copy") -> None:
     _check(a, f"{what} (src)", loc)
     _check(b, f"{what} (dst)", loc)
     if not sa:
-        b.handle[b.at(_squeezed_positions(b.extents, ()))] = a.handle[a.at(_squeezed_positions(a.extents, ()))]
+        _move(a, b, _squeezed_positions(a.extents, ()), _squeezed_positions(b.extents, ()))
         return
     for pos in Parallel(*sa):
         pos = pos if isinstance(pos, tuple) else (pos,)
-        b.handle[b.at(_squeezed_positions(b.extents, pos))] = a.handle[a.at(_squeezed_positions(a.extents, pos))]
+        _move(a, b, _squeezed_positions(a.extents, pos), _squeezed_positions(b.extents, pos))
 
 
 def fill(dst: Any, value: Any, what: str = "T.fill") -> None:

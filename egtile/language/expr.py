@@ -527,8 +527,10 @@ def reinterpret(value: Any, dtype: Any) -> Value:
     e = as_expr(value)
     src = lookup_dtype(dtype_of(e))
     if d.kind == "bool" or src.kind == "bool" or d.bits != src.bits:
+        promoted = " (egtile's integer arithmetic promotes as C does: uint8 << uint8 is an int32, where TVM keeps " \
+                   "uint8; T.cast the value to the narrow type first)" if src.kind in ("int", "uint") else ""
         raise DTypeError(f"T.reinterpret: {src.name} ({src.bits} bits) to {d.name} ({d.bits} bits): a bit cast keeps "
-                         "the width and needs numbers on both sides (T.cast converts values)", loc)
+                         f"the width and needs numbers on both sides (T.cast converts values){promoted}", loc)
     if src.name == d.name:
         return Value(e, d.name)
     return Value(Cast(d.name, e, bitcast=True), d.name, _depth(value))

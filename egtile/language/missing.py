@@ -73,8 +73,6 @@ NOT_YET: dict[str, str] = {
     "annotate_ws_schedule": _WS, "ws_op": _WS,
     "tma_load": "use T.copy; egtile chooses TMA itself where it is legal and pays",
     "tma_store_arrive": _SYNC, "tma_store_wait": _SYNC, "create_tma_descriptor": "egtile builds TMA descriptors itself",
-    "im2col": "im2col copies are not supported yet: gather with a T.Parallel loop into shared memory",
-    "c2d_im2col": "im2col copies are not supported yet: gather with a T.Parallel loop into shared memory",
     "fence_proxy_async": _SYNC, "warpgroup_arrive": _SYNC, "warpgroup_wait": _SYNC, "wait_wgmma": _SYNC,
     "warpgroup_commit_batch": _SYNC, "warpgroup_fence_operand": _SYNC,
     "set_max_nreg": "egtile sets register budgets of warp-specialized roles itself (setmaxnreg)",
