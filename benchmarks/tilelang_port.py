@@ -137,7 +137,10 @@ torch.cuda.is_available = _for_example(torch.cuda.is_available, True)
 torch.cuda.device_count = _for_example(torch.cuda.device_count, 1)
 torch.cuda.empty_cache = lambda: None
 _Generator = torch.Generator
-torch.Generator = lambda device=None: _Generator(device="cpu" if device is not None and "cuda" in str(device) else device)
+class _CpuGenerator(_Generator):  # still a type (annotations such as `torch.Generator | None` keep working)
+    def __new__(cls, device=None):
+        return _Generator(device="cpu" if device is not None and "cuda" in str(device) else device)
+torch.Generator = _CpuGenerator
 class _Stream:  # one stream: the simulator runs every kernel to completion in call order
     def __init__(self, *a, **k): pass
     def synchronize(self): pass
