@@ -125,7 +125,7 @@ def _bit_casts():
     @T.prim_func
     def main(X: T.Tensor((128,), "float32"), H: T.Tensor((128,), "float16"), Bits: T.Tensor((128,), "uint32"),
              Neg: T.Tensor((128,), "float32"), Exp: T.Tensor((128,), "int32"), Pow: T.Tensor((128,), "float32"),
-             HB: T.Tensor((128,), "uint16")):
+             HB: T.Tensor((128,), "uint16"), Key: T.Tensor((128,), "uint32")):
         with T.Kernel(1, threads=128) as _bx:
             for i in T.Parallel(128):
                 b = T.reinterpret(X[i], T.uint32)
@@ -134,6 +134,8 @@ def _bit_casts():
                 Exp[i] = T.cast((b >> 23) & 0xFF, T.int32) - 127
                 Pow[i] = T.reinterpret((i % 16 - 8 + 127) << 23, T.float32)
                 HB[i] = T.reinterpret(H[i], T.uint16)
+                # an order-preserving key of the float (TileLang's radix top-k idiom): a bit cast under a select
+                Key[i] = T.if_then_else(X[i] < 0, ~b, b | T.cast(0x80000000, T.uint32))
 
     return main
 
@@ -145,9 +147,14 @@ def _check_bit_casts(target: str, device: str) -> None:
     bits, hb = torch.full((128,), 7, dtype=torch.uint32), torch.full((128,), 7, dtype=torch.uint16)
     neg, pw = torch.full((128,), float("nan")), torch.full((128,), float("nan"))
     ex = torch.full((128,), -999, dtype=torch.int32)
-    args = [t.to(device) for t in (x, h, bits, neg, ex, pw, hb)]
+    key = torch.full((128,), 7, dtype=torch.uint32)
+    args = [t.to(device) for t in (x, h, bits, neg, ex, pw, hb, key)]
     kern(*args)
-    bits, neg, ex, pw, hb = (t.cpu() for t in args[2:])
+    bits, neg, ex, pw, hb, key = (t.cpu() for t in args[2:])
+    raw = x.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    want = torch.where(x < 0, 0xFFFFFFFF - raw, raw | 0x80000000)
+    assert torch.equal(key.view(torch.int32).to(torch.int64) & 0xFFFFFFFF, want)
+    assert torch.equal(torch.argsort(want), torch.argsort(x))
     assert torch.equal(bits.view(torch.int32), x.view(torch.int32))
     assert torch.equal(neg, -x)
     assert torch.equal(ex, torch.frexp(x).exponent - 1)
