@@ -353,11 +353,11 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     # T.im2col and views over a buffer's storage (2026-12-02, branch port-views): one image of 8 x 8 x 16
     "convolution/example_convolution.py": ["--n", "1", "--c", "16", "--h", "8", "--w", "8", "--f", "128"],
     "convolution/example_convolution_autotune.py": ["--n", "1", "--c", "16", "--h", "8", "--w", "8", "--f", "128"],
-    "dsa_hisa/block_sparse_mqa_fp8.py": {"sizes": [  # T.reshape (2026-12-02, branch port-views): 16 queries
+    "dsa_hisa/block_sparse_mqa_fp8.py": {"sizes": [  # T.reshape (2026-12-02, branch port-views): 64 queries, one block of 64 keys
         ("        (1024, 64, 128, 128, 64, 1),\n        (4096, 64, 128, 128, 64, 1),\n        (4096, 64, 128, 128, 64, 4),\n"
          "        (8192, 64, 128, 128, 64, 1),\n        (8192, 64, 128, 128, 64, 8),\n        (8192, 64, 128, 64, 128, 8),\n"
          "        (8192, 64, 128, 256, 32, 8),\n",
-         "        (16, 64, 128, 128, 1, 1),\n")]},
+         "        (64, 64, 128, 64, 1, 1),\n")]},
     "dsa_hisa/fp8_block_mean_pooling.py": {"sizes": [
         ("        (16384, 128, 128, 1),\n        (16384, 128, 128, 4),\n        (65536, 128, 128, 1),\n"
          "        (65536, 128, 128, 8),\n        (131072, 128, 128, 16),\n",

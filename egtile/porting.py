@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 from typing import Any
 
@@ -80,6 +81,19 @@ def left_out_reason(module: str) -> str | None:
     return None if best is None else LEFT_OUT[best]
 
 
+def _probing() -> bool:
+    """Whether the module search was started by ``importlib.util.find_spec`` (a probe, not an ``import``)."""
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name == "find_spec" and code.co_filename in ("<frozen importlib.util>", importlib.util.__file__):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class LeftOutFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """An import hook making ``import tilelang.<left-out module>`` (and ``import tvm``) raise
     :class:`UnsupportedError` with the module's reason from :data:`LEFT_OUT`.
@@ -92,6 +106,8 @@ class LeftOutFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if fullname in sys.modules:
             return None
         reason = left_out_reason(fullname)
+        if reason is not None and _probing():
+            return None  # importlib.util.find_spec asks whether it exists (torch._dynamo does for tvm): it does not
         if reason is not None:
             raise LeftOutModuleError(fullname, reason)
         if fullname == "tilelang" or any(k.startswith(fullname + ".") for k in LEFT_OUT):

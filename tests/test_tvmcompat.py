@@ -55,3 +55,22 @@ def test_other_tvm_names_are_refused_naming_them():
         tirx.call_intrin  # noqa: B018
     with pytest.raises(ImportError):
         from egtile.tvmcompat import tl  # noqa: F401
+
+
+def test_a_probe_for_tvm_finds_nothing_while_its_import_is_refused():
+    """``importlib.util.find_spec("tvm")`` (torch._dynamo probes for it) answers None under the port's import hook;
+    an ``import tvm.<submodule>`` is still refused with the reason."""
+    import importlib
+    import importlib.util
+    import sys
+
+    from egtile.porting import LeftOutFinder
+
+    finder = LeftOutFinder()
+    sys.meta_path.insert(0, finder)
+    try:
+        assert importlib.util.find_spec("tvm") is None
+        with pytest.raises(UnsupportedError, match="TVM"):
+            importlib.import_module("tvm.tl")
+    finally:
+        sys.meta_path.remove(finder)
