@@ -353,6 +353,15 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     # T.im2col and views over a buffer's storage (2026-12-02, branch port-views): one image of 8 x 8 x 16
     "convolution/example_convolution.py": ["--n", "1", "--c", "16", "--h", "8", "--w", "8", "--f", "128"],
     "convolution/example_convolution_autotune.py": ["--n", "1", "--c", "16", "--h", "8", "--w", "8", "--f", "128"],
+    # TVM through egtile.tvmcompat (2026-12-02, branch port-views): the GQA backward passes at one small head group
+    "flash_attention/example_gqa_bwd.py": ["--batch", "1", "--h", "2", "--n_ctx", "128", "--d_head_qk", "64",
+                                           "--d_head_v", "64", "--groups", "2"],
+    "flash_attention/example_gqa_bwd_tma_reduce.py": ["--batch", "1", "--h", "2", "--n_ctx", "128", "--d_head_qk", "64",
+                                                      "--d_head_v", "64", "--groups", "2"],
+    "flash_attention/example_gqa_bwd_tma_reduce_varlen.py": ["--batch", "1", "--h", "2", "--n_ctx", "128",
+                                                             "--d_head_qk", "64", "--d_head_v", "64", "--groups", "2"],
+    # the example's own `torch.cuda.is_available()` check now passes (2026-12-02, branch port-views)
+    "flash_decoding/example_gqa_decode.py": ["--heads", "8", "--groups", "1", "--kv_seqlen", "1024", "--dim", "64"],
     "dsa_hisa/block_sparse_mqa_fp8.py": {"sizes": [  # T.reshape (2026-12-02, branch port-views): 64 queries, one block of 64 keys
         ("        (1024, 64, 128, 128, 64, 1),\n        (4096, 64, 128, 128, 64, 1),\n        (4096, 64, 128, 128, 64, 4),\n"
          "        (8192, 64, 128, 128, 64, 1),\n        (8192, 64, 128, 128, 64, 8),\n        (8192, 64, 128, 64, 128, 8),\n"
