@@ -168,3 +168,23 @@ def test_two_accumulators_combined_into_the_next_gemms_operand():
     kern(kt, q, v, do, out)
     ds = ((kt.double() @ q.double().T) * (v.double() @ do.double().T)).half().double()
     torch.testing.assert_close(out.double(), ds @ q.double(), rtol=2e-3, atol=2e-3)
+
+
+def _region_atomic(n: int = 16, d: int = 32):
+    @T.prim_func
+    def main(S: T.Tensor((n, d), "float32"), C: T.Tensor((2, n, 3, d), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            t = T.alloc_shared((n, d), "float32")
+            T.copy(S, t)
+            T.atomic_add(C[bx, 0:n, 1, :], t)  # a region: its unit dimensions dropped, as T.copy pairs them
+
+    return main
+
+
+def test_tile_atomic_add_into_a_region():
+    c0 = torch.randn(2, 16, 3, 32)
+    c, s = c0.clone(), torch.randn(16, 32)
+    egtile.compile(_region_atomic(), target="sim")(s, c)
+    want = c0.clone()
+    want[:, :, 1, :] += s
+    assert torch.equal(c, want)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from egtile.errors import DSLError, UnsupportedError
+from egtile.errors import DSLError, ShapeError, UnsupportedError
 from egtile.ir.kernel import AddressOf, AtomicAdd, Extern, Load
 from egtile.language import tracer
 from egtile.language.expr import Value, as_expr
@@ -105,10 +105,14 @@ def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_pre
     if return_prev or use_tma or memory_order not in (None, "relaxed"):
         raise UnsupportedError("T.atomic_add(return_prev=/use_tma=/memory_order= other than 'relaxed')", loc)
     dst = lvalue(dst)
+    from egtile.language.buffer import RegionRef, TileBuffer
+
+    if isinstance(dst, RegionRef) and isinstance(value, TileBuffer):
+        _region_atomic_add(dst.region, value, loc)
+        return
     if not (isinstance(dst, Value) and isinstance(dst.expr, Load)):
         raise UnsupportedError("T.atomic_add on a region or buffer (only one element, buf[i, ...], is supported)", loc)
     ld = dst.expr
-    from egtile.language.buffer import RegionRef, TileBuffer
 
     if isinstance(value, RegionRef):
         raise UnsupportedError(f"T.atomic_add of a buffer region into {ld.buffer.name}: copy the region into a "
@@ -124,6 +128,30 @@ def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_pre
         return
     check_region(ld.buffer, ld.indices, (1,) * len(ld.indices), f"T.atomic_add ({ld.buffer.name})", loc)
     trace.emit(AtomicAdd(trace.sid(), ld.buffer, ld.indices, as_expr(value, ld.buffer.dtype), loc), "T.atomic_add")
+
+
+def _region_atomic_add(region: Any, src: Any, loc) -> None:
+    """``T.atomic_add(C[b, m0:m1, h, :], tile)``: TileLang's tile atomic into a region (``src/op/atomic_add.cc``:
+    the two sides pair element by element as a ``T.copy`` pairs them, row-major over the extents with unit
+    dimensions dropped, which must match). Traced as the ``T.Parallel`` nest of element atomics."""
+    from egtile.language.loop import Parallel
+
+    squeezed = tuple(e for e in region.extents if e != 1)
+    src_sq = tuple(e for e in src.shape if e != 1)
+    if squeezed != src_sq:
+        raise ShapeError(f"T.atomic_add of tile {src.name} {tuple(src.shape)} into a region of {region.buffer.name} "
+                         f"with extents {region.extents}: the extents differ (unit dimensions ignored: {squeezed} "
+                         f"and {src_sq})", loc)
+    check_region(region.buffer, region.offsets, region.extents, f"T.atomic_add ({region.buffer.name} += {src.name})",
+                 loc)
+    for idx in Parallel(*squeezed):
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        it, dst = iter(idx), []
+        for o, e in zip(region.offsets, region.extents):
+            dst.append(Value(o) if e == 1 else Value(o) + next(it))
+        it = iter(idx)
+        sidx = tuple(0 if e == 1 else next(it) for e in src.shape)
+        atomic_add(Value(Load(region.buffer, tuple(as_expr(x, "int32") for x in dst))), src[sidx])
 
 
 def _tile_atomic_add(ld: Load, src: Any, loc) -> None:
