@@ -176,7 +176,7 @@ def _region_atomic(n: int = 16, d: int = 32):
         with T.Kernel(2, threads=128) as bx:
             t = T.alloc_shared((n, d), "float32")
             T.copy(S, t)
-            T.atomic_add(C[bx, 0:n, 1, :], t)  # a region: its unit dimensions dropped, as T.copy pairs them
+            T.atomic_add(C[bx, 0:n, 1, :], t, use_tma=True)  # a region: its unit dimensions dropped, as T.copy pairs
 
     return main
 

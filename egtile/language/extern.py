@@ -92,20 +92,26 @@ def import_source(source: str) -> None:
 
 def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_prev: bool = False,
                use_tma: bool = False) -> None:
-    """``T.atomic_add(buf[i, j], value)``: one atomic read-modify-write of one element.
+    """``T.atomic_add(buf[i, j], value)``: one atomic read-modify-write of one element; with a tile ``value`` (a
+    buffer), every element of it into the tile of ``dst`` (a start point or a region), each one atomic.
+
+    ``use_tma=True`` on a tile asks TileLang for a TMA reduction (``cp.reduce.async.bulk .add``), whose result is
+    that of the element atomics; egtile emits the element ``atomicAdd``s (same result, not the TMA instruction).
 
     Raises:
-        UnsupportedError: tile-region atomics, ``return_prev``, ``use_tma``, ``memory_order``.
+        UnsupportedError: ``return_prev``, ``use_tma`` on one element, ``memory_order`` other than relaxed.
     """
     loc = tracer.user_loc()
     trace = tracer.current("T.atomic_add")
     trace.require_kernel("T.atomic_add")
     # memory_order="relaxed" is what atomicAdd is (PTX atom without .sem is .relaxed, PTX ISA 9.7.13.5); stronger
     # orders would need fences egtile does not emit
-    if return_prev or use_tma or memory_order not in (None, "relaxed"):
-        raise UnsupportedError("T.atomic_add(return_prev=/use_tma=/memory_order= other than 'relaxed')", loc)
-    dst = lvalue(dst)
     from egtile.language.buffer import RegionRef, TileBuffer
+
+    if return_prev or (use_tma and not isinstance(value, TileBuffer)) or memory_order not in (None, "relaxed"):
+        raise UnsupportedError("T.atomic_add(return_prev=/use_tma= of one element/memory_order= other than "
+                               "'relaxed')", loc)
+    dst = lvalue(dst)
 
     if isinstance(dst, RegionRef) and isinstance(value, TileBuffer):
         _region_atomic_add(dst.region, value, loc)
