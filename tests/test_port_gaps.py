@@ -188,3 +188,13 @@ def test_tile_atomic_add_into_a_region():
     want = c0.clone()
     want[:, :, 1, :] += s
     assert torch.equal(c, want)
+
+
+def test_earlier_tilelang_pass_config_keys_are_accepted_and_disable_fast_math_wins():
+    from egtile.options import fast_math
+
+    K = egtile.PassConfigKey
+    assert K.TL_ENABLE_PTXAS_VERBOSE_OUTPUT.value == "tl.enable_ptxas_verbose_output"
+    assert fast_math({K.TL_ENABLE_FAST_MATH: True, K.TL_DISABLE_FAST_MATH: False}) is True
+    assert fast_math({K.TL_ENABLE_FAST_MATH: True, K.TL_DISABLE_FAST_MATH: True}) is False
+    assert fast_math({"tl.disable_fast_math": True}) is False
