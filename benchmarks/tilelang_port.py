@@ -12,11 +12,15 @@ For every example file with a kernel (``T.Kernel`` in its source) the script
    ``import tilelang`` -> ``import egtile as tilelang``, ``tilelang.language`` -> ``egtile.language``, and the
    host-side modules egtile provides with TileLang's names (``egtile.porting.PROVIDED``: ``tilelang.testing``,
    ``tilelang.utils.tensor``, ``tilelang.contrib.nvcc``, ``tilelang.carver.arch.driver`` -> ``egtile.device``,
-   ``tilelang.profiler``, ``tilelang.autotuner``, ``PassConfigKey``); helper modules and packages next to the
-   example are copied and ported the same way;
+   ``tilelang.profiler``, ``tilelang.autotuner``, ``PassConfigKey``, ``tilelang.language.dtypes``); ``import tvm``,
+   ``from tvm import ...`` and ``from tilelang import tvm`` -> ``egtile.tvmcompat`` (the few TVM names the examples
+   use, with TVM's meaning; any other raises ``UnsupportedError`` naming it); helper modules and packages next to
+   the example are copied and ported the same way;
 3. runs the copy's ``__main__`` in a subprocess on this machine's CPU with stand-ins that only move the
    example off the GPU: tensors asked for on ``"cuda"`` are made on the CPU, ``torch.cuda`` device queries
-   answer for egtile's target (an H200, :mod:`egtile.device`), ``torch.cuda.synchronize`` does nothing, and
+   answer for egtile's target (an H200, :mod:`egtile.device`; ``torch.cuda.is_available()`` is true), a
+   ``torch.Generator`` asked for on ``"cuda"`` is a CPU one, streams and ``torch.cuda.synchronize`` do nothing (the
+   simulator runs each kernel to completion in call order), CUDA events time nothing (``elapsed_time`` is NaN), and
    ``egtile.porting.LeftOutFinder`` makes an import of a TileLang module egtile leaves out raise
    ``UnsupportedError`` with the reason (``egtile.porting.LEFT_OUT``).
 
@@ -72,8 +76,12 @@ _IMPORTS = [
      r"\1from egtile.\2 import"),
     (re.compile(r"^(\s*)from tilelang\.carver\.arch import driver\s*$", re.M), r"\1from egtile import device as driver"),
     (re.compile(r"^(\s*)from tilelang\.transform import PassConfigKey\s*$", re.M), r"\1from egtile import PassConfigKey"),
-    # TVM through tilelang: a plain import, which egtile.porting.LeftOutFinder refuses with the reason
-    (re.compile(r"^(\s*)from tilelang import tvm( as tvm)?\s*$", re.M), r"\1import tvm"),
+    (re.compile(r"^(\s*)from tilelang\.language\.dtypes import", re.M), r"\1from egtile.language.dtypes import"),
+    # TVM (directly or through tilelang): the few names TileLang's examples use, from egtile.tvmcompat (never a
+    # `tvm` package); a TVM submodule (`import tvm.tl`) is still refused by egtile.porting.LeftOutFinder
+    (re.compile(r"^(\s*)from tilelang import tvm( as tvm)?\s*$", re.M), r"\1from egtile import tvmcompat as tvm"),
+    (re.compile(r"^(\s*)import tvm\s*$", re.M), r"\1import egtile.tvmcompat as tvm"),
+    (re.compile(r"^(\s*)from tvm import ", re.M), r"\1from egtile.tvmcompat import "),
     (re.compile(r"^(\s*)from tilelang import ", re.M), r"\1from egtile import "),
 ]
 
@@ -118,6 +126,39 @@ torch.cuda.get_device_properties = lambda *a, **k: types.SimpleNamespace(
     max_threads_per_block=egtile.device.get_max_threads_per_block(), regs_per_block=egtile.device.get_registers_per_block())
 torch.cuda.manual_seed_all = lambda *a, **k: None  # torch.manual_seed seeds the CPU generator the tensors come from
 torch.cuda.manual_seed = lambda *a, **k: None
+# the target is there for the example (egtile's H200, as the queries above answer; its work runs on the simulator);
+# egtile's and torch's own code still see this machine (egtile's target="auto" picks the simulator from it)
+def _for_example(real, stand_in):
+    def query():
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        return real() if caller.split(".")[0] in ("egtile", "torch") else stand_in
+    return query
+torch.cuda.is_available = _for_example(torch.cuda.is_available, True)
+torch.cuda.device_count = _for_example(torch.cuda.device_count, 1)
+torch.cuda.empty_cache = lambda: None
+_Generator = torch.Generator
+class _CpuGenerator(_Generator):  # still a type (annotations such as `torch.Generator | None` keep working)
+    def __new__(cls, device=None):
+        return _Generator(device="cpu" if device is not None and "cuda" in str(device) else device)
+torch.Generator = _CpuGenerator
+class _Stream:  # one stream: the simulator runs every kernel to completion in call order
+    def __init__(self, *a, **k): pass
+    def synchronize(self): pass
+    def wait_stream(self, other): pass
+    def wait_event(self, event): pass
+    def record_event(self, event=None): return event or _Event()
+class _Event:  # CUDA events time kernels: no time on the CPU simulator (NaN, as do_bench below)
+    def __init__(self, *a, **k): pass
+    def record(self, stream=None): pass
+    def synchronize(self): pass
+    def wait(self, stream=None): pass
+    def query(self): return True
+    def elapsed_time(self, other): return float("nan")
+import contextlib
+torch.cuda.Stream = _Stream
+torch.cuda.Event = _Event
+torch.cuda.current_stream = torch.cuda.default_stream = lambda *a, **k: _Stream()
+torch.cuda.stream = lambda s=None: contextlib.nullcontext()
 
 # the run stage: count kernel calls and the example's own comparisons against its reference
 CALLS = {"kernel": 0, "checks": 0}
@@ -314,6 +355,23 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
                                                       "128", "--k_seqlen", "128", "--dim", "64"],
     "attention_sink/example_gqa_sink_bwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen",
                                                       "128", "--k_seqlen", "128", "--dim", "64"],
+    # T.im2col and views over a buffer's storage (2026-12-02, branch port-views): one image of 8 x 8 x 16
+    "convolution/example_convolution.py": ["--n", "1", "--c", "16", "--h", "8", "--w", "8", "--f", "128"],
+    "convolution/example_convolution_autotune.py": ["--n", "1", "--c", "16", "--h", "8", "--w", "8", "--f", "128"],
+    # TVM through egtile.tvmcompat (2026-12-02, branch port-views): the GQA backward passes at one small head group
+    "flash_attention/example_gqa_bwd.py": ["--batch", "1", "--h", "2", "--n_ctx", "128", "--d_head_qk", "64",
+                                           "--d_head_v", "64", "--groups", "2"],
+    "flash_attention/example_gqa_bwd_tma_reduce.py": ["--batch", "1", "--h", "2", "--n_ctx", "128", "--d_head_qk", "64",
+                                                      "--d_head_v", "64", "--groups", "2"],
+    "flash_attention/example_gqa_bwd_tma_reduce_varlen.py": ["--batch", "1", "--h", "2", "--n_ctx", "128",
+                                                             "--d_head_qk", "64", "--d_head_v", "64", "--groups", "2"],
+    # the example's own `torch.cuda.is_available()` check now passes (2026-12-02, branch port-views)
+    "flash_decoding/example_gqa_decode.py": ["--heads", "8", "--groups", "1", "--kv_seqlen", "1024", "--dim", "64"],
+    "dsa_hisa/block_sparse_mqa_fp8.py": {"sizes": [  # T.reshape (2026-12-02, branch port-views): 64 queries, one block of 64 keys
+        ("        (1024, 64, 128, 128, 64, 1),\n        (4096, 64, 128, 128, 64, 1),\n        (4096, 64, 128, 128, 64, 4),\n"
+         "        (8192, 64, 128, 128, 64, 1),\n        (8192, 64, 128, 128, 64, 8),\n        (8192, 64, 128, 64, 128, 8),\n"
+         "        (8192, 64, 128, 256, 32, 8),\n",
+         "        (64, 64, 128, 64, 1, 1),\n")]},
     "dsa_hisa/fp8_block_mean_pooling.py": {"sizes": [
         ("        (16384, 128, 128, 1),\n        (16384, 128, 128, 4),\n        (65536, 128, 128, 1),\n"
          "        (65536, 128, 128, 8),\n        (131072, 128, 128, 16),\n",

@@ -109,7 +109,7 @@ def known_multiple(e: Expr) -> int:
             return known_multiple(a) * known_multiple(b)
         case BinOp(op="<<", a=a, b=Const(value=v)) if isinstance(v, int) and 0 <= v < 31:
             return known_multiple(a) << v
-        case Cast(value=v) if dtype(e.dtype).kind in ("int", "uint"):
+        case Cast(value=v, bitcast=False) if dtype(e.dtype).kind in ("int", "uint"):
             return known_multiple(v)
         case _:
             return 1
@@ -242,6 +242,8 @@ def emit(e: Expr, ctx: Ctx) -> str:
             return element(b.name, idx, ctx)
         case AddressOf(load=Load(buffer=b, indices=idx)):
             return f"(&{element(b.name, idx, ctx)})"
+        case Cast(dtype=t, value=v, bitcast=True):  # T.reinterpret: the bits, same width (egtile_common.cuh)
+            return f"eg_bitcast<{dtype(t).ctype}>({emit_as(v, dtype(dtype_of(v)).name, ctx)})"
         case Cast(dtype=t, value=v):
             return emit_as(v, dtype(t).name, ctx)
         case Select(cond=c, a=a, b=b):

@@ -36,6 +36,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "TensorSupplyType": ("egtile.profiler", "TensorSupplyType"),
     "do_bench": ("egtile.profiler", "do_bench"),
     "PassConfigKey": ("egtile.options", "PassConfigKey"),
+    "DataType": ("egtile.tvmcompat", "DataType"),  # tilelang.DataType: TVM's, re-exported by TileLang
     "disable_cache": ("egtile.options", "disable_cache"),
     "set_log_level": ("egtile.options", "set_log_level"),
     "cdiv": ("egtile.math", "cdiv"),

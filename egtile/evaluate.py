@@ -226,6 +226,19 @@ def cast_array(dtype: str, values: np.ndarray) -> np.ndarray:
     raise AssertionError(d.kind)
 
 
+def bitcast(value: Scalar, src: str, dst: str) -> Scalar:
+    """``T.reinterpret``: the Python value of ``dst`` whose bits are those of ``value`` held in ``src`` (the same
+    width; a ``src`` value is exact in ``src`` already, so its bits are well defined)."""
+    s, d = lookup_dtype(src), lookup_dtype(dst)
+    if s.widened or d.widened:  # bfloat16 / float8: numpy has no such type; torch does
+        import torch
+
+        t = torch.tensor([value], dtype=torch.float64 if s.kind == "float" else torch.int64).to(getattr(torch, s.torch))
+        return t.view(getattr(torch, d.torch)).to(torch.float64 if d.kind == "float" else torch.int64).item()
+    out = np.array(round_to(src, value), dtype=s.numpy).view(d.numpy).item()
+    return bool(out) if d.kind == "bool" else out
+
+
 def round_to(dtype: str, value: Scalar) -> Scalar:
     """The Python value a store of ``value`` into an element of ``dtype`` holds (see :func:`cast_array`)."""
     d = lookup_dtype(dtype)
@@ -453,6 +466,9 @@ def _ev(e: Expr, env: Mapping[str, Scalar], load: LoadFn) -> tuple[Scalar, str]:
             return env[n], d
         case Load(buffer=buf, indices=idx):
             return load(buf, tuple(int(_ev(i, env, load)[0]) for i in idx)), buf.dtype
+        case Cast(dtype=d, value=v, bitcast=True):
+            x, src = _ev(v, env, load)
+            return bitcast(x, src, d), d
         case Cast(dtype=d, value=v):
             return round_to(d, _ev(v, env, load)[0]), d
         case Select(cond=c, a=a, b=b):

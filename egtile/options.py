@@ -5,8 +5,11 @@ rules=)`` is the knob that changes them), so the pass options that steer TileLan
 here: they are accepted and have no effect on the kernel or its result, so that TileLang code that spells
 them runs unchanged. One key changes what the GPU computes, and egtile honours it: ``TL_ENABLE_FAST_MATH``
 (:func:`fast_math`) compiles the CUDA kernel with NVRTC's ``--use_fast_math`` instead of egtile's default
-arithmetic contract (``docs/language.md``, "Arithmetic" and "Fast math"). A name TileLang does not have is
-an ``AttributeError``, as it is there.
+arithmetic contract (``docs/language.md``, "Arithmetic" and "Fast math"); so does the older
+``TL_DISABLE_FAST_MATH``, which turns it off. The names are those of TileLang at a35008a (2026-08) plus the
+ones earlier releases had and its examples still spell (``TL_DISABLE_FAST_MATH``,
+``TL_ENABLE_PTXAS_VERBOSE_OUTPUT``, ...: TileLang's git history of ``tilelang/transform/pass_config.py``). A
+name neither has is an ``AttributeError``, as it is there.
 """
 
 from __future__ import annotations
@@ -75,6 +78,15 @@ class PassConfigKey(str, enum.Enum):
     TL_DUMP_IR_DIR = "tl.dump_ir_path"
     TL_PASS_PROFILE = "tl.pass_profile"
     TL_PASS_PROFILE_THRESHOLD_MS = "tl.pass_profile_threshold_ms"
+    # Keys of earlier TileLang releases that its examples still spell (removed from TileLang's own enum since):
+    # TL_DISABLE_FAST_MATH is honoured as TileLang 0.1.7 read it (True turns fast math off, whatever
+    # TL_ENABLE_FAST_MATH says; :func:`fast_math`); the others steer passes or print, and change no result.
+    TL_DISABLE_FAST_MATH = "tl.disable_fast_math"
+    TL_ENABLE_PTXAS_VERBOSE_OUTPUT = "tl.enable_ptxas_verbose_output"
+    TL_DEBUG_THREAD_STORAGE_SYNC_SUMMARY = "tl.debug_thread_storage_sync_summary"
+    TL_DISABLE_DYNAMIC_TAIL_SPLIT = "tl.disable_dynamic_tail_split"
+    TL_DISABLE_LOWER_LDGSTG_PREDICATED = "tl.disable_lower_ldgstg_predicated"
+    TL_DYNAMIC_ALIGNMENT = "tl.dynamic_alignment"
 
 __all__ = ["PassConfigKey"]
 
@@ -96,7 +108,9 @@ __all__ += ["disable_cache", "set_log_level"]
 
 def fast_math(pass_configs: Any) -> bool:
     """Whether ``pass_configs`` (TileLang's ``@jit(pass_configs={...})`` dict, or ``None``) turns on fast math:
-    ``TL_ENABLE_FAST_MATH`` (or its string ``"tl.enable_fast_math"``) set to ``True``.
+    ``TL_ENABLE_FAST_MATH`` (or its string ``"tl.enable_fast_math"``) set to ``True``, unless the older
+    ``TL_DISABLE_FAST_MATH`` is ``True`` (TileLang 0.1.7's ``tilelang/engine/lower.py``: a true
+    ``TL_DISABLE_FAST_MATH`` wins; false, it is as if absent).
 
     Raises:
         ArgumentError: ``pass_configs`` is not a dict, or the fast-math value is not a bool (TileLang reads
@@ -108,11 +122,14 @@ def fast_math(pass_configs: Any) -> bool:
         return False
     if not isinstance(pass_configs, dict):
         raise ArgumentError(f"pass_configs must be a dict of PassConfigKey -> value, got {type(pass_configs).__name__}")
-    key = PassConfigKey.TL_ENABLE_FAST_MATH
-    values = [v for k, v in pass_configs.items() if k == key or k == key.value]
-    if not values:
-        return False
-    v = values[-1]
-    if not isinstance(v, bool):
-        raise ArgumentError(f"pass_configs[{key.name}] must be True or False, got {v!r}")
-    return v
+    def flag(key: PassConfigKey) -> bool:
+        values = [v for k, v in pass_configs.items() if k == key or k == key.value]
+        if not values:
+            return False
+        v = values[-1]
+        if not isinstance(v, bool):
+            raise ArgumentError(f"pass_configs[{key.name}] must be True or False, got {v!r}")
+        return v
+
+    disabled = flag(PassConfigKey.TL_DISABLE_FAST_MATH)
+    return flag(PassConfigKey.TL_ENABLE_FAST_MATH) and not disabled

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 from typing import Any
 
@@ -30,6 +31,8 @@ PROVIDED: dict[str, str] = {
     "tilelang.autotuner": "egtile.autotuner",
     "tilelang.transform.PassConfigKey": "egtile.options.PassConfigKey",
     "tilelang.language.fp8": "egtile.language.fp8",
+    "tilelang.language.dtypes": "egtile.language.dtypes",
+    "tvm": "egtile.tvmcompat",  # DataType, tirx.const / reinterpret / Select: the names the examples use
 }
 
 _TUNER = ("TileLang's own tuner (hardware templates, the roller, rasterization policies of its code generator) is "
@@ -44,7 +47,7 @@ _INTRIN = ("TileLang's hand-written MMA/MFMA instruction emitters and their layo
 LEFT_OUT: dict[str, str] = {
     "tilelang.carver": _TUNER,
     "tilelang.tvm": _TVM,
-    "tvm": _TVM,
+    "tvm": _TVM,  # a submodule import (import tvm.tl); `import tvm` itself ports to egtile.tvmcompat (PROVIDED)
     "tilelang.cuda.intrinsics": _INTRIN,
     "tilelang.rocm": "AMD GPUs (ROCm, CDNA) are not an egtile target: egtile compiles for NVIDIA Hopper (sm_90a)",
     "tilelang.tools.cuda": ("TileLang's CUDA tooling (iket: in-kernel event tracing) is not part of egtile; "
@@ -56,8 +59,6 @@ LEFT_OUT: dict[str, str] = {
     "tilelang.engine": ("TileLang's lowering engine (post-processing callbacks on the generated CUDA source) is not "
                         "part of egtile: egtile generates and checks its CUDA source itself; use T.call_extern / "
                         "T.import_source for hand-written device code"),
-    "tilelang.language.dtypes": ("TileLang's dtype tables are internal to TileLang; egtile's dtypes are egtile.language's "
-                                 "T.float16, T.bfloat16, ... (and torch dtypes are accepted)"),
     "tilelang.jit": "TileLang's JIT internals are not part of egtile; use egtile.jit",
 }
 
@@ -80,6 +81,19 @@ def left_out_reason(module: str) -> str | None:
     return None if best is None else LEFT_OUT[best]
 
 
+def _probing() -> bool:
+    """Whether the module search was started by ``importlib.util.find_spec`` (a probe, not an ``import``)."""
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name == "find_spec" and code.co_filename in ("<frozen importlib.util>", importlib.util.__file__):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class LeftOutFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """An import hook making ``import tilelang.<left-out module>`` (and ``import tvm``) raise
     :class:`UnsupportedError` with the module's reason from :data:`LEFT_OUT`.
@@ -92,6 +106,8 @@ class LeftOutFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if fullname in sys.modules:
             return None
         reason = left_out_reason(fullname)
+        if reason is not None and _probing():
+            return None  # importlib.util.find_spec asks whether it exists (torch._dynamo does for tvm): it does not
         if reason is not None:
             raise LeftOutModuleError(fullname, reason)
         if fullname == "tilelang" or any(k.startswith(fullname + ".") for k in LEFT_OUT):

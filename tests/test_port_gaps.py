@@ -169,3 +169,33 @@ def test_two_accumulators_combined_into_the_next_gemms_operand():
     kern(kt, q, v, do, out)
     ds = ((kt.double() @ q.double().T) * (v.double() @ do.double().T)).half().double()
     torch.testing.assert_close(out.double(), ds @ q.double(), rtol=2e-3, atol=2e-3)
+
+
+def _region_atomic(n: int = 16, d: int = 32):
+    @T.prim_func
+    def main(S: T.Tensor((n, d), "float32"), C: T.Tensor((2, n, 3, d), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            t = T.alloc_shared((n, d), "float32")
+            T.copy(S, t)
+            T.atomic_add(C[bx, 0:n, 1, :], t, use_tma=True)  # a region: its unit dimensions dropped, as T.copy pairs
+
+    return main
+
+
+def test_tile_atomic_add_into_a_region():
+    c0 = torch.randn(2, 16, 3, 32)
+    c, s = c0.clone(), torch.randn(16, 32)
+    egtile.compile(_region_atomic(), target="sim")(s, c)
+    want = c0.clone()
+    want[:, :, 1, :] += s
+    assert torch.equal(c, want)
+
+
+def test_earlier_tilelang_pass_config_keys_are_accepted_and_disable_fast_math_wins():
+    from egtile.options import fast_math
+
+    K = egtile.PassConfigKey
+    assert K.TL_ENABLE_PTXAS_VERBOSE_OUTPUT.value == "tl.enable_ptxas_verbose_output"
+    assert fast_math({K.TL_ENABLE_FAST_MATH: True, K.TL_DISABLE_FAST_MATH: False}) is True
+    assert fast_math({K.TL_ENABLE_FAST_MATH: True, K.TL_DISABLE_FAST_MATH: True}) is False
+    assert fast_math({"tl.disable_fast_math": True}) is False

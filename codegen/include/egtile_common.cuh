@@ -46,6 +46,14 @@ __device__ __forceinline__ To eg_cast(From x) {
   }
 }
 
+// T.reinterpret (the tile IR's bit cast): the same bits read as another type of the same width, as TVM's CUDA
+// code generator emits it (`*(To*)&x`; CUDA's __float_as_uint and kin are the same for their pairs).
+template <typename To, typename From>
+__device__ __forceinline__ To eg_bitcast(From x) {
+  static_assert(sizeof(To) == sizeof(From), "T.reinterpret keeps the width");
+  return *reinterpret_cast<const To*>(&x);
+}
+
 // ---- integer and float helpers -------------------------------------------------------------------
 // Floor division and floor modulo (the tile IR's `//` and `floormod`, TVM's floordiv/floormod); the
 // IR's `%` and `/` on integers are C's truncating ones and are emitted as plain operators. On floats both

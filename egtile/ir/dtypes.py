@@ -73,7 +73,7 @@ DTYPES: dict[str, DType] = {d.name: d for d in _TABLE}
 
 # TileLang accepts these short spellings too.
 _ALIASES = {"float": "float32", "half": "float16", "int": "int32", "double": "float64", "bf16": "bfloat16",
-            "fp16": "float16", "fp32": "float32",
+            "fp16": "float16", "fp32": "float32", "short": "int16", "uint": "uint32", "ulong": "uint64",
             # TileLang's fp8 spellings (its CUDA e4m3 is the finite-only "fn" format)
             "float8_e4m3": "float8_e4m3fn", "e4m3": "float8_e4m3fn", "e4m3_float8": "float8_e4m3fn",
             "e5m2": "float8_e5m2", "e5m2_float8": "float8_e5m2"}

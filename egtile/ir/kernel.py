@@ -128,10 +128,15 @@ class Select:
 
 @dataclass(frozen=True)
 class Cast:
-    """``T.cast(value, dtype)``."""
+    """``T.cast(value, dtype)``: the value converted to ``dtype`` (rounded, saturated: ``egtile.evaluate``).
+
+    With ``bitcast``, ``T.reinterpret(value, dtype)``: the value's bits read as ``dtype``, which has the same
+    width (TVM's ``reinterpret``; CUDA's ``__float_as_uint`` and kin). Not a conversion: no analysis may read
+    it as one (a bit cast of an integer index is not that index)."""
 
     dtype: str
     value: Expr
+    bitcast: bool = False
 
 
 @dataclass(frozen=True)

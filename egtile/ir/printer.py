@@ -60,6 +60,8 @@ def _expr(e: Expr) -> tuple[str, int]:
             return f"{b.name}[{', '.join(format_expr(i) for i in idx)}]", _ATOM
         case AddressOf(load=ld):
             return f"T.address_of({format_expr(ld)})", _ATOM
+        case Cast(dtype=d, value=v, bitcast=True):
+            return f"T.reinterpret({format_expr(v)}, {d!r})", _ATOM
         case Cast(dtype=d, value=v):
             return f"T.cast({format_expr(v)}, {d!r})", _ATOM
         case Select(cond=c, a=a, b=b):

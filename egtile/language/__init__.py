@@ -12,16 +12,17 @@ from egtile.language.barrier import (
 )
 from egtile.language.buffer import RegionRef, TileBuffer
 from egtile.language.control import Else, If, Then
-from egtile.language.copy_op import async_copy, copy
+from egtile.language.copy_op import async_copy, copy, im2col
 from egtile.language.dtypes import (
     bf16, bfloat16, bool, double, dtype, f16, f32, f64, float, float8_e4m3, float8_e4m3fn, float8_e5m2, float16,
     float32, float64, half, i8, i16, i32, i64, int, int8, int16, int32, int64, long, u8, u16, u32, u64, uint8, uint16, uint32, uint64,
 )
+from egtile.language.dtypes import short, uint, ulong
 from egtile.language.eager import const, dynamic, empty, symbolic
 from egtile.language.expr import (
     And, IntImm, Not, Or, Value, abs, bitwise_and, bitwise_or, bitwise_xor, cast, cast_to, ceildiv, clamp, cos,
     exp, exp2, fabs, floordiv, floormod, if_then_else, infinity, likely, log, log2, max, max_value, min, min_value,
-    rsqrt, shift_left, shift_right, select, sigmoid, sin, sqrt, tanh, truncdiv, truncmod,
+    reinterpret, rsqrt, shift_left, shift_right, select, sigmoid, sin, sqrt, tanh, truncdiv, truncmod,
 )
 from egtile.language.extern import address_of, atomic_add, call_extern, import_source
 from egtile.language.fill_op import clear, fill
@@ -35,6 +36,7 @@ from egtile.language.kernel import Kernel, PrimFunc, Tensor, prim_func
 from egtile.language.loop import Parallel, Persistent, Pipelined, Serial, Unroll, serial, unroll
 from egtile.language.macro import Ref, macro
 from egtile.language.reduce_op import reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum
+from egtile.language.bufview import reshape, view
 from egtile.language.threads import (
     get_block_binding, get_block_bindings, get_block_extent, get_block_extents, get_thread_binding, get_thread_bindings,
     get_thread_extent, get_thread_extents, sync_threads, thread_binding, vectorized,
@@ -46,6 +48,7 @@ cdiv = ceildiv  # TileLang's T.cdiv
 Select = select
 Cast = cast_to
 Vectorized = vectorized
+c2d_im2col = im2col  # TileLang's deprecated name
 
 
 def __getattr__(name: str):
@@ -74,4 +77,5 @@ __all__ = [
     "truncmod", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "unroll", "use_swizzle",
     "vectorized", "ws", "fence_proxy_async", "wgmma_gemm", "wait_wgmma", "set_max_nreg", "inc_max_nreg",
     "dec_max_nreg", "annotate_producer_reg_dealloc", "annotate_consumer_reg_alloc",
+    "reshape", "view", "reinterpret", "im2col", "c2d_im2col", "short", "uint", "ulong",
 ]

@@ -197,6 +197,13 @@ class TileBuffer:
     def scope(self) -> str:
         return self.buffer.scope
 
+    @property
+    def data(self) -> Any:
+        """The buffer's storage, for ``T.Tensor(shape, dtype, buf.data)``: a view (:mod:`egtile.language.bufview`)."""
+        from egtile.language.bufview import Storage
+
+        return Storage(self)
+
     def __repr__(self) -> str:
         return f"TileBuffer({self.buffer.name}: {self.buffer.scope} {self.buffer.dtype}{list(self.buffer.shape)})"
 

@@ -26,8 +26,9 @@ from typing import Any
 
 from egtile.errors import DSLError, ShapeError, SourceLoc
 from egtile.ir.kernel import Copy, Load, Region, Store
-from egtile.language import tracer
+from egtile.language import bufview as view, tracer
 from egtile.language.buffer import bounds, check_region, static_value
+from egtile.language.expr import Value
 from egtile.language.operand import operand, resolve_pair
 
 _PREFER = {None: "auto", "auto": "auto", "tma": "tma", "cp_async": "cp_async", "cp.async": "cp_async",
@@ -38,6 +39,9 @@ def _copy(src: Any, dst: Any, prefer: str, what: str) -> None:
     loc = tracer.user_loc()
     trace = tracer.current(what)
     trace.require_kernel(what)
+    if view.is_view(src) or view.is_view(dst):  # T.reshape / T.view: element copies on the base's storage
+        view.copy(src, dst, what)
+        return
     a = operand(src, what, "src", loc)
     b = operand(dst, what, "dst", loc)
     if isinstance(a, Load) and isinstance(b, Load):
@@ -116,3 +120,53 @@ def async_copy(src: Any, dst: Any, **_: Any) -> None:
     """``T.async_copy(src, dst)``: a copy the user asks to run with ``cp.async`` (PTX ISA 9.7.9.25).
     Same operands and semantics as :func:`copy`."""
     _copy(src, dst, "cp_async", "T.async_copy")
+
+
+def im2col(img: Any, col: Any, nhw_step: Any, c_step: Any, kernel: int, stride: int, dilation: int, pad: int,
+           eviction_policy: str | None = None, annotations: Any = None) -> None:
+    """``T.im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad)``: one ``(block_m, block_k)`` tile of
+    the im2col matrix of an NHWC image, for a 2-D convolution as a GEMM (TileLang's ``tl.tileop.im2col``,
+    ``src/op/copy.cc`` ``LowerIm2ColSIMT``, whose arithmetic this is).
+
+    With ``H, W, C = img.shape[1:]``, ``OH = (H + 2 pad - (kernel - 1) dilation - 1) // stride + 1`` (and ``OW``
+    alike), the tile's element ``(i, j)`` is row ``m = nhw_step * block_m + i`` (the output pixel ``m // (OH OW)``,
+    ``m % (OH OW) // OW``, ``m % OW``) and column ``k = c_step * block_k + j`` (the filter tap ``k // (kernel C)``,
+    ``k // C % kernel`` and channel ``k % C``): the image element that tap reads, or zero where it falls in the
+    padding. A row past the last image (the grid's last tile) also reads zero, as TileLang's safe-memory
+    legalization predicates it. Traced as that ``T.Parallel`` nest of element stores into ``col``'s last two
+    dimensions (a tile of ``col`` as a region or start point, or all of it).
+
+    Raises:
+        ShapeError: ``img`` is not 4-D, ``col`` has fewer than two dimensions, or other dtypes.
+    """
+    from egtile.language.buffer import TileBuffer
+    from egtile.language.expr import And, if_then_else
+    from egtile.language.loop import Parallel
+    from egtile.language.operand import as_region
+
+    loc = tracer.user_loc()
+    trace = tracer.current("T.im2col")
+    trace.require_kernel("T.im2col")
+    if not isinstance(img, TileBuffer) or len(img.shape) != 4:
+        raise ShapeError(f"T.im2col: img must be a 4-D (N, H, W, C) buffer, got {img!r}", loc)
+    dst = as_region(operand(col, "T.im2col", "col", loc), "T.im2col", loc)
+    if len(dst.extents) < 2:
+        raise ShapeError(f"T.im2col: col must have at least two dimensions, got extents {dst.extents}", loc)
+    if dst.buffer.dtype != img.dtype:
+        raise ShapeError(f"T.im2col: img ({img.dtype}) and col ({dst.buffer.dtype}) must have one dtype", loc)
+    n_img, h_dim, w_dim, c_dim = img.shape
+    out_h = (h_dim + 2 * pad - (kernel - 1) * dilation - 1) // stride + 1
+    out_w = (w_dim + 2 * pad - (kernel - 1) * dilation - 1) // stride + 1
+    block_m, block_k = dst.extents[-2], dst.extents[-1]
+    out = TileBuffer(dst.buffer, trace)
+    for i, j in Parallel(block_m, block_k):
+        k = c_step * block_k + j
+        m = nhw_step * block_m + i
+        ah = (m % (out_h * out_w)) // out_w * stride + k // (kernel * c_dim) * dilation - pad
+        aw = m % out_w * stride + (k // c_dim) % kernel * dilation - pad
+        n = m // (out_h * out_w)
+        inside = And(And(And(ah >= 0, aw >= 0), And(ah < h_dim, aw < w_dim)), n < n_img)
+        rows = Value(dst.offsets[-2]) + i
+        cols = Value(dst.offsets[-1]) + j
+        out[tuple(Value(o) for o in dst.offsets[:-2]) + (rows, cols)] = if_then_else(
+            inside, img[n, ah, aw, k % c_dim], 0)

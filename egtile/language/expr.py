@@ -505,6 +505,37 @@ def bitwise_xor(a: Any, b: Any) -> Any:
     return _binary("^", a, b)
 
 
+def reinterpret(value: Any, dtype: Any) -> Value:
+    """``T.reinterpret(value, dtype)``: the bits of ``value`` read as ``dtype`` (TileLang's argument order, as
+    ``T.cast``; TVM's ``reinterpret``): ``T.reinterpret(x, T.uint32)`` of a float32 ``x`` is its IEEE 754 bit
+    pattern, ``T.reinterpret(bits, T.float32)`` the float with those bits. Both dtypes must have the same width
+    (a Python int is an int32, a float a float32). Every target computes the same bits (interp and sim through
+    numpy/torch views, the GPU through ``eg_bitcast``).
+
+    Raises:
+        DTypeError: unknown dtype, ``"handle"`` (TVM's pointers: egtile has none), a bool, or another width.
+    """
+    loc = user_loc()
+    if str(dtype) == "handle":
+        raise DTypeError("T.reinterpret(..., 'handle'): TVM's opaque pointers are not egtile values (T.reinterpret "
+                         "of T.uint64(0) to a handle is the null pointer of TVM's tvm_thread_allreduce; use "
+                         "T.reduce_* over a fragment)", loc)
+    try:
+        d = lookup_dtype(dtype)
+    except DTypeError as err:
+        raise DTypeError(f"T.reinterpret: {err.message}", loc) from None
+    e = as_expr(value)
+    src = lookup_dtype(dtype_of(e))
+    if d.kind == "bool" or src.kind == "bool" or d.bits != src.bits:
+        promoted = " (egtile's integer arithmetic promotes as C does: uint8 << uint8 is an int32, where TVM keeps " \
+                   "uint8; T.cast the value to the narrow type first)" if src.kind in ("int", "uint") else ""
+        raise DTypeError(f"T.reinterpret: {src.name} ({src.bits} bits) to {d.name} ({d.bits} bits): a bit cast keeps "
+                         f"the width and needs numbers on both sides (T.cast converts values){promoted}", loc)
+    if src.name == d.name:
+        return Value(e, d.name)
+    return Value(Cast(d.name, e, bitcast=True), d.name, _depth(value))
+
+
 def cast_to(dtype: str, value: Any) -> Value:
     """``T.Cast(dtype, value)`` (TVM's name and argument order; exported as ``Cast``): ``T.cast(value, dtype)``."""
     return cast(value, dtype)

@@ -92,34 +92,43 @@ def import_source(source: str) -> None:
 
 def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_prev: bool = False,
                use_tma: bool = False) -> None:
-    """``T.atomic_add(buf[i, j], value)``: one atomic read-modify-write of one element.
+    """``T.atomic_add(buf[i, j], value)``: one atomic read-modify-write of one element; with a tile ``value`` (a
+    buffer), every element of it into the tile of ``dst`` (a start point or a region), each one atomic.
+
+    ``use_tma=True`` on a tile asks TileLang for a TMA reduction (``cp.reduce.async.bulk .add``), whose result is
+    that of the element atomics; egtile emits the element ``atomicAdd``s (same result, not the TMA instruction).
 
     Raises:
-        UnsupportedError: tile-region atomics, ``return_prev``, ``use_tma``, ``memory_order``.
+        UnsupportedError: ``return_prev``, ``use_tma`` on one element, ``memory_order`` other than relaxed.
     """
     loc = tracer.user_loc()
     trace = tracer.current("T.atomic_add")
     trace.require_kernel("T.atomic_add")
     # memory_order="relaxed" is what atomicAdd is (PTX atom without .sem is .relaxed, PTX ISA 9.7.13.5); stronger
     # orders would need fences egtile does not emit
-    if return_prev or use_tma or memory_order not in (None, "relaxed"):
-        raise UnsupportedError("T.atomic_add(return_prev=/use_tma=/memory_order= other than 'relaxed')", loc)
-    dst = lvalue(dst)
-    from egtile.language.buffer import RegionRef as _RegionRef
-    from egtile.language.buffer import TileBuffer as _TileBuffer
+    from egtile.language.buffer import RegionRef, TileBuffer
 
-    if isinstance(dst, _RegionRef) and isinstance(value, _TileBuffer) and dst.buffer.scope == "global":
+    if return_prev or (use_tma and not isinstance(value, TileBuffer)) or memory_order not in (None, "relaxed"):
+        raise UnsupportedError("T.atomic_add(return_prev=/use_tma= of one element/memory_order= other than "
+                               "'relaxed')", loc)
+    dst = lvalue(dst)
+
+    if isinstance(dst, RegionRef) and isinstance(value, TileBuffer) and dst.buffer.scope == "global":
         _region_atomic_add(dst.region, value, loc)
         return
     if not (isinstance(dst, Value) and isinstance(dst.expr, Load)):
         raise UnsupportedError("T.atomic_add on a region or buffer (only one element, buf[i, ...], is supported)", loc)
     ld = dst.expr
-    from egtile.language.buffer import RegionRef, TileBuffer
 
     if isinstance(value, RegionRef):
         raise UnsupportedError(f"T.atomic_add of a buffer region into {ld.buffer.name}: copy the region into a "
                                "fragment first (T.copy), or write `for i, j in T.Parallel(...): T.atomic_add(dst[...], "
                                "src[i, j])`", loc)
+    from egtile.language import bufview as view
+
+    if isinstance(value, view.BufferView) or (isinstance(dst, view.ViewPoint) and isinstance(value, TileBuffer)):
+        raise UnsupportedError("T.atomic_add of a whole tile with a buffer view (T.reshape / T.view) on either side: "
+                               "write `for i, j in T.Parallel(...): T.atomic_add(dst[...], src[i, j])`", loc)
     if isinstance(value, TileBuffer):
         _tile_atomic_add(ld, value, loc)
         return

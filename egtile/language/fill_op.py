@@ -6,7 +6,7 @@ from typing import Any
 
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Const, Fill
-from egtile.language import tracer
+from egtile.language import bufview as view, tracer
 from egtile.language.expr import Value, as_expr
 from egtile.language.operand import as_region, operand
 
@@ -21,6 +21,9 @@ def fill(buffer: Any, value: Any) -> None:
     loc = tracer.user_loc()
     trace = tracer.current("T.fill")
     trace.require_kernel("T.fill")
+    if view.is_view(buffer):  # T.reshape / T.view: element stores on the base's storage
+        view.fill(buffer, value, "T.fill")
+        return
     region = as_region(operand(buffer, "T.fill", "buffer", loc), "T.fill", loc)
     d = region.buffer.dtype
     kind = lookup_dtype(d).kind
@@ -44,6 +47,9 @@ def clear(buffer: Any) -> None:
     loc = tracer.user_loc()
     trace = tracer.current("T.clear")
     trace.require_kernel("T.clear")
+    if view.is_view(buffer):
+        view.fill(buffer, None, "T.clear")
+        return
     region = as_region(operand(buffer, "T.clear", "buffer", loc), "T.clear", loc)
     kind = lookup_dtype(region.buffer.dtype).kind
     zero = 0.0 if kind == "float" else (False if kind == "bool" else 0)

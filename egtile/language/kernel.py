@@ -70,9 +70,13 @@ class Tensor:
     shape: tuple[int, ...]
     dtype: str
 
-    def __new__(cls, shape: Any = (), dtype: Any = "float32") -> Any:
+    def __new__(cls, shape: Any = (), dtype: Any = "float32", data: Any = None) -> Any:
         from egtile.language.eager import PendingTensor, Sym
 
+        if data is not None:  # T.Tensor(shape, dtype, buf.data): a view of buf's storage (TileLang's T.reshape)
+            from egtile.language import bufview
+
+            return bufview.over_storage(data, shape, dtype)
         entries = shape if isinstance(shape, (tuple, list)) else (shape,)
         if any(isinstance(e, Sym) for e in entries):  # an eager kernel's binding pass: names not yet ints
             return PendingTensor(tuple(entries), str(dtype_text(dtype)))
@@ -84,7 +88,7 @@ class Tensor:
             raise DSLError(f"T.Tensor[shape, dtype] expects a shape and a dtype, got {item!r}", tracer.user_loc())
         return cls(item[0], item[1])
 
-    def __init__(self, shape: Any, dtype: Any = "float32") -> None:
+    def __init__(self, shape: Any, dtype: Any = "float32", data: Any = None) -> None:
         loc = tracer.user_loc()
         object.__setattr__(self, "shape", check_shape(shape, "T.Tensor", loc))
         object.__setattr__(self, "dtype", check_dtype(dtype, "T.Tensor", loc))

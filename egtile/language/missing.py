@@ -43,7 +43,9 @@ _FP8 = ("egtile's floating-point formats below 16 bits are T.float8_e4m3fn (Tile
 _MULTI = ("grid-wide synchronization inside one kernel is not supported: split the work into several `with T.Kernel` "
           "blocks of the prim_func (launched one after another), sharing a T.alloc_global scratch tensor")
 _ATOMIC = "only T.atomic_add (one element, no return value) is supported"
-_VIEW = "buffer views are not supported yet; index the original buffer (or T.copy into a buffer of the new shape)"
+_VIEW = ("tensors made from raw device pointers are not supported: egtile's buffers are the kernel's parameters and "
+         "allocations, which it checks for races and ranges; pass each tensor as a parameter (several kernels, or one "
+         "stacked tensor indexed by the group), or view one with T.reshape / T.view")
 _CLUSTER = "thread-block clusters (sm_90 distributed shared memory) are not supported yet; use T.Kernel"
 _BLACKWELL = ("a Blackwell (sm_100) feature (tensor memory, tcgen05 MMA); egtile targets Hopper (sm_90a): use "
               "T.gemm, which egtile lowers to the best sm_90 instruction")
@@ -71,8 +73,6 @@ NOT_YET: dict[str, str] = {
     "annotate_ws_schedule": _WS, "ws_op": _WS,
     "tma_load": "use T.copy; egtile chooses TMA itself where it is legal and pays",
     "tma_store_arrive": _SYNC, "tma_store_wait": _SYNC, "create_tma_descriptor": "egtile builds TMA descriptors itself",
-    "im2col": "im2col copies are not supported yet: gather with a T.Parallel loop into shared memory",
-    "c2d_im2col": "im2col copies are not supported yet: gather with a T.Parallel loop into shared memory",
     "warpgroup_arrive": _SYNC, "warpgroup_wait": _SYNC,
     "warpgroup_commit_batch": _SYNC, "warpgroup_fence_operand": _SYNC,
     "get_warp_group_idx": "write per-thread code with T.get_thread_binding() (warpgroup = thread // 128)",
@@ -102,8 +102,7 @@ NOT_YET: dict[str, str] = {
     "syncthreads_or": _WARP, "syncthreads_count": _WARP,
     "tfloat32": ("tfloat32 (TF32 tensor-core inputs) is not supported: egtile's T.gemm computes float32 inputs in "
                  "float32; use float32 (exact) or float16/bfloat16 data"),
-    "reinterpret": "bit casts are not supported yet; convert values with T.cast",
-    "view": _VIEW, "reshape": _VIEW, "make_tensor": _VIEW, "make_tensor_from_addr": _VIEW, "ptr": _VIEW,
+    "make_tensor": _VIEW, "make_tensor_from_addr": _VIEW, "ptr": _VIEW,
     "access_ptr": "pass a buffer element to T.call_extern through T.address_of(buf[i, ...])",
     "tvm_access_ptr": "pass a buffer element to T.call_extern through T.address_of(buf[i, ...])",
     "SharedBuffer": "annotate parameters with T.Tensor / T.Buffer; allocate with T.alloc_shared",

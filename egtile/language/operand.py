@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from egtile.errors import DSLError, ShapeError, SourceLoc
+from egtile.errors import DSLError, ShapeError, SourceLoc, UnsupportedError
 from egtile.ir.kernel import Load, Region
 from egtile.language.buffer import RegionRef, TileBuffer, check_region
 from egtile.language.expr import Value
@@ -31,6 +31,12 @@ def operand(x: Any, what: str, role: str, loc: SourceLoc | None) -> Operand:
     if isinstance(x, TileBuffer):
         x.check_owner(loc)
         return Region.full(x.buffer)
+    from egtile.language import bufview as view
+
+    if view.is_view(x):
+        raise UnsupportedError(f"{what} on a buffer view (T.reshape / T.view of {x.view.name if not isinstance(x, view.BufferView) else x.name}) "
+                               f"as its {role}: T.copy, T.fill, T.clear and T.reduce_* take views; T.copy the view "
+                               "into a buffer of its shape first", loc)
     if isinstance(x, RegionRef):
         return x.region
     x = lvalue(x)

@@ -10,7 +10,7 @@ from typing import Any
 
 from egtile.errors import DSLError, ShapeError
 from egtile.ir.kernel import Reduce, ReduceKind
-from egtile.language import tracer
+from egtile.language import bufview as view, tracer
 from egtile.language.buffer import TileBuffer
 
 
@@ -19,6 +19,9 @@ def _reduce(kind: ReduceKind, src: Any, dst: Any, dim: int, clear: bool) -> None
     loc = tracer.user_loc()
     trace = tracer.current(what)
     trace.require_kernel(what)
+    if isinstance(src, view.BufferView) or isinstance(dst, view.BufferView):  # T.reshape / T.view
+        view.reduce(kind, src, dst, dim, clear)
+        return
     for role, x in (("src", src), ("dst", dst)):
         if not isinstance(x, TileBuffer):
             raise DSLError(f"{what}: {role} must be a whole buffer (regions are not supported), got "

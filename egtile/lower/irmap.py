@@ -51,8 +51,8 @@ class _Mapper:
                 return BinOp(op, self.expr(a), self.expr(b))
             case UnOp(op=op, a=a):
                 return UnOp(op, self.expr(a))
-            case Cast(dtype=d, value=v):
-                return Cast(d, self.expr(v))
+            case Cast(dtype=d, value=v, bitcast=bc):
+                return Cast(d, self.expr(v), bc)
             case Select(cond=c, a=a, b=b):
                 return Select(self.expr(c), self.expr(a), self.expr(b))
             case Load(buffer=b, indices=idx):

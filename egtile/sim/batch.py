@@ -237,6 +237,8 @@ def compile_vec(e: Expr, value: bool) -> VFn:
             def load(ctx, pos):
                 return ctx.load(e, [f(ctx, pos) for f in fs], pos, control)
             return load
+        case Cast(bitcast=True):
+            raise Static("a bit cast (T.reinterpret)")  # run element by element (egtile.sim.compiled)
         case Cast(dtype=d, value=v):
             _kind(d)
             return conv(d, v, compile_vec(v, value))

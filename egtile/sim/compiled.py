@@ -18,7 +18,7 @@ import numpy as np
 
 from egtile.errors import UnsupportedError
 # the evaluator's private operator functions, on purpose: the very same semantics
-from egtile.evaluate import _binop, _compare, dtype_of, math_value, promote, round_to
+from egtile.evaluate import _binop, _compare, bitcast, dtype_of, math_value, promote, round_to
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Expr, Load, Select, UnOp, Var
 
@@ -76,6 +76,9 @@ def compile_expr(e: Expr) -> Fn:
                 f0, f1 = fs
                 return lambda env, load: load(buf, (int(f0(env, load)), int(f1(env, load))))
             return lambda env, load: load(buf, tuple(int(f(env, load)) for f in fs))
+        case Cast(dtype=d, value=v, bitcast=True):
+            f, src = compile_expr(v), dtype_of(v)
+            return lambda env, load: bitcast(f(env, load), src, d)
         case Cast(dtype=d, value=v):
             r, f = rounder(d), compile_expr(v)
             return lambda env, load: r(f(env, load))

@@ -164,6 +164,8 @@ def affine(e: Expr, env: dict, syms: dict[str, tuple[int, int]]) -> Aff:
     match e:
         case Var(name=n):
             return Aff(0, ((n, 1),))
+        case Cast(bitcast=True):
+            raise NonAffine("a bit cast (T.reinterpret)")
         case Cast(dtype=dt, value=v):
             if dt not in _INTS:
                 raise NonAffine(f"cast to {dt}")

@@ -151,6 +151,11 @@ class Scope:
                 return OPAQUE
             case Load():
                 return OPAQUE
+            case Cast(value=v, bitcast=True):
+                x = self.value(v)
+                if x is OPAQUE:
+                    return OPAQUE
+                raise NotCovariant("a bit cast (T.reinterpret) of a value that moves with the loop")
             case Cast(value=v):
                 return self.value(v)
             case UnOp(op=op, a=a):
