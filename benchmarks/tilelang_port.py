@@ -120,7 +120,7 @@ torch.cuda.manual_seed_all = lambda *a, **k: None  # torch.manual_seed seeds the
 torch.cuda.manual_seed = lambda *a, **k: None
 
 # the run stage: count kernel calls and the example's own comparisons against its reference
-CALLS = {"kernel": 0, "checks": 0}
+CALLS = {"kernel": 0, "checks": 0, "failed": 0}
 _real_call = egtile.api.JITKernel.__call__
 def _counted_call(self, *a, **k):
     CALLS["kernel"] += 1
@@ -130,6 +130,8 @@ def _checked(f, passed=lambda r: True):
         r = f(*a, **k)
         if passed(r):
             CALLS["checks"] += 1
+        else:  # a boolean comparison that the example only prints (no assert): still a failed comparison
+            CALLS["failed"] += 1
         return r
     return g
 
@@ -167,7 +169,7 @@ def one(path, argv, timeout):
     sys.path.insert(0, here)
     before = set(sys.modules)
     signal.alarm(int(timeout))
-    CALLS["kernel"] = CALLS["checks"] = 0
+    CALLS["kernel"] = CALLS["checks"] = CALLS["failed"] = 0
     try:
         runpy.run_path(path, run_name="__main__")
     except Reached as r:
@@ -184,6 +186,9 @@ def one(path, argv, timeout):
         line = loc.line if loc is not None and str(loc.file) == path else "-"
         return f"refused {type(e).__name__} | {str(e.message).splitlines()[0]} | line {line}"
     except ModuleNotFoundError as e:
+        if STAGE == "run" and CALLS["kernel"]:  # what ran before the example reached the library
+            return (f"needs {e.name} (after {CALLS['kernel']} kernel call(s) on the simulator; {CALLS['checks']} "
+                    f"comparison(s) against its reference passed, {CALLS['failed']} failed)")
         return f"needs {e.name}"
     except AssertionError as e:
         if "not compiled with CUDA" in str(e):  # torch's own assertion: a CUDA call this stand-in set lacks
@@ -201,6 +206,9 @@ def one(path, argv, timeout):
     if STAGE == "run":
         if not CALLS["kernel"]:
             return "finished without calling a kernel"
+        if CALLS["failed"]:
+            return (f"mismatch | {CALLS['failed']} comparison(s) against its reference returned False "
+                    f"({CALLS['checks']} passed; {CALLS['kernel']} kernel call(s))")
         if not CALLS["checks"]:
             return f"ran {CALLS['kernel']} kernel call(s); the example compares nothing against a reference"
         return f"matched: {CALLS['kernel']} kernel call(s), {CALLS['checks']} comparison(s) against its reference passed"
