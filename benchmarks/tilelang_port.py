@@ -274,7 +274,9 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "block_causal_attention/block_causal_attention.py": {"sizes": [
         ("_run_fixed_case(2, 256, 2, 64, dllm_block)", "_run_fixed_case(1, 128, 1, 64, dllm_block)")]},
     "deepseek_mhc/example_mhc_post.py": {"sizes": [("for h in [1280, 2560, 7168]:", "for h in [1280]:"),
-                                                   ("for n in [4096]:", "for n in [64]:")]},
+                                                   ("for n in [4096]:", "for n in [64]:"),
+                                                   # what __main__ runs (main() is commented out there)
+                                                   ("    test(n=4096, h=2560)", "    test(n=4, h=1024)")]},
     "gemm_fp8/example_tilelang_gemm_fp8.py": {"sizes": [
         ("test_gemm_fp8(1024, 1024, 1024, determine_fp8_type())", "test_gemm_fp8(128, 128, 64, determine_fp8_type())"),
         ("test_gemm_fp8(1024, 1024, 1024, determine_fp8_type(\"e5m2\"))",
