@@ -113,13 +113,18 @@ def past_edge(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr | None:
     skipped when outside: the tensor's edge masks it. egtile gives the same meaning where the trace's
     ranges show the index may leave the tensor (where it used to refuse the store), so the store runs under
     ``if <condition>:``. Shared, fragment and local buffers keep the range check: TileLang leaves an access
-    past their end undefined (it only warns), and egtile refuses it.
+    past their end undefined (it only warns), and egtile refuses it; so does a constant index past the edge
+    (TileLang skips the guard for constants).
     """
     trace = tracer.active()
     if trace is None or trace.guard_depth != 0:
         return None
     conds: list[Expr] = []
     for off, size in zip(indices, buffer.shape):
+        if static_value(off) is not None:
+            if not 0 <= static_value(off) < size:
+                return None  # a constant index past the edge: TileLang does not guard it, egtile refuses it
+            continue
         b = bounds(off, trace.var_ranges)
         if b is None:
             continue
