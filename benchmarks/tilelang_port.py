@@ -323,8 +323,8 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "dsa_hisa/clean_and_maintain_logits.py": {"sizes": [
         ("        (4096, 4096, 1),\n        (4096, 4096, 4),\n        (16384, 16384, 1),\n        (16384, 16384, 8),\n"
          "        (65536, 65536, 16),\n", "        (16, 4096, 1),\n        (16, 4096, 4),\n")]},
-    "dsa_sparse_finetune/indexer_bwd.py": {"sizes": [
-        ("    S=2048,", "    S=256,"), ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 128, S]")]},
+    "dsa_sparse_finetune/indexer_bwd.py": {"sizes": [  # one block per token; each segment holds topk = 64 tokens
+        ("    S=2048,", "    S=128,"), ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 64, S]")]},
     "dsa_sparse_finetune/sparse_mla_topk_reducesum.py": {"sizes": [
         ("    S=2048,", "    S=256,"), ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 128, S]")]},
     "grouped_gemm/example_grouped_gemm_bwd.py": ["--batch_sizes", "64, 128", "--K", "64", "--M", "128"],
