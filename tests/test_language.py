@@ -349,11 +349,13 @@ def test_fill_and_clear_values_take_the_buffer_dtype():
             T.fill(f[0:2], -2.5)
 
     f, n = k.kernel.allocs
+    bx1 = BinOp("+", Var("bx"), c(1))
     assert body(k) == (
         Fill(1, Region.full(f), c(1.0, "float16")),
-        Fill(2, Region.full(n), BinOp("+", Var("bx"), c(1))),
-        Fill(3, Region.full(f), c(0.0, "float16")),
-        Fill(4, Region(f, (c(0),), (2,)), c(-2.5, "float16")),
+        # a per-thread buffer is set on every thread: one store per element (egtile.language.per_thread)
+        *(Store(2 + e, n, (c(e),), bx1) for e in range(4)),
+        Fill(6, Region.full(f), c(0.0, "float16")),
+        Fill(7, Region(f, (c(0),), (2,)), c(-2.5, "float16")),
     )
 
 
