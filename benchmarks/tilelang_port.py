@@ -161,7 +161,7 @@ torch.cuda.current_stream = torch.cuda.default_stream = lambda *a, **k: _Stream(
 torch.cuda.stream = lambda s=None: contextlib.nullcontext()
 
 # the run stage: count kernel calls and the example's own comparisons against its reference
-CALLS = {"kernel": 0, "checks": 0}
+CALLS = {"kernel": 0, "checks": 0, "failed": 0}
 _real_call = egtile.api.JITKernel.__call__
 def _counted_call(self, *a, **k):
     CALLS["kernel"] += 1
@@ -171,6 +171,8 @@ def _checked(f, passed=lambda r: True):
         r = f(*a, **k)
         if passed(r):
             CALLS["checks"] += 1
+        else:  # a boolean comparison that the example only prints (no assert): still a failed comparison
+            CALLS["failed"] += 1
         return r
     return g
 
@@ -208,7 +210,7 @@ def one(path, argv, timeout):
     sys.path.insert(0, here)
     before = set(sys.modules)
     signal.alarm(int(timeout))
-    CALLS["kernel"] = CALLS["checks"] = 0
+    CALLS["kernel"] = CALLS["checks"] = CALLS["failed"] = 0
     try:
         runpy.run_path(path, run_name="__main__")
     except Reached as r:
@@ -225,6 +227,9 @@ def one(path, argv, timeout):
         line = loc.line if loc is not None and str(loc.file) == path else "-"
         return f"refused {type(e).__name__} | {str(e.message).splitlines()[0]} | line {line}"
     except ModuleNotFoundError as e:
+        if STAGE == "run" and CALLS["kernel"]:  # what ran before the example reached the library
+            return (f"needs {e.name} (after {CALLS['kernel']} kernel call(s) on the simulator; {CALLS['checks']} "
+                    f"comparison(s) against its reference passed, {CALLS['failed']} failed)")
         return f"needs {e.name}"
     except AssertionError as e:
         if "not compiled with CUDA" in str(e):  # torch's own assertion: a CUDA call this stand-in set lacks
@@ -242,6 +247,9 @@ def one(path, argv, timeout):
     if STAGE == "run":
         if not CALLS["kernel"]:
             return "finished without calling a kernel"
+        if CALLS["failed"]:
+            return (f"mismatch | {CALLS['failed']} comparison(s) against its reference returned False "
+                    f"({CALLS['checks']} passed; {CALLS['kernel']} kernel call(s))")
         if not CALLS["checks"]:
             return f"ran {CALLS['kernel']} kernel call(s); the example compares nothing against a reference"
         return f"matched: {CALLS['kernel']} kernel call(s), {CALLS['checks']} comparison(s) against its reference passed"
@@ -307,7 +315,9 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "block_causal_attention/block_causal_attention.py": {"sizes": [
         ("_run_fixed_case(2, 256, 2, 64, dllm_block)", "_run_fixed_case(1, 128, 1, 64, dllm_block)")]},
     "deepseek_mhc/example_mhc_post.py": {"sizes": [("for h in [1280, 2560, 7168]:", "for h in [1280]:"),
-                                                   ("for n in [4096]:", "for n in [64]:")]},
+                                                   ("for n in [4096]:", "for n in [64]:"),
+                                                   # what __main__ runs (main() is commented out there)
+                                                   ("    test(n=4096, h=2560)", "    test(n=4, h=1024)")]},
     "gemm_fp8/example_tilelang_gemm_fp8.py": {"sizes": [
         ("test_gemm_fp8(1024, 1024, 1024, determine_fp8_type())", "test_gemm_fp8(128, 128, 64, determine_fp8_type())"),
         ("test_gemm_fp8(1024, 1024, 1024, determine_fp8_type(\"e5m2\"))",
@@ -372,6 +382,15 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
          "        (8192, 64, 128, 128, 64, 1),\n        (8192, 64, 128, 128, 64, 8),\n        (8192, 64, 128, 64, 128, 8),\n"
          "        (8192, 64, 128, 256, 32, 8),\n",
          "        (64, 64, 128, 64, 1, 1),\n")]},
+    # the time-limited files whose own sizes are what the simulator cannot afford (2026-12-02)
+    "dsa_hisa/clean_and_maintain_logits.py": {"sizes": [
+        ("        (4096, 4096, 1),\n        (4096, 4096, 4),\n        (16384, 16384, 1),\n        (16384, 16384, 8),\n"
+         "        (65536, 65536, 16),\n", "        (16, 4096, 1),\n        (16, 4096, 4),\n")]},
+    "dsa_sparse_finetune/indexer_bwd.py": {"sizes": [  # one block per token; each segment holds topk = 64 tokens
+        ("    S=2048,", "    S=128,"), ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 64, S]")]},
+    "dsa_sparse_finetune/sparse_mla_topk_reducesum.py": {"sizes": [
+        ("    S=2048,", "    S=256,"), ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 128, S]")]},
+    "grouped_gemm/example_grouped_gemm_bwd.py": ["--batch_sizes", "64, 128", "--K", "64", "--M", "128"],
     "dsa_hisa/fp8_block_mean_pooling.py": {"sizes": [
         ("        (16384, 128, 128, 1),\n        (16384, 128, 128, 4),\n        (65536, 128, 128, 1),\n"
          "        (65536, 128, 128, 8),\n        (131072, 128, 128, 16),\n",

@@ -162,6 +162,11 @@ class Profiler:
         return [supply(self.supply_type, p.shape, p.dtype, self.kernel.device)
                 for i, p in enumerate(k.params) if with_output or i not in self.kernel.out_idx]
 
+    def _get_inputs(self, with_output: bool = False) -> list[Any]:
+        """Fresh inputs of the profiler's supply type (TileLang's ``Profiler._get_inputs``, which its examples
+        call to feed a reference: ``deepseek_mla/amd/benchmark_mla_decode_amd_tilelang.py``)."""
+        return self._inputs(with_output)
+
     def assert_allclose(self, reference_program: Callable[..., Any], input_tensors: Sequence[Any] | None = None,
                         atol: float = 1e-2, rtol: float = 1e-2, max_mismatched_ratio: float = 0.01) -> None:
         """Run the kernel and ``reference_program`` on the same inputs and compare every output: an element

@@ -2,7 +2,8 @@
 
 On random hand-built schedules (hypothesis): a block fills a shared tile from a random input with a partitioned thread
 loop, synchronizes (or, planted races, does not), then runs a thread loop (partitioned, vectorized or replicated) whose
-body is one to three random stores, some under an ``if`` on the loop variables, into a global output, the shared tile
+body is one to three random stores, some under an ``if`` on the loop variables, some in a serial loop of
+constant bounds (the index shifted by its variable), into a global output, the shared tile
 or a local buffer, with random index expressions (wrapping, clamped, out of bounds, colliding) and random value
 expressions over loads of float32 / float16 / bfloat16 / int32 inputs, casts, selects, comparisons, math functions
 and integer arithmetic. Each program runs twice, with ``batch.ENABLED`` off and on (every loop of two or more
@@ -21,14 +22,14 @@ from hypothesis import strategies as st
 
 from egtile.errors import EgtileError
 from egtile.ir.kernel import BinOp, Buffer, Cast, Const, Kernel, Load, Select, Store, UnOp, Var
-from egtile.ir.scheduled import Leaf, Scheduled, SIf, SyncThreads, ThreadLoop, ThreadRange
+from egtile.ir.scheduled import Leaf, Scheduled, SeqLoop, SIf, SyncThreads, ThreadLoop, ThreadRange
 from egtile.sim import batch
 from egtile.sim.machine import Block, Program
 from egtile.sim.memory import InterBlock, Mem, RaceLog
 from egtile.sim.policy import make_policy
 
 R, C = 4, 8
-I, J = Var("i"), Var("j")
+I, J, K = Var("i"), Var("j"), Var("k")
 IN = {"X": "float32", "H": "float16", "G": "bfloat16", "N": "int32"}
 
 
@@ -108,6 +109,11 @@ def programs(draw):
         if draw(st.integers(0, 3)) == 0:
             cond = BinOp(draw(st.sampled_from(["<", ">=", "=="])), BinOp("+", I, J), c(draw(st.integers(0, 10))))
             leaf = SIf(cond, (leaf,), (), sid=20 + k)
+        if draw(st.integers(0, 3)) == 0:  # a serial loop of constant bounds inside the body (unrolled by the batch)
+            shifted = Store(st_.sid, target, (st_.indices[0], BinOp("floormod", BinOp("+", st_.indices[1], K), c(C))),
+                            st_.value)
+            inner = Leaf(shifted) if isinstance(leaf, Leaf) else SIf(leaf.cond, (Leaf(shifted),), (), sid=leaf.sid)
+            leaf = SeqLoop(K, c(draw(st.integers(0, 1))), c(draw(st.integers(1, 3))), (inner,), sid=30 + k)
         body.append(leaf)
     loop = ThreadLoop((I, J), (R, C), mapping, everyone, tuple(body), sid=2, vector=vector)
     stmts = (fill_loop,) + ((SyncThreads(everyone),) if sync else ()) + (loop,)

@@ -19,7 +19,7 @@ from typing import Any
 from egtile.errors import DSLError, ShapeError, SourceLoc, UnsupportedError
 from egtile.evaluate import dtype_of
 from egtile.ir.dtypes import dtype as lookup_dtype
-from egtile.ir.kernel import BinOp, Buffer, Const, Expr, Load, Region, Store, UnOp, Var
+from egtile.ir.kernel import BinOp, Buffer, Const, Expr, If, Load, Region, Store, UnOp, Var
 from egtile.language import tracer
 from egtile.language.expr import IntImm, Value, as_expr
 
@@ -102,6 +102,42 @@ def bounds(e: Expr, ranges: dict[str, tuple[int, int]]) -> tuple[int, int] | Non
         lo += a if a < b else b
         hi += b if a < b else a
     return lo, hi
+
+
+def past_edge(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr | None:
+    """The condition under which an element store ``buffer[indices]`` into a global tensor lies inside it,
+    when the loop and block variables' ranges reach past its edge (``None``: provably inside, or not known).
+
+    TileLang's meaning (its ``LegalizeSafeMemoryAccess`` pass): a store into a *global* buffer whose index
+    the compiler cannot prove inside the shape is guarded by ``0 <= index < shape`` per such dimension, and
+    skipped when outside: the tensor's edge masks it. egtile gives the same meaning where the trace's
+    ranges show the index may leave the tensor (where it used to refuse the store), so the store runs under
+    ``if <condition>:``. Shared, fragment and local buffers keep the range check: TileLang leaves an access
+    past their end undefined (it only warns), and egtile refuses it; so does a constant index past the edge
+    (TileLang skips the guard for constants).
+    """
+    trace = tracer.active()
+    if trace is None or trace.guard_depth != 0:
+        return None
+    conds: list[Expr] = []
+    for off, size in zip(indices, buffer.shape):
+        if static_value(off) is not None:
+            if not 0 <= static_value(off) < size:
+                return None  # a constant index past the edge: TileLang does not guard it, egtile refuses it
+            continue
+        b = bounds(off, trace.var_ranges)
+        if b is None:
+            continue
+        if b[0] < 0:
+            conds.append(BinOp(">=", off, Const(0)))
+        if b[1] >= size:
+            conds.append(BinOp("<", off, Const(size)))
+    if not conds:
+        return None
+    out = conds[0]
+    for c in conds[1:]:
+        out = BinOp("and", out, c)
+    return out
 
 
 def check_region(buffer: Buffer, offsets: tuple[Expr, ...], extents: tuple[int, ...], what: str,
@@ -241,9 +277,14 @@ class TileBuffer:
             raise UnsupportedError(f"slice assignment to {self.buffer.name}; use T.fill(region, value) or "
                                    "T.copy(src, region)", loc)
         indices = tuple(_index_expr(k, self.buffer, loc) for k in key)
-        check_region(self.buffer, indices, (1,) * len(indices), f"store to {self.buffer.name}", loc)
+        edge = past_edge(self.buffer, indices) if self.buffer.scope == "global" else None
+        if edge is None:
+            check_region(self.buffer, indices, (1,) * len(indices), f"store to {self.buffer.name}", loc)
         trace.require_kernel(f"storing to {self.buffer.name}")
         stmt = Store(trace.sid(), self.buffer, indices, as_expr(value, self.buffer.dtype), loc)
+        if edge is not None:  # TileLang's masked store past a global tensor's edge (past_edge)
+            trace.emit(If(trace.sid(), edge, (stmt,), (), loc), f"storing to {self.buffer.name}")
+            return
         trace.emit(stmt, f"storing to {self.buffer.name}")
 
     def _region(self, key: tuple[Any, ...], loc: SourceLoc | None) -> Region:

@@ -2,7 +2,8 @@
 
 Semantics: synchronous (``dst`` holds the data at the next statement), row-major over the extents
 with unit dimensions dropped, which must match on both sides; values convert to ``dst``'s dtype as a
-store does. Which instruction moves the data (TMA, cp.async, SIMT loads/stores) is the scheduler's
+store does. Into a per-thread (local) ``dst`` every thread copies the whole tile
+(:mod:`egtile.language.per_thread`). Which instruction moves the data (TMA, cp.async, SIMT loads/stores) is the scheduler's
 choice; ``prefer_instruction`` / ``disable_tma`` / ``T.async_copy`` only record the user's request.
 
 Past a tensor's edge (TileLang's semantics, ``src/op/copy.cc`` ``MakePredicate``: each dimension of each
@@ -30,6 +31,7 @@ from egtile.language import bufview as view, tracer
 from egtile.language.buffer import bounds, check_region, static_value
 from egtile.language.expr import Value
 from egtile.language.operand import operand, resolve_pair
+from egtile.language.per_thread import emit_stores, is_per_thread, points
 
 _PREFER = {None: "auto", "auto": "auto", "tma": "tma", "cp_async": "cp_async", "cp.async": "cp_async",
            "sync": "simt", "simt": "simt"}
@@ -55,6 +57,12 @@ def _copy(src: Any, dst: Any, prefer: str, what: str) -> None:
         raise ShapeError(f"{what}: src {ra.buffer.name} region extents {ra.extents} and dst {rb.buffer.name} region "
                          f"extents {rb.extents} differ (unit dimensions ignored: expected {rb.squeezed}, "
                          f"got {ra.squeezed})", loc)
+    if is_per_thread(rb) and not ra.clip:
+        # every thread copies the whole tile into its own copy (egtile.language.per_thread); the squeezed
+        # extents agree, so the k-th elements of both row-major orders pair up
+        src = points(ra)
+        emit_stores(trace, rb, lambda k: Load(ra.buffer, src[k]), what, loc)
+        return
     trace.emit(Copy(trace.sid(), ra, rb, prefer, loc), what)  # type: ignore[arg-type]
 
 

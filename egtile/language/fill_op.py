@@ -9,11 +9,13 @@ from egtile.ir.kernel import Const, Fill
 from egtile.language import bufview as view, tracer
 from egtile.language.expr import Value, as_expr
 from egtile.language.operand import as_region, operand
+from egtile.language.per_thread import emit_stores, is_per_thread
 
 
 def fill(buffer: Any, value: Any) -> None:
     """``T.fill(buf, value)``: ``buf`` may be a buffer or a region; ``value`` a number or expression
-    (a Python number becomes a constant of the buffer's dtype).
+    (a Python number becomes a constant of the buffer's dtype). A per-thread (local) ``buf`` is set on
+    every thread (:mod:`egtile.language.per_thread`).
 
     Raises:
         ShapeError: a region out of range.
@@ -39,6 +41,9 @@ def fill(buffer: Any, value: Any) -> None:
         v = as_expr(value)  # a float into an integer buffer converts at the store, as C assignment does
     else:
         v = Const(int(value), d)
+    if is_per_thread(region):  # every thread sets its own copy (egtile.language.per_thread)
+        emit_stores(trace, region, lambda _: v, "T.fill", loc)
+        return
     trace.emit(Fill(trace.sid(), region, v, loc), "T.fill")
 
 
@@ -53,4 +58,7 @@ def clear(buffer: Any) -> None:
     region = as_region(operand(buffer, "T.clear", "buffer", loc), "T.clear", loc)
     kind = lookup_dtype(region.buffer.dtype).kind
     zero = 0.0 if kind == "float" else (False if kind == "bool" else 0)
+    if is_per_thread(region):
+        emit_stores(trace, region, lambda _: Const(zero, region.buffer.dtype), "T.clear", loc)
+        return
     trace.emit(Fill(trace.sid(), region, Const(zero, region.buffer.dtype), loc), "T.clear")

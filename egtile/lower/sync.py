@@ -22,10 +22,10 @@ Conditionals: every thread that reaches an ``SIf`` reads its condition, so those
 the statement. Barriers go inside a side only when the condition is block-uniform (``uniform``,
 :meth:`egtile.analysis.uniform.Uniformity.of`; ``bar.sync`` must be reached by every thread it counts,
 PTX ISA §9.7.13.4); otherwise the whole statement is ordered from outside, and one that needs a barrier
-inside raises :class:`NonUniformBarrier`. A side on data (its condition reads memory) that needs a barrier
-is *sealed*: a barrier first and last (:func:`_seal`), and what was pending before the branch stays
-pending after it, because the side may not run; the verifier checks sealed sides as units
-(``egtile.verifier.paths``).
+inside raises :class:`NonUniformBarrier`. A side on data (its condition reads memory of any scope, a
+uniform ``T.alloc_var`` flag too) that needs a barrier is *sealed*: a barrier first and last (:func:`_seal`),
+and what was pending before the branch stays pending after it, because the side may not run; the verifier
+checks sealed sides as units (``egtile.verifier.paths``).
 
 Each scheduled node class has an *access summary* in a registry (:func:`register_accesses`): the set of
 :class:`Acc` it makes, given the owner key of the context it runs in. An asynchronous copy says what its
@@ -378,6 +378,11 @@ class NonUniformBarrier(Exception):
         self.reason = reason
 
 
+def _reads_memory(e: Expr) -> bool:
+    """Does ``e`` load from any buffer (a condition on data, whichever scope it reads)?"""
+    return any(isinstance(x, Load) for x in walk_expr(e))
+
+
 def no_loads(e: Expr) -> Verdict:
     """The conservative uniformity of a condition when the kernel's facts are not at hand: no memory reads."""
     loads = sorted({x.buffer.name for x in walk_expr(e) if isinstance(x, Load)})
@@ -467,7 +472,10 @@ def _place(stmts: tuple[SStmt, ...], pending: Pending, threads: ThreadRange, bar
                     sides = []
                     for branch in (t, e):
                         placed, end = _place(branch, pending, threads, bar_id, acc, barriers, uniform)
-                        if reads_c and _has_barrier(placed):
+                        # on data: its condition reads memory, also a per-thread local (a uniform T.alloc_var
+                        # flag) whose reads need no barrier and so are not in reads_c; the verifier's own test
+                        # (egtile.verifier.uniform: a condition with a load is not static)
+                        if _reads_memory(c) and _has_barrier(placed):
                             # the seal orders the side with everything around it; what was pending before
                             # stays pending after: the side may not run, and the verifier orders pairs
                             # across a data-dependent branch without its barriers

@@ -29,8 +29,9 @@ changes. That order is equivalent, and the batch runs, only when a plan made fir
   raises the same error after the same partial effects.
 
 Statically (per loop body, once), the batch is refused for what it cannot prove equivalent: a body with
-anything but stores and ``if``s on load-free conditions (atomics and externs have effects this module does not
-model; loops and synchronization nest generator semantics), an integer ``/ // % floormod`` in a value whose
+anything but stores, ``if``s on load-free conditions and serial loops with constant bounds (unrolled: ``Body``)
+(atomics and externs have effects this module does not model; other loops and synchronization nest generator
+semantics), an integer ``/ // % floormod`` in a value whose
 divisor is not a nonzero constant (a division by zero would raise after earlier statements ran), ``uint64``
 values (Python integers beyond int64), float indices, ``AddressOf``, and semantics replaced in the registry.
 
@@ -59,7 +60,7 @@ from egtile.evaluate import (
 )
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Expr, Load, Select, Store, UnOp, Var
-from egtile.ir.scheduled import Leaf, SIf
+from egtile.ir.scheduled import Leaf, SeqLoop, SIf
 
 ENABLED = True
 """Run eligible loops as batches (tests switch it off to compare with the per-element path)."""
@@ -419,25 +420,51 @@ class Unit:
                 raise Static("a float index")
 
 
+MAX_UNROLLED = 256
+"""Stores a body may hold once its constant-bound serial loops are unrolled (beyond: per element)."""
+
+
 class Body:
-    """The static plan of a loop body: its stores in program order, each with its guards, and the ``if``s."""
+    """The static plan of a loop body: its stores in program order, each with its guards, and the ``if``s.
+
+    A serial loop inside the body (``T.Parallel`` over ``i`` with a ``T.serial(4)`` reduction inside, as in
+    ``x[i] = c[i]; for k in T.serial(4): x[i] += a[k, i] * b[k]``) whose bounds are integer constants is unrolled:
+    one unit per iteration, its variable replaced by the constant. That is the per-element order within one
+    iteration of the outer loop (the inner loop's iterations in order, each its statements in order), so the
+    plan's checks hold as for any other units; an iteration's units are distinct statements of the order check
+    (``_check_order`` tells them by unit index) and carry the store's sid, as each inner iteration does per
+    element. Each inner loop reached costs one step per outer iteration, as the ``SeqLoop`` node does per element.
+    """
 
     def __init__(self, body: tuple) -> None:
         self.units: list[Unit] = []
         self.ifs: list[tuple[tuple, Callable]] = []  # (guards reaching the if, its cond fn)
-        self._flatten(body, ())
+        self.loops: list[tuple] = []  # guards reaching each unrolled serial loop node (its step)
+        self._flatten(body, (), {})
 
-    def _flatten(self, body: tuple, guards: tuple) -> None:
+    def _flatten(self, body: tuple, guards: tuple, consts: dict) -> None:
+        from egtile.lower.irmap import substitute, substitute_expr
+
         for s in body:
             if type(s) is Leaf and type(s.stmt) is Store:
-                self.units.append(Unit(s.stmt, guards, len(self.ifs)))
+                if len(self.units) >= MAX_UNROLLED:
+                    raise Static("too many stores once unrolled")
+                self.units.append(Unit(substitute(s.stmt, consts) if consts else s.stmt, guards, len(self.ifs)))
             elif type(s) is SIf:
-                if has_load(s.cond):
+                cond = substitute_expr(s.cond, consts) if consts else s.cond
+                if has_load(cond):
                     raise Static("an if on a loaded value (data-dependent control flow)")
-                fc = compile_vec(s.cond, False)
+                fc = compile_vec(cond, False)
                 self.ifs.append((guards, fc))
-                self._flatten(s.then_body, guards + ((fc, True),))
-                self._flatten(s.else_body, guards + ((fc, False),))
+                self._flatten(s.then_body, guards + ((fc, True),), consts)
+                self._flatten(s.else_body, guards + ((fc, False),), consts)
+            elif type(s) is SeqLoop:
+                lo, hi = (substitute_expr(e, consts) if consts else e for e in (s.start, s.stop))
+                if not (type(lo) is Const and type(hi) is Const and type(lo.value) is int and type(hi.value) is int):
+                    raise Static("a serial loop without constant bounds in the body")
+                self.loops.append(guards)
+                for k in range(lo.value, hi.value):
+                    self._flatten(s.body, guards, {**consts, s.var.name: Const(k, s.var.dtype)})
             else:
                 raise Static(f"{type(s).__name__} in the body" if type(s) is not Leaf else
                              f"{type(s.stmt).__name__} in the body")
@@ -486,6 +513,11 @@ def run_loop(m, th, body: tuple, env_arrays: dict[str, np.ndarray], n: int, reco
     if plan is None or not plan.units or (plan.ifs and getattr(SEMANTICS.table.get(SIf), "run", None)
                                           is not sif_semantics):
         return None
+    if plan.loops:
+        from egtile.sim.ops.control import seq_loop as seq_semantics
+
+        if getattr(SEMANTICS.table.get(SeqLoop), "run", None) is not seq_semantics:
+            return None
     if any(type(v) is not int for v in th.env.values()):
         return None
     env = dict(th.env)
@@ -506,6 +538,8 @@ def _plan(m, th, plan: Body, env: dict, n: int):
     # the step budget: every SIf reached and every store run, per iteration
     steps = sum(int(mk.sum()) for mk in masks)
     for g, _fc in plan.ifs:
+        steps += int(_active(g, pre, n, guards).sum())
+    for g in plan.loops:
         steps += int(_active(g, pre, n, guards).sum())
     if m.budget[0] - steps < 0:
         raise Fallback("the step budget runs out inside the loop")
