@@ -51,10 +51,10 @@ stages ``overlap-two-stages`` guarantees). The verifier (:mod:`egtile.verifier.h
 interleaving, the role's CTA barriers included) and the simulator (named barriers with arrival counts; a sync that
 never completes is a deadlock) re-check the result; the rotation's waits are re-checked by the wgmma checks.
 
-Cost: the rotation's (``ws_pipeline_cost`` + :data:`egtile.rules.overlap.PEEL_COST`) plus the ping-pong's charge
-for the wait for the partner's turn (:func:`egtile.rules.pingpong.credit`): each measured slower alone on the H200
-(docs/perf.md, 2026-12-02), so extraction keeps the free-running split until the pair is measured faster;
-:func:`preferred` forces it (cost 0).
+Cost: each decision's own term over the split, added: the rotation's (``ws_pipeline_cost`` +
+:data:`egtile.rules.overlap.PEEL_COST`, no credit: measured slower alone) and the ping-pong's (one barrier op less
+:func:`egtile.rules.pingpong.credit`: measured faster alone, docs/perf.md 2026-12-02), so extraction takes the
+ping-pong alone over the pair until the pair is measured faster; :func:`preferred` forces the pair (cost 0).
 """
 
 from __future__ import annotations
@@ -69,7 +69,6 @@ from egtile.ir.wgmma import WgmmaMma
 from egtile.rules import overlap as O
 from egtile.rules import pingpong as P
 from egtile.rules import warp_specialize as W
-from egtile.schedule import cost as C
 from egtile.schedule.decision import Cost, Decision, static
 from egtile.schedule.rule import Rule
 from egtile.schedule.schema import Block, Stmt
@@ -86,8 +85,14 @@ def ws_overlap_pingpong(sid: i64Like, producers: Block, consumers: Block, dec: i
 
 
 def _cost(c) -> int:
-    """The rotation's cost plus the ping-pong's charge (each measured slower alone: module docstring)."""
-    return O._base(c) + C.MBARRIER_OP + P.credit(c.kernel, c.stmt)
+    """Each decision's own term over the split: the ping-pong's cost (measured faster alone) plus the rotation's
+    peel (measured slower alone, no credit), module docstring."""
+    return P._cost(c) + O.PEEL_COST
+
+
+def _charged_cost(c) -> int:
+    """:func:`egtile.rules.pingpong.charged`'s term for the pair: the charged ping-pong plus the peel."""
+    return P._charged_cost(c) + O.PEEL_COST
 
 
 def _is_issue(x, sid: int) -> bool:
@@ -189,8 +194,8 @@ WS_OVERLAP_PINGPONG = Decision(
     "ws_overlap_pingpong", ws_overlap_pingpong,
     (("sid", i64), ("producers", Block), ("consumers", Block), ("dec", i64), ("inc", i64), ("mode", String)),
     "decision",
-    Cost(_cost, doc="ws_pipeline_cost + PEEL_COST + one barrier op + the wait for the partner's turn (min(MAX_CREDIT, "
-                    "tensor-core cycles of the two gemms / 2)); preferred(): 0"),
+    Cost(_cost, doc="the ping-pong's cost (ws_pipeline_cost + one barrier op - min(MAX_CREDIT, tensor-core cycles of "
+                    "the two gemms / 2)) + PEEL_COST; preferred(): 0"),
     lower=overlap_pingpong_lowering(), label="warp-specialized, intra-warpgroup overlap, consumer ping-pong",
     notes=_notes, threads=W.WS.threads)
 
@@ -240,7 +245,9 @@ def preferred(rs=None):
     from egtile import rules
 
     rs = rs if rs is not None else rules.default()
-    return rs.replace_decision(replace(WS_OVERLAP_PINGPONG, cost=static(0)), name=f"{rs.name}+overlap-pingpong")
+    # the ping-pong alone charged, so that its credited cost (clipped at 0) cannot tie with the forced pair
+    return P.charged(rs).replace_decision(replace(WS_OVERLAP_PINGPONG, cost=static(0)),
+                                          name=f"{rs.name}+overlap-pingpong")
 
 
 def mutant(name: str):
@@ -257,8 +264,8 @@ def mutant(name: str):
             lower = overlap_pingpong_lowering(count=3 * P.WARPGROUP)
         case _:
             raise KeyError(f"unknown overlap-pingpong mutant {name!r}; known: {sorted(MUTANTS)}")
-    return builtin().replace_decision(replace(WS_OVERLAP_PINGPONG, lower=lower, cost=static(0)),
-                                      name=f"mutant:{name}")
+    return P.charged(builtin()).replace_decision(replace(WS_OVERLAP_PINGPONG, lower=lower, cost=static(0)),
+                                                 name=f"mutant:{name}")
 
 
 __all__ = ["CONDITIONS", "DECISIONS", "MUTANTS", "RULES", "WS_OVERLAP_PINGPONG", "mutant", "overlap_pingpong_lowering",
