@@ -54,7 +54,10 @@ never completes is a deadlock) re-check the result; the rotation's waits are re-
 Cost: each decision's own term over the split, added: the rotation's (``ws_pipeline_cost`` +
 :data:`egtile.rules.overlap.PEEL_COST`, no credit: measured slower alone) and the ping-pong's (one barrier op less
 :func:`egtile.rules.pingpong.credit`: measured faster alone, docs/perf.md 2026-12-02), so extraction takes the
-ping-pong alone over the pair until the pair is measured faster; :func:`preferred` forces the pair (cost 0).
+ping-pong alone over the pair. The pair measured slower than the ping-pong alone on the H200 (docs/perf.md,
+2026-12-02 06:27, B=4 H=32 S=4096 D=128 f16: 466.2 vs 535.8 TFLOP/s full, 365.8 vs 439.1 causal; at S=4224 with
+176-wide key blocks 442.3 vs 567.1): the rotation's loss (measured alone: 467 vs 527) carries over, so the cost
+keeps it out; :func:`preferred` forces the pair (cost 0).
 """
 
 from __future__ import annotations

@@ -55,11 +55,12 @@ interleaving of the warpgroups' barrier operations, CTA barriers of the role inc
 
 Cost: ``pipeline-warp-specialize``'s cost plus one barrier op less the overlap the turns buy (half the
 tensor-core cycles of the two gemms, capped by :data:`MAX_CREDIT`), so extraction takes the ping-pong wherever its
-conditions hold. Measured on the H200 (docs/perf.md, 2026-12-02 06:00, request attn-fa3-1, B=4 H=32 S=4096
-D=128 f16, fast math, 128x128 blocks): 549.3 TFLOP/s against 526.7 / 523.0 for the free-running warpgroups
-(full), 440.1 against 437.5 / 435.1 (causal); at S=4224 with 176-wide key blocks 567.1 against 523.4. (At
-00:00 the same handshake lost, 369 vs 446, on a softmax twice as long: each warpgroup's softmax was longer than
-the partner's turn.) :func:`charged` is the ruleset whose cost charges the wait for the partner's turn instead
+conditions hold. Measured on the H200 (docs/perf.md, 2026-12-02 06:27, requests attn-fa3-1 and -2, B=4 H=32
+S=4096 D=128 f16, fast math, 128x128 blocks): 549.3 / 535.8 TFLOP/s against 526.7 / 496.9 for the free-running
+warpgroups (full), 440.1 / 439.1 against 437.5 / 441.6 (causal: even); B=16 S=1024: D=64 278.4 vs 263.6 full,
+181.9 vs 173.7 causal, D=128 371.3 vs 354.9, 233.1 vs 231.3; at S=4224 with 176-wide key blocks 567.1 against
+523.4. (At 00:00 the same handshake lost, 369 vs 446, on a softmax twice as long: each warpgroup's softmax was
+longer than the partner's turn.) :func:`charged` is the ruleset whose cost charges the wait for the partner's turn instead
 (the free-running split), for kernels where the softmax is the longer part and for measuring it.
 """
 
