@@ -32,9 +32,9 @@ per case, then every configuration is compiled cold, checked and timed; a config
 its error and the sweep goes on).
 
 ``--without`` removes rules from egtile's default ruleset for the run (each schedule decision measured alone:
-the rest of the schedule is the e-graph's choice without that alternative). ``--pingpong`` uses
-``egtile.rules.pingpong.preferred()``: the consumer warpgroups' ping-pong credited instead of charged, so the
-e-graph takes it wherever its conditions hold (the default cost keeps the free-running warpgroups, as measured).
+the rest of the schedule is the e-graph's choice without that alternative). The consumer warpgroups' ping-pong is
+the default schedule (measured faster, docs/perf.md 2026-12-02 06:27); ``--without pipeline-warp-specialize-pingpong``
+measures the free-running warpgroups, and ``--pingpong`` (``egtile.rules.pingpong.preferred()``) is the default's cost.
 ``--overlap`` forces the intra-warpgroup rotation (``egtile.rules.overlap.preferred()``); ``--fa3`` forces both together
 (``egtile.rules.overlap_pingpong.preferred()``: the rotated loop whose two consumer warpgroups take turns issuing
 ``Q K^T`` and ``P V``, FA3's schedule at head dim 128).
