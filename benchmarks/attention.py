@@ -21,7 +21,7 @@ Without a GPU of compute capability 9.0 it prints that it was skipped and exits 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
                                    [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks auto|128x128] [--threads 256]
                                    [--stages 2] [--configs BMxBNxTxS,...] [--iters 20] [--budget 2.0]
-                                   [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong] [--overlap]
+                                   [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong] [--overlap] [--fa3]
                                    [--quiet-failures]
 
 egtile's configuration: ``--blocks auto`` (default) takes each shape's row of the example's table
@@ -32,9 +32,12 @@ per case, then every configuration is compiled cold, checked and timed; a config
 its error and the sweep goes on).
 
 ``--without`` removes rules from egtile's default ruleset for the run (each schedule decision measured alone:
-the rest of the schedule is the e-graph's choice without that alternative). ``--pingpong`` uses
-``egtile.rules.pingpong.preferred()``: the consumer warpgroups' ping-pong credited instead of charged, so the
-e-graph takes it wherever its conditions hold (the default cost keeps the free-running warpgroups, as measured).
+the rest of the schedule is the e-graph's choice without that alternative). The consumer warpgroups' ping-pong is
+the default schedule (measured faster, docs/perf.md 2026-12-02 06:27); ``--without pipeline-warp-specialize-pingpong``
+measures the free-running warpgroups, and ``--pingpong`` (``egtile.rules.pingpong.preferred()``) is the default's cost.
+``--overlap`` forces the intra-warpgroup rotation (``egtile.rules.overlap.preferred()``); ``--fa3`` forces both together
+(``egtile.rules.overlap_pingpong.preferred()``: the rotated loop whose two consumer warpgroups take turns issuing
+``Q K^T`` and ``P V``, FA3's schedule at head dim 128).
 """
 
 from __future__ import annotations
@@ -135,6 +138,7 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
         bm, bn, nt, ns = cfg
         line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){', without ' + args.without if args.without else ''}" \
                f"{', ping-pong preferred' if args.pingpong else ''}{', rotation forced' if args.overlap else ''}" \
+               f"{', rotation + ping-pong forced' if args.fa3 else ''}" \
                f"{', strict math' if args.strict_math else ', fast math'}:"
         if isinstance(eg.get("tflops"), float):
             line += f" {eg['tflops']:7.2f} TFLOP/s{eg.get('calls', '')}, compile {eg['compile_s']:.2f} s"
@@ -171,6 +175,10 @@ def run_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, tflops, hea
             from egtile.rules import overlap
 
             rules = overlap.preferred(rules)  # FA3's intra-warpgroup rotation forced (rules/overlap.py)
+        if args.fa3:
+            from egtile.rules import overlap_pingpong
+
+            rules = overlap_pingpong.preferred()  # the rotation and the ping-pong together (rules/overlap_pingpong.py)
         if args.without:
             rules = rules or egtile.rules.default()
             for r in args.without.split(","):
@@ -227,6 +235,8 @@ def main() -> int:
                          "e.g. gemm-to-wgmma-async,gemm-to-wgmma-rs-async)")
     ap.add_argument("--overlap", action="store_true",
                     help="egtile with egtile.rules.overlap.preferred() (Q K^T of block j issued under P V of block j-1)")
+    ap.add_argument("--fa3", action="store_true",
+                    help="egtile with egtile.rules.overlap_pingpong.preferred() (the rotation and the ping-pong together)")
     ap.add_argument("--pingpong", action="store_true",
                     help="egtile with egtile.rules.pingpong.preferred() (the consumer warpgroups take turns)")
     ap.add_argument("--strict-math", action="store_true",

@@ -493,6 +493,35 @@ def _pp_shared_probabilities() -> Kernel:
     return flash_attention(seq=128, dim=32, block_M=128, block_N=64, threads=256).kernel
 
 
+def _ovpp_shared_probabilities() -> Kernel:
+    """An attention-shaped loop of two consumer warpgroups (128 rows, 256 threads) whose probabilities go through
+    shared memory (``T.copy(S, P_s)`` before ``P V``): a consumer write of shared memory inside a loop the rotation
+    accepts (egtile.rules.overlap_pingpong, pingpong-consumers-write-registers)."""
+    @T.prim_func
+    def main(Q: T.Tensor((128, 16), "float16"), K: T.Tensor((32, 16), "float16"), V: T.Tensor((32, 16), "float16"),
+             O: T.Tensor((128, 16), "float32")):
+        with T.Kernel(1, threads=256) as _bx:
+            Q_s = T.alloc_shared((128, 16), "float16")
+            K_s = T.alloc_shared((16, 16), "float16")
+            V_s = T.alloc_shared((16, 16), "float16")
+            P_s = T.alloc_shared((128, 16), "float16")
+            S = T.alloc_fragment((128, 16), "float32")
+            acc = T.alloc_fragment((128, 16), "float32")
+            T.copy(Q, Q_s)
+            T.clear(acc)
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(K[k * 16:(k + 1) * 16, :], K_s)
+                T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
+                for i, j in T.Parallel(128, 16):
+                    S[i, j] = S[i, j] * 0.5
+                T.copy(S, P_s)
+                T.copy(V[k * 16:(k + 1) * 16, :], V_s)
+                T.gemm(P_s, V_s, acc)
+            T.copy(acc, O)
+
+    return main.kernel
+
+
 def _ov_attention(stages: int = 2) -> Kernel:
     """examples/flash_attention.py at one block of 64 query rows and four key blocks of 16 (one consumer
     warpgroup): the intra-warpgroup overlap's form (egtile.rules.overlap)."""
@@ -711,6 +740,13 @@ WITNESS: dict[tuple[str, str], Witness] = {
     ("pipeline-warp-specialize-overlap", "overlap-two-stages"): Witness(
         lambda: _ov_attention(stages=1), cheap=("ws_overlap",)),
     ("pipeline-warp-specialize-overlap", "overlap-head-independent"): Witness(_ov_head_touches_o, cheap=("ws_overlap",)),
+    # the rotation and the ping-pong together (egtile.rules.overlap_pingpong), forced by a free ws_overlap_pingpong:
+    # one warpgroup waits for a partner that does not exist; a shared write in the loop puts a consumer CTA barrier
+    # inside a turn (the verifier's model check: deadlock)
+    ("pipeline-warp-specialize-overlap-pingpong", "pingpong-two-consumer-warpgroups"): Witness(
+        lambda: _pp_attention(threads=128, block_M=64), cheap=("ws_overlap_pingpong",)),
+    ("pipeline-warp-specialize-overlap-pingpong", "pingpong-consumers-write-registers"): Witness(
+        _ovpp_shared_probabilities, cheap=("ws_overlap_pingpong",)),
 }
 
 GAPS: dict[tuple[str, str], str] = {}
@@ -818,6 +854,11 @@ NOT_LEGALITY: dict[tuple[str, str], tuple[Callable[[], Kernel], str]] = {
         "holds for every kernel (its oracle compares the constant ids 3 and 4 with the ids egtile's CTA barriers use: "
         "0, and 1 and 2 inside the roles), so its mutant schedules every kernel as the rules do; a colliding id is "
         "what tests/test_rules_pingpong.py's planted wrong-id handshake and the verifier's id check catch"),
+    ("pipeline-warp-specialize-overlap-pingpong", "pingpong-barrier-ids-free"): (
+        _copy_consume,  # any kernel: the condition is constant (the small copy loop keeps the check cheap)
+        "as for pipeline-warp-specialize-pingpong: the oracle compares the constant ids 3 and 4 with the ids egtile's "
+        "CTA barriers use, so it holds for every kernel; a colliding or wrong id is what "
+        "tests/test_rules_overlap_pingpong.py's planted wrong-id handshake and the verifier's id check catch"),
     ("pipeline-warp-specialize-overlap", "overlap-softmax-independent"): (
         lambda: _ov_head_touches_o(first=True),
         "a profitability condition: it refuses a body where the statement right after the first gemm already touches "
