@@ -450,12 +450,14 @@ MUTANTS: dict[str, str] = {
 
 
 def preferred(rs=None, *, early: bool = True):
-    """``rs`` (default: :func:`egtile.rules.default`) with the overlap forced: its node costs 0, so extraction
-    takes the rotation wherever its conditions hold (for measuring it, and for the checkers' tests)."""
+    """``rs`` (default: :func:`egtile.rules.default`) with the overlap forced: its node costs 0 and the ping-pong
+    (the default's alternative, whose cost credits its overlap) is charged, so extraction takes the rotation wherever
+    its conditions hold (for measuring it, and for the checkers' tests)."""
     from egtile import rules
+    from egtile.rules import pingpong
     from egtile.schedule.decision import static
 
-    rs = rs if rs is not None else rules.default()
+    rs = pingpong.charged(rs if rs is not None else rules.default())
     return rs.replace_decision(replace(WS_OVERLAP, cost=static(0), lower=overlap_lowering(early=early)),
                                name=f"{rs.name}+overlap{'' if early else '-late'}")
 
