@@ -230,6 +230,18 @@ def test_break_inside_a_runtime_branch_is_refused_at_its_line():
     assert e.value.loc.line == line_of("# mark-break")
 
 
+def test_a_truth_test_on_a_buffer_is_refused_at_its_line():
+    # it used to take Python's truth of the buffer object (always true) and trace the branch silently
+    with pytest.raises(DSLError, match=r"`if A:` tests buffer A, which has no truth value") as e:
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32):
+                if A:  # mark-bufif
+                    A[0] = 1.0
+
+    assert e.value.loc.line == line_of("# mark-bufif")
+
+
 def test_a_runtime_while_is_refused_with_the_alternative():
     with pytest.raises(UnsupportedError, match=r"`while` on a runtime value.*T.serial") as e:
         @T.prim_func

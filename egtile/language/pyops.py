@@ -84,6 +84,18 @@ def truth(x: Any) -> Value:
     return v if v.dtype == "bool" else (v != 0)
 
 
+def _python_truth(x: Any) -> bool:
+    """Python's truth of an untraced value; a buffer has none (TileLang gives `if A:` no meaning either), and
+    taking Python's would trace the branch silently."""
+    from egtile.language.buffer import TileBuffer
+
+    if isinstance(x, TileBuffer):
+        name = x.buffer.name
+        raise DSLError(f"`if {name}:` tests buffer {name}, which has no truth value: test an element "
+                       f"(`if {name}[i] > 0:`) or a Python value", tracer.user_loc())
+    return bool(x)
+
+
 # ---- if -----------------------------------------------------------------------------------------------
 
 
@@ -104,7 +116,7 @@ class Branch:
             self.snapshot = dict(scope)
             self.loc = tracer.user_loc()
         else:
-            self.truth = bool(test)
+            self.truth = _python_truth(test)
 
     def __enter__(self) -> Branch:
         return self
@@ -278,7 +290,7 @@ def and_(first: Any, *rest: Callable[[], Any]) -> Any:
     acc = first
     for thunk in rest:
         if not _traced(acc):
-            if not acc:
+            if not _python_truth(acc):
                 return acc
             acc = thunk()
             continue
