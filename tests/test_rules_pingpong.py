@@ -67,6 +67,48 @@ def test_without_the_rule_preferred_is_the_plain_split():
     assert not _handshake(egtile.optimize(_prim().kernel, rules=rs).scheduled)
 
 
+def _rowmax_out(n_blocks: int = 2, bm: int = 128, bn: int = 64, d: int = 32):
+    from egtile import language as T
+
+    @T.prim_func
+    def main(Q: T.Tensor((bm, d), "float16"), K: T.Tensor((n_blocks * bn, d), "float16"),
+             V: T.Tensor((n_blocks * bn, d), "float16"), O: T.Tensor((bm, d), "float32"),
+             L: T.Tensor((bm,), "float32")):
+        with T.Kernel(1, threads=256):
+            Q_s = T.alloc_shared((bm, d), "float16")
+            K_s = T.alloc_shared((bn, d), "float16")
+            V_s = T.alloc_shared((bn, d), "float16")
+            s = T.alloc_fragment((bm, bn), "float32")
+            p = T.alloc_fragment((bm, bn), "float16")
+            o = T.alloc_fragment((bm, d), "float32")
+            m = T.alloc_fragment((bm,), "float32")
+            T.copy(Q, Q_s)
+            T.clear(o)
+            T.fill(m, -T.infinity("float32"))
+            for k in T.Pipelined(n_blocks, num_stages=1):
+                T.copy(K[k * bn:(k + 1) * bn, :], K_s)
+                T.clear(s)
+                T.gemm(Q_s, K_s, s, transpose_B=True)
+                T.copy(V[k * bn:(k + 1) * bn, :], V_s)
+                T.reduce_max(s, m, dim=1, clear=False)
+                T.copy(s, p)
+                T.gemm(p, V_s, o)
+            T.copy(o, O)
+            T.copy(m, L)  # a copy out of a row fragment keeps the group (s, m) in shared memory
+
+    return main
+
+
+def test_a_pingpong_whose_accumulators_stay_in_shared_memory_lowers_as_the_plain_split():
+    # TileLang's GQA backward's forward kernel (a T.copy of its logsum row fragment to global): the gemms are
+    # wgmma-eligible, but the extraction keeps their accumulators in shared memory, so the consumers need CTA
+    # barriers inside the loop; with the turns those deadlocked (the verifier's L3 caught it). It lowers as the
+    # plain split now, and verifies.
+    r = egtile.optimize(_rowmax_out().kernel)
+    assert not _handshake(r.scheduled)
+    assert egtile.verify(r.scheduled) == []
+
+
 def test_one_consumer_warpgroup_is_refused_by_name():
     r = egtile.optimize(_prim(threads=128, block_M=64).kernel, rules=pingpong.preferred())
     assert not _handshake(r.scheduled)
