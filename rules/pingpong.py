@@ -41,7 +41,10 @@ when (the named side conditions):
 * ``pingpong-gemms-on-tensor-cores``: both gemms are wgmma-eligible with their accumulators in registers (SS
   or register-A): a warpgroup then computes its own 64 rows and needs no CTA barrier with the other inside the
   loop (a ``bar.sync`` of all 256 consumer threads inside a turn would wait for a warpgroup that waits for the
-  turn to end: deadlock);
+  turn to end: deadlock). Eligibility is judged here, not where the extraction puts the accumulators: a
+  kernel-wide user (a ``T.copy`` out of a row fragment of the group) can keep them in shared memory, and then
+  the lowering leaves the handshake out and lowers the plain split (a guard until the condition is judged over
+  the gemms' extracted forms in the e-graph);
 * ``pingpong-consumers-write-registers``: no consumer statement of the body writes shared or global memory,
   so CTA-barrier placement puts no consumer barrier inside the loop (same reason);
 * ``pingpong-barrier-ids-free``: the handshake's ids differ from every CTA barrier egtile places (0 for the
