@@ -95,6 +95,19 @@ def _dummy(name: str = "my-rule") -> Rule:
                 lhs=lambda v: Stmt.scalar(v.sid), rhs=lambda v: elect(v.sid))
 
 
+def test_a_stage_name_close_to_a_builtin_one_warns():
+    from egtile.rules.partition import elect
+
+    with pytest.warns(UserWarning, match="stage 'copyy' is not a builtin stage.*did you mean 'copy'"):
+        Rule(name="typo", stage="copyy", doc="d", variables=(("sid", i64),),
+             lhs=lambda v: Stmt.scalar(v.sid), rhs=lambda v: elect(v.sid))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _dummy()  # a user stage of its own name: no warning
+
+
 def test_register_rejects_builtin_names_duplicates_and_non_rules():
     with pytest.raises(ValueError, match="builtin"):
         R.register(_dummy("sink-wait"))

@@ -209,6 +209,19 @@ class Rule:
     defaults: tuple[Any, ...] = field(default=(), compare=False)
     oracles: tuple[FactSpec | NumSpec, ...] = ()
 
+    def __post_init__(self) -> None:
+        # a user stage is any other name, run after the builtin ones: a misspelt builtin would silently become
+        # one (a fresh-user probe's `stage="copyy"` ran after `copy`, unnoticed)
+        if self.stage not in STAGES:
+            import difflib
+            import warnings
+
+            near = difflib.get_close_matches(self.stage, STAGES, n=1, cutoff=0.75)
+            if near:
+                warnings.warn(f"rule {self.name!r}: stage {self.stage!r} is not a builtin stage, so it is a new user "
+                              f"stage run after {', '.join(STAGES)}; did you mean {near[0]!r}?", UserWarning,
+                              stacklevel=3)
+
     # -- building variants
 
     def condition(self, name: str) -> Condition:
