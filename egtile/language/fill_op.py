@@ -41,10 +41,14 @@ def fill(buffer: Any, value: Any) -> None:
         v = as_expr(value)  # a float into an integer buffer converts at the store, as C assignment does
     else:
         v = Const(int(value), d)
+    _emit(trace, region, v, "T.fill", loc)
+
+
+def _emit(trace: Any, region: Any, v: Any, what: str, loc: Any) -> None:
     if is_per_thread(region):  # every thread sets its own copy (egtile.language.per_thread)
-        emit_stores(trace, region, lambda _: v, "T.fill", loc)
+        emit_stores(trace, region, lambda _: v, what, loc)
         return
-    trace.emit(Fill(trace.sid(), region, v, loc), "T.fill")
+    trace.emit(Fill(trace.sid(), region, v, loc), what)
 
 
 def clear(buffer: Any) -> None:
@@ -58,7 +62,4 @@ def clear(buffer: Any) -> None:
     region = as_region(operand(buffer, "T.clear", "buffer", loc), "T.clear", loc)
     kind = lookup_dtype(region.buffer.dtype).kind
     zero = 0.0 if kind == "float" else (False if kind == "bool" else 0)
-    if is_per_thread(region):
-        emit_stores(trace, region, lambda _: Const(zero, region.buffer.dtype), "T.clear", loc)
-        return
-    trace.emit(Fill(trace.sid(), region, Const(zero, region.buffer.dtype), loc), "T.clear")
+    _emit(trace, region, Const(zero, region.buffer.dtype), "T.clear", loc)
