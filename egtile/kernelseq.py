@@ -70,18 +70,18 @@ class KernelSequence:
         outputs = []
         for pos in self.out_idx:
             p = params[pos]
-            t = self._scratch(p.shape, getattr(torch, lookup_dtype(p.dtype).torch), device)  # poisoned off the GPU
+            t = self._allocate(p.shape, getattr(torch, lookup_dtype(p.dtype).torch), device)
             args.insert(pos, t)
             outputs.append(t)
         for p in params[len(params) - self.hidden:]:  # T.alloc_global scratch: this call's, dropped after it
-            args.append(self._scratch(p.shape, getattr(torch, lookup_dtype(p.dtype).torch), device))
+            args.append(self._allocate(p.shape, getattr(torch, lookup_dtype(p.dtype).torch), device))
         for k in self.kernels:
             k(*args)
         if not outputs:
             return None
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def _scratch(self, shape: Any, dtype: Any, device: Any) -> Any:
+    def _allocate(self, shape: Any, dtype: Any, device: Any) -> Any:
         """An output or a ``T.alloc_global`` buffer for one call: uninitialized on the GPU, as in TileLang; poisoned
         on the CPU targets (:mod:`egtile.poison`), so that a read no kernel wrote shows in the output."""
         import torch

@@ -105,7 +105,7 @@ def scratch_half_written(N: int = 32):
 
 
 def test_a_read_of_scratch_no_kernel_wrote_is_poisoned_on_the_cpu_targets():
-    kernel = scratch_half_written()  # interp and sim allocate the scratch alike (KernelSequence._scratch)
+    kernel = scratch_half_written()  # interp and sim allocate the scratch alike (KernelSequence._allocate)
     X, I = torch.randn(32), torch.randint(-50, 50, (32,), dtype=torch.int32)
     out = kernel(X, I)
     assert torch.equal(out[:16], X[:16] + I[:16])
