@@ -84,14 +84,14 @@ def truth(x: Any) -> Value:
     return v if v.dtype == "bool" else (v != 0)
 
 
-def _python_truth(x: Any) -> bool:
+def _python_truth(x: Any, form: str = "if {}:") -> bool:
     """Python's truth of an untraced value; a buffer has none (TileLang gives `if A:` no meaning either), and
-    taking Python's would trace the branch silently."""
+    taking Python's would trace the branch silently. ``form`` spells the test in the error (``{}``: the buffer)."""
     from egtile.language.buffer import TileBuffer
 
     if isinstance(x, TileBuffer):
         name = x.buffer.name
-        raise DSLError(f"`if {name}:` tests buffer {name}, which has no truth value: test an element "
+        raise DSLError(f"`{form.format(name)}` tests buffer {name}, which has no truth value: test an element "
                        f"(`if {name}[i] > 0:`) or a Python value", tracer.user_loc())
     return bool(x)
 
@@ -290,7 +290,7 @@ def and_(first: Any, *rest: Callable[[], Any]) -> Any:
     acc = first
     for thunk in rest:
         if not _traced(acc):
-            if not _python_truth(acc):
+            if not _python_truth(acc, "{} and ..."):
                 return acc
             acc = thunk()
             continue
