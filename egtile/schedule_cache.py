@@ -6,7 +6,7 @@ cubin cache (:mod:`egtile.codegen.cache`).
 
 Key (:func:`key`): SHA-256 over the kernel's canonical encoding (:mod:`egtile.codec`; statement locations
 included, so error messages never point at stale lines), the target architecture, egtile's version, the
-names of the builtin rules, and the text of every source file of the scheduler and the backend
+names of the builtin rules, the optional lowering passes switched on (:mod:`egtile.lower.switches`), and the text of every source file of the scheduler and the backend
 (``egtile/``, ``rules/``, ``codegen/``), so that any change to what would decide or emit the schedule
 misses. Only egtile's own rules are cached: while a user rule is registered (``egtile.rules.register``),
 whose code lives outside egtile and cannot be fingerprinted, :func:`enabled` is false and every compile
@@ -138,9 +138,11 @@ def key(kernel: Kernel, arch: str, fast_math: bool = False) -> ScheduleKey:
     """Cache key of ``kernel`` compiled for ``arch`` with the builtin rules (and NVRTC's fast math or not:
     the schedule is the same, the cubin is not)."""
     from egtile import rules
+    from egtile.lower.switches import current as lowering_switches
 
     fields = {"kernel_sha256": _kernel_sha256(kernel), "arch": arch, "fast_math": bool(fast_math),
-              "egtile": __version__, "rules": [r.name for r in rules.BUILTIN], "compiler": _compiler_fingerprint()}
+              "egtile": __version__, "rules": [r.name for r in rules.BUILTIN], "compiler": _compiler_fingerprint(),
+              "lowering": sorted(lowering_switches().on)}
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     return ScheduleKey(digest, fields, kernel)
 

@@ -199,3 +199,39 @@ def test_a_protocol_the_checker_refuses_is_not_cached(cache_dir):
         with pytest.raises(EgtileError):
             egtile.compile(scale(bug="parity"), target="sim")
     assert not any(cache_dir.glob("schedules/*.json"))
+
+
+def test_a_lowering_switch_is_part_of_the_key(cache_dir, monkeypatch):
+    """``EGTILE_WITH_LOWERING`` / ``EGTILE_WITHOUT_LOWERING`` change the generated kernel, so a schedule cached
+    under one setting must never be served under another (it was, before the switches were in the key)."""
+    kernel = make().kernel
+    default = schedule_cache.key(kernel, "sm_90a")
+    monkeypatch.setenv("EGTILE_WITHOUT_LOWERING", "version-uniform-guard")
+    without = schedule_cache.key(kernel, "sm_90a")
+    monkeypatch.setenv("EGTILE_WITH_LOWERING", "clear-into-scale-d")
+    both = schedule_cache.key(kernel, "sm_90a")
+    assert len({default, without, both}) == 3
+    monkeypatch.delenv("EGTILE_WITHOUT_LOWERING")
+    monkeypatch.setenv("EGTILE_WITH_LOWERING", "version-uniform-guard")  # already on by default: same key
+    assert schedule_cache.key(kernel, "sm_90a") == default
+    monkeypatch.delenv("EGTILE_WITH_LOWERING")
+
+    egtile.compile(make(), target="sim")  # cached with the default switches
+    monkeypatch.setenv("EGTILE_WITHOUT_LOWERING", "version-uniform-guard")
+    calls = []
+    real = egtile.schedule.driver.optimize
+    monkeypatch.setattr(egtile.schedule.driver, "optimize", lambda k, rules=None: calls.append(k) or real(k, rules=rules))
+    egtile.compile(make(), target="sim")
+    assert len(calls) == 1  # a miss: scheduled again under the other setting
+
+
+def test_an_unknown_lowering_switch_is_an_error(monkeypatch):
+    from egtile.lower import switches
+
+    monkeypatch.setenv("EGTILE_WITH_LOWERING", "clear-into-scaled")
+    with pytest.raises(ValueError, match="clear-into-scaled.*clear-into-scale-d"):
+        switches.current()
+    monkeypatch.setenv("EGTILE_WITH_LOWERING", "clear-into-scale-d")
+    monkeypatch.setenv("EGTILE_WITHOUT_LOWERING", "clear-into-scale-d")
+    with pytest.raises(ValueError, match="both name"):
+        switches.current()

@@ -15,7 +15,6 @@ rebinds ``k`` in one-or-zero-trip inner loops instead of substituting ``k + S - 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,6 +27,7 @@ from egtile.analysis.versioning import version_statements
 from egtile.layout.fragment import Fragment, RowFragment
 from egtile.lower import fragment_layouts
 from egtile.lower.clear_accum import fold_clears
+from egtile.lower.switches import current as lowering_switches
 from egtile.lower import mma_access  # noqa: F401  (access summaries of the fragment and wgmma nodes)
 from egtile.lower.mma_wait import place_deferred_waits
 from egtile.lower.sync import NonUniformBarrier, place_syncs
@@ -350,16 +350,13 @@ def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, De
             "schedule this: evaluate the condition from read-only inputs, shared memory or block indices (e.g. copy "
             "the flag into a shared buffer first)", getattr(st, "loc", None)) from None
     # the statements whose selects a block-uniform condition decides, versioned on it (egtile.analysis.versioning)
-    # (measurement switches, with the schedule cache off, EGTILE_DISABLE_CACHE=1, since its key does not read them:
-    # EGTILE_WITHOUT_LOWERING=version-uniform-guard turns the versioning off, EGTILE_WITH_LOWERING=clear-into-scale-d
-    # turns the fold on: off by default, ptxas already folds the zero fill, egtile.lower.clear_accum)
-    off = set(os.environ.get("EGTILE_WITHOUT_LOWERING", "").split(","))
-    on = set(os.environ.get("EGTILE_WITH_LOWERING", "").split(","))
+    # (measurement switches, egtile.lower.switches: the versioning is on by default, the scale-d fold off)
+    switches = lowering_switches()
     notes: tuple = ()
-    if "version-uniform-guard" not in off:
+    if "version-uniform-guard" in switches:
         stmts, notes = version_statements(stmts, facts.kernel)
     # a zero fill of a wgmma accumulator folded into the wgmma's scale-d = 0 (egtile.lower.clear_accum)
-    if "clear-into-scale-d" in on:
+    if "clear-into-scale-d" in switches:
         stmts, folded = fold_clears(stmts, facts.kernel)
         notes += folded
     return Scheduled(facts.kernel, total, buffers, tuple(lw.barriers), stmts, staged=tuple(lw.stages.items()),
