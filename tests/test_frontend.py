@@ -857,3 +857,24 @@ def test_host_helpers_disable_cache_and_set_log_level(monkeypatch):
     import os
 
     assert os.environ["EGTILE_DISABLE_CACHE"] == "1"
+
+
+def test_buffers_allocated_on_one_line_are_named_after_their_own_targets():
+    """``A_s, B_s = T.alloc_shared(...), T.alloc_fragment(...)``: each buffer takes the name at its call's
+    position (error messages and explain name the user's variables), and the kernel still computes its values."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as _bx:
+            A_s, B_f = T.alloc_shared((64,), "float32"), T.alloc_fragment((64,), "float32")
+            T.copy(A, A_s)
+            T.copy(A_s, B_f)
+            for i in T.Parallel(64):
+                B_f[i] = B_f[i] * 2.0
+            T.copy(B_f, B)
+
+    assert {b.name for b in main.kernel.allocs} == {"A_s", "B_f"}
+    a = torch.randn(64)
+    b = torch.full((64,), float("nan"))
+    egtile.compile(main, target="sim")(a, b)
+    torch.testing.assert_close(b, a * 2.0, rtol=0, atol=0)

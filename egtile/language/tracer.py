@@ -16,6 +16,7 @@ This module also owns the two pieces of bookkeeping every builtin needs:
 
 from __future__ import annotations
 
+import ast
 import contextvars
 import linecache
 import os
@@ -127,9 +128,29 @@ def with_target_names(loc: SourceLoc | None, count: int) -> list[str] | None:
 
 
 def assign_target_name(loc: SourceLoc | None) -> str | None:
-    """The name assigned by ``name = ...`` on the user's line."""
+    """The name assigned by ``name = ...`` on the user's line; in ``a, b = f(...), g(...)`` the name at the
+    position of the call at ``loc``'s column."""
     m = _ASSIGN_TARGET.match(source_from(loc, 1))
-    return m.group(1) if m else None
+    if m:
+        return m.group(1)
+    return _tuple_target_name(loc) if loc is not None and loc.col is not None else None
+
+
+def _tuple_target_name(loc: SourceLoc) -> str | None:
+    raw = linecache.getline(loc.file, loc.line)
+    indent = len(raw) - len(raw.lstrip())
+    try:
+        (stmt,) = ast.parse(raw.strip()).body
+    except (SyntaxError, ValueError):
+        return None  # a statement over several lines: the buffer gets a generated name
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple)
+            and isinstance(stmt.value, ast.Tuple) and len(stmt.targets[0].elts) == len(stmt.value.elts)):
+        return None
+    col = loc.col - 1 - indent
+    for target, value in zip(stmt.targets[0].elts, stmt.value.elts, strict=True):
+        if value.col_offset <= col < (value.end_col_offset or 0) and isinstance(target, ast.Name):
+            return target.id
+    return None
 
 
 @dataclass
