@@ -18,8 +18,9 @@ For every example file with a kernel (``T.Kernel`` in its source) the script
    the example are copied and ported the same way;
 3. runs the copy's ``__main__`` in a subprocess on this machine's CPU with stand-ins that only move the
    example off the GPU: tensors asked for on ``"cuda"`` are made on the CPU, ``torch.cuda`` device queries
-   answer for egtile's target (an H200, :mod:`egtile.device`; ``torch.cuda.is_available()`` is true), a
-   ``torch.Generator`` asked for on ``"cuda"`` is a CPU one, streams and ``torch.cuda.synchronize`` do nothing (the
+   answer for egtile's target (an H200, :mod:`egtile.device`; ``torch.cuda.is_available()`` is true), a kernel compiled
+   for ``target="cuda"`` gets ``"auto"`` (the simulator), a
+   ``torch.Generator`` asked for on ``"cuda"`` is a CPU one, streams, ``torch.cuda.init`` and ``torch.cuda.synchronize`` do nothing (the
    simulator runs each kernel to completion in call order), CUDA events time nothing (``elapsed_time`` is NaN), and
    ``egtile.porting.LeftOutFinder`` makes an import of a TileLang module egtile leaves out raise
    ``UnsupportedError`` with the reason (``egtile.porting.LEFT_OUT``).
@@ -77,6 +78,7 @@ _IMPORTS = [
     (re.compile(r"^(\s*)from tilelang\.carver\.arch import driver\s*$", re.M), r"\1from egtile import device as driver"),
     (re.compile(r"^(\s*)from tilelang\.transform import PassConfigKey\s*$", re.M), r"\1from egtile import PassConfigKey"),
     (re.compile(r"^(\s*)from tilelang\.language\.dtypes import", re.M), r"\1from egtile.language.dtypes import"),
+    (re.compile(r"^(\s*)from tilelang\.tools\.cuda import iket\s*$", re.M), r"\1from egtile.tools.cuda import iket"),
     # TVM (directly or through tilelang): the few names TileLang's examples use, from egtile.tvmcompat (never a
     # `tvm` package); a TVM submodule (`import tvm.tl`) is still refused by egtile.porting.LeftOutFinder
     (re.compile(r"^(\s*)from tilelang import tvm( as tvm)?\s*$", re.M), r"\1from egtile import tvmcompat as tvm"),
@@ -136,6 +138,7 @@ def _for_example(real, stand_in):
 torch.cuda.is_available = _for_example(torch.cuda.is_available, True)
 torch.cuda.device_count = _for_example(torch.cuda.device_count, 1)
 torch.cuda.empty_cache = lambda: None
+torch.cuda.init = lambda: None  # the CUDA runtime is initialized for the example: there is none to start
 _Generator = torch.Generator
 class _CpuGenerator(_Generator):  # still a type (annotations such as `torch.Generator | None` keep working)
     def __new__(cls, device=None):
@@ -159,6 +162,12 @@ torch.cuda.Stream = _Stream
 torch.cuda.Event = _Event
 torch.cuda.current_stream = torch.cuda.default_stream = lambda *a, **k: _Stream()
 torch.cuda.stream = lambda s=None: contextlib.nullcontext()
+
+# an example that asks for target="cuda" gets egtile's "auto" (the simulator here: a device change, like the tensors')
+_real_init = egtile.api.JITKernel.__init__
+def _auto_target(self, func, out_idx=None, target="auto", *a, **k):
+    _real_init(self, func, out_idx, "auto" if target == "cuda" else target, *a, **k)
+egtile.api.JITKernel.__init__ = _auto_target
 
 # the run stage: count kernel calls and the example's own comparisons against its reference
 CALLS = {"kernel": 0, "checks": 0, "failed": 0}

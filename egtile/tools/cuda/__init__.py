@@ -1,0 +1,1 @@
+"""TileLang's CUDA tools (``tilelang.tools.cuda``) that egtile accepts: :mod:`egtile.tools.cuda.iket`."""
