@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import egtile
+from egtile import language as T
 from egtile.errors import ScheduleError, SimulationError
 from egtile.lower.protocol import schedule_protocol
 from egtile.sim import simulate
@@ -125,3 +126,58 @@ def test_every_simulator_report_names_statements_whichever_path_raises_it():
     assert r.kernel is sched.kernel
     named = r.named()
     assert named and all("protocol_kernels.py:" in n for n in named)
+
+
+def _two_rounds(looped: bool):
+    """Two rounds of a one-stage protocol: written as a loop (what egtile's verifier groups phases by), or one
+    after the other, which the verifier counts as one phase receiving both rounds' arrivals."""
+    if looped:
+        @T.prim_func
+        def main(X: T.Tensor((2, 128), "float32"), Y: T.Tensor((2, 128), "float32")):
+            with T.Kernel(1, threads=256):
+                buf = T.alloc_shared((128,), "float32")
+                full = T.alloc_barrier(128)
+                empty = T.alloc_barrier(128)
+                for r in T.serial(2):
+                    with T.ws(1):
+                        T.mbarrier_wait_parity(empty, (r % 2) ^ 1)
+                        T.tma_copy(X[r, 0], buf, barrier=full)
+                        T.mbarrier_arrive(full)
+                    with T.ws(0):
+                        T.mbarrier_wait_parity(full, r % 2)
+                        for i in T.Parallel(128):
+                            Y[r, i] = buf[i] * 2.0
+                        T.mbarrier_arrive(empty)
+        return main
+
+    @T.prim_func
+    def main(X: T.Tensor((2, 128), "float32"), Y: T.Tensor((2, 128), "float32")):
+        with T.Kernel(1, threads=256):
+            buf = T.alloc_shared((128,), "float32")
+            full = T.alloc_barrier(128)
+            empty = T.alloc_barrier(128)
+            with T.ws(1):
+                T.tma_copy(X[0, 0], buf, barrier=full)
+                T.mbarrier_arrive(full)
+                T.mbarrier_wait_parity(empty, 0)
+                T.tma_copy(X[1, 0], buf, barrier=full)
+                T.mbarrier_arrive(full)
+            with T.ws(0):
+                T.mbarrier_wait_parity(full, 0)
+                for i in T.Parallel(128):
+                    Y[0, i] = buf[i] * 2.0
+                T.mbarrier_arrive(empty)
+                T.mbarrier_wait_parity(full, 1)
+                for i in T.Parallel(128):
+                    Y[1, i] = buf[i] * 2.0
+    return main
+
+
+def test_rounds_written_one_after_another_are_refused_with_the_loop_form_named():
+    """A known limitation of the verifier's phase grouping (by loop iteration): the error says how to write it."""
+    with pytest.raises(ScheduleError, match=r"write the rounds as a loop"):
+        egtile.compile(_two_rounds(looped=False), target="sim")
+    x = torch.randn(2, 128)
+    y = torch.full((2, 128), float("nan"))
+    egtile.compile(_two_rounds(looped=True), target="sim")(x, y)
+    torch.testing.assert_close(y, x * 2.0, rtol=0, atol=0)

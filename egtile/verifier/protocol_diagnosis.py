@@ -235,12 +235,20 @@ def _count(v: Violation, k: _Kernel) -> Diagnosis | None:
     who = "; ".join(f"`{_src(a.stmt)}` at {_line(a.stmt)}, once per thread of {k.role_name(a.role)} "
                     f"({k.role_threads(a.role)} threads)" for a in arrivers) or "the arrivals"
     where = f"`{_src(alloc)}` ({_at(alloc)})" if alloc is not None else f"barrier {v.barrier}"
+    # a limitation, not always the user's bug: the verifier groups an agent's contributions by loop iteration,
+    # so two rounds written one after the other (no loop around them) fall into one phase
+    rounds = ("; or, if each of these arrivals is meant to complete its own phase, write the rounds as a loop "
+              "(`for r in T.serial(n):` with one arrival per iteration and parity `r % 2`): egtile's verifier "
+              "groups one role's arrivals on a barrier by loop iteration, so arrivals written one after another "
+              "count toward the same phase"
+              if got > want and got % want == 0 and len({a.stmt.sid for a in arrivers}) >= 2
+              and len({a.role for a in arrivers}) == 1 else "")
     return Diagnosis(
         f"{where} gives {_bar(v)} arrive_count {want}, but phase {phase} receives {got} arrivals ({who}): "
         + ("the phase never completes and every wait for it hangs" if got < want else
            "arrivals spill into the next phase"),
         f"arrive_count is the number of arrivals (threads that arrive) per phase: use {got} here, or make "
-        f"{want} threads arrive",
+        f"{want} threads arrive{rounds}",
         alloc.loc if alloc is not None else None, v)
 
 
