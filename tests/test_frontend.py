@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import re
 import warnings
 from pathlib import Path
 
@@ -240,6 +241,33 @@ def test_a_truth_test_on_a_buffer_is_refused_at_its_line():
                     A[0] = 1.0
 
     assert e.value.loc.line == line_of("# mark-bufif")
+
+
+@pytest.mark.parametrize("expr, spelled", [
+    ("1.0 if (A or A[i] > 0) else 2.0", "`A or ...`"),
+    ("1.0 if (A[i] > 0 or A) else 2.0", "`... or A`"),
+    ("1.0 if (A[i] > 0 and A) else 2.0", "`... and A`"),
+    ("1.0 if (not A) else 2.0", "`not A`"),
+    ("1.0 if A else 2.0", "`... if A else ...`"),
+])
+def test_every_boolean_form_refuses_a_buffer_operand(expr, spelled, tmp_path, monkeypatch):
+    """`or`, `not`, a conditional expression and the second operand of `and` take no Python truth of a buffer
+    either (each would have traced as always-true)."""
+    (tmp_path / "boolean_form.py").write_text(
+        "from egtile import language as T\n"
+        "def make():\n"
+        "    @T.prim_func\n"
+        "    def main(A: T.Tensor((4,), 'float32'), B: T.Tensor((4,), 'float32')):\n"
+        "        with T.Kernel(1, threads=32):\n"
+        "            for i in T.Parallel(4):\n"
+        f"                B[i] = {expr}\n"
+        "    return main\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, "boolean_form", raising=False)
+    module = importlib.import_module("boolean_form")
+    with pytest.raises(DSLError, match=f"{re.escape(spelled)} tests buffer A, which has no truth value") as e:
+        module.make()
+    assert e.value.loc.line == 7
 
 
 def test_a_runtime_while_is_refused_with_the_alternative():

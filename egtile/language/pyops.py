@@ -296,7 +296,7 @@ def and_(first: Any, *rest: Callable[[], Any]) -> Any:
             continue
         b = thunk()
         if not _traced(b):
-            if not b:
+            if not _python_truth(b, "... and {}"):
                 return False  # traced and False: False whatever the traced side is
             continue  # traced and True: the traced side decides
         acc = And(truth(acc), truth(b))
@@ -308,13 +308,13 @@ def or_(first: Any, *rest: Callable[[], Any]) -> Any:
     acc = first
     for thunk in rest:
         if not _traced(acc):
-            if acc:
+            if _python_truth(acc, "{} or ..."):
                 return acc
             acc = thunk()
             continue
         b = thunk()
         if not _traced(b):
-            if b:
+            if _python_truth(b, "... or {}"):
                 return True
             continue
         acc = Or(truth(acc), truth(b))
@@ -323,13 +323,13 @@ def or_(first: Any, *rest: Callable[[], Any]) -> Any:
 
 def not_(x: Any) -> Any:
     """``not x``: ``T.Not`` of a traced value's truth, Python's ``not`` otherwise."""
-    return Not(truth(x)) if _traced(x) else not x
+    return Not(truth(x)) if _traced(x) else not _python_truth(x, "not {}")
 
 
 def ifexp(test: Any, body: Callable[[], Any], orelse: Callable[[], Any]) -> Any:
     """``body if test else orelse``: ``T.if_then_else`` on a traced test, Python's otherwise."""
     if not _traced(test):
-        return body() if test else orelse()
+        return body() if _python_truth(test, "... if {} else ...") else orelse()
     a, b = body(), orelse()
     return if_then_else(truth(test), _value(a) if _traced(a) else a, _value(b) if _traced(b) else b)
 
