@@ -76,6 +76,8 @@ _IMPORTS = [
     (re.compile(r"^(\s*)from tilelang\.(testing|utils\.tensor|utils|contrib\.nvcc|contrib) import", re.M),
      r"\1from egtile.\2 import"),
     (re.compile(r"^(\s*)from tilelang\.carver\.arch import driver\s*$", re.M), r"\1from egtile import device as driver"),
+    (re.compile(r"^(\s*)from tilelang\.carver\.(arch|template|roller\.rasterization) import", re.M),
+     r"\1from egtile.carver.\2 import"),
     (re.compile(r"^(\s*)from tilelang\.transform import PassConfigKey\s*$", re.M), r"\1from egtile import PassConfigKey"),
     (re.compile(r"^(\s*)from tilelang\.language\.dtypes import", re.M), r"\1from egtile.language.dtypes import"),
     (re.compile(r"^(\s*)from tilelang\.tools\.cuda import iket\s*$", re.M), r"\1from egtile.tools.cuda import iket"),
@@ -290,6 +292,8 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "blocksparse_gemm/example_blocksparse_gemm.py": ["--m", "128", "--n", "128", "--k", "128"],
     "topk/example_topk.py": ["--M", "64", "--N", "128", "--topk", "6", "--blk_m", "64"],
     "gemm/example_gemm_autotune_pass_configs.py": ["--m", "128", "--n", "128", "--k", "64"],
+    "gemm/example_gemm_autotune.py": ["--m", "256", "--n", "256", "--k", "128"],
+    "gemm/example_gemm_advanced_autotune.py": ["--m", "256", "--n", "256", "--k", "128"],
     "grouped_gemm/example_grouped_gemm_fwd.py": ["--batch_sizes", "63, 77", "--K", "64", "--M", "128"],
     "seer_attention/block_sparse_attn_tilelang.py": {"sizes": [
         ("BATCH, N_HEADS, SEQ_LEN, D_HEAD = 4, 2, 256, 64", "BATCH, N_HEADS, SEQ_LEN, D_HEAD = 1, 1, 128, 64")]},

@@ -8,7 +8,7 @@ registers per block (CUDA C++ Programming Guide, "Technical Specifications per C
 the same limits :mod:`egtile.verifier.resources` checks kernels against.
 
 Use as ``from egtile import device as driver`` (the port script rewrites ``from tilelang.carver.arch import
-driver`` to that); the rest of TileLang's carver, its own tuner, is not provided (:mod:`egtile.carver`).
+driver`` to that); the device description and the names of the rest of TileLang's carver are in :mod:`egtile.carver`.
 """
 
 from __future__ import annotations

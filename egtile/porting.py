@@ -27,6 +27,9 @@ PROVIDED: dict[str, str] = {
     "tilelang.contrib.nvcc": "egtile.contrib.nvcc",
     "tilelang.contrib": "egtile.contrib",
     "tilelang.carver.arch.driver": "egtile.device",
+    "tilelang.carver.arch": "egtile.carver.arch",  # CUDA (the device), driver; CDNA refuses
+    "tilelang.carver.template": "egtile.carver.template",  # names only: recommend_hints refuses (no roller)
+    "tilelang.carver.roller.rasterization": "egtile.carver.roller.rasterization",
     "tilelang.profiler": "egtile.profiler",
     "tilelang.autotuner": "egtile.autotuner",
     "tilelang.transform.PassConfigKey": "egtile.options.PassConfigKey",

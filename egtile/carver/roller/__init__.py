@@ -1,0 +1,1 @@
+"""``tilelang.carver.roller``: only the rasterization plans' names (:mod:`.rasterization`)."""
