@@ -221,8 +221,12 @@ def test_threads_launch_with_their_own_arguments(fake):
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
         want[threading.get_ident()] = [ptrs(*s) + ptrs(*s[:2]) for s in sets]
+        # a thread's ident may be reused by a thread started after it ends: keep all four alive until each has
+        # recorded its own (a finished thread's launches were once checked against a later thread's arguments)
+        alive.wait()
 
     want: dict[int, list[list[int]]] = {}
+    alive = threading.Barrier(4)
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
