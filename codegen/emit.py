@@ -13,7 +13,7 @@ Shape of the generated kernel::
       eg_u64* eg_bar_<name> = ...;                                        // mbarrier arrays
       unsigned char* eg_scratch_<name> = smem + <offset>;                  // statements' scratch areas
       <ctype> <local>[<numel>];                                           // local buffers, per thread
-      const int eg_tid = threadIdx.x; const int <block var> = blockIdx.{x,y,z};
+      const int eg_tid = threadIdx.x; const int <block var> = blockIdx.{x,y,z} (or gridDim - 1 - blockIdx: reversed_dims);
       if (eg_tid == 0) { mbarrier.init each barrier; fence.mbarrier_init }  __syncthreads();
       <body>
     }
@@ -125,8 +125,10 @@ def _prologue(s: Scheduled, ctx: Ctx) -> list[str]:
     lines.append(f"const int {TID} = (int)threadIdx.x;")
     if len(s.kernel.block_vars) > len(_GRID_AXES):
         raise codegen_error(ctx, f"grid has {len(s.kernel.block_vars)} dimensions; CUDA supports 3")
-    for v, axis in zip(s.kernel.block_vars, _GRID_AXES):
-        lines.append(f"const {ctype(v.dtype)} {ident(v.name)} = ({ctype(v.dtype)})blockIdx.{axis};")
+    for d, (v, axis) in enumerate(zip(s.kernel.block_vars, _GRID_AXES)):
+        # a reversed dimension starts its heaviest block first (egtile.analysis.dispatch_order): a bijection
+        idx = f"(gridDim.{axis} - 1u - blockIdx.{axis})" if d in s.reversed_dims else f"blockIdx.{axis}"
+        lines.append(f"const {ctype(v.dtype)} {ident(v.name)} = ({ctype(v.dtype)}){idx};")
         lines.append(f"(void){ident(v.name)};  // a block index the body may not use")
     if s.barriers:
         init = [f"eg_mbarrier_init(&{barrier_ident(m.name)}[{i}], {m.arrive_count});"

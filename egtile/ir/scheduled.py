@@ -398,6 +398,8 @@ class Scheduled:
         decisions: the decisions that produced it, for ``explain()``.
         fragments: ``(buffer name, layout)`` of each fragment placed in registers
             (:class:`egtile.layout.Fragment` over threads ``[0, layout.num_threads)``).
+        reversed_dims: grid dimensions whose block index is bound as ``n - 1 - blockIdx`` (heaviest blocks
+            dispatched first: :mod:`egtile.analysis.dispatch_order`); the same blocks run, in another order.
     """
 
     kernel: Kernel
@@ -408,6 +410,7 @@ class Scheduled:
     staged: tuple[tuple[str, int], ...] = ()
     decisions: tuple[Decision, ...] = ()
     fragments: tuple[tuple[str, Fragment | RowFragment], ...] = ()
+    reversed_dims: tuple[int, ...] = ()
 
     def fragment(self, name: str) -> Fragment | None:
         """The register layout of fragment ``name`` (``None``: it is not in registers)."""

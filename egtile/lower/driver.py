@@ -28,6 +28,8 @@ from egtile.layout.fragment import Fragment, RowFragment
 from egtile.lower import fragment_layouts
 from egtile.lower.clear_accum import fold_clears
 from egtile.lower.switches import current as lowering_switches
+from egtile.analysis.dispatch_order import RULE as DISPATCH_RULE, plan as dispatch_plan
+from egtile.ir.scheduled import Decision as ScheduleNote
 from egtile.lower import mma_access  # noqa: F401  (access summaries of the fragment and wgmma nodes)
 from egtile.lower.mma_wait import place_deferred_waits
 from egtile.lower.sync import NonUniformBarrier, place_syncs
@@ -359,8 +361,15 @@ def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, De
     if "clear-into-scale-d" in switches:
         stmts, folded = fold_clears(stmts, facts.kernel)
         notes += folded
+    # the heaviest blocks of a grid dimension dispatched first (egtile.analysis.dispatch_order)
+    reversed_dims: tuple[int, ...] = ()
+    if "heaviest-first" in switches:
+        order = dispatch_plan(facts.kernel)
+        if order is not None:
+            reversed_dims = order.reversed_dims
+            notes += (ScheduleNote(DISPATCH_RULE, None, "heaviest first", order.reason),)
     return Scheduled(facts.kernel, total, buffers, tuple(lw.barriers), stmts, staged=tuple(lw.stages.items()),
-                     fragments=fragments, decisions=notes)
+                     fragments=fragments, decisions=notes, reversed_dims=reversed_dims)
 
 
 __all__ = ["IssueCtx", "LowerCtx", "Lowerer", "collect_layouts", "launch_threads", "lower", "role_tails"]

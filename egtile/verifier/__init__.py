@@ -1,12 +1,13 @@
 """Static legality verifier of scheduled kernels, independent of the rules that built them.
 
-``verify(scheduled) -> list[Violation]`` checks properties L1-L9 (``docs/soundness.md``):
+``verify(scheduled) -> list[Violation]`` checks properties L1-L10 (``docs/soundness.md``):
 
 * :mod:`.effects` L5 (nonlocal statements run once per instance);
 * :mod:`.structure` L7 (barriers in divergent code, named barrier counts) and data-dependent L3, with
   block-uniform conditions derived by :mod:`.uniform`;
 * :mod:`.resources` L8 (threads, shared memory, setmaxnreg);
 * :mod:`.versions` L9 (a versioned statement's fast version is its general one under the guard);
+* :mod:`.dispatch` L10 (a reversed block order is unobservable: no block reads another's writes);
 * :mod:`.handshake` L3/L7 of the warpgroup handshakes (named-barrier rounds, deadlock freedom by a model check
   of the warpgroups' interleavings);
 * :mod:`.mma` register-fragment ownership, layout agreement (wgmma descriptors, TMA tensor maps) and
@@ -56,6 +57,7 @@ from egtile.verifier.uniform import branches
 from egtile.verifier.tripcount import check_runtime_loops, representative_counts, runtime_loops
 from egtile.verifier.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
 from egtile.verifier.valueflow import check_value_flow
+from egtile.verifier.dispatch import check_dispatch
 from egtile.verifier.versions import check_folds, check_versions
 from egtile.verifier.violation import PROPERTIES, Violation
 from egtile.verifier.window import Windows
@@ -100,6 +102,7 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
     found += check_wgmma_waits(scheduled)
     found += check_handshakes(scheduled)
     found += check_versions(scheduled)
+    found += check_dispatch(scheduled)
     found += check_folds(scheduled)
     dynamic = runtime_loops(scheduled)
     found += check_runtime_loops(scheduled, dynamic)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-Property: TypeAlias = Literal["L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8", "L9"]
+Property: TypeAlias = Literal["L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8", "L9", "L10"]
 
 PROPERTIES: dict[str, str] = {
     "L1": "read after async write",
@@ -17,6 +17,7 @@ PROPERTIES: dict[str, str] = {
     "L7": "divergence",
     "L8": "resources",
     "L9": "versioned statements",
+    "L10": "dispatch order",
 }
 
 
@@ -25,7 +26,7 @@ class Violation:
     """One failed legality property of a schedule.
 
     Attributes:
-        property: ``"L1"`` .. ``"L9"`` (see :data:`PROPERTIES` and ``docs/soundness.md``).
+        property: ``"L1"`` .. ``"L10"`` (see :data:`PROPERTIES` and ``docs/soundness.md``).
         message: what is wrong, with expected and actual values, in words.
         sids: the statements involved (tile-IR sids, or the scheduled construct's sid).
         buffer: the buffer concerned, if any.
