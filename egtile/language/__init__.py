@@ -35,6 +35,7 @@ from egtile.language.hints import (
 from egtile.language.kernel import Kernel, PrimFunc, Tensor, prim_func
 from egtile.language.loop import Parallel, Persistent, Pipelined, Serial, Unroll, serial, unroll
 from egtile.language.macro import Ref, macro
+from egtile.language.scan_op import cumsum
 from egtile.language.reduce_op import reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum
 from egtile.language.bufview import reshape, view
 from egtile.language.threads import (
@@ -59,6 +60,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "cumsum",
     "And", "Buffer", "Cast", "Else", "Fragment", "GemmWarpPolicy", "If", "IntImm", "Kernel", "Layout", "Not", "Or",
     "Parallel", "Pipelined", "PrimFunc", "Ref", "RegionRef", "Select", "Serial", "Tensor", "Then", "TileBuffer",
     "Persistent", "Unroll", "Value", "Vectorized", "WarpSpecialize", "abs", "address_of", "alloc_fragment", "alloc_global", "alloc_local", "alloc_shared",

@@ -82,7 +82,7 @@ NOT_YET: dict[str, str] = {
     "annotate_padding": _LAYOUT,
     "atomic_max": _ATOMIC, "atomic_min": _ATOMIC, "atomic_addx2": _ATOMIC, "atomic_addx4": _ATOMIC,
     "atomic_load": _ATOMIC, "atomic_store": _ATOMIC, "atomic_or": _ATOMIC,
-    "cumsum": "use a T.serial loop", "cummax": "use a T.serial loop",
+    "cummax": "use a T.serial loop",
     "reduce": "use T.reduce_sum / reduce_max / reduce_min / reduce_abssum / reduce_absmax",
     "reduce_bitand": "use T.reduce_sum / reduce_max / reduce_min, or a T.serial loop",
     "reduce_bitor": "use T.reduce_sum / reduce_max / reduce_min, or a T.serial loop",
