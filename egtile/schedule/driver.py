@@ -301,6 +301,24 @@ def saturate(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
     return Saturation(egraph, enc, reports, rs)
 
 
+def _refuse_parallel_races(kernel: Kernel) -> None:
+    """A store that every iteration of a ``T.Parallel`` makes to one element is the user's race
+    (:mod:`egtile.analysis.parallel_races`): refused at its line, before any schedule is blamed."""
+    from egtile.analysis.parallel_races import definite_races
+    from egtile.ir.printer import format_stmt
+
+    races = definite_races(kernel)
+    if races:
+        store, loop = races[0]
+        raise ScheduleError(
+            f"`{format_stmt(store).strip()}` is executed by every iteration of `for {loop.var.name} in T.Parallel(...)` "
+            f"(line {loop.loc.line if loop.loc else '?'}) on the same element of {store.buffer.scope} buffer "
+            f"{store.buffer.name}: its indices do not depend on {loop.var.name}, so the iterations, which T.Parallel "
+            "runs in any order on any threads, race on it (a lost update when it reads the element too). This is a "
+            f"race in the kernel, not a schedule egtile chose: index by {loop.var.name}, guard the store (`if "
+            f"{loop.var.name} == 0:`), or reduce with T.reduce_* / T.atomic_add", store.loc)
+
+
 def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = None, arch: str = "sm_90a", *,
              limits: Limits | None = None) -> ScheduleResult:
     """Schedule a kernel.
@@ -332,6 +350,7 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
         from egtile.lower.protocol import schedule_protocol
 
         return schedule_protocol(kernel)  # type: ignore[return-value]
+    _refuse_parallel_races(kernel)
     rs = _ruleset(rules)
     limits = limits or Limits()
     prog = program(rs)
