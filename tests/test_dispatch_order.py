@@ -95,3 +95,14 @@ def test_a_uniform_loop_or_a_non_causal_attention_keeps_the_launch_order():
 def test_a_reversed_dimension_outside_the_grid_is_refused():
     sched = egtile.optimize(triangle()).scheduled
     assert [v for v in verify(replace(sched, reversed_dims=(3,))) if v.property == "L10"]
+
+
+@pytest.mark.gpu
+def test_the_reversed_dispatch_computes_every_block_on_the_gpu():
+    n, rows = 37, 16  # more blocks than a power of two, so a wrong bound would skip or repeat one
+    k = egtile.compile(triangle(n, rows), target="cuda")
+    assert k.scheduled.reversed_dims == (0,)
+    x = torch.randn(n * rows, 32)
+    y = torch.full((n * rows, 32), float("nan"), device="cuda")
+    k(x.cuda(), y)
+    torch.testing.assert_close(y.double().cpu(), _reference(x, n, rows), rtol=1e-4, atol=1e-4)
