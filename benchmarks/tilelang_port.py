@@ -51,6 +51,8 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -79,6 +81,7 @@ _IMPORTS = [
     (re.compile(r"^(\s*)from tilelang\.transform import PassConfigKey\s*$", re.M), r"\1from egtile import PassConfigKey"),
     (re.compile(r"^(\s*)from tilelang\.language\.dtypes import", re.M), r"\1from egtile.language.dtypes import"),
     (re.compile(r"^(\s*)from tilelang\.tools\.cuda import iket\s*$", re.M), r"\1from egtile.tools.cuda import iket"),
+    (re.compile(r"^(\s*)from tilelang\.engine\.callback import", re.M), r"\1from egtile.engine.callback import"),
     # TVM (directly or through tilelang): the few names TileLang's examples use, from egtile.tvmcompat (never a
     # `tvm` package); a TVM submodule (`import tvm.tl`) is still refused by egtile.porting.LeftOutFinder
     (re.compile(r"^(\s*)from tilelang import tvm( as tvm)?\s*$", re.M), r"\1from egtile import tvmcompat as tvm"),
@@ -133,7 +136,8 @@ torch.cuda.manual_seed = lambda *a, **k: None
 def _for_example(real, stand_in):
     def query():
         caller = sys._getframe(1).f_globals.get("__name__", "")
-        return real() if caller.split(".")[0] in ("egtile", "torch") else stand_in
+        # the reference libraries (triton's CPU interpreter, fla on top of it) see this machine too
+        return real() if caller.split(".")[0] in ("egtile", "torch", "triton", "fla") else stand_in
     return query
 torch.cuda.is_available = _for_example(torch.cuda.is_available, True)
 torch.cuda.device_count = _for_example(torch.cuda.device_count, 1)
@@ -185,6 +189,40 @@ def _checked(f, passed=lambda r: True):
         return r
     return g
 
+# references on third-party GPU libraries (measuring environment only, never egtile dependencies):
+# triton's @triton.jit kernels run on CPU tensors in triton's interpreter (TRITON_INTERPRET=1, set by the script
+# when triton is importable); each launch is counted, so a file's outcome says when its reference ran on it.
+# flash_attn / bitblas (CUDA-only) are torch stand-ins from benchmarks/port_standins, on this run's sys.path only;
+# each stand-in function records its library in port_standins_calls.CALLED.
+CALLS_REF = {"triton": 0}
+if os.environ.get("TRITON_INTERPRET") == "1":
+    try:
+        import triton.runtime.interpreter as _tri
+    except ImportError:
+        _tri = None
+    if _tri is not None:
+        _real_tri_run = _tri.InterpretedFunction.run
+        def _tri_run(self, *a, **k):
+            CALLS_REF["triton"] += 1
+            return _real_tri_run(self, *a, **k)
+        _tri.InterpretedFunction.run = _tri_run
+_STANDINS = os.environ.get("EGTILE_PORT_STANDINS")
+if _STANDINS:
+    sys.path.append(_STANDINS)
+    from port_standins_calls import CALLED as STANDINS_CALLED
+else:
+    STANDINS_CALLED = set()
+
+def _against():
+    """What the file's comparisons were against, when not only its own torch code: the library stand-ins it called
+    and the triton kernels its reference launched in triton's interpreter."""
+    said = [f"against a torch stand-in for {lib}" for lib in sorted(STANDINS_CALLED)]
+    if CALLS_REF["triton"]:
+        import triton
+        said.append(f"{CALLS_REF['triton']} triton kernel launch(es) of its reference on triton {triton.__version__}'s "
+                    "CPU interpreter")
+    return f" ({'; '.join(said)})" if said else ""
+
 STAGE = os.environ.get("EGTILE_PORT_STAGE")
 if STAGE == "trace":
     def _traced(self, func, *a, **k):
@@ -220,6 +258,8 @@ def one(path, argv, timeout):
     before = set(sys.modules)
     signal.alarm(int(timeout))
     CALLS["kernel"] = CALLS["checks"] = CALLS["failed"] = 0
+    CALLS_REF["triton"] = 0
+    STANDINS_CALLED.clear()
     try:
         runpy.run_path(path, run_name="__main__")
     except Reached as r:
@@ -243,7 +283,7 @@ def one(path, argv, timeout):
     except AssertionError as e:
         if "not compiled with CUDA" in str(e):  # torch's own assertion: a CUDA call this stand-in set lacks
             return "error AssertionError | " + str(e).splitlines()[0]
-        return "mismatch | " + (str(e).splitlines()[0] if str(e) else "")
+        return "mismatch" + _against() + " | " + (str(e).splitlines()[0] if str(e) else "")
     except BaseException as e:
         return f"error {type(e).__name__} | " + (str(e).splitlines()[0] if str(e) else "")
     finally:
@@ -258,10 +298,11 @@ def one(path, argv, timeout):
             return "finished without calling a kernel"
         if CALLS["failed"]:
             return (f"mismatch | {CALLS['failed']} comparison(s) against its reference returned False "
-                    f"({CALLS['checks']} passed; {CALLS['kernel']} kernel call(s))")
+                    f"({CALLS['checks']} passed; {CALLS['kernel']} kernel call(s)){_against()}")
         if not CALLS["checks"]:
             return f"ran {CALLS['kernel']} kernel call(s); the example compares nothing against a reference"
-        return f"matched: {CALLS['kernel']} kernel call(s), {CALLS['checks']} comparison(s) against its reference passed"
+        return (f"matched{_against()}: {CALLS['kernel']} kernel call(s), {CALLS['checks']} comparison(s) against its "
+                "reference passed")
     return "finished without calling a kernel"
 
 timeout = float(sys.argv[1])
@@ -284,9 +325,11 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
                                                  "--groups", "2"],
     "flash_attention/example_mha_bwd_bhsd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
     "flash_attention/example_mha_bwd_bshd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
-    "attention_sink/example_mha_sink_bwd_bhsd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
-    "attention_sink/example_gqa_sink_bwd_bhsd.py": ["--batch", "1", "--h", "2", "--n_ctx", "128", "--d_head", "64",
-                                                    "--groups", "2"],
+    # the forward kernel fills a [heads] fragment at block_M (64) rows (`sinks[i] = Sinks[by]` over
+    # T.Parallel(block_M)): the example assumes heads >= 64, so the heads stay at its default 64
+    "attention_sink/example_mha_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64"],
+    "attention_sink/example_gqa_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64",
+                                                    "--groups", "8"],
     "blocksparse_gemm/example_blocksparse_gemm.py": ["--m", "128", "--n", "128", "--k", "128"],
     "topk/example_topk.py": ["--M", "64", "--N", "128", "--topk", "6", "--blk_m", "64"],
     "gemm/example_gemm_autotune_pass_configs.py": ["--m", "128", "--n", "128", "--k", "64"],
@@ -407,6 +450,18 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
 }
 
 
+#: torch stand-ins for the CUDA-only libraries some references call (flash_attn ...), put on the ported run's
+#: ``sys.path`` only; a file whose comparisons called one says so in its outcome.
+STANDINS = Path(__file__).resolve().parent / "port_standins"
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def kernel_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.py") if "T.Kernel" in p.read_text(errors="replace"))
 
@@ -481,7 +536,14 @@ def main() -> None:
             copy.write_text(ported)
             results[rel] = {"missing": missing, "outcome": "no outcome (the runner stopped)", "src": ported}
             jobs.append((rel, copy, argv))
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES="", EGTILE_PORT_STAGE=args.stage)
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="", EGTILE_PORT_STAGE=args.stage,
+                   EGTILE_PORT_STANDINS=str(STANDINS))
+        if importlib.util.find_spec("triton") is not None:  # the examples' triton / fla references, on the CPU
+            env["TRITON_INTERPRET"] = "1"
+        print(f"references: triton {_version('triton')}, fla {_version('fla-core')} "
+              f"(TRITON_INTERPRET={env.get('TRITON_INTERPRET', 'unset')}); torch stand-ins for "
+              f"{', '.join(sorted(p.name for p in STANDINS.iterdir() if p.is_dir() and not p.name.startswith('_')))} "
+              f"from {STANDINS}", flush=True)
         by_copy = {str(c): rel for rel, c, _ in jobs}
         pending = list(jobs)
         while pending:  # one process for all files; restarted after a file that kills it
