@@ -181,7 +181,11 @@ def _counted_call(self, *a, **k):
     return _real_call(self, *a, **k)
 def _checked(f, passed=lambda r: True):
     def g(*a, **k):
-        r = f(*a, **k)
+        try:
+            r = f(*a, **k)
+        except Exception:  # a failed assertion the example catches and only prints is still a failed comparison
+            CALLS["failed"] += 1
+            raise
         if passed(r):
             CALLS["checks"] += 1
         else:  # a boolean comparison that the example only prints (no assert): still a failed comparison
@@ -206,6 +210,12 @@ if os.environ.get("TRITON_INTERPRET") == "1":
             CALLS_REF["triton"] += 1
             return _real_tri_run(self, *a, **k)
         _tri.InterpretedFunction.run = _tri_run
+        # triton.autotune times each configuration through the GPU driver, which the interpreter lacks: keep the
+        # first configuration left after the kernel's own pruning (a configuration is a speed choice; the result is
+        # the same), so no benchmark runs
+        import triton.runtime.autotuner as _tat
+        _real_prune = _tat.Autotuner.prune_configs
+        _tat.Autotuner.prune_configs = lambda self, kwargs: _real_prune(self, kwargs)[:1]
 _STANDINS = os.environ.get("EGTILE_PORT_STANDINS")
 if _STANDINS:
     sys.path.append(_STANDINS)
@@ -219,8 +229,8 @@ def _against():
     said = [f"against a torch stand-in for {lib}" for lib in sorted(STANDINS_CALLED)]
     if CALLS_REF["triton"]:
         import triton
-        said.append(f"{CALLS_REF['triton']} triton kernel launch(es) of its reference on triton {triton.__version__}'s "
-                    "CPU interpreter")
+        said.append(f"{CALLS_REF['triton']} triton kernel launch(es) of the triton/fla code it calls, on triton "
+                    f"{triton.__version__}'s CPU interpreter")
     return f" ({'; '.join(said)})" if said else ""
 
 STAGE = os.environ.get("EGTILE_PORT_STAGE")
@@ -327,6 +337,22 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "flash_attention/example_mha_bwd_bshd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
     # the forward kernel fills a [heads] fragment at block_M (64) rows (`sinks[i] = Sinks[by]` over
     # T.Parallel(block_M)): the example assumes heads >= 64, so the heads stay at its default 64
+    # gdn: the files' own run_test(...) sizes in main(), one head of 128 tokens (two chunks of 64)
+    **{f"gdn/{f}.py": {"sizes": [("        S=32768,\n        H=32,", "        S=128,\n        H=1,")]}
+       for f in ("example_chunk_o", "example_chunk_scaled_dot_kkt", "example_wy_fast", "example_chunk_delta_h",
+                 "example_cumsum")},
+    **{f"gdn/{f}.py": {"sizes": [("        S=32768,\n        H=8,", "        S=128,\n        H=1,")]}
+       for f in ("example_chunk_o_bwd", "example_wy_fast_bwd_split", "example_chunk_delta_bwd")},
+    "linear_attention/example_linear_attn_fwd.py": ["--B", "1", "--S", "128", "--H", "1", "--D", "64"],
+    "linear_attention/example_linear_attn_bwd.py": ["--B", "1", "--S", "128", "--H", "1", "--D", "64"],
+    # sparse MLA: 16 queries over 128 keys, each query's top 64 (one block_I); the forward asserts head_kv % 64 == 0
+    "deepseek_v32/sparse_mla_fwd.py": {"sizes": [
+        ("        S=4096,\n        SKV=4096,\n        H=128,\n", "        S=16,\n        SKV=128,\n        H=64,\n"),
+        ("        topk=2048,\n        dtype=torch.bfloat16,\n        check_correctness=True,\n",
+         "        topk=64,\n        dtype=torch.bfloat16,\n        check_correctness=True,\n")]},
+    "deepseek_v32/sparse_mla_bwd.py": {"sizes": [
+        ("test_sparse_mla_bwd(B=1, S=4096, SKV=8192, H=64, HKV=1, DQKV=576, DV=512, topk=2048,",
+         "test_sparse_mla_bwd(B=1, S=16, SKV=128, H=64, HKV=1, DQKV=576, DV=512, topk=64,")]},
     "attention_sink/example_mha_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64"],
     "attention_sink/example_gqa_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64",
                                                     "--groups", "8"],
@@ -579,7 +605,7 @@ def main() -> None:
             pending = rest
     for r in results.values():
         r.pop("src", None)
-    counts = collections.Counter(r["outcome"].split(" ")[0] for r in results.values())
+    counts = collections.Counter(r["outcome"].split(" ")[0].rstrip(":;") for r in results.values())
     free = sum(1 for r in results.values() if not r["missing"])
     print(f"\n{len(results)} files with a kernel; {free} use no T.* name egtile lacks; outcomes: {dict(counts)}")
     if args.json:
