@@ -41,8 +41,13 @@ Each file ends in one outcome: ``compiled`` / ``matched`` / ``ran``, ``refused: 
 
 Third-party libraries the examples import only for their references or setup may be installed into the
 measuring virtual environment, never as egtile dependencies: the December 2026 measurement had ``einops``
-(pure Python, 0.8.2) installed; ``triton``, ``fla`` (flash-linear-attention, itself on triton) and ``bitblas``
-were not (their references are GPU kernels, which cannot run on this CPU machine).
+(pure Python, 0.8.2) installed. When ``triton`` is importable the runner sets ``TRITON_INTERPRET=1``: the
+references' ``@triton.jit`` kernels (and ``fla``'s, flash-linear-attention, Python on triton) run on CPU tensors
+in triton's interpreter; ``triton.autotune`` keeps one configuration there (no driver to time them), and each
+launch is counted in the outcome ("matched (N triton kernel launch(es) ...)"). CUDA-only libraries get torch
+stand-ins from ``benchmarks/port_standins`` (``flash_attn``: float32 torch with flash-attn's documented
+semantics), on the ported run's ``sys.path`` only; an outcome whose comparison called one says "against a torch
+stand-in for flash_attn". ``bitblas`` has none (its one example writes its kernel with bitblas's TVM emitter).
 """
 
 
@@ -566,7 +571,7 @@ def main() -> None:
                    EGTILE_PORT_STANDINS=str(STANDINS))
         if importlib.util.find_spec("triton") is not None:  # the examples' triton / fla references, on the CPU
             env["TRITON_INTERPRET"] = "1"
-        print(f"references: triton {_version('triton')}, fla {_version('fla-core')} "
+        print(f"references: triton {_version('triton')}, fla (flash-linear-attention) {_version('flash-linear-attention')} "
               f"(TRITON_INTERPRET={env.get('TRITON_INTERPRET', 'unset')}); torch stand-ins for "
               f"{', '.join(sorted(p.name for p in STANDINS.iterdir() if p.is_dir() and not p.name.startswith('_')))} "
               f"from {STANDINS}", flush=True)
