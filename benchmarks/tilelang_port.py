@@ -41,8 +41,13 @@ Each file ends in one outcome: ``compiled`` / ``matched`` / ``ran``, ``refused: 
 
 Third-party libraries the examples import only for their references or setup may be installed into the
 measuring virtual environment, never as egtile dependencies: the December 2026 measurement had ``einops``
-(pure Python, 0.8.2) installed; ``triton``, ``fla`` (flash-linear-attention, itself on triton) and ``bitblas``
-were not (their references are GPU kernels, which cannot run on this CPU machine).
+(pure Python, 0.8.2) installed. When ``triton`` is importable the runner sets ``TRITON_INTERPRET=1``: the
+references' ``@triton.jit`` kernels (and ``fla``'s, flash-linear-attention, Python on triton) run on CPU tensors
+in triton's interpreter; ``triton.autotune`` keeps one configuration there (no driver to time them), and each
+launch is counted in the outcome ("matched (N triton kernel launch(es) ...)"). CUDA-only libraries get torch
+stand-ins from ``benchmarks/port_standins`` (``flash_attn``: float32 torch with flash-attn's documented
+semantics), on the ported run's ``sys.path`` only; an outcome whose comparison called one says "against a torch
+stand-in for flash_attn". ``bitblas`` has none (its one example writes its kernel with bitblas's TVM emitter).
 """
 
 
@@ -51,6 +56,8 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -81,6 +88,7 @@ _IMPORTS = [
     (re.compile(r"^(\s*)from tilelang\.transform import PassConfigKey\s*$", re.M), r"\1from egtile import PassConfigKey"),
     (re.compile(r"^(\s*)from tilelang\.language\.dtypes import", re.M), r"\1from egtile.language.dtypes import"),
     (re.compile(r"^(\s*)from tilelang\.tools\.cuda import iket\s*$", re.M), r"\1from egtile.tools.cuda import iket"),
+    (re.compile(r"^(\s*)from tilelang\.engine\.callback import", re.M), r"\1from egtile.engine.callback import"),
     # TVM (directly or through tilelang): the few names TileLang's examples use, from egtile.tvmcompat (never a
     # `tvm` package); a TVM submodule (`import tvm.tl`) is still refused by egtile.porting.LeftOutFinder
     (re.compile(r"^(\s*)from tilelang import tvm( as tvm)?\s*$", re.M), r"\1from egtile import tvmcompat as tvm"),
@@ -135,7 +143,8 @@ torch.cuda.manual_seed = lambda *a, **k: None
 def _for_example(real, stand_in):
     def query():
         caller = sys._getframe(1).f_globals.get("__name__", "")
-        return real() if caller.split(".")[0] in ("egtile", "torch") else stand_in
+        # the reference libraries (triton's CPU interpreter, fla on top of it) see this machine too
+        return real() if caller.split(".")[0] in ("egtile", "torch", "triton", "fla") else stand_in
     return query
 torch.cuda.is_available = _for_example(torch.cuda.is_available, True)
 torch.cuda.device_count = _for_example(torch.cuda.device_count, 1)
@@ -179,13 +188,57 @@ def _counted_call(self, *a, **k):
     return _real_call(self, *a, **k)
 def _checked(f, passed=lambda r: True):
     def g(*a, **k):
-        r = f(*a, **k)
+        try:
+            r = f(*a, **k)
+        except Exception:  # a failed assertion the example catches and only prints is still a failed comparison
+            CALLS["failed"] += 1
+            raise
         if passed(r):
             CALLS["checks"] += 1
         else:  # a boolean comparison that the example only prints (no assert): still a failed comparison
             CALLS["failed"] += 1
         return r
     return g
+
+# references on third-party GPU libraries (measuring environment only, never egtile dependencies):
+# triton's @triton.jit kernels run on CPU tensors in triton's interpreter (TRITON_INTERPRET=1, set by the script
+# when triton is importable); each launch is counted, so a file's outcome says when its reference ran on it.
+# flash_attn / bitblas (CUDA-only) are torch stand-ins from benchmarks/port_standins, on this run's sys.path only;
+# each stand-in function records its library in port_standins_calls.CALLED.
+CALLS_REF = {"triton": 0}
+if os.environ.get("TRITON_INTERPRET") == "1":
+    try:
+        import triton.runtime.interpreter as _tri
+    except ImportError:
+        _tri = None
+    if _tri is not None:
+        _real_tri_run = _tri.InterpretedFunction.run
+        def _tri_run(self, *a, **k):
+            CALLS_REF["triton"] += 1
+            return _real_tri_run(self, *a, **k)
+        _tri.InterpretedFunction.run = _tri_run
+        # triton.autotune times each configuration through the GPU driver, which the interpreter lacks: keep the
+        # first configuration left after the kernel's own pruning (a configuration is a speed choice; the result is
+        # the same), so no benchmark runs
+        import triton.runtime.autotuner as _tat
+        _real_prune = _tat.Autotuner.prune_configs
+        _tat.Autotuner.prune_configs = lambda self, kwargs: _real_prune(self, kwargs)[:1]
+_STANDINS = os.environ.get("EGTILE_PORT_STANDINS")
+if _STANDINS:
+    sys.path.append(_STANDINS)
+    from port_standins_calls import CALLED as STANDINS_CALLED
+else:
+    STANDINS_CALLED = set()
+
+def _against():
+    """What the file's comparisons were against, when not only its own torch code: the library stand-ins it called
+    and the triton kernels its reference launched in triton's interpreter."""
+    said = [f"against a torch stand-in for {lib}" for lib in sorted(STANDINS_CALLED)]
+    if CALLS_REF["triton"]:
+        import triton
+        said.append(f"{CALLS_REF['triton']} triton kernel launch(es) of the triton/fla code it calls, on triton "
+                    f"{triton.__version__}'s CPU interpreter")
+    return f" ({'; '.join(said)})" if said else ""
 
 STAGE = os.environ.get("EGTILE_PORT_STAGE")
 if STAGE == "trace":
@@ -222,6 +275,8 @@ def one(path, argv, timeout):
     before = set(sys.modules)
     signal.alarm(int(timeout))
     CALLS["kernel"] = CALLS["checks"] = CALLS["failed"] = 0
+    CALLS_REF["triton"] = 0
+    STANDINS_CALLED.clear()
     try:
         runpy.run_path(path, run_name="__main__")
     except Reached as r:
@@ -245,7 +300,7 @@ def one(path, argv, timeout):
     except AssertionError as e:
         if "not compiled with CUDA" in str(e):  # torch's own assertion: a CUDA call this stand-in set lacks
             return "error AssertionError | " + str(e).splitlines()[0]
-        return "mismatch | " + (str(e).splitlines()[0] if str(e) else "")
+        return "mismatch" + _against() + " | " + (str(e).splitlines()[0] if str(e) else "")
     except BaseException as e:
         return f"error {type(e).__name__} | " + (str(e).splitlines()[0] if str(e) else "")
     finally:
@@ -260,10 +315,11 @@ def one(path, argv, timeout):
             return "finished without calling a kernel"
         if CALLS["failed"]:
             return (f"mismatch | {CALLS['failed']} comparison(s) against its reference returned False "
-                    f"({CALLS['checks']} passed; {CALLS['kernel']} kernel call(s))")
+                    f"({CALLS['checks']} passed; {CALLS['kernel']} kernel call(s)){_against()}")
         if not CALLS["checks"]:
             return f"ran {CALLS['kernel']} kernel call(s); the example compares nothing against a reference"
-        return f"matched: {CALLS['kernel']} kernel call(s), {CALLS['checks']} comparison(s) against its reference passed"
+        return (f"matched{_against()}: {CALLS['kernel']} kernel call(s), {CALLS['checks']} comparison(s) against its "
+                "reference passed")
     return "finished without calling a kernel"
 
 timeout = float(sys.argv[1])
@@ -286,9 +342,27 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
                                                  "--groups", "2"],
     "flash_attention/example_mha_bwd_bhsd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
     "flash_attention/example_mha_bwd_bshd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
-    "attention_sink/example_mha_sink_bwd_bhsd.py": ["--batch", "1", "--h", "1", "--n_ctx", "128", "--d_head", "64"],
-    "attention_sink/example_gqa_sink_bwd_bhsd.py": ["--batch", "1", "--h", "2", "--n_ctx", "128", "--d_head", "64",
-                                                    "--groups", "2"],
+    # the forward kernel fills a [heads] fragment at block_M (64) rows (`sinks[i] = Sinks[by]` over
+    # T.Parallel(block_M)): the example assumes heads >= 64, so the heads stay at its default 64
+    # gdn: the files' own run_test(...) sizes in main(), one head of 128 tokens (two chunks of 64)
+    **{f"gdn/{f}.py": {"sizes": [("        S=32768,\n        H=32,", "        S=128,\n        H=1,")]}
+       for f in ("example_chunk_o", "example_chunk_scaled_dot_kkt", "example_wy_fast", "example_chunk_delta_h",
+                 "example_cumsum")},
+    **{f"gdn/{f}.py": {"sizes": [("        S=32768,\n        H=8,", "        S=128,\n        H=1,")]}
+       for f in ("example_chunk_o_bwd", "example_wy_fast_bwd_split", "example_chunk_delta_bwd")},
+    "linear_attention/example_linear_attn_fwd.py": ["--B", "1", "--S", "128", "--H", "1", "--D", "64"],
+    "linear_attention/example_linear_attn_bwd.py": ["--B", "1", "--S", "128", "--H", "1", "--D", "64"],
+    # sparse MLA: 16 queries over 128 keys, each query's top 64 (one block_I); the forward asserts head_kv % 64 == 0
+    "deepseek_v32/sparse_mla_fwd.py": {"sizes": [
+        ("        S=4096,\n        SKV=4096,\n        H=128,\n", "        S=16,\n        SKV=128,\n        H=64,\n"),
+        ("        topk=2048,\n        dtype=torch.bfloat16,\n        check_correctness=True,\n",
+         "        topk=64,\n        dtype=torch.bfloat16,\n        check_correctness=True,\n")]},
+    "deepseek_v32/sparse_mla_bwd.py": {"sizes": [
+        ("test_sparse_mla_bwd(B=1, S=4096, SKV=8192, H=64, HKV=1, DQKV=576, DV=512, topk=2048,",
+         "test_sparse_mla_bwd(B=1, S=16, SKV=128, H=64, HKV=1, DQKV=576, DV=512, topk=64,")]},
+    "attention_sink/example_mha_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64"],
+    "attention_sink/example_gqa_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64",
+                                                    "--groups", "8"],
     "blocksparse_gemm/example_blocksparse_gemm.py": ["--m", "128", "--n", "128", "--k", "128"],
     "topk/example_topk.py": ["--M", "64", "--N", "128", "--topk", "6", "--blk_m", "64"],
     "gemm/example_gemm_autotune_pass_configs.py": ["--m", "128", "--n", "128", "--k", "64"],
@@ -411,6 +485,18 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
 }
 
 
+#: torch stand-ins for the CUDA-only libraries some references call (flash_attn ...), put on the ported run's
+#: ``sys.path`` only; a file whose comparisons called one says so in its outcome.
+STANDINS = Path(__file__).resolve().parent / "port_standins"
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def kernel_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.py") if "T.Kernel" in p.read_text(errors="replace"))
 
@@ -485,7 +571,14 @@ def main() -> None:
             copy.write_text(ported)
             results[rel] = {"missing": missing, "outcome": "no outcome (the runner stopped)", "src": ported}
             jobs.append((rel, copy, argv))
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES="", EGTILE_PORT_STAGE=args.stage)
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="", EGTILE_PORT_STAGE=args.stage,
+                   EGTILE_PORT_STANDINS=str(STANDINS))
+        if importlib.util.find_spec("triton") is not None:  # the examples' triton / fla references, on the CPU
+            env["TRITON_INTERPRET"] = "1"
+        print(f"references: triton {_version('triton')}, fla (flash-linear-attention) {_version('flash-linear-attention')} "
+              f"(TRITON_INTERPRET={env.get('TRITON_INTERPRET', 'unset')}); torch stand-ins for "
+              f"{', '.join(sorted(p.name for p in STANDINS.iterdir() if p.is_dir() and not p.name.startswith('_')))} "
+              f"from {STANDINS}", flush=True)
         by_copy = {str(c): rel for rel, c, _ in jobs}
         pending = list(jobs)
         while pending:  # one process for all files; restarted after a file that kills it
@@ -521,7 +614,7 @@ def main() -> None:
             pending = rest
     for r in results.values():
         r.pop("src", None)
-    counts = collections.Counter(r["outcome"].split(" ")[0] for r in results.values())
+    counts = collections.Counter(r["outcome"].split(" ")[0].rstrip(":;") for r in results.values())
     free = sum(1 for r in results.values() if not r["missing"])
     print(f"\n{len(results)} files with a kernel; {free} use no T.* name egtile lacks; outcomes: {dict(counts)}")
     if args.json:

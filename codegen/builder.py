@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from dataclasses import dataclass
 
 from egtile import __version__
+from egtile.engine.callback import apply_cuda_postproc
 from egtile.errors import SourceLoc
 from egtile.ir.scheduled import Scheduled
 
@@ -83,6 +85,9 @@ def build(s: Scheduled, *, arch: str = nvrtc.DEFAULT_ARCH, fast_math: bool = Fal
     """
     t0 = time.perf_counter()
     low: Generated = generate(s)
+    source = apply_cuda_postproc(low.source, arch)  # tilelang.engine.callback's hook (egtile.engine.callback)
+    if source != low.source:
+        low = dataclasses.replace(low, source=source)
     key = cache.cache_key(low.source, nvrtc.header_texts(), nvrtc.options(arch, fast_math), nvrtc.nvrtc_version(), __version__)
     hit = cache.load(key, low.symbol)  # None unless the cached cubin checks out (codegen/cache.py)
     if hit is not None:

@@ -37,6 +37,7 @@ PROVIDED: dict[str, str] = {
     "tilelang.language.dtypes": "egtile.language.dtypes",
     "tilelang.tools.cuda.iket": "egtile.tools.cuda.iket",  # accepted, records no events (its docstring says why)
     "tilelang.tools.cuda": "egtile.tools.cuda",
+    "tilelang.engine.callback": "egtile.engine.callback",  # register_cuda_postproc_callback: source -> NVRTC
     "tvm": "egtile.tvmcompat",  # DataType, tirx.const / reinterpret / Select: the names the examples use
 }
 
@@ -59,9 +60,9 @@ LEFT_OUT: dict[str, str] = {
                        "the schedule, layouts and barriers egtile chose"),
     "tilelang.transform": ("TileLang's TVM passes (simplify_prim_func ...) are not part of egtile: egtile's schedule is "
                            "decided by e-graph rewrites; PassConfigKey is egtile.PassConfigKey"),
-    "tilelang.engine": ("TileLang's lowering engine (post-processing callbacks on the generated CUDA source) is not "
-                        "part of egtile: egtile generates and checks its CUDA source itself; use T.call_extern / "
-                        "T.import_source for hand-written device code"),
+    "tilelang.engine": ("TileLang's lowering engine is not part of egtile: egtile generates and checks its CUDA source "
+                        "itself (its one hook, tilelang.engine.callback.register_cuda_postproc_callback, is "
+                        "egtile.engine.callback); use T.call_extern / T.import_source for hand-written device code"),
     "tilelang.jit": "TileLang's JIT internals are not part of egtile; use egtile.jit",
 }
 

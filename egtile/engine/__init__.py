@@ -1,0 +1,1 @@
+"""TileLang's ``tilelang.engine`` names that egtile provides (host side): :mod:`egtile.engine.callback`."""
