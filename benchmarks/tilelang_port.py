@@ -277,6 +277,11 @@ def one(path, argv, timeout):
     CALLS["kernel"] = CALLS["checks"] = CALLS["failed"] = 0
     CALLS_REF["triton"] = 0
     STANDINS_CALLED.clear()
+    prof = None
+    if os.environ.get("EGTILE_PORT_PROFILE"):  # a cProfile of each file, written to that folder (<dir>_<file>.prof)
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
     try:
         runpy.run_path(path, run_name="__main__")
     except Reached as r:
@@ -305,6 +310,10 @@ def one(path, argv, timeout):
         return f"error {type(e).__name__} | " + (str(e).splitlines()[0] if str(e) else "")
     finally:
         signal.alarm(0)
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(os.path.join(os.environ["EGTILE_PORT_PROFILE"],
+                                         os.path.basename(here) + "_" + os.path.basename(path) + ".prof"))
         sys.path.remove(here)
         for m in set(sys.modules) - before:  # the example's own helper modules: not shared with the next file
             mod = sys.modules.get(m)
@@ -482,6 +491,15 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
         ("        (16384, 128, 128, 1),\n        (16384, 128, 128, 4),\n        (65536, 128, 128, 1),\n"
          "        (65536, 128, 128, 8),\n        (131072, 128, 128, 16),\n",
          "        (512, 128, 128, 1),\n        (512, 128, 128, 4),\n")]},
+    # sizes a CPU affords for the time-limited files (2026-12-02, branch port-speed); on the simulator egtile.autotune
+    # checks configurations in order and returns the first that compiles and passes (nothing is timed)
+    "gemm/example_gemm_autotune_early_stop.py": {"sizes": [("M, N, K = 4096, 4096, 4096", "M, N, K = 128, 128, 64")]},
+    "gemm_fp8/example_tilelang_gemm_amd.py": {"sizes": [("    test_gemm_fp8(512, 512, 512)", "    test_gemm_fp8(128, 128, 128)")]},
+    "fusedmoe/example_fusedmoe_tilelang.py": {"sizes": [
+        ("def main(d_hidden=7168, d_expert=2048, n_routed_experts=8, n_shared_experts=1, n_experts_per_token=4, batch_size=1, "
+         "seq_len=8192):",
+         "def main(d_hidden=256, d_expert=128, n_routed_experts=4, n_shared_experts=1, n_experts_per_token=2, batch_size=1, "
+         "seq_len=128):")]},
 }
 
 

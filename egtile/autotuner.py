@@ -285,8 +285,14 @@ class _Tuned:
                errors: list[_Failure]) -> bool:
         opts = self.options
         try:
-            if opts["manual_check_prog"] is not None:
-                opts["manual_check_prog"](run(), *ins) if self._eager() else opts["manual_check_prog"](ins, kernel(*ins))
+            if opts["manual_check_prog"] is not None and opts["ref_prog"] is not None:
+                # TileLang's Profiler.manual_assert_close: the check gets the kernel's outputs and the reference's,
+                # each as a list (a single tensor wrapped); without ref_prog TileLang checks nothing
+                outs, refs = run(), opts["ref_prog"](*ins)
+                outs, refs = ([x] if _is_tensor(x) else [] if x is None else list(x) for x in (outs, refs))
+                if len(outs) != len(refs):
+                    raise AssertionError(f"the kernel returns {len(outs)} outputs, ref_prog {len(refs)}")
+                opts["manual_check_prog"](outs, refs)
             elif opts["ref_prog"] is not None:
                 if self._eager():
                     out = run()

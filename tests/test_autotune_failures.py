@@ -85,3 +85,21 @@ def test_an_eager_compile_without_tensors_tunes_on_fresh_inputs(tmp_path, monkey
     assert torch.equal(kernel(a), a * 4.0)
     # every key given: no tuning, the kernel for those values
     assert torch.equal(tuned.compile(M=8, N=4, factor=1.0)(a), a)
+
+
+def test_manual_check_prog_gets_the_kernels_outputs_and_the_references_as_lists(tmp_path, monkeypatch):
+    """TileLang's Profiler.manual_assert_close convention: ``manual_check_prog(lib_outs, ref_outs)``, each a list;
+    a configuration whose outputs the check refuses is skipped, the next one that passes wins."""
+    monkeypatch.setenv("EGTILE_CACHE_DIR", str(tmp_path))
+    seen = []
+
+    def check(outs, refs):
+        seen.append((len(outs), len(refs)))
+        torch.testing.assert_close(outs[0], refs[0], atol=0, rtol=0)
+
+    configs = [{"factor": 5.0}, {"factor": 3.0}]
+    tuned = egtile.autotune(configs=configs, ref_prog=lambda a: a * 3.0, manual_check_prog=check)(scaled)
+    kernel = tuned(8, 4)
+    assert seen == [(1, 1), (1, 1)] and kernel.config == configs[1]
+    a = torch.randn(8, 4)
+    assert torch.equal(kernel(a), a * 3.0)
