@@ -6,8 +6,10 @@ fastest) as SMs free up. When the trip count of a block's loop grows with its in
 last, and at the end of the grid the SMs that finished idle while the last heavy blocks run. Binding the
 block index as ``n - 1 - blockIdx`` instead starts the heaviest block of each row of the grid first, so the
 blocks left at the end are the light ones (FlashAttention-3 schedules causal tiles longest-first for the same
-reason). On the H200 this took the causal forward at B=4 H=32 S=4096 D=128 from 391.6 / 394.5 to 420.5 /
-428.3 TFLOP/s (``benchmarks/prototypes/causal_order.py``, ``docs/perf.md``, 2026-12-02).
+reason). Measured on the H200 (2026-12-02, ``docs/perf.md``): **neutral** on egtile's causal forward at B=4 H=32
+S=4096 D=128 (``benchmarks/attention.py``: 460.3 TFLOP/s with it, 461.3 without), so it is off by default and
+opt-in with ``EGTILE_WITH_LOWERING=heaviest-first``. (A first prototype seemed to gain 7-9%; re-run with the order
+already reversed, its "reversed" variant was again the faster one, so that gain was not the order.)
 
 Legality: the map ``b -> n - 1 - b`` is a bijection of ``0..n-1``, so the same set of blocks runs and each
 computes what it computed before; only *when* each block runs changes. That is unobservable exactly when
@@ -19,8 +21,8 @@ scheduled kernel.
 
 When: a serial or pipelined loop of the kernel whose bounds depend on exactly one block index (and
 constants) and whose trip count, evaluated at every value of that index, never decreases and ends higher
-than it starts. The first such dimension is reversed. ``EGTILE_WITHOUT_LOWERING=heaviest-first`` turns it
-off (:mod:`egtile.lower.switches`).
+than it starts. The first such dimension is reversed, when ``EGTILE_WITH_LOWERING=heaviest-first`` asks for it
+(:mod:`egtile.lower.switches`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 ``EGTILE_WITHOUT_LOWERING=version-uniform-guard`` turns the causal-mask versioning off
 (:mod:`egtile.analysis.versioning`); ``EGTILE_WITH_LOWERING=clear-into-scale-d`` turns the fold of a zero fill
 into the wgmma's scale-d on (:mod:`egtile.lower.clear_accum`; off by default: ptxas already folds the fill);
-``EGTILE_WITHOUT_LOWERING=heaviest-first`` keeps the grid's launch order (:mod:`egtile.analysis.dispatch_order`).
+``EGTILE_WITH_LOWERING=heaviest-first`` binds a grid dimension reversed (:mod:`egtile.analysis.dispatch_order`; off by
+default: neutral on the H200's causal attention).
 Both change the generated kernel, so :func:`egtile.schedule_cache.key` hashes :func:`current`: a kernel cached
 under one setting is never served under another.
 """
@@ -14,7 +15,7 @@ import os
 from dataclasses import dataclass
 
 #: the passes each switch may name, with the default each has
-OPTIONAL_PASSES = {"version-uniform-guard": True, "clear-into-scale-d": False, "heaviest-first": True}
+OPTIONAL_PASSES = {"version-uniform-guard": True, "clear-into-scale-d": False, "heaviest-first": False}
 
 
 @dataclass(frozen=True)
