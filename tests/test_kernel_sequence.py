@@ -118,3 +118,40 @@ def test_two_kernels_with_scratch_on_the_gpu():
     for _ in range(2):
         X = torch.randn(32, 16, device="cuda")
         assert torch.equal(kernel(X), X.max(0).values)
+
+
+def test_tvm_alloc_buffer_allocates_by_scope():
+    """``T.alloc_buffer`` (TVM's name): global scratch before the kernels, shared / fragment inside one."""
+    from egtile.errors import UnsupportedError
+
+    @T.prim_func
+    def main(X: T.Tensor((4, 64), "float32"), Y: T.Tensor((64,), "float32")):
+        part = T.alloc_buffer((4, 64), "float32")  # scope "global": a scratch tensor the kernels share
+        with T.Kernel(4, threads=64) as bx:
+            s = T.alloc_buffer((64,), "float32", scope="shared")
+            f = T.alloc_buffer((64,), "float32", scope="local.fragment")
+            T.copy(X[bx, :], s)
+            T.copy(s, f)
+            for i in T.Parallel(64):
+                f[i] = f[i] * 2.0
+            T.copy(f, part[bx, :])
+        with T.Kernel(1, threads=64) as _bx:
+            acc = T.alloc_fragment((64,), "float32")
+            T.clear(acc)
+            for r in T.serial(4):
+                for i in T.Parallel(64):
+                    acc[i] += part[r, i]
+            T.copy(acc, Y)
+
+    x = torch.randn(4, 64)
+    y = torch.full((64,), float("nan"))
+    egtile.compile(main, target="sim")(x, y)
+    torch.testing.assert_close(y.double(), (2 * x.double()).sum(0), rtol=1e-5, atol=1e-5)
+
+    with pytest.raises(UnsupportedError, match="scope='local.var'"):
+        @T.prim_func
+        def bad(X: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as _bx:
+                T.alloc_buffer((1,), "float32", scope="local.var")
+                for i in T.Parallel(64):
+                    X[i] = X[i] + 1.0

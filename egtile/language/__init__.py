@@ -5,7 +5,7 @@ This module only re-exports; each family of builtins lives in its own module (``
 ``threads``, ``macro``, ``hints``, ``barrier``); ``source``, ``pyops`` and ``letbind`` are the source front end.
 """
 
-from egtile.language.alloc import alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var
+from egtile.language.alloc import alloc_buffer, alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var
 from egtile.language.barrier import (
     WarpSpecialize, alloc_barrier, barrier_arrive, barrier_wait, mbarrier_arrive, mbarrier_arrive_expect_tx,
     mbarrier_expect_tx, mbarrier_wait_parity, tma_copy, ws, fence_proxy_async,
@@ -60,6 +60,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "alloc_buffer",
     "cumsum",
     "And", "Buffer", "Cast", "Else", "Fragment", "GemmWarpPolicy", "If", "IntImm", "Kernel", "Layout", "Not", "Or",
     "Parallel", "Pipelined", "PrimFunc", "Ref", "RegionRef", "Select", "Serial", "Tensor", "Then", "TileBuffer",

@@ -120,3 +120,28 @@ def alloc_global(shape: Any, dtype: Any) -> TileBuffer:
     trace.params.append(buf)
     trace.hidden.append(buf)
     return TileBuffer(buf, trace)
+
+
+_BUFFER_SCOPES = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local.fragment": "fragment",
+                  "local": "local"}
+
+
+def alloc_buffer(shape: Any, dtype: Any = "float32", scope: str = "global", **_: Any) -> TileBuffer:
+    """TVM's ``T.alloc_buffer(shape, dtype, scope="global")``: the allocation of that scope. ``"global"`` (the
+    default) is :func:`alloc_global` (a scratch tensor before the kernels), ``"shared"`` / ``"shared.dyn"``
+    :func:`alloc_shared`, ``"local.fragment"`` :func:`alloc_fragment`, ``"local"`` :func:`alloc_local`.
+
+    Raises:
+        UnsupportedError: another scope.
+    """
+    from egtile.errors import UnsupportedError
+
+    kind = _BUFFER_SCOPES.get(scope)
+    if kind is None:
+        raise UnsupportedError(f"T.alloc_buffer(scope={scope!r}): egtile allocates the scopes "
+                               f"{', '.join(sorted(_BUFFER_SCOPES))}", tracer.user_loc())
+    if kind == "global":
+        return alloc_global(shape, dtype)
+    if kind == "shared":
+        return alloc_shared(shape, dtype)
+    return alloc_fragment(shape, dtype) if kind == "fragment" else alloc_local(shape, dtype)

@@ -66,7 +66,7 @@ NOT_YET: dict[str, str] = {
     "alloc_tmem": _BLACKWELL, "deallocate_tmem": _BLACKWELL,
     "alloc_descriptor": "egtile builds TMA descriptors itself for T.copy",
     "sync_grid": _MULTI, "sync_global": _MULTI,
-    "alloc_buffer": "use T.alloc_shared / T.alloc_fragment / T.alloc_local", "allocate": "use T.alloc_shared / "
+    "allocate": "use T.alloc_shared / "
     "T.alloc_fragment / T.alloc_local", "decl_buffer": _VIEW, "buffer_decl": _VIEW, "match_buffer": _VIEW,
     "create_list_of_mbarrier": _SYNC,
     "get_mbarrier": _SYNC, "create_barriers": _SYNC, "named_barrier_arrive": _SYNC, "cp_async_barrier_noinc": _SYNC,
