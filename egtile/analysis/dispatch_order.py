@@ -27,13 +27,10 @@ than it starts. The first such dimension is reversed, when ``EGTILE_WITH_LOWERIN
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-from egtile.ir.kernel import (
-    AtomicAdd, Buffer, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Reduce, Store, Var, walk,
-)
+from egtile.analysis.access import ANY_BUFFER, free_vars, own_reads, own_writes, reads, walk_expr, writes
+from egtile.ir.kernel import AtomicAdd, Expr, Extern, Fill, For, Gemm, Kernel, Load, Reduce, walk
 
 RULE = "heaviest-first"
 MAX_EVALUATED = 1 << 16  # block indices whose trip count is evaluated (larger grids are not reordered)
@@ -47,19 +44,6 @@ class DispatchPlan:
     reason: str
 
 
-def _buffers(obj: object) -> Iterator[Buffer]:
-    """Every buffer named anywhere inside an expression, region or tuple of them."""
-    if isinstance(obj, Buffer):
-        yield obj
-    elif isinstance(obj, tuple):
-        for x in obj:
-            yield from _buffers(x)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            if f.name not in ("loc", "body", "then_body", "else_body"):
-                yield from _buffers(getattr(obj, f.name))
-
-
 def communication(kernel: Kernel) -> str | None:
     """Why blocks of ``kernel`` may observe each other's order (None: they cannot; module docstring)."""
     written: set[str] = set()
@@ -70,21 +54,14 @@ def communication(kernel: Kernel) -> str | None:
                 return f"an atomic at sid {s.sid} (blocks may observe each other's order)"
             case Extern(pure=False):
                 return f"the extern {s.name} at sid {s.sid} (what it touches is unknown)"
-            case Store(buffer=b):
-                written.add(b.name)
-                read.update(x.name for x in _buffers((s.indices, s.value)))
-            case Copy(src=src, dst=dst):
-                written.add(dst.buffer.name)
-                read.update(x.name for x in _buffers((src, dst.offsets)))
             case Fill() | Gemm() | Reduce():
-                names = {x.name for x in _buffers(s)}
+                names = {a.buffer for a in reads(s) | writes(s)}
                 written.update(names)  # conservative: every buffer named counts as written and read
                 read.update(names)
-            case For(start=a, stop=b):
-                read.update(x.name for x in _buffers((a, b)))
-            case If(cond=c):
-                read.update(x.name for x in _buffers(c))
-    glob = {b.name for b in kernel.params} | {b.name for b in kernel.allocs if b.scope == "global"}
+            case _:  # a loop or branch by its head (bounds, condition): walk visits its body
+                written.update(a.buffer for a in own_writes(s))
+                read.update(a.buffer for a in own_reads(s))
+    glob = {b.name for b in kernel.params} | {b.name for b in kernel.allocs if b.scope == "global"} | {ANY_BUFFER}
     both = sorted(written & read & glob)
     if both:
         return f"global buffer {both[0]} is both written and read (a block may read another block's result)"
@@ -93,17 +70,9 @@ def communication(kernel: Kernel) -> str | None:
 
 def _vars(e: Expr) -> set[str] | None:
     """Variable names of ``e``; None when it reads memory."""
-    out: set[str] = set()
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Load):
-            return None
-        if isinstance(x, Var):
-            out.add(x.name)
-        elif dataclasses.is_dataclass(x):
-            stack += [getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "dtype"]
-    return out
+    if any(isinstance(x, Load) for x in walk_expr(e)):
+        return None
+    return set(free_vars(e))
 
 
 def _trips(loop: For, var: str, n: int) -> list[int] | None:

@@ -12,25 +12,11 @@ left out: a fragment row written by the iterations of one thread is ordered by p
 
 from __future__ import annotations
 
-import dataclasses
-
-from egtile.ir.kernel import Expr, For, If, Kernel, Stmt, Store, Var
-
-
-def _names(e: object, out: set[str]) -> None:
-    if isinstance(e, Var):
-        out.add(e.name)
-    elif isinstance(e, tuple):
-        for x in e:
-            _names(x, out)
-    elif dataclasses.is_dataclass(e) and not isinstance(e, type):
-        for f in dataclasses.fields(e):
-            _names(getattr(e, f.name), out)
+from egtile.analysis.access import mentions
+from egtile.ir.kernel import Const, For, If, Kernel, Stmt, Store
 
 
 def _extent(loop: For) -> int | None:
-    from egtile.ir.kernel import Const
-
     if isinstance(loop.start, Const) and isinstance(loop.stop, Const):
         return int(loop.stop.value) - int(loop.start.value)
     return None
@@ -50,10 +36,8 @@ def definite_races(kernel: Kernel) -> list[tuple[Store, For]]:
                 visit(s.then_body, [])  # a guard may pick one iteration: not a definite conflict
                 visit(s.else_body, [])
             elif isinstance(s, Store) and par and s.buffer.scope in ("shared", "global"):
-                names: set[str] = set()
-                _names(s.indices, names)
                 for loop in par:
-                    if loop.var.name not in names:
+                    if not mentions(s.indices, loop.var):
                         found.append((s, loop))
                         break
 
