@@ -35,7 +35,7 @@ from __future__ import annotations
 from egglog import String, StringLike, eq, function, i64, i64Like, ne, relation, rule, var
 
 from egtile import analysis
-from egtile.ir import Arrive, ArriveExpectTx, Copy, CpAsyncArrive, Elect, TileOp, TmaLoad, dtype
+from egtile.ir import Arrive, ArriveExpectTx, Copy, CpAsyncArrive, Elect, FenceProxyAsync, TileOp, TmaLoad, dtype
 from egtile.rules import fragment
 from egtile.schedule import cost as C
 from egtile.schedule import dataflow as D
@@ -174,15 +174,47 @@ def _issue_cp_async(n, lw, ic):
     return [TileOp(c, "cp_async", ic.threads, width=int(width)), CpAsyncArrive(ic.full, ic.stage)], ic.threads.count
 
 
-def _issue_simt(n, lw, ic):
-    return [*lw.node(n.kids[0], ic.ctx.within(ic.threads)), Arrive(ic.full, ic.stage)], ic.threads.count
+def async_proxy_operands(kernel) -> frozenset[str]:
+    """Shared buffers an async-proxy instruction of ``kernel`` may read: the A and B of every ``T.gemm`` (a wgmma
+    reads them through the async proxy) and the source of every ``T.copy`` into a global tensor (a TMA store)."""
+    from egtile.ir import Gemm, walk
+
+    out: set[str] = set()
+    for st in walk(kernel.body):
+        if isinstance(st, Gemm):
+            out |= {st.a.buffer.name, st.b.buffer.name}
+        elif isinstance(st, Copy) and st.dst.buffer.scope == "global":
+            out.add(st.src.buffer.name)
+    return frozenset(b for b in out if kernel.buffer(b).scope == "shared")
 
 
-def _issue_simt_loop(n, lw, ic):
-    from egtile.rules.partition import thread_loop
+def _arrive_after_stores(n, lw, ic, stores: list, fence: bool) -> tuple[list, int]:
+    """A SIMT producer item: its stores, then each producer thread's arrival on ``full[s]``. ``mbarrier.arrive``
+    releases the stores to the generic proxy only; when a buffer they write is read through the async proxy (a
+    wgmma operand, a TMA store's source: :func:`async_proxy_operands`), each writer first executes
+    ``fence.proxy.async`` (PTX ISA 9.7.13.3.2; CUTLASS's producers do the same before their arrive), so that the
+    consumer's wait orders the writes before the async-proxy read. ``fence=False`` is the protocol mutant
+    ``wgmma-simt-operand-unfenced`` (:mod:`egtile.rules.mma`)."""
+    written = lw.written_by((n,))
+    tail = [FenceProxyAsync()] if fence and written & async_proxy_operands(lw.kernel) else []
+    return [*stores, *tail, Arrive(ic.full, ic.stage)], ic.threads.count
 
-    ctx = ic.ctx.within(ic.threads)
-    return [*thread_loop(n, lw, ctx, mapping="partitioned"), Arrive(ic.full, ic.stage)], ic.threads.count
+
+def issue_simt(fence: bool = True):
+    """The issue of a SIMT producer statement (:data:`SIMT_PRODUCE`)."""
+    def issue(n, lw, ic):
+        return _arrive_after_stores(n, lw, ic, lw.node(n.kids[0], ic.ctx.within(ic.threads)), fence)
+    return issue
+
+
+def issue_simt_loop(fence: bool = True):
+    """The issue of a SIMT producer loop (:data:`SIMT_LOOP`): its iterations partitioned over the producer threads."""
+    def issue(n, lw, ic):
+        from egtile.rules.partition import thread_loop
+
+        ctx = ic.ctx.within(ic.threads)
+        return _arrive_after_stores(n, lw, ic, thread_loop(n, lw, ctx, mapping="partitioned"), fence)
+    return issue
 
 
 def _loop_cost(c) -> int:
@@ -191,8 +223,11 @@ def _loop_cost(c) -> int:
     return C.producer_loop_cost(parallel_extent_of(c.stmt), issuing_threads(c.kernel, c.params["ctx"]), c.work)
 
 
-def _issue_simt_load(n, lw, ic):
-    return [TileOp(lw.stmt(n.sid, ic.ctx), "simt", ic.threads), Arrive(ic.full, ic.stage)], ic.threads.count
+def issue_simt_load(fence: bool = True):
+    """The issue of a SIMT producer ``T.copy`` (:data:`SIMT_LOAD`)."""
+    def issue(n, lw, ic):
+        return _arrive_after_stores(n, lw, ic, [TileOp(lw.stmt(n.sid, ic.ctx), "simt", ic.threads)], fence)
+    return issue
 
 
 def _lower_copy_simt(n, lw, ctx):
@@ -224,14 +259,14 @@ CP_ASYNC_LOAD = Decision("cp_async_load", cp_async_load, (("sid", i64), ("ctx", 
 SIMT_LOAD = Decision("simt_load", simt_load, (("sid", i64), ("ctx", String)), "decision",
                      Cost(lambda c: C.copy_cost(c.stmt, "simt_producer", issuing_threads(c.kernel, c.params["ctx"])),
                           doc="copy_cost(copy, 'simt_producer', 128): half the latency hidden by running ahead"),
-                     issue=_issue_simt_load, label="SIMT (producer)", details=_copy_detail)
+                     issue=issue_simt_load(), label="SIMT (producer)", details=_copy_detail)
 SIMT_LOOP = Decision("simt_loop", simt_loop, (("sid", i64), ("body", Block), ("ctx", String)), "decision",
                      Cost(_loop_cost, summary="body", doc="producer_loop_cost(extent, 128, body work): the global "
                           "latency half hidden by running ahead"),
-                     issue=_issue_simt_loop, label="SIMT producer loop")
+                     issue=issue_simt_loop(), label="SIMT producer loop")
 SIMT_PRODUCE = Decision("simt_produce", simt_produce, (("st", Stmt), ("ctx", String)), "decision",
                         Cost(lambda c: C.MBARRIER_OP, doc="MBARRIER_OP (the arrive) + the statement's own cost"),
-                        issue=_issue_simt, label="SIMT producer statement")
+                        issue=issue_simt(), label="SIMT producer statement")
 
 # ----------------------------------------------------------------------------------------------------
 # Rules
@@ -320,6 +355,6 @@ produce_simt = Rule(
 RULES = (copy_to_simt, copy_to_tma, copy_to_cp_async, copy_to_simt_producer, produce_simt_loop, produce_simt)
 DECISIONS = (COPY_SIMT, TMA_LOAD, CP_ASYNC_LOAD, SIMT_LOAD, SIMT_LOOP, SIMT_PRODUCE)
 
-__all__ = ["ALLOWS", "CAPABLE", "CP_ASYNC_ELIGIBLE", "CP_ASYNC_WIDTH", "DECISIONS", "PREFER_ALLOWS_SIMT", "PREFER_ALLOWS_TMA",
+__all__ = ["ALLOWS", "async_proxy_operands", "issue_simt", "issue_simt_load", "issue_simt_loop", "CAPABLE", "CP_ASYNC_ELIGIBLE", "CP_ASYNC_WIDTH", "DECISIONS", "PREFER_ALLOWS_SIMT", "PREFER_ALLOWS_TMA",
            "PREFER_CP_ASYNC", "RULES", "TMA_ELIGIBLE", "allows", "copy_simt", "cp_async_load", "issuing_threads",
            "async_capable", "simt_load", "single_issue", "simt_loop", "simt_produce", "tma_capable", "tma_load"]

@@ -41,9 +41,12 @@ Side conditions:
   flash-attention backward combines two accumulators into the next gemm's register A) accesses each at the
   iteration's own element and each has the nest's shape; the group's one layout then puts element ``(i, j)``
   of every peer in the same thread's registers at the same slot (:mod:`egtile.rules.fragment`);
-* ``wgmma-operands-async-proxy``: no pipeline producer can write A or B with generic stores (a SIMT
-  producer warpgroup would need its own proxy fence): every producer writing them has a single-thread
-  (TMA) instruction and its loop's producers all do, so its warp-specialized form issues TMA only.
+* ``wgmma-operands-async-proxy``: no pipeline producer that asks for cp.async (``prefer_instruction``) writes A
+  or B. TMA writes through the async proxy already; a SIMT producer's generic stores are fenced by their writers
+  (``fence.proxy.async`` before each producer thread's arrive on ``full``, :mod:`egtile.rules.copy`, the
+  ``wgmma-simt-operand-unfenced`` mutant); cp.async writes complete after the issuing thread moved on, where no
+  fence of the writer can follow them, and the PTX ISA does not say which proxy they use: egtile keeps the two
+  apart (conservative: the request wins and the gemm stays SIMT, which ``explain()`` says).
 
 Cost: the tensor core's time for ``M x N x K`` MACs (``WGMMA_MACS_PER_CYCLE``), a quarter of the shared
 bytes the instructions read (the split that reads A fewer times wins a tie), the fence/commit/wait,
@@ -227,31 +230,25 @@ OPTION_RULES = tuple(_option_rules())
 
 
 def _async_violations(w):
-    # w.st: the gemm; w.b an operand (read, not the written accumulator w.sc); w.x a producer writing it
-    operand_ = (D.reads(w.st, w.b), D.writes(w.st, w.sc), ne(w.b).to(w.sc), D.producer(w.x, w.blk),
-                D.writes(w.x, w.b), eq(w.i).to(D.sid_of(w.x)))
-    yield Violation((*operand_, eq(WS.single_ok(w.x)).to(Bool(False))), w.i, 1, w.b)
-    yield Violation((*operand_, eq(WS.some_not_tma(w.blk)).to(Bool(True))), w.i, 2, w.b)
+    # w.st: the gemm; w.b an operand (read, not the written accumulator w.sc); w.x a producer writing it, a
+    # T.copy w.i whose prefer_instruction asks for cp.async
+    yield Violation((D.reads(w.st, w.b), D.writes(w.st, w.sc), ne(w.b).to(w.sc), D.producer(w.x, w.blk),
+                     D.writes(w.x, w.b), eq(w.i).to(D.sid_of(w.x)), WS.copy_rules.allows(w.i, String("cp_async"))),
+                    w.i, 1, w.b)
 
 
 def _explain_async(ctx, sid: int) -> str:
     out = []
-    for a, b, buf in ctx.witnesses("wgmma-operands-async-proxy", sid):
+    for a, _b, buf in ctx.witnesses("wgmma-operands-async-proxy", sid):
         who = ctx.describe(a) if a in ctx.facts.stmts else "a producer"
-        out.append(f"{who} writes operand {buf} " + ("with generic stores (no single-thread TMA instruction)" if b == 1
-                                                    else "in a loop whose producers are not all TMA (its warp-specialized "
-                                                         "form may issue SIMT stores)"))
-    return "; ".join(dict.fromkeys(out)) or "an operand may be written by generic stores the wgmma cannot see"
+        out.append(f"{who} writes operand {buf} and asks for cp.async (prefer_instruction), whose writes egtile "
+                   "does not order before an async-proxy read")
+    return "; ".join(dict.fromkeys(out)) or "an operand's producer asks for cp.async"
 
 
 OPERANDS_ASYNC_PROXY = stmt_condition(
-    "wgmma-operands-async-proxy", "no pipeline producer writes A or B with generic stores (egtile.rules.mma)",
-    _async_violations, _explain_async, derive=WS.SINGLE_OK + WS.PRODUCER_WAIT_MODE.derive,
-    oracles=(WS.copy_rules.TMA_ELIGIBLE, WS.copy_rules.CP_ASYNC_ELIGIBLE))
-OPERANDS_ASYNC_PROXY = Condition(OPERANDS_ASYNC_PROXY.name, OPERANDS_ASYNC_PROXY.doc, OPERANDS_ASYNC_PROXY.query,
-                                 derive=OPERANDS_ASYNC_PROXY.derive, oracles=OPERANDS_ASYNC_PROXY.oracles,
-                                 explain=OPERANDS_ASYNC_PROXY.explain,
-                                 checks=OPERANDS_ASYNC_PROXY.checks + WS.PRODUCER_WAIT_MODE.checks)
+    "wgmma-operands-async-proxy", "no pipeline producer that asks for cp.async writes A or B (egtile.rules.mma)",
+    _async_violations, _explain_async, derive=WS.copy_rules.ALLOWS)
 
 # ----------------------------------------------------------------------------------------------------
 # The constructor, its cost and its lowering
@@ -595,6 +592,9 @@ MUTANTS: dict[str, str] = {
                               "release that lets the producer refill its operands, and past the epilogue's read",
     "wgmma-swizzle-disagreement": "the operand buffers keep the linear layout (TMA writes them unswizzled) while "
                                   "the wgmma descriptors still read them swizzled",
+    "wgmma-simt-operand-unfenced": "a SIMT producer's threads arrive on full[s] without fence.proxy.async after "
+                                   "storing a wgmma operand: the consumer's wait orders the stores for the generic "
+                                   "proxy only, and the wgmma reads the tile through the async proxy",
 }
 """Protocol mutants of the wgmma decision; the simulator and the verifier must each catch every one."""
 
@@ -626,6 +626,14 @@ def mutant(name: str):
             d = replace(WGMMA, layouts=wgmma_layouts(operands=False))
         case "wgmma-rs-a-slices-reversed":
             d = replace(WGMMA_RS, lower=wgmma_rs_lowering(k_order=lambda n: reversed(range(n))))
+        case "wgmma-simt-operand-unfenced":
+            from egtile.rules import copy as K
+
+            rs = builtin()
+            for decl, issue in ((K.SIMT_LOAD, K.issue_simt_load), (K.SIMT_LOOP, K.issue_simt_loop),
+                                (K.SIMT_PRODUCE, K.issue_simt)):
+                rs = rs.replace_decision(replace(decl, issue=issue(fence=False)), name=f"mutant:{name}")
+            return rs
         case _:
             raise KeyError(f"unknown wgmma mutant {name!r}; known: {sorted(MUTANTS)}")
     return builtin().replace_decision(d, name=f"mutant:{name}")

@@ -70,4 +70,28 @@ def tolerance(K: int, dtype: str, ref_abs):
     return rtol, K * 2.0**-23 * ref_abs
 
 
-__all__ = ["TORCH", "gemm_kernel", "inputs", "tolerance"]
+__all__ = ["TORCH", "gemm_kernel", "inputs", "simt_operand_gemm", "tolerance"]
+
+
+def simt_operand_gemm(bk: int = 32, k_tiles: int = 4, gather: bool = False):
+    """``C = A B`` whose A tile a ``T.Parallel`` stores into shared memory (generic stores; ``gather``: rows
+    picked through an index tensor, which no TMA box describes) in a pipelined loop: its warp-specialized form
+    has a SIMT producer of a wgmma operand."""
+    @T.prim_func
+    def main(A: T.Tensor((64, k_tiles * bk), "float16"), Idx: T.Tensor((64,), "int32"),
+             B: T.Tensor((k_tiles * bk, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            A_s = T.alloc_shared((64, bk), "float16")
+            B_s = T.alloc_shared((bk, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for ko in T.Pipelined(k_tiles, num_stages=2):
+                for i, j in T.Parallel(64, bk):
+                    if gather:
+                        A_s[i, j] = A[Idx[i], ko * bk + j]
+                    else:
+                        A_s[i, j] = A[i, ko * bk + j]
+                T.copy(B[ko * bk, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[0, 0])
+    return main

@@ -17,7 +17,7 @@ from egtile.ir import swalk
 from egtile.ir.wgmma import WgmmaMma
 
 from _check import check, poisoned
-from gemm_kernels import TORCH, gemm_kernel, inputs, tolerance
+from gemm_kernels import TORCH, gemm_kernel, inputs, simt_operand_gemm, tolerance
 
 pytestmark = pytest.mark.gpu
 
@@ -74,3 +74,23 @@ def test_example_gemm_large_tile_against_torch_matmul():
         assert check(f"C {dt}", C, ref, rtol=rtol, atol=atol)
         torch_c = torch.matmul(A, B)
         assert check(f"torch {dt}", torch_c, ref, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("gather", [False, True], ids=["simt-A", "gathered-A"])
+def test_simt_produced_operand_wgmma_matches_torch(gather):
+    # the producer warpgroup stores A's tile with generic stores, each thread fences (fence.proxy.async) before
+    # its arrive on full[s], and the consumer's wgmma reads the tile through the async proxy
+    pf = simt_operand_gemm(gather=gather)
+    r = egtile.optimize(pf)
+    assert any(isinstance(x, WgmmaMma) for x in swalk(r.scheduled.body)), r.explain()
+    k = egtile.compile(pf, target="cuda")
+    g = torch.Generator().manual_seed(21)
+    A = torch.randn(64, 128, generator=g).half()
+    Idx = torch.randperm(64, generator=g).to(torch.int32)
+    B = torch.randn(128, 64, generator=g).half()
+    ref = A.double()[Idx.long() if gather else torch.arange(64)] @ B.double()
+    for _ in range(2):
+        C = poisoned((64, 64), torch.float32, "cuda")
+        k(A.cuda(), Idx.cuda(), B.cuda(), C)
+        torch.cuda.synchronize()
+        assert check("C", C, ref.cuda(), rtol=1e-3, atol=1e-3)

@@ -19,7 +19,7 @@ from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 from egtile.layout import AccumulatorTiling
 
 from _check import check, poisoned
-from gemm_kernels import TORCH, gemm_kernel, inputs, tolerance
+from gemm_kernels import TORCH, gemm_kernel, inputs, simt_operand_gemm, tolerance
 
 
 def _ops(r) -> set[str]:
@@ -229,7 +229,85 @@ WGMMA_MUTANT_FINDINGS = {
 def test_every_wgmma_mutant_has_an_expected_finding():
     from egtile.rules import mma
 
-    assert set(WGMMA_MUTANT_FINDINGS) == set(mma.MUTANTS)
+    assert set(WGMMA_MUTANT_FINDINGS) | {"wgmma-simt-operand-unfenced"} == set(mma.MUTANTS)
+
+
+def _wgmma_nodes(r):
+    return [n for top in r.tree for n in top.walk() if n.op.startswith("wgmma")]
+
+
+@pytest.mark.parametrize("gather", [False, True])
+def test_simt_produced_operand_runs_on_the_tensor_cores_fenced(gather):
+    # A SIMT producer warpgroup stores the A tile; its threads fence.proxy.async before arriving on full[s]
+    # (egtile.rules.copy), so the wgmma may read it: the schedule is warp-specialized with a wgmma, the verifier
+    # finds nothing, and the simulator computes A B under every policy without a race.
+    from egtile.ir.scheduled import FenceProxyAsync, RoleSplit
+    from egtile.sim import POLICIES, simulate
+
+    pf = simt_operand_gemm(gather=gather)
+    r = egtile.optimize(pf)
+    assert _wgmma_nodes(r), r.explain()
+    producers = [role for x in swalk(r.scheduled.body) if isinstance(x, RoleSplit) for role in x.roles
+                 if role.name == "producer"]
+    assert producers and any(isinstance(y, FenceProxyAsync) for y in swalk(producers[0].body))
+    assert egtile.verify(r.scheduled) == []
+    g = torch.Generator().manual_seed(11)
+    A = torch.randn(64, 128, generator=g).half()
+    Idx = torch.randperm(64, generator=g).to(torch.int32)
+    B = torch.randn(128, 64, generator=g).half()
+    rows = Idx.long() if gather else torch.arange(64)
+    ref = A.double()[rows] @ B.double()
+    for policy in POLICIES:
+        C = poisoned((64, 64), torch.float32, "cpu")
+        res = simulate(r.scheduled, A, Idx, B, C, policy=policy, seed=5)
+        assert not list(res.errors()), (policy, list(res.errors())[:3])
+        torch.testing.assert_close(res.outputs[3].double(), ref, rtol=1e-3, atol=1e-3)
+
+
+def test_unfenced_simt_operand_is_caught_by_the_verifier_and_the_simulator():
+    from egtile.errors import SimulationError
+    from egtile.rules import mma
+    from egtile.sim import POLICIES, simulate
+
+    pf = simt_operand_gemm()
+    good = egtile.optimize(pf)
+    r = egtile.optimize(pf, rules=mma.mutant("wgmma-simt-operand-unfenced"))
+    assert r.scheduled.body != good.scheduled.body
+    found = egtile.verify(r.scheduled)
+    assert any(v.property == "L6" and "fence.proxy.async" in v.message for v in found), found
+    g = torch.Generator().manual_seed(12)
+    A, B = torch.randn(64, 128, generator=g).half(), torch.randn(128, 64, generator=g).half()
+    Idx = torch.arange(64, dtype=torch.int32)
+    for policy in POLICIES:
+        C = poisoned((64, 64), torch.float32, "cpu")
+        try:
+            errors = [str(e) for e in simulate(r.scheduled, A, Idx, B, C, policy=policy, seed=3).errors()]
+        except SimulationError as e:
+            errors = [str(e)]
+        assert any("proxy race on A_s" in e for e in errors), (policy, errors[:3])
+
+
+def test_a_cp_async_request_keeps_its_operand_gemm_off_the_tensor_cores():
+    # cp.async writes land after the issuing thread moved on, where no fence of the writer can follow them:
+    # egtile keeps a cp.async request and a wgmma read of its destination apart (wgmma-operands-async-proxy)
+    from egtile import language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 128), "float16"), B: T.Tensor((128, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for ko in T.Pipelined(4, num_stages=2):
+                T.copy(A[0, ko * 32], A_s, prefer_instruction="cp_async")
+                T.copy(B[ko * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[0, 0])
+
+    r = egtile.optimize(main)
+    assert not _wgmma_nodes(r)
+    assert "asks for cp.async" in r.explain()
 
 
 @pytest.mark.parametrize("name", sorted(WGMMA_MUTANT_FINDINGS))

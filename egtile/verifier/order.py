@@ -642,8 +642,8 @@ class OrderAnalysis:
                              for f in self.fences.get(w.comp, []))
                 if not fenced and (w.sid, r.sid) not in reported:
                     reported.add((w.sid, r.sid))
-                    self.v("L6", f"{self._desc(w)} is read by the TMA store (sid {r.sid}) through the async proxy "
-                                 f"without a fence.proxy.async by its writers between them", (w.sid, r.sid),
+                    self.v("L6", f"{self._desc(w)} is read through the async proxy by sid {r.sid} (a wgmma "
+                                 f"operand or a TMA store's source) without a fence.proxy.async by its writers between them", (w.sid, r.sid),
                            buffer=w.buffer, stage=w.stage)
 
     def _fences_writer(self, f: Event, w: Event) -> bool:

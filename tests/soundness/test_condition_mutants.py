@@ -310,7 +310,7 @@ def _tma_copy_beside_simt_producer() -> Kernel:
 
 
 def _gemm(bk: int = 32, dtype: str = "float16", reduce: bool = False, simt_a: bool = False,
-          tail: str | None = None) -> Kernel:
+          tail: str | None = None, cp_async_a: bool = False) -> Kernel:
     """``C = A B`` over two K blocks, with ``tail``, a statement after the gemm in the pipelined body, so that the deferred-wait rules
     (egtile.rules.mma_async) have a wait position: ``free`` touches neither the accumulator nor the operands
     (a scratch row), ``serial`` is the same in a serial loop (not straight-line), ``acc`` reads and writes the
@@ -331,7 +331,7 @@ def _gemm(bk: int = 32, dtype: str = "float16", reduce: bool = False, simt_a: bo
                     for i, j in T.Parallel(64, bk):
                         A_s[i, j] = A[i, ko * bk + j]
                 else:
-                    T.copy(A[0, ko * bk], A_s)
+                    T.copy(A[0, ko * bk], A_s, prefer_instruction="cp_async" if cp_async_a else None)
                 T.copy(B[ko * bk, 0], B_s)
                 T.gemm(A_s, B_s, C_f)
                 if tail == "free":
@@ -363,7 +363,8 @@ def _gemm_tail(tail: str = "free", **kw) -> Kernel:
     return _gemm(tail=tail, **kw)
 
 
-def _chained_gemm(n: int = 64, simt_v: bool = False, reduce: bool = False, tail: str | None = None) -> Kernel:
+def _chained_gemm(n: int = 64, simt_v: bool = False, reduce: bool = False, tail: str | None = None,
+                  cp_async_v: bool = False) -> Kernel:
     """``O = f16(A B^T) V`` over two K/V blocks: the first gemm's accumulator cast to float16 in registers is
     the second's A operand (``gemm-to-wgmma-rs``, attention's ``P V``). ``n``: the first gemm's N (the second's
     K); ``simt_v``: V's tile written by a T.Parallel (generic stores); ``reduce``: a row sum of the output
@@ -391,7 +392,7 @@ def _chained_gemm(n: int = 64, simt_v: bool = False, reduce: bool = False, tail:
                     for i, j in T.Parallel(n, 64):
                         V_s[i, j] = V[k * n + i, j]
                 else:
-                    T.copy(V[k * n, 0], V_s)
+                    T.copy(V[k * n, 0], V_s, prefer_instruction="cp_async" if cp_async_v else None)
                 T.gemm(Q_s, K_s, S, transpose_B=True, clear_accum=True)
                 T.copy(S, P)
                 T.gemm(P, V_s, O_f)
@@ -698,22 +699,22 @@ WITNESS: dict[tuple[str, str], Witness] = {
     ("replicate-parallel", "effect-local"): Witness(_extern_address_of, cheap=("replicated",)),
     ("elect-scalar", "no-escaping-local-write"): Witness(_block_local, force=("replicate-scalar",)),
     ("gemm-to-wgmma", "fragment-users-admit-registers"): Witness(lambda: _gemm(reduce=True), cheap=("wgmma",)),
-    ("gemm-to-wgmma", "wgmma-operands-async-proxy"): Witness(lambda: _gemm(simt_a=True), cheap=("wgmma",)),
+    ("gemm-to-wgmma", "wgmma-operands-async-proxy"): Witness(lambda: _gemm(cp_async_a=True), cheap=("wgmma",)),
     ("gemm-to-wgmma-rs", "fragment-users-admit-registers"): Witness(lambda: _chained_gemm(reduce=True),
                                                                     cheap=("wgmma_rs",)),
-    ("gemm-to-wgmma-rs", "wgmma-operands-async-proxy"): Witness(lambda: _chained_gemm(simt_v=True),
+    ("gemm-to-wgmma-rs", "wgmma-operands-async-proxy"): Witness(lambda: _chained_gemm(cp_async_v=True),
                                                                 cheap=("wgmma_rs",)),
     # the deferred wgmma wait (egtile.rules.mma_async): the synchronous rules' conditions on kernels with a
     # statement after the gemm (a wait position), and the rules' own
     ("gemm-to-wgmma-async", "fragment-users-admit-registers"): Witness(lambda: _gemm_tail(reduce=True),
                                                                        cheap=("wgmma_async",)),
-    ("gemm-to-wgmma-async", "wgmma-operands-async-proxy"): Witness(lambda: _gemm_tail(simt_a=True),
+    ("gemm-to-wgmma-async", "wgmma-operands-async-proxy"): Witness(lambda: _gemm_tail(cp_async_a=True),
                                                                    cheap=("wgmma_async",)),
     ("gemm-to-wgmma-async", "wgmma-async-accumulator-untouched"): Witness(lambda: _gemm_tail("acc")),
     ("gemm-to-wgmma-async", "wgmma-async-operands-unmodified"): Witness(lambda: _gemm_tail("operand")),
     ("gemm-to-wgmma-rs-async", "fragment-users-admit-registers"): Witness(lambda: _chained_tail(reduce=True),
                                                                           cheap=("wgmma_rs_async",)),
-    ("gemm-to-wgmma-rs-async", "wgmma-operands-async-proxy"): Witness(lambda: _chained_tail(simt_v=True),
+    ("gemm-to-wgmma-rs-async", "wgmma-operands-async-proxy"): Witness(lambda: _chained_tail(cp_async_v=True),
                                                                       cheap=("wgmma_rs_async",)),
     ("gemm-to-wgmma-rs-async", "wgmma-async-accumulator-untouched"): Witness(lambda: _chained_tail("acc")),
     ("gemm-to-wgmma-rs-async", "wgmma-async-operands-unmodified"): Witness(lambda: _chained_tail("operand")),
@@ -749,7 +750,13 @@ WITNESS: dict[tuple[str, str], Witness] = {
         _ovpp_shared_probabilities, cheap=("ws_overlap_pingpong",)),
 }
 
-GAPS: dict[tuple[str, str], str] = {}
+_CP_ASYNC_OPERAND = ("egtile's checkers model a cp.async write as visible to the async proxy once the mbarrier wait "
+                     "completes (no writer fence: the verifier's and the simulator's proxy model), so a wgmma reading a "
+                     "cp.async-written operand passes them; the condition is conservative where the PTX ISA does not "
+                     "say which proxy cp.async writes through, and stays until a GPU test settles it")
+GAPS: dict[tuple[str, str], str] = {
+    (rule, "wgmma-operands-async-proxy"): _CP_ASYNC_OPERAND
+    for rule in ("gemm-to-wgmma", "gemm-to-wgmma-rs", "gemm-to-wgmma-async", "gemm-to-wgmma-rs-async")}
 """Witnessed conditions whose mutant is not caught yet, with why: each a known gap, listed so that the suite
 says so instead of passing silently (the test fails once the gap closes, so the entry has to go)."""
 
