@@ -11,9 +11,17 @@ def cdiv(a: int, b: int) -> int:
     Raises:
         ArgumentError: ``b`` is not positive.
     """
-    if b <= 0:
+    if not _symbolic(b) and b <= 0:
         raise ArgumentError(f"cdiv({a!r}, {b!r}): the divisor must be positive")
+    if _symbolic(a) or _symbolic(b):
+        # a size an eager function's T.const names before the annotation that binds it: its arithmetic is
+        # deferred (egtile.language.eager.Sym), as TileLang's symbolic sizes are; int() would end the binding pass
+        return -(-a // b)
     return -(-int(a) // int(b))
+
+
+def _symbolic(x) -> bool:
+    return hasattr(x, "_bound") and not x._bound()
 
 
 def next_power_of_2(x: int) -> int:

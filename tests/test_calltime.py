@@ -197,6 +197,32 @@ def test_eager_sizes_computed_from_names_a_later_annotation_binds():
         group_means(X, torch.randn(14))
 
 
+@egtile.jit
+def _tiles_of(Q, DQ, dim, BS=16):
+    # TileLang's NSA backward: a tile count from egtile.cdiv of a T.const before the annotation that binds it
+    batch, seq_len = T.const("batch, seq_len")
+    NS = egtile.cdiv(seq_len, BS)
+    dq_shape = [NS, batch, seq_len, dim]
+    Q: T.Tensor([batch, seq_len, dim], "float32")
+    DQ: T.Tensor(dq_shape, "float32")
+    with T.Kernel(NS, batch, threads=32) as (i_s, i_b):
+        for i, d in T.Parallel(BS, dim):
+            DQ[i_s, i_b, i_s * BS + i, d] = Q[i_b, i_s * BS + i, d] * 2.0
+
+
+def test_cdiv_of_a_name_a_later_annotation_binds():
+    for seq_len in (48, 40):  # 40 = 2.5 tiles of 16: cdiv gives 3, the last tile's stores past row 40 are masked
+        Q = torch.randn(2, seq_len, 8)
+        DQ = torch.full((3, 2, seq_len, 8), float("nan"))
+        _tiles_of(Q, DQ, dim=8)
+        want = torch.full((3, 2, seq_len, 8), float("nan"), dtype=torch.float64)
+        for s in range(3):
+            want[s, :, s * 16:(s + 1) * 16] = 2 * Q[:, s * 16:(s + 1) * 16].double()
+        torch.testing.assert_close(DQ.double(), want, equal_nan=True)
+    with pytest.raises(ShapeError, match="dimension 0"):
+        _tiles_of(Q, torch.zeros(4, 2, 40, 8), dim=8)
+
+
 @pytest.mark.gpu
 def test_call_time_sizes_and_scalars_on_the_gpu():
     kernel = egtile.jit(out_idx=[-1], target="cuda")(_scaled_copy)()
