@@ -230,6 +230,17 @@ if _STANDINS:
 else:
     STANDINS_CALLED = set()
 
+def _headline(message: str, limit: int = 400) -> str:
+    """A message's first line; one that ends in ':' introduces a listing, so the listing's lines follow it."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    head = lines[0]
+    if head.endswith(":") and len(lines) > 1:
+        head = head + " " + "; ".join(lines[1:])
+    return head if len(head) <= limit else head[: limit - 3] + "..."
+
+
 def _against():
     """What the file's comparisons were against, when not only its own torch code: the library stand-ins it called
     and the triton kernels its reference launched in triton's interpreter."""
@@ -296,7 +307,7 @@ def one(path, argv, timeout):
             print(str(e), file=sys.stderr, flush=True)
         loc = getattr(e, "loc", None)
         line = loc.line if loc is not None and str(loc.file) == path else "-"
-        return f"refused {type(e).__name__} | {str(e.message).splitlines()[0]} | line {line}"
+        return f"refused {type(e).__name__} | {_headline(str(e.message))} | line {line}"
     except ModuleNotFoundError as e:
         if STAGE == "run" and CALLS["kernel"]:  # what ran before the example reached the library
             return (f"needs {e.name} (after {CALLS['kernel']} kernel call(s) on the simulator; {CALLS['checks']} "

@@ -119,6 +119,27 @@ def _refuse_interp_of_concurrent_roles(kernel: Kernel) -> None:
                                "the threads and mbarriers and checks the protocol", roles[0].loc)
 
 
+def _why_accumulators_in_shared(kernel: Kernel) -> list[str]:
+    """For a shared-memory overflow: each ``T.gemm`` whose fragment accumulator cannot be a wgmma's (so the SIMT
+    path keeps it, and its fragment group, in shared memory), with the first reasons the wgmma oracle gives
+    (egtile.rules.mma.wgmma_options). Gemms that are wgmma-eligible are left to ``explain()``."""
+    from egtile.ir import Gemm, walk
+    from egtile.rules import mma
+    from egtile.schedule.facts import FactContext
+
+    ctx = FactContext.of(kernel)
+    out = []
+    for g in walk(kernel.body):
+        if not isinstance(g, Gemm) or kernel.buffer(g.c.buffer.name).scope != "fragment":
+            continue
+        mask, why = mma.wgmma_options(ctx, g)
+        if mask == 0 and why:
+            line = f" (line {g.loc.line})" if g.loc is not None else ""
+            out.append(f"T.gemm into {g.c.buffer.name}{line} runs on the SIMT cores, its accumulator in shared "
+                       f"memory: no wgmma form fits: {'; '.join(dict.fromkeys(why[:3]))}")
+    return out
+
+
 def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
     """Run the independent verifier on a fresh schedule, so that every target (the simulator too) refuses
     what the hardware would: L8 (shared memory, threads, registers) raises ResourceError; any other
@@ -131,7 +152,9 @@ def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
         return
     listing = "\n  ".join(str(v) for v in violations)
     if all(v.property == "L8" for v in violations):
-        raise ResourceError(f"kernel {kernel.name!r} exceeds a per-block limit of sm_90:\n  {listing}", kernel.loc)
+        why = _why_accumulators_in_shared(kernel) if "shared memory" in listing else []
+        raise ResourceError(f"kernel {kernel.name!r} exceeds a per-block limit of sm_90:\n  {listing}" +
+                            "".join(f"\n  {w}" for w in why), kernel.loc)
     from egtile.ir.kernel import walk
     from egtile.verifier.tripcount import PREFIX
 

@@ -227,3 +227,24 @@ def test_empty_loops_stay_legal():
     y = torch.zeros(32)
     egtile.compile(main, target="interp")(y)
     assert torch.equal(y, torch.full((32,), 2.0))
+
+
+def test_a_shared_memory_overflow_says_why_the_accumulator_is_not_in_registers():
+    # float32 operands: no wgmma form (f16/bf16 only), so the SIMT gemm keeps its 128 x 256 float32 accumulator
+    # (128 KB) in shared memory beside two stages of operands; the error names the gemm, its line and the reason
+    @T.prim_func
+    def main(A: T.Tensor((128, 256), "float32"), B: T.Tensor((256, 256), "float32"), C: T.Tensor((128, 256), "float32")):
+        with T.Kernel(1, threads=256) as _bx:
+            A_s = T.alloc_shared((128, 64), "float32")
+            B_s = T.alloc_shared((64, 256), "float32")
+            C_f = T.alloc_fragment((128, 256), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[0, k * 64], A_s)
+                T.copy(B[k * 64, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[0, 0])
+
+    with pytest.raises(ResourceError, match=r"T.gemm into C_f \(line \d+\) runs on the SIMT cores, its accumulator in "
+                                            r"shared memory: no wgmma form fits: operand types float32 x float32"):
+        egtile.compile(main, target="sim")
