@@ -230,7 +230,7 @@ if _STANDINS:
 else:
     STANDINS_CALLED = set()
 
-def _headline(message: str, limit: int = 400) -> str:
+def _headline(message: str, limit: int = 900) -> str:
     """A message's first line; one that ends in ':' introduces a listing, so the listing's lines follow it."""
     lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
     if not lines:
