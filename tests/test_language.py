@@ -743,3 +743,28 @@ def test_python_math_and_builtin_max_on_a_traced_value_name_the_egtile_function(
     assert err.value.loc is not None and err.value.loc.line > 0
     with pytest.raises(DSLError, match=r"T\.max / T\.min"):
         build(lambda x: max(x, 0.0))
+
+
+def test_tfloat32_is_float32_storage_computed_in_float32():
+    # TileLang's T.tfloat32 buffers: float32 storage; egtile's gemm on them computes in float32 (no TF32 rounding)
+    import torch
+
+    import egtile
+
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), T.tfloat32), B: T.Tensor((32, 32), T.tfloat32), C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            A_s = T.alloc_shared((32, 32), T.tfloat32)
+            B_s = T.alloc_shared((32, 32), T.tfloat32)
+            C_f = T.alloc_fragment((32, 32), T.float32)
+            T.copy(A[0, 0], A_s)
+            T.copy(B[0, 0], B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=True)
+            T.copy(C_f, C[0, 0])
+
+    g = torch.Generator().manual_seed(31)
+    A, B = torch.randn(32, 32, generator=g), torch.randn(32, 32, generator=g)
+    C = torch.full((32, 32), float("nan"))
+    egtile.compile(main, target="sim")(A, B, C)
+    # float32 accumulation of 32 exact products: far inside TF32's 2^-11 relative input rounding
+    torch.testing.assert_close(C.double(), A.double() @ B.double(), rtol=1e-5, atol=1e-5)

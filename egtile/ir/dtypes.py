@@ -76,7 +76,10 @@ _ALIASES = {"float": "float32", "half": "float16", "int": "int32", "double": "fl
             "fp16": "float16", "fp32": "float32", "short": "int16", "uint": "uint32", "ulong": "uint64",
             # TileLang's fp8 spellings (its CUDA e4m3 is the finite-only "fn" format)
             "float8_e4m3": "float8_e4m3fn", "e4m3": "float8_e4m3fn", "e4m3_float8": "float8_e4m3fn",
-            "e5m2": "float8_e5m2", "e5m2_float8": "float8_e5m2"}
+            "e5m2": "float8_e5m2", "e5m2_float8": "float8_e5m2",
+            # TF32 is float32 storage read by the tensor cores with a 10-bit mantissa; egtile has no TF32 gemm and
+            # computes these operands in float32 (exact products: at least as accurate as TileLang's TF32)
+            "tfloat32": "float32"}
 
 
 def dtype(name: str) -> DType:

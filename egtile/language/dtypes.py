@@ -32,6 +32,7 @@ f16, f32, f64 = float16, float32, float64
 i8, i16, i32, i64 = int8, int16, int32, int64
 u8, u16, u32, u64 = uint8, uint16, uint32, uint64
 float8_e4m3 = float8_e4m3fn  # TileLang's CUDA e4m3 is the finite-only ("fn") format
+tfloat32 = float32  # float32 storage; egtile's T.gemm computes it in float32, not TF32 (egtile.ir.dtypes)
 
 
 def __getattr__(name: str):

@@ -100,8 +100,6 @@ NOT_YET: dict[str, str] = {
     "ballot_sync": _WARP, "any_sync": _WARP, "all_sync": _WARP, "activemask": _WARP, "shuffle_elect": _WARP,
     "match_any_sync": _WARP, "match_all_sync": _WARP, "sync_warp": _WARP, "syncthreads_and": _WARP,
     "syncthreads_or": _WARP, "syncthreads_count": _WARP,
-    "tfloat32": ("tfloat32 (TF32 tensor-core inputs) is not supported: egtile's T.gemm computes float32 inputs in "
-                 "float32; use float32 (exact) or float16/bfloat16 data"),
     "make_tensor": _VIEW, "make_tensor_from_addr": _VIEW, "ptr": _VIEW,
     "access_ptr": "pass a buffer element to T.call_extern through T.address_of(buf[i, ...])",
     "tvm_access_ptr": "pass a buffer element to T.call_extern through T.address_of(buf[i, ...])",
@@ -211,7 +209,7 @@ TILELANG_NAMES: frozenset[str] = frozenset("""
     sts64 sub2 symbolic sync_global sync_grid sync_threads sync_warp syncthreads_and syncthreads_count
     syncthreads_or tan tanh target tcgen05_after_thread_sync tcgen05_before_thread_sync tcgen05_cp_warpx4
     tcgen05_gemm tcgen05_gemm_blockscaled tcgen05_gemm_sp tcgen05_mma tcgen05_mma_arrive tcgen05_mma_blockscaled
-    tcgen05_sf_warp_transpose tfloat32 thread_binding tma_copy tma_gather4 tma_gather4_bytes tma_load tma_load_2sm
+    tcgen05_sf_warp_transpose thread_binding tma_copy tma_gather4 tma_gather4_bytes tma_load tma_load_2sm
     tma_scatter4 tma_store_arrive tma_store_wait transpose trunc truncdiv truncmod tvm_access_ptr tvm_bmma_sync
     tvm_call_cpacked tvm_call_cpacked_lowered tvm_call_packed tvm_call_packed_lowered tvm_fill_fragment
     tvm_load_matrix_sync tvm_mfma tvm_mfma_store tvm_mma_sync tvm_rdna_wmma tvm_rdna_wmma_store tvm_stack_alloca
