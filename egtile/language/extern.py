@@ -149,6 +149,13 @@ def _tile_atomic_add(ld: Load, src: Any, loc) -> None:
         raise UnsupportedError(f"T.atomic_add of tile {src.name} {shape} into {ld.buffer.name}: the tile has more "
                                f"dimensions than the destination ({nd})", loc)
     extents = (1,) * (nd - len(shape)) + shape
+    if ld.buffer.scope == "global":
+        # the start point names the region of the tile's shape there: past the tensor's edge it clips as the
+        # region form (and T.copy) does, instead of refusing what TileLang runs
+        from egtile.ir.kernel import Region
+
+        _region_atomic_add(Region(ld.buffer, ld.indices, extents), src, loc)
+        return
     check_region(ld.buffer, ld.indices, extents, f"T.atomic_add ({ld.buffer.name} += {src.name})", loc)
     lead = nd - len(shape)
     for idx in Parallel(*shape):
