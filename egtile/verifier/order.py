@@ -260,6 +260,8 @@ class OrderAnalysis:
             return ep is not None and y.vc.get(ep[0], 0) >= ep[1]
         if y.vc.get(a, 0) < x.tick:
             return False
+        if y.comp == a and x.tid is not None and x.tid == y.tid:
+            return True  # one thread ran both: its program order orders them, whatever elements they touch
         if y.comp == a or (y.comp >= n and y.issuer == a):
             return x.tick < y.covered or self.space.same_thread(x.fp, y.fp)
         if y.vc.get(_all(a), 0) > x.tick:
