@@ -453,15 +453,23 @@ class JITKernel:
     # -- inspection --------------------------------------------------------------------------------
 
     def get_kernel_source(self) -> str:
-        """The CUDA C++ source (target ``"cuda"``); the scheduled listing (``"sim"``); the tile-IR listing
-        (``"interp"``)."""
+        """The CUDA C++ source: the one compiled (target ``"cuda"``), or the one ``"cuda"`` would compile for the
+        simulated schedule (``"sim"``: generated, not compiled; where the backend refuses the schedule, the
+        scheduled listing after a comment that says why); the tile-IR listing (``"interp"``)."""
         if self._built is not None:
             for attr in ("source", "cuda_source", "code"):
                 src = getattr(self._built, attr, None)
                 if isinstance(src, str):
                     return src
         if self.scheduled is not None:
-            return str(self.scheduled)
+            from egtile.engine.callback import apply_cuda_postproc
+
+            codegen = importlib.import_module("egtile.codegen")
+            try:
+                return apply_cuda_postproc(codegen.generate(self.scheduled).source, codegen.nvrtc.DEFAULT_ARCH)
+            except EgtileError as err:  # e.g. a ResourceError: the simulator has no sm_90 limits
+                why = str(err).splitlines()[0]
+                return f"// egtile: no CUDA source for this schedule ({why})\n{self.scheduled}"
         return str(self.kernel)
 
     def get_profiler(self, tensor_supply_type: Any = None) -> Any:

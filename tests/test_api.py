@@ -134,6 +134,28 @@ def test_inspection_on_interp():
     assert "reference interpreter" in k.explain() and "Z[i] = 2.0 * X[i] + Y[i]" in k.explain()
 
 
+def test_kernel_source_on_sim_is_the_cuda_the_gpu_target_would_compile():
+    k = egtile.compile(axpy(), target="sim")
+    src = k.get_kernel_source()
+    assert "__global__" in src and src == egtile.compile(axpy(), target="cuda").get_kernel_source()
+
+
+def test_kernel_source_on_sim_says_why_when_the_backend_refuses_the_schedule(monkeypatch):
+    # e.g. an instruction a rule author registered with simulator semantics and no CUDA emitter yet
+    import egtile.codegen as codegen
+    from egtile.errors import CodegenError
+
+    def refuse(_):
+        raise CodegenError("no emitter registered for UserNode")
+
+    monkeypatch.setenv("EGTILE_DISABLE_CACHE", "1")  # a cached "cuda" build of axpy would carry its source
+    k = egtile.compile(axpy(), target="sim")
+    monkeypatch.setattr(codegen, "generate", refuse)
+    src = k.get_kernel_source()
+    assert src.startswith("// egtile: no CUDA source for this schedule (no emitter registered for UserNode)\n")
+    assert src.endswith(str(k.scheduled))
+
+
 def test_auto_target_resolution(monkeypatch):
     monkeypatch.setattr(api, "hopper_available", lambda: True)
     assert api.resolve_target("auto") == "cuda"
