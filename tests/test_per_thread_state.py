@@ -157,3 +157,46 @@ def test_two_threads_writing_at_data_dependent_indices_still_race():
     # negative control: two threads each compacting into the same Y write the same elements, unordered
     with pytest.raises(egtile.errors.ScheduleError, match="L1|L2"):
         _compaction(2)(64)
+
+
+def _across_sync(target: str, read_v_after: bool):
+    @egtile.jit(out_idx=[1], target=target)
+    def k(N):
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=N) as bx:
+                S = T.alloc_shared((N,), "float32")
+                scale = T.alloc_var("float32", 3.0)  # set before the thread region: every thread's copy holds it
+                tx = T.get_thread_binding()
+                v = T.alloc_var("float32", 0.0)
+                v = X[tx] * 2.0
+                S[tx] = v
+                T.sync_threads()
+                w = T.alloc_var("float32", 0.0)
+                if read_v_after:
+                    Y[tx] = v * scale
+                else:
+                    w = S[(tx + 1) % N]
+                    Y[tx] = w * scale
+
+        return main
+
+    return k
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_per_thread_variable_read_across_a_sync_is_refused_at_the_read(target):
+    # Each region between barriers is one T.Parallel over the threads, so its variables end with it: the read
+    # used to give another thread's value on every target (all zeros, or thread 31's), silently.
+    with pytest.raises(UnsupportedError, match=r"per-thread variable 'v' is read after a T.sync_threads\(\).*"
+                                               r"written before it \(lines \d+, \d+\).*S\[tx\] = v") as err:
+        _across_sync(target, True)(32)
+    assert "Y[tx] = v * scale" in err.value.loc.text
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_block_level_variables_and_each_region_s_own_cross_no_sync(target):
+    N = 32
+    x = torch.randn(N)
+    y = _across_sync(target, False)(N)(x)
+    torch.testing.assert_close(y.double(), 6.0 * x.double().roll(-1), rtol=1e-6, atol=1e-6)

@@ -14,8 +14,8 @@ egtile expresses that code in its own model:
   independent (a race is reported, never hidden).
 * What the region cannot express is threads talking to each other inside it: a ``T.sync_threads()`` inside
   a region ends it and starts another over the same thread index (egtile places the CTA barrier between the
-  two from their dataflow), so values in per-thread variables do not cross it (the scheduler refuses a local
-  written before and read after). Shuffles and warp reductions are refused (:mod:`egtile.language.missing`
+  two from their dataflow), so values in per-thread variables do not cross it: a read after the barrier of a
+  per-thread variable written before it is refused at the read's line (:func:`close_region`). Shuffles and warp reductions are refused (:mod:`egtile.language.missing`
   names the tile-level alternative, ``T.reduce_*`` over a fragment).
 * Outside a region ``T.sync_threads()`` has nothing to order: block-level statements already run in program
   order with the barriers egtile derives.
@@ -25,11 +25,12 @@ egtile expresses that code in its own model:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from egtile.errors import DSLError, UnsupportedError
-from egtile.ir.kernel import Const, For, Var
+from egtile.analysis.access import reads, writes
+from egtile.ir.kernel import Const, For, If, Stmt, Store, Var
 from egtile.language import tracer
 from egtile.language.expr import Value
 
@@ -43,6 +44,9 @@ class ThreadRegion:
     parent: tracer.Frame
     sid: int
     loc: Any
+    # per-thread buffers written by the regions before this one over the same index (split at T.sync_threads()),
+    # each with the lines that write it there
+    earlier: dict[str, list[int]] = field(default_factory=dict)
 
 
 def _open(trace: tracer.Trace, var: Var | None, loc: Any) -> ThreadRegion:
@@ -58,16 +62,79 @@ def _open(trace: tracer.Trace, var: Var | None, loc: Any) -> ThreadRegion:
     return region
 
 
-def close_region(trace: tracer.Trace) -> None:
-    """Close the open thread region into its ``T.Parallel`` loop (the region frame must be innermost)."""
+def close_region(trace: tracer.Trace) -> dict[str, Any]:
+    """Close the open thread region into its ``T.Parallel`` loop (the region frame must be innermost); the
+    per-thread buffers written in it or an earlier region over the same index, with the lines that write them.
+
+    Raises:
+        UnsupportedError: the region reads a per-thread buffer an earlier region wrote (a value that would
+            cross a ``T.sync_threads()``), before writing it itself.
+    """
     region = trace.region
     assert region is not None and trace.frames[-1] is region.frame
     trace.region = None
     body = trace.close(region.frame)
     trace.var_ranges.pop(region.var.name, None)
+    _refuse_values_across_sync(body, region.earlier)
     loop = For(region.sid, region.var, Const(0, "int32"), Const(trace.threads, "int32"), "parallel", body, 0,
                region.loc)
     region.parent.stmts.append(loop)
+    written = {name: list(lines) for name, lines in region.earlier.items()}
+    for s in body:
+        for name in _local_names(writes(s)):
+            written.setdefault(name, []).extend(_leaf_lines(s, name, writes))
+    return written
+
+
+def _local_names(accesses) -> list[str]:
+    return sorted({a.buffer for a in accesses if a.scope == "local"})
+
+
+def _children(s: Stmt) -> tuple[Stmt, ...]:
+    return s.body if isinstance(s, For) else s.then_body + s.else_body if isinstance(s, If) else ()
+
+
+def _leaf_lines(s: Stmt, name: str, which) -> list[int]:
+    """The lines of the leaf statements in ``s`` whose accesses (``which``) touch ``name``."""
+    kids = [c for c in _children(s) if any(a.buffer == name for a in which(c))]
+    if not kids:
+        return [s.loc.line] if s.loc is not None else []
+    return [line for c in kids for line in _leaf_lines(c, name, which)]
+
+
+def _first_access(s: Stmt, name: str, which) -> Any:
+    """The line of the first leaf statement in ``s`` whose own accesses (``which``: reads or writes) touch
+    ``name``."""
+    for child in _children(s):
+        if any(a.buffer == name for a in which(child)):
+            return _first_access(child, name, which)
+    return s.loc
+
+
+def _lines(lines: list[int]) -> str:
+    u = sorted(set(lines))
+    return f"line {u[0]}" if len(u) == 1 else "lines " + ", ".join(map(str, u)) if u else "an earlier region"
+
+
+def _refuse_values_across_sync(body: tuple[Stmt, ...], earlier: dict[str, list[int]]) -> None:
+    """Each thread region is one ``T.Parallel`` loop over the threads, so a per-thread variable's value ends with
+    its region: a read, in a later region, of what an earlier one wrote would be the tile model's "last
+    iteration's value", not this thread's. Such a read (one that no unconditional store of the whole variable
+    before it in this region covers) is refused, at its line."""
+    if not earlier:
+        return
+    covered: set[str] = set()
+    for s in body:
+        for name in _local_names(reads(s)):
+            if name in earlier and name not in covered:
+                raise UnsupportedError(
+                    f"per-thread variable {name!r} is read after a T.sync_threads() (this line) but written before "
+                    f"it ({_lines(earlier[name])}): egtile's per-thread code ends at each "
+                    "T.sync_threads(), and a per-thread variable does not carry its value across one. Pass the "
+                    f"value through shared memory indexed by the thread (S[tx] = {name} before the barrier, "
+                    f"{name} = S[tx] after it)", _first_access(s, name, reads))
+        if isinstance(s, Store) and s.buffer.scope == "local" and s.buffer.numel == 1:
+            covered.add(s.buffer.name)
 
 
 def get_thread_binding(dim: int = 0) -> Value:
@@ -142,8 +209,8 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
         raise UnsupportedError("T.sync_threads() inside a loop or branch of per-thread code: egtile splits the "
                                "thread region at a barrier, which it can do only at the region's own level", loc)
     var = region.var
-    close_region(trace)
-    _open(trace, var, loc)
+    written = close_region(trace)
+    _open(trace, var, loc).earlier.update(written)
 
 
 class ThreadBinding:
