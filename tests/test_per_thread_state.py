@@ -200,3 +200,52 @@ def test_block_level_variables_and_each_region_s_own_cross_no_sync(target):
     x = torch.randn(N)
     y = _across_sync(target, False)(N)(x)
     torch.testing.assert_close(y.double(), 6.0 * x.double().roll(-1), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_tile_op_in_per_thread_code_is_block_level_work_between_two_regions(target):
+    # TileLang's pattern: each thread fills its element of a shared tile, a barrier, then one cooperative T.copy /
+    # reduction of the tile, then per-thread code again. It used to be refused on sim ("Copy inside a T.Parallel body").
+    N = 128
+
+    @egtile.jit(out_idx=[1, 2], target=target)
+    def k():
+        @T.prim_func
+        def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32"), Z: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=N) as bx:
+                S = T.alloc_shared((N,), "float32")
+                total = T.alloc_shared((1,), "float32")
+                tx = T.get_thread_binding()
+                S[tx] = X[tx] * X[tx]
+                T.sync_threads()
+                T.copy(S, Y)
+                T.reduce_sum(S, total, dim=0)
+                Z[tx] = S[tx] / total[0]
+
+        return main
+
+    x = torch.randn(N)
+    y, z = k()(x)
+    sq = x.double() ** 2
+    torch.testing.assert_close(y.double(), sq, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(z.double(), sq / sq.sum(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("where, match", [
+    ("branch", "a tile op inside a loop or branch of per-thread code"),
+    ("indexed", "a tile op whose tile is indexed by the thread index `tx`"),
+])
+def test_a_tile_op_nested_in_or_indexed_by_per_thread_code_is_refused_at_its_line(where, match):
+    with pytest.raises(UnsupportedError, match=match) as err:
+        @T.prim_func
+        def main(X: T.Tensor((4, 32), "float32"), Y: T.Tensor((4, 32), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                S = T.alloc_shared((4, 32), "float32")
+                tx = T.get_thread_binding()
+                if where == "branch":
+                    if tx < 16:
+                        T.copy(X, S)
+                else:
+                    T.copy(X[tx % 4, 0:32], S[tx % 4, 0:32])
+                T.copy(S, Y)
+    assert "T.copy(X" in err.value.loc.text

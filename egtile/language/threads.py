@@ -137,6 +137,41 @@ def _refuse_values_across_sync(body: tuple[Stmt, ...], earlier: dict[str, list[i
             covered.add(s.buffer.name)
 
 
+def split_at_tile_op(trace: tracer.Trace, stmt: Stmt) -> bool:
+    """A tile op (``T.copy``, ``T.fill``, ``T.gemm``, ``T.reduce_*`` of shared, fragment or global tiles; those into
+    per-thread buffers are already per-thread stores) in per-thread code is block-level work that every thread
+    takes part in, as in TileLang: at the region's own level it ends the region and the next statement opens
+    another over the same thread index, as ``T.sync_threads()`` does (egtile derives the barriers around it).
+    Returns whether it emitted ``stmt`` (between the two regions).
+
+    Raises:
+        UnsupportedError: the tile op stands in a loop or branch of the per-thread code, or its tile is indexed by
+            the thread (one tile per thread).
+    """
+    from egtile.ir.kernel import Copy, Fill, Gemm, Reduce
+    from egtile.language.roles import _mentions
+
+    region = trace.region
+    if not isinstance(stmt, (Copy, Fill, Gemm, Reduce)) or region is None or region.frame not in trace.frames:
+        return False
+    loc = getattr(stmt, "loc", None) or tracer.user_loc()
+    if _mentions(stmt, region.var.name):
+        raise UnsupportedError(f"a tile op whose tile is indexed by the thread index `{region.var.name}`: a tile op is "
+                               "block-level work shared by every thread, not one tile per thread; write the per-thread "
+                               "part as element statements (a T.serial loop over the elements), or index the tile by "
+                               "block-level values", loc)
+    if trace.frames[-1] is not region.frame:
+        raise UnsupportedError("a tile op inside a loop or branch of per-thread code: tile ops are block-level work "
+                               "that every thread takes part in, so egtile can split the thread code around one only "
+                               "at the code's own level; move it out of the loop or branch over the thread index",
+                               loc)
+    var = region.var
+    written = close_region(trace)
+    trace.frames[-1].stmts.append(stmt)
+    _open(trace, var, loc).earlier.update(written)
+    return True
+
+
 def get_thread_binding(dim: int = 0) -> Value:
     """``tx = T.get_thread_binding(dim)``: this thread's index in dimension ``dim`` of ``T.Kernel(threads=)``
     (module docstring: the rest of the statement list becomes per-thread code).

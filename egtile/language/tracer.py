@@ -280,10 +280,12 @@ class Trace:
         if not self.in_kernel or not self.frames:
             raise DSLError(f"{what} must be inside `with T.Kernel(...)`", user_loc())
         if self.region is not None or self.role_tid is not None:
-            from egtile.language import roles
+            from egtile.language import roles, threads
 
             roles.maybe_suspend(self, stmt)
             roles.check_emit(self, stmt)
+            if self.region is not None and not roles.is_protocol_kernel(self) and threads.split_at_tile_op(self, stmt):
+                return  # a block-level tile op in per-thread code: emitted between the two regions it splits
         self.frames[-1].stmts.append(stmt)
 
     def require_kernel(self, what: str) -> None:
