@@ -108,6 +108,14 @@ def test_a_stage_name_close_to_a_builtin_one_warns():
         _dummy()  # a user stage of its own name: no warning
 
 
+@pytest.mark.parametrize("name", ["", "   "])
+def test_a_rule_without_a_name_is_refused(name):
+    from egtile.errors import RuleError
+
+    with pytest.raises(RuleError, match="a Rule needs a non-empty name"):
+        _dummy(name)
+
+
 def test_register_rejects_builtin_names_duplicates_and_non_rules():
     with pytest.raises(ValueError, match="builtin"):
         R.register(_dummy("sink-wait"))

@@ -216,6 +216,8 @@ def format_kernel(k: Kernel) -> str:
     params = ", ".join(f"{b.name}: {_tensor(b)}" for b in k.params)
     out = ["@T.prim_func", f"def {k.name}({params}):{_where(None, k.loc)}"]
     names = ", ".join(v.name for v in k.block_vars)
+    if len(k.block_vars) > 1:
+        names = f"({names})"  # the Python a reader can paste: `as (bx, by):`
     grid = ", ".join(str(g) for g in k.grid)
     out.append(f"{_INDENT}with T.Kernel({grid}, threads={k.threads}) as {names}:")
     for b in k.allocs:

@@ -51,15 +51,6 @@ from egtile.ir.usersync import ExpectTx, UserArrive, UserArriveExpectTx
 RULE = "hand-written-protocol"
 
 
-def _register_accesses() -> None:
-    from egtile.lower.sync import register_accesses
-
-    register_accesses(ExpectTx, lambda s, acc, owner_of: set())  # synchronization only: no buffer access
-
-
-_register_accesses()
-
-
 @dataclass(frozen=True)
 class ProtocolSchedule:
     """What scheduling a hand-specialized kernel gives (the counterpart of ``egtile.optimize``'s

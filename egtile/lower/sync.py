@@ -45,6 +45,7 @@ from typing import Any
 from egtile.analysis import ANY_BUFFER, Access, free_vars, reads, writes
 from egtile.analysis.access import walk_expr
 from egtile.errors import RuleError
+from egtile.ir.usersync import ExpectTx
 from egtile.ir import (
     Arrive,
     Expr,
@@ -365,7 +366,7 @@ def _none(s: Any, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
     return set()
 
 
-for _cls in (Wait, Arrive, ArriveExpectTx, CpAsyncArrive, SyncThreads, FenceProxyAsync):
+for _cls in (Wait, Arrive, ArriveExpectTx, CpAsyncArrive, SyncThreads, FenceProxyAsync, ExpectTx):
     register_accesses(_cls, _none)  # synchronization only: no buffer access
 
 

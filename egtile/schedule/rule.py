@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from egglog import Bool, Expr, String, eq, i64, rule, set_, union, var
 
+from egtile.errors import RuleError
 from egtile.schedule import dataflow as D
 from egtile.schedule.decision import Decision, decision_table
 from egtile.schedule.schema import FIRED, MATCHED, Block, Stmt, diag, fact
@@ -210,6 +211,9 @@ class Rule:
     oracles: tuple[FactSpec | NumSpec, ...] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            # the name keys the ruleset, explain()'s lines, --without and the mutants: an empty one names nothing
+            raise RuleError(f"a Rule needs a non-empty name (got {self.name!r})")
         # a user stage is any other name, run after the builtin ones: a misspelt builtin would silently become
         # one (a fresh-user probe's `stage="copyy"` ran after `copy`, unnoticed)
         if self.stage not in STAGES:
