@@ -206,6 +206,13 @@ def _checked(f, passed=lambda r: True):
 # flash_attn / bitblas (CUDA-only) are torch stand-ins from benchmarks/port_standins, on this run's sys.path only;
 # each stand-in function records its library in port_standins_calls.CALLED.
 CALLS_REF = {"triton": 0}
+_STANDINS = os.environ.get("EGTILE_PORT_STANDINS")
+if _STANDINS:
+    sys.path.append(_STANDINS)
+    from port_standins_calls import CALLED as STANDINS_CALLED
+else:
+    STANDINS_CALLED = set()
+TRITON_FILLED = []
 if os.environ.get("TRITON_INTERPRET") == "1":
     try:
         import triton.runtime.interpreter as _tri
@@ -223,12 +230,11 @@ if os.environ.get("TRITON_INTERPRET") == "1":
         import triton.runtime.autotuner as _tat
         _real_prune = _tat.Autotuner.prune_configs
         _tat.Autotuner.prune_configs = lambda self, kwargs: _real_prune(self, kwargs)[:1]
-_STANDINS = os.environ.get("EGTILE_PORT_STANDINS")
-if _STANDINS:
-    sys.path.append(_STANDINS)
-    from port_standins_calls import CALLED as STANDINS_CALLED
-else:
-    STANDINS_CALLED = set()
+        # the interpreter's gaps the references hit (bfloat16, float arguments, libdevice), filled with compiled
+        # triton's meaning where a probe finds them (port_standins/port_triton_fills.py); outcomes name the fills
+        if _STANDINS:
+            import port_triton_fills
+            TRITON_FILLED = port_triton_fills.fill()
 
 def _headline(message: str, limit: int = 900) -> str:
     """A message's first line; one that ends in ':' introduces a listing, so the listing's lines follow it."""
@@ -247,8 +253,9 @@ def _against():
     said = [f"against a torch stand-in for {lib}" for lib in sorted(STANDINS_CALLED)]
     if CALLS_REF["triton"]:
         import triton
+        filled = f", its gaps filled ({', '.join(TRITON_FILLED)})" if TRITON_FILLED else ""
         said.append(f"{CALLS_REF['triton']} triton kernel launch(es) of the triton/fla code it calls, on triton "
-                    f"{triton.__version__}'s CPU interpreter")
+                    f"{triton.__version__}'s CPU interpreter{filled}")
     return f" ({'; '.join(said)})" if said else ""
 
 STAGE = os.environ.get("EGTILE_PORT_STAGE")
@@ -318,6 +325,9 @@ def one(path, argv, timeout):
             return "error AssertionError | " + str(e).splitlines()[0]
         return "mismatch" + _against() + " | " + (str(e).splitlines()[0] if str(e) else "")
     except BaseException as e:
+        if os.environ.get("EGTILE_PORT_VERBOSE"):  # where it stopped (the report keeps the message's first line)
+            import traceback
+            traceback.print_exc()
         return f"error {type(e).__name__} | " + (str(e).splitlines()[0] if str(e) else "")
     finally:
         signal.alarm(0)
@@ -380,6 +390,18 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "deepseek_v32/sparse_mla_bwd.py": {"sizes": [
         ("test_sparse_mla_bwd(B=1, S=4096, SKV=8192, H=64, HKV=1, DQKV=576, DV=512, topk=2048,",
          "test_sparse_mla_bwd(B=1, S=16, SKV=128, H=64, HKV=1, DQKV=576, DV=512, topk=64,")]},
+    # kda: the files' own run_test(...) sizes in main(), one head of 128 tokens (two chunks of 64) (2026-12-05)
+    **{f"kda/{f}.py": {"sizes": [("        S=8192,\n        H=64,", "        S=128,\n        H=1,")]}
+       for f in ("chunk_bwd_dqkwg", "chunk_delta_h_fwd", "chunk_o", "wy_fast")},
+    **{f"kda/{f}.py": {"sizes": [("        S=1024 * 8,  # 32768\n        H=64,", "        S=128,\n        H=1,")]}
+       for f in ("chunk_bwd_dv", "chunk_bwd_gla_dA", "chunk_inter_solve_fused", "chunk_intra_token_parallel")},
+    "kda/chunk_delta_bwd.py": {"sizes": [("        S=1024 * 8,\n        H=64,", "        S=128,\n        H=1,")]},
+    "kda/chunk_bwd_intra.py": {"sizes": [("        S=8192,\n        H=8,", "        S=128,\n        H=1,")]},
+    "kda/wy_fast_bwd.py": {"sizes": [("        S=32768,\n        H=8,", "        S=128,\n        H=1,")]},
+    # a benchmark script: one batch of 64 tokens, one timed call instead of 10 + 100 (the simulator times nothing),
+    # and its own --validate (its comparison against naive_nsa, off by default) (2026-12-05)
+    "deepseek_nsa/benchmark/benchmark_nsa_fwd.py": ["--batch", "1", "--seq_len", "64", "--iterations", "1", "--warmup",
+                                                   "0", "--validate"],
     "attention_sink/example_mha_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64"],
     "attention_sink/example_gqa_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64",
                                                     "--groups", "8"],
@@ -604,7 +626,7 @@ def main() -> None:
                    EGTILE_PORT_STANDINS=str(STANDINS))
         if importlib.util.find_spec("triton") is not None:  # the examples' triton / fla references, on the CPU
             env["TRITON_INTERPRET"] = "1"
-        print(f"references: triton {_version('triton')}, fla (flash-linear-attention) {_version('flash-linear-attention')} "
+        print(f"references: triton {_version('triton')}, fla (flash-linear-attention / fla-core) {_version('flash-linear-attention')} / {_version('fla-core')} "
               f"(TRITON_INTERPRET={env.get('TRITON_INTERPRET', 'unset')}); torch stand-ins for "
               f"{', '.join(sorted(p.name for p in STANDINS.iterdir() if p.is_dir() and not p.name.startswith('_')))} "
               f"from {STANDINS}", flush=True)
@@ -619,6 +641,8 @@ def main() -> None:
             done = set()
             for line in proc.stdout:
                 if not line.startswith("EGTILE-PORT: "):
+                    if os.environ.get("EGTILE_PORT_VERBOSE"):  # the example's own output, for diagnosis
+                        print("  | " + line.rstrip("\n"), file=sys.stderr, flush=True)
                     continue
                 path, _, outcome = line[len("EGTILE-PORT: "):].partition(" \t ")
                 rel = by_copy[path]
