@@ -392,7 +392,10 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
          "test_sparse_mla_bwd(B=1, S=16, SKV=128, H=64, HKV=1, DQKV=576, DV=512, topk=64,")]},
     # kda: the files' own run_test(...) sizes in main(), one head of 128 tokens (two chunks of 64) (2026-12-05)
     **{f"kda/{f}.py": {"sizes": [("        S=8192,\n        H=64,", "        S=128,\n        H=1,")]}
-       for f in ("chunk_bwd_dqkwg", "chunk_delta_h_fwd", "chunk_o", "wy_fast")},
+       for f in ("chunk_bwd_dqkwg", "chunk_delta_h_fwd", "wy_fast")},
+    "kda/chunk_o.py": {"sizes": [("        S=8192,\n        H=64,", "        S=128,\n        H=1,"),
+                                 ("def do_bench(fn, *args, warmup=10, rep=10, **kwargs):",
+                                  "def do_bench(fn, *args, warmup=0, rep=1, **kwargs):")]},
     **{f"kda/{f}.py": {"sizes": [("        S=1024 * 8,  # 32768\n        H=64,", "        S=128,\n        H=1,")]}
        for f in ("chunk_bwd_dv", "chunk_bwd_gla_dA", "chunk_inter_solve_fused", "chunk_intra_token_parallel")},
     "kda/chunk_delta_bwd.py": {"sizes": [("        S=1024 * 8,\n        H=64,", "        S=128,\n        H=1,")]},
@@ -479,14 +482,19 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
                                                  "--dv", "128"],
     "deepseek_mla/amd/benchmark_mla_decode_amd_tilelang.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256",
                                                               "--dim", "128", "--pe_dim", "64"],
-    # T.dynamic sizes bound at call time and scalar kernel parameters (2026-12-02)
-    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py": [
+    # T.dynamic sizes bound at call time and scalar kernel parameters (2026-12-02); after their comparison each times
+    # its kernel and flash_attn 10 + 100 times: one call each on the CPU, which times nothing (2026-12-05)
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py": {"argv": [
         "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
-    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_mask.py": [
+        "sizes": [("for _ in range(10):", "for _ in range(1):"), ("for _ in range(100):", "for _ in range(1):")]},
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_mask.py": {"argv": [
         "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
-    "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py": [
+        "sizes": [("for _ in range(10):", "for _ in range(1):"), ("for _ in range(100):", "for _ in range(1):")]},
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py": {"argv": [
         "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64",
         "--page_block_size", "64", "--num_pages", "8"],
+        "sizes": [("for _ in range(10):  # Warm-up", "for _ in range(1):  # Warm-up"),
+                  ("for _ in range(100):  # Run multiple times", "for _ in range(1):  # Run multiple times")]},
     "flash_attention/example_gqa_fwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen", "128",
                                                  "--k_seqlen", "128", "--dim", "64"],
     "flash_attention/example_mha_fwd_varlen.py": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
@@ -533,6 +541,13 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
          "seq_len=8192):",
          "def main(d_hidden=256, d_expert=128, n_routed_experts=4, n_shared_experts=1, n_experts_per_token=2, batch_size=1, "
          "seq_len=128):")]},
+}
+
+#: The same for helper modules next to the examples (exact-text changes in their ported copies, ``--stage run``).
+SMALL_HELPERS: dict[str, list[tuple[str, str]]] = {
+    # kda's shared timing helper runs each function 20 + 10 times; one call on the CPU, which times nothing
+    "kda/test_utils_kda.py": [("def do_bench(fn, *args, warmup=20, rep=10, **kwargs):",
+                               "def do_bench(fn, *args, warmup=0, rep=1, **kwargs):")],
 }
 
 
@@ -611,7 +626,13 @@ def main() -> None:
                 if dst.exists():  # an example of this directory already written (with its SMALL sizes): kept
                     continue
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                dst.write_text(port(sib.read_text(errors="replace")))
+                text = port(sib.read_text(errors="replace"))
+                for old, new in (SMALL_HELPERS.get(str(sib.relative_to(args.examples)), [])
+                                 if args.stage == "run" else []):
+                    if old not in text:
+                        raise SystemExit(f"{sib}: size override {old!r} does not occur in the file")
+                    text = text.replace(old, new)
+                dst.write_text(text)
             small = SMALL.get(rel, []) if args.stage == "run" else []
             argv, sizes = (small, []) if isinstance(small, list) else (small.get("argv", []), small.get("sizes", []))
             ported = port(src)
