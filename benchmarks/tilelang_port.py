@@ -20,7 +20,7 @@ For every example file with a kernel (``T.Kernel`` in its source) the script
    example off the GPU: tensors asked for on ``"cuda"`` are made on the CPU, ``torch.cuda`` device queries
    answer for egtile's target (an H200, :mod:`egtile.device`; ``torch.cuda.is_available()`` is true), a kernel compiled
    for ``target="cuda"`` gets ``"auto"`` (the simulator), a
-   ``torch.Generator`` asked for on ``"cuda"`` is a CPU one, streams, ``torch.cuda.init`` and ``torch.cuda.synchronize`` do nothing (the
+   ``torch.Generator`` asked for on ``"cuda"`` is a CPU one, streams, ``torch.cuda.init``, ``torch.cuda.synchronize``, ``torch.cuda.profiler.start``/``stop`` and the ``torch.cuda.device`` / ``torch.cpu.device`` contexts do nothing (the
    simulator runs each kernel to completion in call order), CUDA events time nothing (``elapsed_time`` is NaN), and
    ``egtile.porting.LeftOutFinder`` makes an import of a TileLang module egtile leaves out raise
    ``UnsupportedError`` with the reason (``egtile.porting.LEFT_OUT``).
@@ -150,6 +150,12 @@ torch.cuda.is_available = _for_example(torch.cuda.is_available, True)
 torch.cuda.device_count = _for_example(torch.cuda.device_count, 1)
 torch.cuda.empty_cache = lambda: None
 torch.cuda.init = lambda: None  # the CUDA runtime is initialized for the example: there is none to start
+import contextlib
+import torch.cuda.profiler
+torch.cuda.device = lambda *a, **k: contextlib.nullcontext()  # a device context: there is one device, the CPU
+if not hasattr(torch.cpu, "device"):  # fla's device guard on a machine without a GPU (torch.cpu has one device)
+    torch.cpu.device = lambda index=None: contextlib.nullcontext()
+torch.cuda.profiler.start = torch.cuda.profiler.stop = lambda: None  # an nsys capture range: nothing to profile
 _Generator = torch.Generator
 class _CpuGenerator(_Generator):  # still a type (annotations such as `torch.Generator | None` keep working)
     def __new__(cls, device=None):
@@ -402,9 +408,11 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "kda/chunk_bwd_intra.py": {"sizes": [("        S=8192,\n        H=8,", "        S=128,\n        H=1,")]},
     "kda/wy_fast_bwd.py": {"sizes": [("        S=32768,\n        H=8,", "        S=128,\n        H=1,")]},
     # a benchmark script: one batch of 64 tokens, one timed call instead of 10 + 100 (the simulator times nothing),
-    # and its own --validate (its comparison against naive_nsa, off by default) (2026-12-05)
-    "deepseek_nsa/benchmark/benchmark_nsa_fwd.py": ["--batch", "1", "--seq_len", "64", "--iterations", "1", "--warmup",
-                                                   "0", "--validate"],
+    # its own --validate (its comparison against naive_nsa, off by default) and --impl tilelang (the default "all"
+    # also benchmarks and validates fla's triton kernel, on the interpreter: not egtile's) (2026-12-05)
+    "deepseek_nsa/benchmark/benchmark_nsa_fwd.py": ["--batch", "1", "--seq_len", "64", "--dim", "64", "--selected_blocks",
+                                                   "2", "--iterations", "1", "--warmup", "0", "--validate", "--impl",
+                                                   "tilelang"],
     "attention_sink/example_mha_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64"],
     "attention_sink/example_gqa_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64",
                                                     "--groups", "8"],
