@@ -44,7 +44,12 @@ measuring virtual environment, never as egtile dependencies: the December 2026 m
 (pure Python, 0.8.2) installed. When ``triton`` is importable the runner sets ``TRITON_INTERPRET=1``: the
 references' ``@triton.jit`` kernels (and ``fla``'s, flash-linear-attention, Python on triton) run on CPU tensors
 in triton's interpreter; ``triton.autotune`` keeps one configuration there (no driver to time them), and each
-launch is counted in the outcome ("matched (N triton kernel launch(es) ...)"). CUDA-only libraries get torch
+launch is counted in the outcome ("matched (N triton kernel launch(es) ...)"). The interpreter's gaps that the
+references hit (bfloat16 arithmetic and ``tl.dot`` on raw bits, bfloat16 constants, float arguments left untyped,
+``tl`` builtins bound to other names, libdevice stubs) are filled with compiled triton's meaning where a probe finds
+them (``port_standins/port_triton_fills.py``), and the outcome names the fills. The gdn examples pin fla at commit
+f03cb3ae, whose argument order no release has: they are measured with that commit's ``fla`` first on
+``PYTHONPATH`` (the run inherits the environment). CUDA-only libraries get torch
 stand-ins from ``benchmarks/port_standins`` (``flash_attn``: float32 torch with flash-attn's documented
 semantics), on the ported run's ``sys.path`` only; an outcome whose comparison called one says "against a torch
 stand-in for flash_attn". ``bitblas`` has none (its one example writes its kernel with bitblas's TVM emitter).
