@@ -27,6 +27,12 @@ uniform ``T.alloc_var`` flag too) that needs a barrier is *sealed*: a barrier fi
 and what was pending before the branch stays pending after it, because the side may not run; the verifier
 checks sealed sides as units (``egtile.verifier.paths``).
 
+Asynchronous reads. A wgmma's shared operands are read by the tensor core until the issuing threads'
+``wait_group`` (:attr:`Acc.until_wait`): a barrier between the issue and a deferred wait leaves them pending, so
+a later write of an operand is ordered by a barrier after the wait. A generic write that a barrier without
+``fence.proxy.async`` ordered (the statement after it read generically) stays pending for the async proxy only
+(:data:`UNFENCED`): a later wgmma or TMA store reading the buffer gets the writers' fence and a barrier.
+
 Each scheduled node class has an *access summary* in a registry (:func:`register_accesses`): the set of
 :class:`Acc` it makes, given the owner key of the context it runs in. An asynchronous copy says what its
 agent touches: a TMA load writes its shared destination and reads its global source (both with no owner:
