@@ -20,7 +20,7 @@ For every example file with a kernel (``T.Kernel`` in its source) the script
    example off the GPU: tensors asked for on ``"cuda"`` are made on the CPU, ``torch.cuda`` device queries
    answer for egtile's target (an H200, :mod:`egtile.device`; ``torch.cuda.is_available()`` is true), a kernel compiled
    for ``target="cuda"`` gets ``"auto"`` (the simulator), a
-   ``torch.Generator`` asked for on ``"cuda"`` is a CPU one, streams, ``torch.cuda.init`` and ``torch.cuda.synchronize`` do nothing (the
+   ``torch.Generator`` asked for on ``"cuda"`` is a CPU one, streams, ``torch.cuda.init``, ``torch.cuda.synchronize``, ``torch.cuda.profiler.start``/``stop`` and the ``torch.cuda.device`` / ``torch.cpu.device`` contexts do nothing (the
    simulator runs each kernel to completion in call order), CUDA events time nothing (``elapsed_time`` is NaN), and
    ``egtile.porting.LeftOutFinder`` makes an import of a TileLang module egtile leaves out raise
    ``UnsupportedError`` with the reason (``egtile.porting.LEFT_OUT``).
@@ -44,7 +44,12 @@ measuring virtual environment, never as egtile dependencies: the December 2026 m
 (pure Python, 0.8.2) installed. When ``triton`` is importable the runner sets ``TRITON_INTERPRET=1``: the
 references' ``@triton.jit`` kernels (and ``fla``'s, flash-linear-attention, Python on triton) run on CPU tensors
 in triton's interpreter; ``triton.autotune`` keeps one configuration there (no driver to time them), and each
-launch is counted in the outcome ("matched (N triton kernel launch(es) ...)"). CUDA-only libraries get torch
+launch is counted in the outcome ("matched (N triton kernel launch(es) ...)"). The interpreter's gaps that the
+references hit (bfloat16 arithmetic and ``tl.dot`` on raw bits, bfloat16 constants, float arguments left untyped,
+``tl`` builtins bound to other names, libdevice stubs) are filled with compiled triton's meaning where a probe finds
+them (``port_standins/port_triton_fills.py``), and the outcome names the fills. The gdn examples pin fla at commit
+f03cb3ae, whose argument order no release has: they are measured with that commit's ``fla`` first on
+``PYTHONPATH`` (the run inherits the environment). CUDA-only libraries get torch
 stand-ins from ``benchmarks/port_standins`` (``flash_attn``: float32 torch with flash-attn's documented
 semantics), on the ported run's ``sys.path`` only; an outcome whose comparison called one says "against a torch
 stand-in for flash_attn". ``bitblas`` has none (its one example writes its kernel with bitblas's TVM emitter).
@@ -150,6 +155,12 @@ torch.cuda.is_available = _for_example(torch.cuda.is_available, True)
 torch.cuda.device_count = _for_example(torch.cuda.device_count, 1)
 torch.cuda.empty_cache = lambda: None
 torch.cuda.init = lambda: None  # the CUDA runtime is initialized for the example: there is none to start
+import contextlib
+import torch.cuda.profiler
+torch.cuda.device = lambda *a, **k: contextlib.nullcontext()  # a device context: there is one device, the CPU
+if not hasattr(torch.cpu, "device"):  # fla's device guard on a machine without a GPU (torch.cpu has one device)
+    torch.cpu.device = lambda index=None: contextlib.nullcontext()
+torch.cuda.profiler.start = torch.cuda.profiler.stop = lambda: None  # an nsys capture range: nothing to profile
 _Generator = torch.Generator
 class _CpuGenerator(_Generator):  # still a type (annotations such as `torch.Generator | None` keep working)
     def __new__(cls, device=None):
@@ -206,6 +217,13 @@ def _checked(f, passed=lambda r: True):
 # flash_attn / bitblas (CUDA-only) are torch stand-ins from benchmarks/port_standins, on this run's sys.path only;
 # each stand-in function records its library in port_standins_calls.CALLED.
 CALLS_REF = {"triton": 0}
+_STANDINS = os.environ.get("EGTILE_PORT_STANDINS")
+if _STANDINS:
+    sys.path.append(_STANDINS)
+    from port_standins_calls import CALLED as STANDINS_CALLED
+else:
+    STANDINS_CALLED = set()
+TRITON_FILLED = []
 if os.environ.get("TRITON_INTERPRET") == "1":
     try:
         import triton.runtime.interpreter as _tri
@@ -223,12 +241,11 @@ if os.environ.get("TRITON_INTERPRET") == "1":
         import triton.runtime.autotuner as _tat
         _real_prune = _tat.Autotuner.prune_configs
         _tat.Autotuner.prune_configs = lambda self, kwargs: _real_prune(self, kwargs)[:1]
-_STANDINS = os.environ.get("EGTILE_PORT_STANDINS")
-if _STANDINS:
-    sys.path.append(_STANDINS)
-    from port_standins_calls import CALLED as STANDINS_CALLED
-else:
-    STANDINS_CALLED = set()
+        # the interpreter's gaps the references hit (bfloat16, float arguments, libdevice), filled with compiled
+        # triton's meaning where a probe finds them (port_standins/port_triton_fills.py); outcomes name the fills
+        if _STANDINS:
+            import port_triton_fills
+            TRITON_FILLED = port_triton_fills.fill()
 
 def _headline(message: str, limit: int = 900) -> str:
     """A message's first line; one that ends in ':' introduces a listing, so the listing's lines follow it."""
@@ -247,8 +264,9 @@ def _against():
     said = [f"against a torch stand-in for {lib}" for lib in sorted(STANDINS_CALLED)]
     if CALLS_REF["triton"]:
         import triton
+        filled = f", its gaps filled ({', '.join(TRITON_FILLED)})" if TRITON_FILLED else ""
         said.append(f"{CALLS_REF['triton']} triton kernel launch(es) of the triton/fla code it calls, on triton "
-                    f"{triton.__version__}'s CPU interpreter")
+                    f"{triton.__version__}'s CPU interpreter{filled}")
     return f" ({'; '.join(said)})" if said else ""
 
 STAGE = os.environ.get("EGTILE_PORT_STAGE")
@@ -318,6 +336,9 @@ def one(path, argv, timeout):
             return "error AssertionError | " + str(e).splitlines()[0]
         return "mismatch" + _against() + " | " + (str(e).splitlines()[0] if str(e) else "")
     except BaseException as e:
+        if os.environ.get("EGTILE_PORT_VERBOSE"):  # where it stopped (the report keeps the message's first line)
+            import traceback
+            traceback.print_exc()
         return f"error {type(e).__name__} | " + (str(e).splitlines()[0] if str(e) else "")
     finally:
         signal.alarm(0)
@@ -380,6 +401,23 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "deepseek_v32/sparse_mla_bwd.py": {"sizes": [
         ("test_sparse_mla_bwd(B=1, S=4096, SKV=8192, H=64, HKV=1, DQKV=576, DV=512, topk=2048,",
          "test_sparse_mla_bwd(B=1, S=16, SKV=128, H=64, HKV=1, DQKV=576, DV=512, topk=64,")]},
+    # kda: the files' own run_test(...) sizes in main(), one head of 128 tokens (two chunks of 64) (2026-12-05)
+    **{f"kda/{f}.py": {"sizes": [("        S=8192,\n        H=64,", "        S=128,\n        H=1,")]}
+       for f in ("chunk_bwd_dqkwg", "chunk_delta_h_fwd", "wy_fast")},
+    "kda/chunk_o.py": {"sizes": [("        S=8192,\n        H=64,", "        S=128,\n        H=1,"),
+                                 ("def do_bench(fn, *args, warmup=10, rep=10, **kwargs):",
+                                  "def do_bench(fn, *args, warmup=0, rep=1, **kwargs):")]},
+    **{f"kda/{f}.py": {"sizes": [("        S=1024 * 8,  # 32768\n        H=64,", "        S=128,\n        H=1,")]}
+       for f in ("chunk_bwd_dv", "chunk_bwd_gla_dA", "chunk_inter_solve_fused", "chunk_intra_token_parallel")},
+    "kda/chunk_delta_bwd.py": {"sizes": [("        S=1024 * 8,\n        H=64,", "        S=128,\n        H=1,")]},
+    "kda/chunk_bwd_intra.py": {"sizes": [("        S=8192,\n        H=8,", "        S=128,\n        H=1,")]},
+    "kda/wy_fast_bwd.py": {"sizes": [("        S=32768,\n        H=8,", "        S=128,\n        H=1,")]},
+    # a benchmark script: one batch of 64 tokens, one timed call instead of 10 + 100 (the simulator times nothing),
+    # its own --validate (its comparison against naive_nsa, off by default) and --impl tilelang (the default "all"
+    # also benchmarks and validates fla's triton kernel, on the interpreter: not egtile's) (2026-12-05)
+    "deepseek_nsa/benchmark/benchmark_nsa_fwd.py": ["--batch", "1", "--seq_len", "64", "--dim", "64", "--selected_blocks",
+                                                   "2", "--iterations", "1", "--warmup", "0", "--validate", "--impl",
+                                                   "tilelang"],
     "attention_sink/example_mha_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64"],
     "attention_sink/example_gqa_sink_bwd_bhsd.py": ["--batch", "1", "--h", "64", "--n_ctx", "128", "--d_head", "64",
                                                     "--groups", "8"],
@@ -457,14 +495,19 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
                                                  "--dv", "128"],
     "deepseek_mla/amd/benchmark_mla_decode_amd_tilelang.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256",
                                                               "--dim", "128", "--pe_dim", "64"],
-    # T.dynamic sizes bound at call time and scalar kernel parameters (2026-12-02)
-    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py": [
+    # T.dynamic sizes bound at call time and scalar kernel parameters (2026-12-02); after their comparison each times
+    # its kernel and flash_attn 10 + 100 times: one call each on the CPU, which times nothing (2026-12-05)
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py": {"argv": [
         "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
-    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_mask.py": [
+        "sizes": [("for _ in range(10):", "for _ in range(1):"), ("for _ in range(100):", "for _ in range(1):")]},
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_mask.py": {"argv": [
         "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64"],
-    "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py": [
+        "sizes": [("for _ in range(10):", "for _ in range(1):"), ("for _ in range(100):", "for _ in range(1):")]},
+    "blocksparse_attention/example_tilelang_sparse_gqa_decode_paged.py": {"argv": [
         "--batch", "1", "--heads", "64", "--heads_kv", "1", "--max_cache_seqlen", "256", "--dim", "64", "--dim_v", "64",
         "--page_block_size", "64", "--num_pages", "8"],
+        "sizes": [("for _ in range(10):  # Warm-up", "for _ in range(1):  # Warm-up"),
+                  ("for _ in range(100):  # Run multiple times", "for _ in range(1):  # Run multiple times")]},
     "flash_attention/example_gqa_fwd_varlen.py": ["--batch", "1", "--heads", "2", "--groups", "1", "--q_seqlen", "128",
                                                  "--k_seqlen", "128", "--dim", "64"],
     "flash_attention/example_mha_fwd_varlen.py": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
@@ -511,6 +554,13 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
          "seq_len=8192):",
          "def main(d_hidden=256, d_expert=128, n_routed_experts=4, n_shared_experts=1, n_experts_per_token=2, batch_size=1, "
          "seq_len=128):")]},
+}
+
+#: The same for helper modules next to the examples (exact-text changes in their ported copies, ``--stage run``).
+SMALL_HELPERS: dict[str, list[tuple[str, str]]] = {
+    # kda's shared timing helper runs each function 20 + 10 times; one call on the CPU, which times nothing
+    "kda/test_utils_kda.py": [("def do_bench(fn, *args, warmup=20, rep=10, **kwargs):",
+                               "def do_bench(fn, *args, warmup=0, rep=1, **kwargs):")],
 }
 
 
@@ -589,7 +639,13 @@ def main() -> None:
                 if dst.exists():  # an example of this directory already written (with its SMALL sizes): kept
                     continue
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                dst.write_text(port(sib.read_text(errors="replace")))
+                text = port(sib.read_text(errors="replace"))
+                for old, new in (SMALL_HELPERS.get(str(sib.relative_to(args.examples)), [])
+                                 if args.stage == "run" else []):
+                    if old not in text:
+                        raise SystemExit(f"{sib}: size override {old!r} does not occur in the file")
+                    text = text.replace(old, new)
+                dst.write_text(text)
             small = SMALL.get(rel, []) if args.stage == "run" else []
             argv, sizes = (small, []) if isinstance(small, list) else (small.get("argv", []), small.get("sizes", []))
             ported = port(src)
@@ -604,7 +660,7 @@ def main() -> None:
                    EGTILE_PORT_STANDINS=str(STANDINS))
         if importlib.util.find_spec("triton") is not None:  # the examples' triton / fla references, on the CPU
             env["TRITON_INTERPRET"] = "1"
-        print(f"references: triton {_version('triton')}, fla (flash-linear-attention) {_version('flash-linear-attention')} "
+        print(f"references: triton {_version('triton')}, fla (flash-linear-attention / fla-core) {_version('flash-linear-attention')} / {_version('fla-core')} "
               f"(TRITON_INTERPRET={env.get('TRITON_INTERPRET', 'unset')}); torch stand-ins for "
               f"{', '.join(sorted(p.name for p in STANDINS.iterdir() if p.is_dir() and not p.name.startswith('_')))} "
               f"from {STANDINS}", flush=True)
@@ -619,6 +675,8 @@ def main() -> None:
             done = set()
             for line in proc.stdout:
                 if not line.startswith("EGTILE-PORT: "):
+                    if os.environ.get("EGTILE_PORT_VERBOSE"):  # the example's own output, for diagnosis
+                        print("  | " + line.rstrip("\n"), file=sys.stderr, flush=True)
                     continue
                 path, _, outcome = line[len("EGTILE-PORT: "):].partition(" \t ")
                 rel = by_copy[path]

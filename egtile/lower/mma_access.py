@@ -5,7 +5,9 @@ it by a by-layout statement carries the owner key ``("fragment", name)``: two su
 CTA barrier between them. wgmma's accumulator accesses have the same key (the tensor core works for the
 owner, and ``wait_group`` orders them for that thread). wgmma's shared operands are read by the async
 proxy: no thread owns those reads, so a generic write of the operand before it gets a barrier with a
-``fence.proxy.async`` before it (:func:`egtile.lower.sync._barrier`).
+``fence.proxy.async`` before it (:func:`egtile.lower.sync._barrier`); they last until the issuing threads'
+``wait_group`` (``Acc.until_wait``), so a write after a deferred wait is ordered by a barrier after the wait, not
+by one between the issue and the wait.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def _wgmma(s: WgmmaMma, acc: AccessSummary, owner_of) -> set[Acc]:
     g = s.gemm
     key = ("fragment", g.c.buffer.name)
     srcs = acc.region(g.b, write=False) if s.a_registers else acc.region(g.a, write=False) | acc.region(g.b, write=False)
-    operands = {Acc(a.buffer, False, None, proxy=True) for a in srcs}
+    operands = {Acc(a.buffer, False, None, proxy=True, until_wait=True) for a in srcs}
     if s.a_registers:  # register A: read from its owners' registers, like the accumulator
         operands |= acc.region(g.a, write=False, owner=("fragment", g.a.buffer.name))
     return operands | acc.region(g.c, write=True, owner=key) | acc.region(g.c, write=False, owner=key)

@@ -27,6 +27,12 @@ uniform ``T.alloc_var`` flag too) that needs a barrier is *sealed*: a barrier fi
 and what was pending before the branch stays pending after it, because the side may not run; the verifier
 checks sealed sides as units (``egtile.verifier.paths``).
 
+Asynchronous reads. A wgmma's shared operands are read by the tensor core until the issuing threads'
+``wait_group`` (:attr:`Acc.until_wait`): a barrier between the issue and a deferred wait leaves them pending, so
+a later write of an operand is ordered by a barrier after the wait. A generic write that a barrier without
+``fence.proxy.async`` ordered (the statement after it read generically) stays pending for the async proxy only
+(:data:`UNFENCED`): a later wgmma or TMA store reading the buffer gets the writers' fence and a barrier.
+
 Each scheduled node class has an *access summary* in a registry (:func:`register_accesses`): the set of
 :class:`Acc` it makes, given the owner key of the context it runs in. An asynchronous copy says what its
 agent touches: a TMA load writes its shared destination and reads its global source (both with no owner:
@@ -73,6 +79,7 @@ from egtile.ir import (
     Wait,
 )
 from egtile.ir.registry import Registry
+from egtile.ir.wgmma import WgmmaWait
 from egtile.verdict import Verdict
 
 
@@ -88,6 +95,10 @@ class Acc:
     proxy: bool = False
     """A read by the async proxy (a TMA store's source, a wgmma operand): a barrier that orders generic
     writes before it needs ``fence.proxy.async`` by the writers first (PTX ISA 9.7.13.3.2)."""
+    until_wait: bool = False
+    """An asynchronous read that lasts until the issuing threads' ``wgmma.wait_group`` (a wgmma operand, PTX
+    ISA 9.7.15.7: the tensor core reads shared memory until the group completes): a CTA barrier between the
+    issue and that wait does not order it with what follows, so it stays pending past such a barrier."""
 
 
 OwnerFn = Callable[[Any], Any]
@@ -174,14 +185,31 @@ def _barrier(pending: Pending, new: frozenset[Acc], threads: ThreadRange, bar_id
     return [FenceProxyAsync(), SyncThreads(threads, bar_id)] if fence else [SyncThreads(threads, bar_id)]
 
 
+UNFENCED = ("unfenced",)
+"""The owner key of a generic write that a CTA barrier without ``fence.proxy.async`` has ordered: ordered for
+every generic access after that barrier, still unordered for the async proxy (a wgmma operand or TMA store
+source reading it later needs its writers' fence and a barrier after it, PTX ISA 9.7.13.3.2)."""
+
+
 def _conflicts(pending: Pending, new: Iterable[Acc]) -> bool:
     for p, a in _pairs(pending, new):
         if not (p.write or a.write):
+            continue
+        if p.owner is UNFENCED and not a.proxy:
             continue
         if p.owner is not None and p.owner == a.owner:
             continue
         return True
     return False
+
+
+def _after_barrier(pending: Pending, placed: list[SStmt], inflight: frozenset[Acc]) -> Pending:
+    """What is still pending right after the barrier statements ``placed``: the reads of wgmmas in flight
+    (:attr:`Acc.until_wait`), and, when ``placed`` has no ``fence.proxy.async``, the generic writes it ordered,
+    for the async proxy only (:data:`UNFENCED`)."""
+    if any(isinstance(x, FenceProxyAsync) for x in placed):
+        return NOTHING | inflight
+    return NOTHING | inflight | frozenset(Acc(p.buffer, True, UNFENCED) for p in pending if p.write)
 
 
 ACCESSES: Registry[AccessFn] = Registry("egtile.lower.sync access summaries", "access summary",
@@ -446,11 +474,15 @@ def _place(stmts: tuple[SStmt, ...], pending: Pending, threads: ThreadRange, bar
            acc: AccessSummary, barriers: dict[str, MBarrier],
            uniform: Callable[[Expr], Verdict] = no_loads) -> tuple[tuple[SStmt, ...], Pending]:
     out: list[SStmt] = []
+    # reads of issued wgmmas whose wait_group has not run yet (Acc.until_wait): a barrier leaves them pending.
+    # The lowering puts a deferred wait in its gemm's list, past plain statements only (egtile.lower.mma_wait),
+    # so they never cross into a nested list.
+    inflight: frozenset[Acc] = frozenset()
     for s in stmts:
         match s:
             case SyncThreads():
                 out.append(s)
-                pending = NOTHING
+                pending = _after_barrier(pending, [s], inflight)
             case SeqLoop(body=body):
                 start = pending
                 new_body, end = _place(body, start, threads, bar_id, acc, barriers, uniform)
@@ -464,8 +496,9 @@ def _place(stmts: tuple[SStmt, ...], pending: Pending, threads: ThreadRange, bar
             case SIf(cond=c, then_body=t, else_body=e):
                 reads_c = frozenset(cond_reads(c, acc))
                 if _conflicts(pending, reads_c):
-                    out.append(SyncThreads(threads, bar_id))
-                    pending = NOTHING
+                    placed = _barrier(pending, reads_c, threads, bar_id)
+                    out += placed
+                    pending = _after_barrier(pending, placed, inflight)
                 pending = pending | reads_c
                 verdict = uniform(c)
                 if verdict.ok:
@@ -491,8 +524,10 @@ def _place(stmts: tuple[SStmt, ...], pending: Pending, threads: ThreadRange, bar
                 # barrier inside (bar.sync must be reached by every thread it counts, PTX ISA 9.7.13.4).
                 mine = frozenset(acc.body(t + e))
                 if _conflicts(pending, mine):
-                    out += _barrier(pending, mine, threads, bar_id)
-                    pending = NOTHING | reads_c  # the barrier is before the statement: its condition reads come after
+                    placed = _barrier(pending, mine, threads, bar_id)
+                    out += placed
+                    # the barrier is before the statement: its condition reads come after
+                    pending = _after_barrier(pending, placed, inflight) | reads_c
                 for branch in (t, e):
                     placed, _ = _place(branch, NOTHING, threads, bar_id, acc, barriers, uniform)
                     if _has_barrier(placed):
@@ -502,8 +537,9 @@ def _place(stmts: tuple[SStmt, ...], pending: Pending, threads: ThreadRange, bar
             case RoleSplit(roles=roles):
                 mine = frozenset(acc.of(s))
                 if _conflicts(pending, mine):
-                    out += _barrier(pending, mine, threads, bar_id)
-                    pending = NOTHING
+                    placed = _barrier(pending, mine, threads, bar_id)
+                    out += placed
+                    pending = _after_barrier(pending, placed, inflight)
                 guarded = frozenset(g for b in barriers.values() for g in b.guards)
                 inner = AccessSummary(acc.staged, acc.ignore | guarded)
                 new_roles = []
@@ -515,10 +551,16 @@ def _place(stmts: tuple[SStmt, ...], pending: Pending, threads: ThreadRange, bar
             case _:
                 mine = frozenset(acc.of(s))
                 if _conflicts(pending, mine):
-                    out += _barrier(pending, mine, threads, bar_id)
-                    pending = NOTHING
+                    placed = _barrier(pending, mine, threads, bar_id)
+                    out += placed
+                    pending = _after_barrier(pending, placed, inflight)
                 out.append(s)
                 pending = pending | mine
+                if isinstance(s, WgmmaWait):
+                    if s.pending == 0:  # every group of these threads is complete (PTX ISA 9.7.15.7.3)
+                        inflight = frozenset()
+                else:
+                    inflight |= {a for a in mine if a.until_wait}
     return tuple(out), pending
 
 
