@@ -20,6 +20,9 @@ from egtile.ir.printer import LISTINGS
 
 from seed_schedules import bug2_schedule
 
+import egtile.lower.driver  # noqa: E402,F401  what a compile loads: the fragment and wgmma nodes' access summaries
+import egtile.rules  # noqa: E402,F401  and the rule modules' own nodes' handlers (the ping-pong's named barriers)
+
 BUILTIN = set(SStmt.__args__)
 
 
