@@ -305,6 +305,9 @@ def one(path, argv, timeout):
     except egtile.errors.EgtileError as e:
         if os.environ.get("EGTILE_PORT_VERBOSE"):  # the whole message (the report keeps its first line)
             print(str(e), file=sys.stderr, flush=True)
+            if os.environ["EGTILE_PORT_VERBOSE"] == "traceback":  # and where egtile raised it
+                import traceback
+                traceback.print_exc(file=sys.stderr)
         loc = getattr(e, "loc", None)
         line = loc.line if loc is not None and str(loc.file) == path else "-"
         return f"refused {type(e).__name__} | {_headline(str(e.message))} | line {line}"

@@ -73,6 +73,24 @@ class DTypeName(str):
         return Value(Const(_literal_value(value, str(self)), str(self)))
 
 
+class PackedDTypeName(str):
+    """``T.int4`` / ``T.uint4``: TileLang's 4-bit integer names, usable where a dtype is only named (an annotation
+    such as ``Literal[T.int8, T.int4]``, a comparison, ``.bits``); a tensor, buffer or value of one is refused by
+    :func:`egtile.ir.dtypes.dtype` with the packed-bytes alternative."""
+
+    @property
+    def bits(self) -> int:
+        return 4
+
+    def __call__(self, value: Any = 0) -> Value:
+        from egtile.ir.dtypes import PACKED_4BIT
+
+        raise DTypeError(f"T.{self}(...): {PACKED_4BIT[str(self)]}", user_loc())
+
+    def as_torch(self) -> Any:
+        return self()
+
+
 def _literal_value(v: Any, dtype: str) -> int | float | bool:
     kind = lookup_dtype(dtype).kind
     if kind == "float":
