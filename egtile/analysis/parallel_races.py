@@ -14,10 +14,13 @@ a race in every schedule and blame egtile's rules):
   same term on both sides: each dimension then says ``sum_v c_v * delta_v == const_b - const_a`` of the iteration
   difference ``delta``, and a witness pair of iterations exists iff an integral ``delta``, not zero and smaller
   than each extent, solves them all (solved directly where a dimension has one variable, else searched, at most
-  ``_SEARCH`` candidates; beyond that no race is claimed).
+  ``_SEARCH`` candidates; beyond that no race is claimed). Indices that are not linear but plain integer
+  arithmetic on the nest's variables (``s[(i + 1) % n]``) are evaluated at every iteration of a nest of at most
+  ``_ENUMERATE`` iterations, and a pair of different iterations naming one element is the witness.
 
-Only a *definite* conflict is reported: indices that mention every variable may still collide (``s[i // 2]``),
-and accesses under an ``if`` or in an inner serial loop are left out; the verifier and the simulator check those.
+Only a *definite* conflict is reported (a pair of iterations that both reach the two accesses); accesses under an
+``if`` or in an inner serial loop, indices that read memory or other variables, and larger nests with non-linear
+indices are left out: the verifier and the simulator check those.
 Register fragments and local buffers are left out: a fragment row written by the iterations of one thread is
 ordered by program order there.
 """
@@ -27,8 +30,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+import numpy as np
+
 from egtile.analysis.access import mentions, walk_expr
-from egtile.ir.kernel import Buffer, Const, Expr, For, If, Kernel, Load, Stmt, Store
+from egtile.ir.kernel import BinOp, Buffer, Const, Expr, For, If, Kernel, Load, Stmt, Store, Var
 from egtile.language.buffer import linear
 
 
@@ -103,6 +108,72 @@ def _delta(a: tuple[Expr, ...], b: tuple[Expr, ...], extents: dict[str, int]) ->
     return None
 
 
+_ENUMERATE = 1 << 12  # iterations of a nest whose non-linear indices are evaluated one by one
+
+
+def _int_values(e: Expr, env: dict[str, np.ndarray]) -> np.ndarray | None:
+    """``e`` at every iteration (``env``: each variable's value per iteration) for integer index arithmetic
+    (constants, the nest's variables, ``+ - *``, floor ``//`` and ``floormod``, C's ``/`` and ``%``, min, max);
+    ``None`` for anything else (a load, another variable, a select): then no race is claimed."""
+    match e:
+        case Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
+            return np.full(next(iter(env.values())).shape, v, dtype=np.int64)
+        case Var(name=n):
+            return env.get(n)
+        case BinOp(op=op, a=a, b=b) if op in ("+", "-", "*", "//", "floormod", "/", "%", "min", "max"):
+            x, y = _int_values(a, env), _int_values(b, env)
+            if x is None or y is None:
+                return None
+            if op in ("//", "floormod", "/", "%") and (y == 0).any():
+                return None
+            match op:
+                case "+": return x + y
+                case "-": return x - y
+                case "*": return x * y
+                case "//": return np.floor_divide(x, y)
+                case "floormod": return np.mod(x, y)
+                case "/": return np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))
+                case "%": return x - np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y)) * y
+                case "min": return np.minimum(x, y)
+                case _: return np.maximum(x, y)
+    return None
+
+
+def _enumerated(a: tuple[Expr, ...], b: tuple[Expr, ...], shape: tuple[int, ...], extents: dict[str, int]
+                ) -> dict[str, int] | None:
+    """An iteration difference at which ``a`` and ``b`` name one element, found by evaluating both at every
+    iteration of a small nest (indices that are not linear: ``s[(i + 1) % n]``); ``None`` when there is none, the
+    nest is larger than ``_ENUMERATE`` or an index is not plain integer arithmetic on the nest's variables."""
+    names = sorted(extents)
+    total = 1
+    for n in names:
+        total *= extents[n]
+    if total > _ENUMERATE or len(a) != len(b) or len(a) != len(shape):
+        return None
+    grids = np.meshgrid(*(np.arange(extents[n], dtype=np.int64) for n in names), indexing="ij")
+    env = {n: g.reshape(-1) for n, g in zip(names, grids)}
+    flats = []
+    for idx in (a, b):
+        vals = [_int_values(e, env) for e in idx]
+        if any(v is None for v in vals):
+            return None
+        flat = np.zeros(total, dtype=np.int64)
+        inside = np.ones(total, dtype=bool)
+        for v, size in zip(vals, shape):
+            inside &= (v >= 0) & (v < size)
+            flat = flat * size + v
+        flats.append(np.where(inside, flat, -1))
+    fa, fb = flats
+    order = np.argsort(fa, kind="stable")
+    sa = fa[order]
+    lo, hi = np.searchsorted(sa, fb, "left"), np.searchsorted(sa, fb, "right")
+    for j in np.nonzero((fb >= 0) & (hi > lo))[0]:
+        for i in order[lo[j]:hi[j]]:
+            if i != j:
+                return {n: int(env[n][i] - env[n][j]) for n in names if env[n][i] != env[n][j]}
+    return None
+
+
 def definite_races(kernel: Kernel) -> list[Race]:
     """The definite races of the kernel's parallel loops (module docstring), the single-store ones first per nest."""
     found: list[Race] = []
@@ -117,6 +188,8 @@ def definite_races(kernel: Kernel) -> list[Race]:
             others += [ld for o in stores for ld in _loads(o) if ld.buffer.name == st.buffer.name]
             for o in others:
                 d = _delta(tuple(st.indices), tuple(o.indices), extents)
+                if d is None:
+                    d = _enumerated(tuple(st.indices), tuple(o.indices), st.buffer.shape, extents)
                 if d is not None:
                     var = next(iter(d))
                     loop = next(lp for lp in par if lp.var.name == var)

@@ -331,7 +331,8 @@ def _refuse_parallel_races(kernel: Kernel) -> None:
         f"iteration {shift} meets the access of iteration {v}): T.Parallel runs its iterations in any order on any "
         "threads, so they race on it. This is a race in the kernel, not a schedule egtile chose: split the loop in "
         f"two T.Parallel loops (every store of {store.buffer.name} in the first; TileLang and egtile order "
-        "consecutive loops), or read a copy", loop.loc or store.loc)
+        "consecutive loops; in per-thread code after T.get_thread_binding, a T.sync_threads() between the store and "
+        "the access), or read a copy", loop.loc or store.loc)
 
 
 def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = None, arch: str = "sm_90a", *,
