@@ -117,3 +117,30 @@ def test_a_branch_on_a_uniform_flag_that_needs_barriers_is_sealed(picks):
     if any(v >= 0 for v in picks):
         ref = ref / ref.sum(1, keepdim=True)
     torch.testing.assert_close(out.double(), ref, rtol=1e-6, atol=1e-6)
+
+
+def _row_per_thread_gemv(N, K):
+    """TileLang's per-thread gemv shape: each thread clears its own accumulator (``T.clear`` inside the thread
+    region, i.e. inside its ``T.Parallel`` body) and sums one row."""
+
+    @T.prim_func
+    def main(A: T.Tensor((K,), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=N) as _bx:
+            tn = T.get_thread_binding(0)
+            acc = T.alloc_local((1,), "float32")
+            T.clear(acc)
+            for k in T.serial(K):
+                acc[0] += A[k].astype("float32") * B[tn, k].astype("float32")
+            C[tn] = acc[0]
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_clear_inside_per_thread_code_sets_each_threads_accumulator(target):
+    N, K = 32, 24
+    a = torch.randn(K, dtype=torch.float16)
+    b = torch.randn(N, K, dtype=torch.float16)
+    c = torch.full((N,), float("nan"))
+    egtile.compile(_row_per_thread_gemv(N, K), target=target)(a, b, c)
+    torch.testing.assert_close(c.double(), b.double() @ a.double(), rtol=1e-5, atol=1e-5)
