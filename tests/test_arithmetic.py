@@ -313,3 +313,21 @@ def test_narrow_integer_arithmetic_is_wrapped_in_the_generated_code():
 def test_a_literal_outside_the_narrow_type_keeps_its_own():
     assert egtile.evaluate.dtype_of((T.uint8(3) + 1000).expr) == "int32"
     assert egtile.evaluate.dtype_of((T.uint8(3) + 1).expr) == "uint8"
+
+
+def test_conditions_on_narrow_integers_are_not_decided_past_their_wrap():
+    # x + 100 of a uint8 x in [0, 200) wraps at 256: `> 50` is not always true (egtile.analysis.decide)
+    from egtile.analysis.decide import decide
+
+    x = Var("x", "uint8")
+    assert decide(BinOp(">", BinOp("+", x, Const(100, "uint8")), Const(50, "uint8")), {"x": (0, 200)}) is None
+    assert decide(BinOp(">", BinOp("+", x, Const(100, "uint8")), Const(50, "uint8")), {"x": (0, 100)}) is True
+
+
+def test_the_verifier_does_not_take_a_wrapping_narrow_index_as_affine():
+    from egtile.verifier.affine import NonAffine, affine
+
+    x = Cast("uint8", Var("x"))
+    with pytest.raises(NonAffine, match="uint8"):
+        affine(BinOp("+", x, Const(100, "uint8")), {}, {"x": (0, 199)})
+    assert affine(BinOp("+", x, Const(100, "uint8")), {}, {"x": (0, 99)}).const == 100
