@@ -323,6 +323,9 @@ def one(path, argv, timeout):
     except egtile.errors.EgtileError as e:
         if os.environ.get("EGTILE_PORT_VERBOSE"):  # the whole message (the report keeps its first line)
             print(str(e), file=sys.stderr, flush=True)
+            if os.environ["EGTILE_PORT_VERBOSE"] == "traceback":  # and where egtile raised it
+                import traceback
+                traceback.print_exc(file=sys.stderr)
         loc = getattr(e, "loc", None)
         line = loc.line if loc is not None and str(loc.file) == path else "-"
         return f"refused {type(e).__name__} | {_headline(str(e.message))} | line {line}"
@@ -376,6 +379,7 @@ for spec in sys.stdin:
 #: else in a file changes; the examples' own ``main`` compares against their own torch references.
 SMALL: dict[str, list[str] | dict[str, list]] = {
     "elementwise/example_elementwise_add.py": ["--m", "256", "--n", "128"],
+    "dequantize_gemm/example_dequant_gemm_w4a8.py": ["--m", "32", "--n", "64", "--k", "256"],
     "flash_attention/example_mha_fwd_bshd.py": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
     "flash_attention/example_mha_fwd_bhsd.py": ["--batch", "1", "--heads", "1", "--seq_q", "128", "--seq_kv", "128",
                                                  "--dim", "64"],

@@ -3,8 +3,9 @@
 Typing is :func:`egtile.evaluate.dtype_of` / :func:`egtile.evaluate.promote`, the element-wise semantics
 the interpreter and the simulator share, so that the GPU computes what the oracle computes, bit for bit
 (``docs/language.md``, "Arithmetic"): C's usual arithmetic conversions (any float beats any integer, the
-wider float wins, ``float16`` with ``bfloat16`` gives ``float32``, integers narrower than 32 bits promote
-to ``int32``); comparisons and logic give ``bool``; math intrinsics of integers give ``float32``.
+wider float wins, ``float16`` with ``bfloat16`` gives ``float32``, two integers give the wider one's width
+without C's promotion to ``int``: TVM's rule, so a result narrower than 32 bits is wrapped back to its type);
+comparisons and logic give ``bool``; math intrinsics of integers give ``float32``.
 
 Arithmetic follows C: integer ``/`` truncates toward zero and ``%`` takes the dividend's sign; ``//``
 floors (``eg_floordiv``: ``floorf`` of the float32 quotient for floats); float ``%`` is ``fmod``; float
@@ -171,6 +172,14 @@ def _compute_type(t: str) -> str:
     return "float32" if t in _LOWP else t
 
 
+def _wrapped(code: str, res: str) -> str:
+    """``code`` (C arithmetic on operands of dtype ``res``) as a value of ``res``. C computes an integer
+    narrower than ``int`` in ``int``; the IR's result keeps the operands' width (TVM's rule,
+    :func:`egtile.evaluate.promote`), so the result is wrapped back to it (``uint8 << uint8`` is a uint8)."""
+    d = dtype(res)
+    return f"(({d.ctype})({code}))" if d.kind in ("int", "uint") and d.bits < 32 else code
+
+
 def _emit_binop(e: BinOp, ctx: Ctx) -> str:
     if e.op in _LOGIC:
         return f"({emit_as(e.a, 'bool', ctx)} {_LOGIC[e.op]} {emit_as(e.b, 'bool', ctx)})"
@@ -182,7 +191,7 @@ def _emit_binop(e: BinOp, ctx: Ctx) -> str:
         a = emit_as(e.a, res, ctx)
         count = e.b.value if isinstance(e.b, Const) and not isinstance(e.b.value, (bool, float)) else None
         if count is not None and 0 <= count < dtype(res).bits:
-            return f"({a} {e.op} {emit(e.b, ctx)})"
+            return _wrapped(f"({a} {e.op} {emit(e.b, ctx)})", res)
         # counts outside [0, width) (or unknown) clamp as PTX shl/shr do (egtile.evaluate._shift_count)
         return f"eg_{'shl' if e.op == '<<' else 'shr'}({a}, (long long)({emit(e.b, ctx)}))"
     res = type_of(e, ctx)
@@ -204,7 +213,7 @@ def _emit_binop(e: BinOp, ctx: Ctx) -> str:
             code = f"({a} {op} {b})"
         case _:
             raise codegen_error(ctx, f"unknown binary operator {e.op!r}")
-    return code if t == res else f"eg_cast<{ctype(res)}>({code})"
+    return _wrapped(code, res) if t == res else f"eg_cast<{ctype(res)}>({code})"
 
 
 def _emit_unop(e: UnOp, ctx: Ctx) -> str:
@@ -222,7 +231,7 @@ def _emit_unop(e: UnOp, ctx: Ctx) -> str:
             code = f"{_F32_MATH[op]}({a})"
         case _:
             raise codegen_error(ctx, f"unknown unary operator {e.op!r}")
-    return code if t == res else f"eg_cast<{ctype(res)}>({code})"
+    return _wrapped(code, res) if t == res else f"eg_cast<{ctype(res)}>({code})"
 
 
 def emit(e: Expr, ctx: Ctx) -> str:

@@ -8,8 +8,12 @@ Semantics (chosen to match what the CUDA backend's C++ computes):
 
 * Every expression has a static dtype (:func:`dtype_of`). A binary operation converts both operands to
   :func:`promote` of their dtypes (C's usual arithmetic conversions: any float beats any integer, the
-  wider float wins, float16 with bfloat16 gives float32; integers narrower than 32 bits promote to
-  ``int32``; same width signed with unsigned gives unsigned) and rounds the result to that dtype.
+  wider float wins, float16 with bfloat16 gives float32; two integers give the wider one's width, and
+  same width signed with unsigned gives unsigned) and rounds the result to that dtype. The integer rule is
+  TVM's (``BinaryOpMatchTypes``), not C's: there is no promotion to ``int32``, so ``uint8 << uint8`` is a
+  ``uint8`` and wraps modulo 256, as in TileLang (a Python literal takes the other operand's dtype, so
+  ``x << 4`` of a ``uint8`` ``x`` is one too); only a ``bool`` operand counts as an ``int32``. Shifts
+  type the same way (the count's dtype takes part, as in TVM).
   Comparisons and ``and``/``or``/``not`` give ``bool``.
 * Integer ``/`` truncates toward zero and ``%`` takes the dividend's sign (C); ``//`` floors. Integer
   results wrap modulo 2**bits (two's complement). Division by zero raises :class:`EgtileError`.
@@ -77,7 +81,10 @@ def promote(a: str, b: str) -> str:
         if da.bits == db.bits:  # float16 with bfloat16
             return "float32"
         return da.name if da.bits > db.bits else db.name
-    bits = max(32, da.bits if da.kind != "bool" else 32, db.bits if db.kind != "bool" else 32)
+    if da.kind == "bool" or db.kind == "bool":  # a bool operand counts as an int32 (C's promotion of bool)
+        bits = max(32, da.bits if da.kind != "bool" else 32, db.bits if db.kind != "bool" else 32)
+    else:  # TVM's BinaryOpMatchTypes: the wider operand's width, no floor at 32 bits (uint8 + uint8 is a uint8)
+        bits = max(da.bits, db.bits)
     unsigned = any(d.kind == "uint" and d.bits == bits for d in (da, db))
     return f"{'u' if unsigned else ''}int{bits}"
 
@@ -94,8 +101,8 @@ def node_dtype(e: Expr, a: str | None = None, b: str | None = None) -> str:
         case BinOp(op=op):
             if op in _COMPARE or op in _LOGIC:
                 return "bool"
-            if op in ("<<", ">>"):
-                return promote(a, "int32")
+            if op in ("<<", ">>") and b is None:  # a caller that typed only the shifted operand
+                return promote(a, a)
             return promote(a, b)
         case UnOp(op=op):
             if op == "not":
@@ -130,7 +137,7 @@ def dtype_of(e: Expr) -> str:
             if op in _COMPARE or op in _LOGIC:
                 d = "bool"
             else:
-                d = node_dtype(e, dtype_of(a), None if op in ("<<", ">>") else dtype_of(b))
+                d = node_dtype(e, dtype_of(a), dtype_of(b))
         case UnOp(op=op, a=a):
             d = "bool" if op == "not" else node_dtype(e, dtype_of(a))
         case Select(a=a, b=b):

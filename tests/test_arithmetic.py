@@ -79,15 +79,21 @@ def test_wide_integers_round_once_to_float32():
     assert round_to("bfloat16", 2 ** 24 + 2 ** 16 + 1) == round_to("bfloat16", round_to("float32", 2 ** 24 + 2 ** 16 + 1))
 
 
-@pytest.mark.parametrize("count", [2 ** 31 - 1, -1, 32, 33, 2 ** 40])
+@pytest.mark.parametrize("count", [2 ** 31 - 1, -1, 32, 33, 64, 65, 2 ** 40])
 def test_shift_counts_clamp_like_ptx_without_building_big_integers(count):
     t0 = time.perf_counter()
-    x = Var("x")
-    s = Var("s", "int64")
-    assert ev(BinOp("<<", x, s), x=5, s=count) == 0
-    assert ev(BinOp(">>", x, s), x=-5, s=count) == -1
-    assert ev(BinOp(">>", x, s), x=5, s=count) == 0
-    assert ev(BinOp(">>", Cast("uint32", x), s), x=-5, s=count) == 0
+    # the count's dtype takes part in the result's (TVM's rule): an int64 count makes an int64 shift, so the
+    # operand width is 64 here and 32 with an int32 count
+    for xt, st, width in (("int64", "int64", 64), ("int32", "int32", 32)):
+        if st == "int32" and not -2 ** 31 <= count < 2 ** 31:
+            continue
+        x = Var("x", xt)
+        s = Var("s", st)
+        big = not 0 <= count < width
+        assert ev(BinOp("<<", x, s), x=5, s=count) == (0 if big else 5 << count)
+        assert ev(BinOp(">>", x, s), x=-5, s=count) == (-1 if big else -5 >> count)
+        assert ev(BinOp(">>", x, s), x=5, s=count) == (0 if big else 5 >> count)
+        assert ev(BinOp(">>", Cast(f"u{xt}", x), s), x=-5, s=count) == (0 if big else ((-5) % 2 ** width) >> count)
     assert time.perf_counter() - t0 < 5  # not a 2**31-bit integer (the review measured 21 s for 128 elements)
 
 
@@ -251,3 +257,77 @@ def test_a_constant_used_at_a_wider_dtype_keeps_its_own_dtypes_value(dt, value):
     want = "float64"
     code = emit_as(c, want, Ctx(None, {}, {}, None))  # a constant needs no kernel context
     assert float(eval(code.strip("()"))) == float(round_to(dt, c.value)), code
+
+
+def _narrow_kernel():
+    """Integer arithmetic on operands narrower than 32 bits keeps their width (TVM's rule): ``uint8 << uint8``
+    and ``uint8 + uint8`` wrap modulo 256, an ``int8`` shift right is arithmetic on the int8, and an ``int32``
+    operand (the count ``S``) makes the result an int32."""
+
+    @T.prim_func
+    def main(P: T.Tensor((64,), "uint8"), Q: T.Tensor((64,), "uint8"), S: T.Tensor((64,), "int32"),
+             U: T.Tensor((4, 64), "uint8"), I: T.Tensor((2, 64), "int8"), W: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64) as _bx:
+            for i in T.Parallel(64):
+                U[0, i] = P[i] << T.uint8(3)
+                U[1, i] = P[i] + Q[i]
+                U[2, i] = (P[i] * Q[i]) >> 2
+                U[3, i] = ~P[i] >> 4
+                # the high nibble of P sign-extended, through a uint8 shift and a bit cast to int8
+                I[0, i] = T.reinterpret((P[i] >> 4) << 4, T.int8) >> T.int8(4)
+                I[1, i] = T.reinterpret(P[i] << 4, T.int8) >> T.int8(4)  # the low nibble
+                W[i] = P[i] << S[i]
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_narrow_integer_arithmetic_keeps_its_width_as_tvm(target):
+    g = torch.Generator().manual_seed(int(torch.randint(0, 2 ** 31, ())))
+    p = torch.randint(0, 256, (64,), dtype=torch.uint8, generator=g)
+    q = torch.randint(0, 256, (64,), dtype=torch.uint8, generator=g)
+    s = torch.randint(0, 24, (64,), dtype=torch.int32, generator=g)
+    u, i8, w = (torch.full((4, 64), 0xA5, dtype=torch.uint8), torch.full((2, 64), -91, dtype=torch.int8),
+                torch.full((64,), -7, dtype=torch.int32))
+    egtile.compile(_narrow_kernel(), target=target)(p, q, s, u, i8, w)
+    P, Q = p.to(torch.int64), q.to(torch.int64)
+
+    def signed_nibble(n):
+        return torch.where(n >= 8, n - 16, n)
+
+    want_u = torch.stack([(P << 3) % 256, (P + Q) % 256, ((P * Q) % 256) >> 2, (255 - P) >> 4])
+    assert torch.equal(u.to(torch.int64), want_u)
+    assert torch.equal(i8.to(torch.int64), torch.stack([signed_nibble(P >> 4), signed_nibble(P & 15)]))
+    assert torch.equal(w.to(torch.int64), P << s.to(torch.int64))
+
+
+def test_narrow_integer_arithmetic_is_wrapped_in_the_generated_code():
+    src = egtile.compile(_narrow_kernel(), target="cuda").get_kernel_source()
+    assert "((unsigned char)(" in src and "((signed char)(" in src
+    try:
+        nvrtc.compile_cuda(src, "narrow.cu")
+    except ImportError:
+        pytest.skip("NVRTC is not installed")
+
+
+def test_a_literal_outside_the_narrow_type_keeps_its_own():
+    assert egtile.evaluate.dtype_of((T.uint8(3) + 1000).expr) == "int32"
+    assert egtile.evaluate.dtype_of((T.uint8(3) + 1).expr) == "uint8"
+
+
+def test_conditions_on_narrow_integers_are_not_decided_past_their_wrap():
+    # x + 100 of a uint8 x in [0, 200) wraps at 256: `> 50` is not always true (egtile.analysis.decide)
+    from egtile.analysis.decide import decide
+
+    x = Var("x", "uint8")
+    assert decide(BinOp(">", BinOp("+", x, Const(100, "uint8")), Const(50, "uint8")), {"x": (0, 200)}) is None
+    assert decide(BinOp(">", BinOp("+", x, Const(100, "uint8")), Const(50, "uint8")), {"x": (0, 100)}) is True
+
+
+def test_the_verifier_does_not_take_a_wrapping_narrow_index_as_affine():
+    from egtile.verifier.affine import NonAffine, affine
+
+    x = Cast("uint8", Var("x"))
+    with pytest.raises(NonAffine, match="uint8"):
+        affine(BinOp("+", x, Const(100, "uint8")), {}, {"x": (0, 199)})
+    assert affine(BinOp("+", x, Const(100, "uint8")), {}, {"x": (0, 99)}).const == 100

@@ -27,7 +27,11 @@ def test_promote():
     assert promote("int32", "float16") == "float16"
     assert promote("float16", "float32") == "float32"
     assert promote("float16", "bfloat16") == "float32"
-    assert promote("int8", "int8") == "int32"
+    assert promote("int8", "int8") == "int8"  # TVM's rule: no promotion to int32
+    assert promote("uint8", "uint8") == "uint8"
+    assert promote("int8", "int16") == "int16"
+    assert promote("uint8", "int8") == "uint8"
+    assert promote("uint8", "int32") == "int32"
     assert promote("int32", "uint32") == "uint32"
     assert promote("int64", "int32") == "int64"
     assert promote("bool", "int16") == "int32"

@@ -282,6 +282,32 @@ def test_a_runtime_while_is_refused_with_the_alternative():
     assert e.value.loc.line == line_of("# mark-while")
 
 
+def _strided_persistent(n_tiles: int, programs: int, tile: int):
+    """The rewrite the `while` refusal names: a block-strided `while t < n: ...; t = t + programs` as a serial
+    loop over its computed count, with shared memory (CTA barriers) in the body."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n_tiles * tile,), "float32"), Y: T.Tensor((n_tiles * tile,), "float32")):
+        with T.Kernel(programs, threads=tile) as pid:
+            s = T.alloc_shared((tile,), "float32")
+            for k in T.serial(T.ceildiv(n_tiles - pid, programs)):
+                t = pid + k * programs
+                T.copy(X[t * tile:(t + 1) * tile], s)
+                for i in T.Parallel(tile):
+                    Y[t * tile + i] = s[tile - 1 - i] * 2.0
+
+    return main
+
+
+@pytest.mark.parametrize("target", CPU)
+def test_the_counted_rewrite_of_a_strided_while_runs(target):
+    n_tiles, programs, tile = 7, 3, 32
+    x = torch.randn(n_tiles * tile)
+    y = nan(n_tiles * tile)
+    egtile.compile(_strided_persistent(n_tiles, programs, tile), target=target)(x, y)
+    torch.testing.assert_close(y, (x.view(n_tiles, tile).flip(1) * 2.0).reshape(-1), rtol=0, atol=0)
+
+
 def test_errors_point_at_the_users_line_and_column():
     with pytest.raises(DSLError) as e:
         @T.prim_func

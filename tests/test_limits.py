@@ -194,25 +194,66 @@ def test_per_thread_local_memory_over_512_kb_is_an_l8_resource_error():
             egtile.compile(main, target=target)
 
 
-@pytest.mark.parametrize("loop", ["parallel", "serial", "pipelined", "serial2"])
-def test_negative_loop_extents_are_errors_at_the_users_line(loop):
+def test_a_negative_parallel_extent_is_an_error_at_the_users_line():
     with pytest.raises(DSLError, match="negative") as info:
         @T.prim_func
         def main(Y: T.Tensor((32,), "float32")):
             with T.Kernel(1, threads=32) as _bx:
-                if loop == "parallel":
-                    for i in T.Parallel(-4):
-                        Y[i] = 1.0
-                elif loop == "serial":
-                    for i in T.serial(-4):
-                        Y[i] = 1.0
-                elif loop == "pipelined":
-                    for i in T.Pipelined(-4, num_stages=2):
-                        Y[i] = 1.0
-                else:
-                    for i in T.serial(5, 2):
-                        Y[i] = 1.0
+                for i in T.Parallel(-4):
+                    Y[i] = 1.0
     assert info.value.loc is not None and "for i in T." in info.value.loc.text
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+@pytest.mark.parametrize("loop", ["serial", "pipelined", "pipelined2", "serial2", "unroll2", "range"])
+def test_bounds_with_stop_below_start_are_an_empty_loop_as_in_tilelang(loop, target):
+    # TileLang (TVM's For with a negative extent) and Python's range run nothing; T.Pipelined agrees with T.serial
+    @T.prim_func
+    def main(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as _bx:
+            s = T.alloc_shared((32,), "float32")
+            for j in T.Parallel(32):
+                Y[j] = X[j]
+            if loop == "serial":
+                for i in T.serial(-4):
+                    Y[i] = 1.0
+            elif loop == "pipelined":
+                for i in T.Pipelined(-4, num_stages=2):
+                    T.copy(X, s)
+                    for j in T.Parallel(32):
+                        Y[j] = s[j] + 1.0
+            elif loop == "pipelined2":
+                for i in T.Pipelined(5, 2, num_stages=2):
+                    T.copy(X, s)
+                    for j in T.Parallel(32):
+                        Y[j] = s[j] + 1.0
+            elif loop == "unroll2":
+                for i in T.unroll(5, 2):
+                    Y[i] = 1.0
+            elif loop == "range":
+                for i in range(5, 2):
+                    Y[i] = 1.0
+            else:
+                for i in T.serial(5, 2):
+                    Y[i] = 1.0
+
+    x = torch.randn(32)
+    y = torch.full((32,), float("nan"))
+    egtile.compile(main, target=target)(x, y)
+    assert torch.equal(y, x)
+
+
+def test_an_empty_pipelined_loop_compiles_for_the_gpu():
+    @T.prim_func
+    def main(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as _bx:
+            s = T.alloc_shared((32,), "float32")
+            for i in T.Pipelined(5, 2, num_stages=2):
+                T.copy(X, s)
+                for j in T.Parallel(32):
+                    Y[j] = s[j] + 1.0
+
+    egtile.compile(main, target="cuda").get_kernel_source()
 
 
 def test_empty_loops_stay_legal():

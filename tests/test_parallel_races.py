@@ -54,3 +54,105 @@ def test_guarded_or_indexed_stores_compile_and_compute(form):
     else:
         want = x * 2.0
     torch.testing.assert_close(y, want, rtol=0, atol=0)
+
+
+def neighbour_kernel(form: str):
+    """A store and an access of the same shared buffer in one T.Parallel: a race when they meet at two different
+    iterations (``s[i]`` written, ``s[i + 1]`` read), not when they meet only within one iteration or never."""
+
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as _bx:
+            s = T.alloc_shared((64,), "float32")
+            T.clear(s)
+            if form == "read-next":
+                for i in T.Parallel(63):  # @loop
+                    s[i] = X[i]
+                    Y[i] = s[i + 1]
+            elif form == "write-next":
+                for i in T.Parallel(31):  # @loop
+                    s[2 * i] = X[i]
+                    s[2 * i + 2] = X[i + 32]
+            elif form == "wrap-around":  # not linear: the last iteration reads the first one's element
+                for i in T.Parallel(64):  # @loop
+                    s[i] = X[i]
+                    Y[i] = s[(i + 1) % 64]
+            elif form == "halves":
+                for i in T.Parallel(64):  # @loop
+                    s[i // 2] = X[i]
+            elif form == "rows":
+                for i, j in T.Parallel(7, 8):  # @loop
+                    s[i * 8 + j] = X[i * 8 + j]
+                    Y[i * 8 + j] = s[i * 8 + j + 8]
+            elif form == "same-iteration":
+                for i in T.Parallel(64):
+                    s[i] = X[i]
+                    Y[i] = s[i] * 2.0
+            elif form == "permuted":  # a bijection: each element is written and read by one iteration
+                for i in T.Parallel(64):
+                    s[(i * 5) % 64] = X[i]
+                    Y[i] = s[(i * 5) % 64] + 1.0
+            elif form == "beyond-the-loop":  # reads the half no iteration writes
+                for i in T.Parallel(32):
+                    s[i] = X[i]
+                    Y[i] = s[i + 32] + s[i]
+            else:  # the fix the message suggests: two loops, ordered
+                for i in T.Parallel(64):
+                    s[i] = X[i]
+                for i in T.Parallel(63):
+                    Y[i] = s[i + 1]
+
+    return main
+
+
+@pytest.mark.parametrize("form", ["read-next", "write-next", "rows", "wrap-around", "halves"])
+def test_a_store_meeting_another_iterations_access_is_the_users_race_at_the_loop(form):
+    with pytest.raises(ScheduleError, match=r"at another iteration .*race in the kernel, not a schedule egtile chose") as e:
+        egtile.compile(neighbour_kernel(form), target="sim")
+    assert "egtile's rules" not in str(e.value)
+    assert e.value.loc is not None and e.value.loc.text.endswith("# @loop")
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+@pytest.mark.parametrize("form", ["same-iteration", "permuted", "beyond-the-loop", "split"])
+def test_accesses_that_meet_only_within_an_iteration_compile_and_compute(form, target):
+    x = torch.randn(64)
+    y = torch.full((64,), float("nan"))
+    egtile.compile(neighbour_kernel(form), target=target)(x, y)
+    want = torch.full((64,), float("nan"))
+    if form == "same-iteration":
+        want = x * 2.0
+    elif form == "permuted":
+        want = x + 1.0
+    elif form == "beyond-the-loop":
+        want[:32] = x[:32]  # s[32:] is the cleared half
+    else:
+        want[:63] = x[1:]
+    torch.testing.assert_close(y, want, rtol=0, atol=0, equal_nan=True)
+
+
+def _per_thread(synced: bool):
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as _bx:
+            tx = T.get_thread_binding()  # @region
+            s = T.alloc_shared((64,), "float32")
+            s[tx] = X[tx]
+            if synced:
+                T.sync_threads()
+            Y[tx] = s[(tx + 1) % 64]
+
+    return main
+
+
+def test_per_thread_code_reading_a_neighbours_store_without_a_barrier_is_the_users_race():
+    with pytest.raises(ScheduleError, match=r"at another iteration .*T.sync_threads\(\) between the store and the access"):
+        egtile.compile(_per_thread(False), target="sim")
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_per_thread_code_with_the_barrier_computes(target):
+    x = torch.randn(64)
+    y = torch.full((64,), float("nan"))
+    egtile.compile(_per_thread(True), target=target)(x, y)
+    torch.testing.assert_close(y, torch.roll(x, -1), rtol=0, atol=0)

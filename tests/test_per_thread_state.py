@@ -249,3 +249,45 @@ def test_a_tile_op_nested_in_or_indexed_by_per_thread_code_is_refused_at_its_lin
                     T.copy(X[tx % 4, 0:32], S[tx % 4, 0:32])
                 T.copy(S, Y)
     assert "T.copy(X" in err.value.loc.text
+
+
+def _row_per_thread_gemv(N, K):
+    """TileLang's per-thread gemv shape: each thread clears its own accumulator (``T.clear`` inside the thread
+    region, i.e. inside its ``T.Parallel`` body) and sums one row."""
+
+    @T.prim_func
+    def main(A: T.Tensor((K,), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=N) as _bx:
+            tn = T.get_thread_binding(0)
+            acc = T.alloc_local((1,), "float32")
+            T.clear(acc)
+            for k in T.serial(K):
+                acc[0] += A[k].astype("float32") * B[tn, k].astype("float32")
+            C[tn] = acc[0]
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_clear_inside_per_thread_code_sets_each_threads_accumulator(target):
+    N, K = 32, 24
+    a = torch.randn(K, dtype=torch.float16)
+    b = torch.randn(N, K, dtype=torch.float16)
+    c = torch.full((N,), float("nan"))
+    egtile.compile(_row_per_thread_gemv(N, K), target=target)(a, b, c)
+    torch.testing.assert_close(c.double(), b.double() @ a.double(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_per_thread_variable_crossing_a_barrier_inside_a_serial_loop_is_refused():
+    # the barrier splits the loop's body into two regions; v written in the first is read in the second
+    with pytest.raises(UnsupportedError, match=r"per-thread variable 'v' is read after a T.sync_threads\(\)") as err:
+        @T.prim_func
+        def main(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                tx = T.get_thread_binding()
+                v = T.alloc_var("float32", 0.0)
+                for i in T.serial(2):
+                    v = X[tx] + i
+                    T.sync_threads()
+                    Y[tx] = v
+    assert "Y[tx] = v" in err.value.loc.text

@@ -21,13 +21,13 @@ def test_datatype_bits():
 
 def _unpack_int4():
     """TileLang's w4a8 dequantization helper, in TVM's spelling: nibble ``pos`` of a uint8, sign-extended through
-    ``tirx.reinterpret(dtype, value)`` (TVM's order) and an arithmetic shift. egtile's integer arithmetic promotes
-    as C does (``uint8 << uint8`` is an int32; TVM keeps uint8), so the shifted nibble is cast back to uint8."""
+    ``tirx.reinterpret(dtype, value)`` (TVM's order) and an arithmetic shift. Integer arithmetic keeps the operands'
+    width as TVM does (``uint8 << uint8`` is a uint8), so the bit cast takes the shifted nibble as written."""
 
     def nibble(val, pos):
         mask = tirx.const(15, T.uint8)
         i4 = (val >> (pos.astype(T.uint8) * tirx.const(4, T.uint8))) & mask
-        return tirx.reinterpret(T.int8, (i4 << tirx.const(4, T.uint8)).astype(T.uint8)) >> tirx.const(4, T.int8)
+        return tirx.reinterpret(T.int8, i4 << tirx.const(4, T.uint8)) >> tirx.const(4, T.int8)
 
     @T.prim_func
     def main(P: T.Tensor((64,), "uint8"), Out: T.Tensor((128,), "int8")):

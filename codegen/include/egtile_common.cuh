@@ -117,6 +117,10 @@ template <typename T> __device__ __forceinline__ T eg_fma(T acc, T a, T b) { ret
 // `<<` and the sign fill (0 or -1) for `>>`; C leaves both undefined. The left shift goes through the
 // unsigned type (a negative left operand is undefined in C++17).
 template <typename T> struct eg_unsigned;
+template <> struct eg_unsigned<signed char> { typedef unsigned char type; };
+template <> struct eg_unsigned<unsigned char> { typedef unsigned char type; };
+template <> struct eg_unsigned<short> { typedef unsigned short type; };
+template <> struct eg_unsigned<unsigned short> { typedef unsigned short type; };
 template <> struct eg_unsigned<int> { typedef unsigned int type; };
 template <> struct eg_unsigned<unsigned int> { typedef unsigned int type; };
 template <> struct eg_unsigned<long long> { typedef unsigned long long type; };

@@ -54,6 +54,10 @@ def _int_range(e: Expr, ranges: Mapping[str, tuple[int, int]]) -> tuple[int, int
     lo, hi = b
     if lo < (0 if t.kind == "uint" else _I32[0]) or hi > _I32[1]:
         return None
+    if t.bits < 32:  # narrow integers keep their width (TVM's typing, egtile.evaluate): they wrap at it
+        lim = (0, 2 ** t.bits - 1) if t.kind == "uint" else (-(2 ** (t.bits - 1)), 2 ** (t.bits - 1) - 1)
+        if lo < lim[0] or hi > lim[1]:
+            return None
     return b
 
 

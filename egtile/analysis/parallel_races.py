@@ -1,19 +1,40 @@
-"""Iterations of one ``T.Parallel`` that write the same shared or global element: a race in the user's program.
+"""Iterations of one ``T.Parallel`` that touch the same shared or global element: a race in the user's program.
 
-``T.Parallel`` promises independent iterations (TileLang's meaning: any order, on any threads). A store in its
-body whose indices do not mention one of its variables ``v`` (of extent > 1), reached by every iteration (no
-``if`` between the loop and the store), is executed by iterations that differ only in ``v`` on the same element:
-a write-write race whatever the schedule, and for ``s[0] = s[0] + x[i]`` a lost update. egtile reports it at the
-store's line before scheduling, as the user's bug (the verifier would otherwise find a race in every schedule and
-blame egtile's rules). Only a *definite* conflict is reported: indices that mention every variable may still
-collide (``s[i // 2]``); the verifier and the simulator check those. Register fragments and local buffers are
-left out: a fragment row written by the iterations of one thread is ordered by program order there.
+``T.Parallel`` promises independent iterations (TileLang's meaning: any order, on any threads). Two definite
+conflicts are reported at the store's line before scheduling, as the user's bug (the verifier would otherwise find
+a race in every schedule and blame egtile's rules):
+
+* a store in its body whose indices do not mention one of its variables ``v`` (of extent > 1), reached by every
+  iteration (no ``if`` between the loop and the store), is executed by iterations that differ only in ``v`` on the
+  same element: a write-write race whatever the schedule, and for ``s[0] = s[0] + x[i]`` a lost update;
+* a store and an access of the same buffer (a load, or another store) in the body of the same nest of parallel
+  loops, both reached by every iteration, whose elements meet at two *different* iterations: ``s[i] = X[i]`` and
+  ``Y[i] = s[i + 1]`` (iteration ``i`` reads what iteration ``i + 1`` writes, in no order). Found when every index
+  is linear in the nest's variables, the coefficients of both accesses agree and everything else (block indices, outer loops, loads that do not depend on the nest) is the
+  same term on both sides: each dimension then says ``sum_v c_v * delta_v == const_b - const_a`` of the iteration
+  difference ``delta``, and a witness pair of iterations exists iff an integral ``delta``, not zero and smaller
+  than each extent, solves them all (solved directly where a dimension has one variable, else searched, at most
+  ``_SEARCH`` candidates; beyond that no race is claimed). Indices that are not linear but plain integer
+  arithmetic on the nest's variables (``s[(i + 1) % n]``) are evaluated at every iteration of a nest of at most
+  ``_ENUMERATE`` iterations, and a pair of different iterations naming one element is the witness.
+
+Only a *definite* conflict is reported (a pair of iterations that both reach the two accesses); accesses under an
+``if`` or in an inner serial loop, indices that read memory or other variables, and larger nests with non-linear
+indices are left out: the verifier and the simulator check those.
+Register fragments and local buffers are left out: a fragment row written by the iterations of one thread is
+ordered by program order there.
 """
 
 from __future__ import annotations
 
-from egtile.analysis.access import mentions
-from egtile.ir.kernel import Const, For, If, Kernel, Stmt, Store
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from egtile.analysis.access import mentions, walk_expr
+from egtile.ir.kernel import BinOp, Buffer, Const, Expr, For, If, Kernel, Load, Stmt, Store, Var
+from egtile.language.buffer import linear
 
 
 def _extent(loop: For) -> int | None:
@@ -22,27 +43,184 @@ def _extent(loop: For) -> int | None:
     return None
 
 
-def definite_races(kernel: Kernel) -> list[tuple[Store, For]]:
-    """``(store, loop)`` pairs: the store, reached by every iteration of the parallel ``loop``, ignores its
-    variable (module docstring)."""
-    found: list[tuple[Store, For]] = []
+@dataclass(frozen=True)
+class Race:
+    """A definite race: ``store`` and ``other`` (a ``Load`` or a ``Store``; ``None`` when the store alone ignores
+    ``loop``'s variable) touch one element of ``store.buffer`` at two iterations of the parallel ``loop`` nest."""
 
-    def visit(stmts: tuple[Stmt, ...], par: list[For]) -> None:
+    store: Store
+    loop: For
+    other: Load | Store | None = None
+    delta: tuple[tuple[str, int], ...] = ()  # the iteration difference of the witness, per variable
+
+
+def _shared(buf: Buffer) -> bool:
+    return buf.scope in ("shared", "global")
+
+
+def _loads(s: Store) -> list[Load]:
+    return [e for x in (*s.indices, s.value) for e in walk_expr(x) if isinstance(e, Load)]
+
+
+_SEARCH = 1 << 14  # iteration differences tried when a dimension's index mixes several of the nest's variables
+
+
+def _delta(a: tuple[Expr, ...], b: tuple[Expr, ...], extents: dict[str, int]) -> dict[str, int] | None:
+    """An iteration difference ``v_a - v_b`` (not zero, each component smaller than its extent) at which ``a`` (at
+    iteration ``v_a``) and ``b`` (at ``v_b``) name one element for every value of everything else; ``None`` when
+    there is none or none was found (module docstring). Each dimension gives ``sum_v c_v * delta_v == const_b -
+    const_a``; a dimension with one variable fixes it, the rest are searched (at most ``_SEARCH`` candidates)."""
+    if len(a) != len(b):
+        return None
+    rows: list[tuple[dict[str, int], int]] = []
+    for ia, ib in zip(a, b):
+        la, lb = linear(ia, atoms=True), linear(ib, atoms=True)
+        if la is None or lb is None:
+            return None
+        pa = {k: c for k, c in la[0].items() if k in extents}
+        pb = {k: c for k, c in lb[0].items() if k in extents}
+        rest_a = {k: c for k, c in la[0].items() if k not in extents}
+        rest_b = {k: c for k, c in lb[0].items() if k not in extents}
+        if rest_a != rest_b or any(not isinstance(k, str) and mentions((k,), v) for k in rest_a for v in extents):
+            return None  # other terms differ, or an atom depends on the nest's variables: not solved here
+        if pa != pb:
+            return None
+        rows.append((pa, lb[1] - la[1]))
+    fixed: dict[str, int] = {}
+    for coef, diff in rows:
+        if len(coef) == 1:
+            (v, c), = coef.items()
+            if diff % c or fixed.get(v, diff // c) != diff // c:
+                return None
+            fixed[v] = diff // c
+    free = sorted({v for coef, _ in rows for v in coef} - set(fixed))
+    if any(abs(d) >= extents[v] for v, d in fixed.items()):
+        return None
+    count = 1
+    for v in free:
+        count *= 2 * extents[v] - 1
+    if count > _SEARCH:
+        return None
+    for combo in itertools.product(*(range(-(extents[v] - 1), extents[v]) for v in free)):
+        delta = {**fixed, **dict(zip(free, combo))}
+        if any(delta.values()) and all(sum(c * delta[v] for v, c in coef.items()) == diff for coef, diff in rows):
+            return {v: d for v, d in delta.items() if d}
+    return None
+
+
+_ENUMERATE = 1 << 12  # iterations of a nest whose non-linear indices are evaluated one by one
+
+
+def _int_values(e: Expr, env: dict[str, np.ndarray]) -> np.ndarray | None:
+    """``e`` at every iteration (``env``: each variable's value per iteration) for integer index arithmetic
+    (constants, the nest's variables, ``+ - *``, floor ``//`` and ``floormod``, C's ``/`` and ``%``, min, max);
+    ``None`` for anything else (a load, another variable, a select): then no race is claimed."""
+    match e:
+        case Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
+            return np.full(next(iter(env.values())).shape, v, dtype=np.int64)
+        case Var(name=n):
+            return env.get(n)
+        case BinOp(op=op, a=a, b=b) if op in ("+", "-", "*", "//", "floormod", "/", "%", "min", "max"):
+            x, y = _int_values(a, env), _int_values(b, env)
+            if x is None or y is None:
+                return None
+            if op in ("//", "floormod", "/", "%") and (y == 0).any():
+                return None
+            match op:
+                case "+": return x + y
+                case "-": return x - y
+                case "*": return x * y
+                case "//": return np.floor_divide(x, y)
+                case "floormod": return np.mod(x, y)
+                case "/": return np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))
+                case "%": return x - np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y)) * y
+                case "min": return np.minimum(x, y)
+                case _: return np.maximum(x, y)
+    return None
+
+
+def _enumerated(a: tuple[Expr, ...], b: tuple[Expr, ...], shape: tuple[int, ...], extents: dict[str, int]
+                ) -> dict[str, int] | None:
+    """An iteration difference at which ``a`` and ``b`` name one element, found by evaluating both at every
+    iteration of a small nest (indices that are not linear: ``s[(i + 1) % n]``); ``None`` when there is none, the
+    nest is larger than ``_ENUMERATE`` or an index is not plain integer arithmetic on the nest's variables."""
+    names = sorted(extents)
+    total = 1
+    for n in names:
+        total *= extents[n]
+    if total > _ENUMERATE or len(a) != len(b) or len(a) != len(shape):
+        return None
+    grids = np.meshgrid(*(np.arange(extents[n], dtype=np.int64) for n in names), indexing="ij")
+    env = {n: g.reshape(-1) for n, g in zip(names, grids)}
+    flats = []
+    for idx in (a, b):
+        vals = [_int_values(e, env) for e in idx]
+        if any(v is None for v in vals):
+            return None
+        flat = np.zeros(total, dtype=np.int64)
+        inside = np.ones(total, dtype=bool)
+        for v, size in zip(vals, shape):
+            inside &= (v >= 0) & (v < size)
+            flat = flat * size + v
+        flats.append(np.where(inside, flat, -1))
+    fa, fb = flats
+    order = np.argsort(fa, kind="stable")
+    sa = fa[order]
+    lo, hi = np.searchsorted(sa, fb, "left"), np.searchsorted(sa, fb, "right")
+    for j in np.nonzero((fb >= 0) & (hi > lo))[0]:
+        for i in order[lo[j]:hi[j]]:
+            if i != j:
+                return {n: int(env[n][i] - env[n][j]) for n in names if env[n][i] != env[n][j]}
+    return None
+
+
+def definite_races(kernel: Kernel) -> list[Race]:
+    """The definite races of the kernel's parallel loops (module docstring), the single-store ones first per nest."""
+    found: list[Race] = []
+
+    def nest_pairs(stores: list[Store], par: list[For]) -> None:
+        extents = {loop.var.name: _extent(loop) for loop in par}
+        extents = {k: e for k, e in extents.items() if e is not None and e > 1}
+        if not extents:
+            return
+        for n, st in enumerate(stores):
+            others: list[Load | Store] = [o for o in stores[n:] if o.buffer.name == st.buffer.name]
+            others += [ld for o in stores for ld in _loads(o) if ld.buffer.name == st.buffer.name]
+            for o in others:
+                d = _delta(tuple(st.indices), tuple(o.indices), extents)
+                if d is None:
+                    d = _enumerated(tuple(st.indices), tuple(o.indices), st.buffer.shape, extents)
+                if d is not None:
+                    var = next(iter(d))
+                    loop = next(lp for lp in par if lp.var.name == var)
+                    found.append(Race(st, loop, o, tuple(sorted(d.items()))))
+                    return
+
+    def visit(stmts: tuple[Stmt, ...], par: list[For], same_ranges: bool = True) -> None:
+        """``same_ranges``: every loop between the nest and ``stmts`` has the same bounds at every iteration of
+        the nest, so a witness may take equal values for their variables at both iterations."""
+        direct: list[Store] = []
         for s in stmts:
             if isinstance(s, For):
-                inner = par + [s] if s.kind == "parallel" and (_extent(s) or 0) > 1 else par
-                visit(s.body, inner)
+                if s.kind == "parallel" and (_extent(s) or 0) > 1:
+                    visit(s.body, par + [s], same_ranges)
+                else:
+                    fixed = not any(mentions((s.start, s.stop), lp.var) for lp in par)
+                    visit(s.body, par, same_ranges and fixed)
             elif isinstance(s, If):
                 visit(s.then_body, [])  # a guard may pick one iteration: not a definite conflict
                 visit(s.else_body, [])
-            elif isinstance(s, Store) and par and s.buffer.scope in ("shared", "global"):
+            elif isinstance(s, Store) and par and _shared(s.buffer):
+                direct.append(s)
                 for loop in par:
                     if not mentions(s.indices, loop.var):
-                        found.append((s, loop))
+                        found.append(Race(s, loop))
                         break
+        if direct and par and same_ranges:
+            nest_pairs(direct, par)
 
     visit(kernel.body, [])
     return found
 
 
-__all__ = ["definite_races"]
+__all__ = ["Race", "definite_races"]

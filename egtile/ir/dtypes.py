@@ -82,6 +82,20 @@ _ALIASES = {"float": "float32", "half": "float16", "int": "int32", "double": "fl
             "tfloat32": "float32"}
 
 
+#: TileLang's 4-bit integers: names egtile knows (``T.int4``, ``T.uint4``: annotations and helpers name them) but
+#: does not store. TileLang packs two per byte (a torch int8 tensor of half the last extent) and its T.gemm on them
+#: is ``mma.sync`` ``.s4``: Hopper's tensor cores have no 4-bit integer path (removed in the 4th generation, RTX 40
+#: and Hopper; no wgmma form takes 4-bit operands, PTX ISA "wgmma.mma_async"), so on sm_90 it is not a tensor-core
+#: gemm at all, and the int8 gemm on the unpacked values is the alternative.
+PACKED_4BIT: dict[str, str] = {
+    name: (f"{name} (two 4-bit integers packed per byte) is not an egtile storage type: pass the packed bytes as a "
+           f"uint8 (or int8) tensor of half the last extent and unpack each element with uint8 shifts and "
+           f"masks, sign-extended through T.reinterpret to int8 and an int8 shift right, as TileLang's dequantize "
+           f"examples do; a gemm on 4-bit operands is then T.gemm on the int8 values "
+           f"(Hopper's tensor cores have no 4-bit integer path: no wgmma form takes 4-bit operands)")
+    for name in ("int4", "uint4")}
+
+
 def dtype(name: str) -> DType:
     """Return the :class:`DType` named ``name``.
 
@@ -96,6 +110,8 @@ def dtype(name: str) -> DType:
     try:
         return DTYPES[canonical]
     except KeyError:
+        if canonical in PACKED_4BIT:
+            raise DTypeError(PACKED_4BIT[canonical]) from None
         known = ", ".join(sorted(DTYPES))
         aliases = ", ".join(f"{a} ({c})" for a, c in sorted(_ALIASES.items()))
         raise DTypeError(f"unknown dtype {name!r}; expected one of: {known}; or an alias: {aliases}") from None

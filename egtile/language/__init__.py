@@ -17,7 +17,7 @@ from egtile.language.dtypes import (
     bf16, bfloat16, bool, double, dtype, f16, f32, f64, float, float8_e4m3, float8_e4m3fn, float8_e5m2, float16,
     float32, float64, half, i8, i16, i32, i64, int, int8, int16, int32, int64, long, u8, u16, u32, u64, uint8, uint16, uint32, uint64,
 )
-from egtile.language.dtypes import short, tfloat32, uint, ulong
+from egtile.language.dtypes import int4, short, tfloat32, uint, uint4, ulong
 from egtile.language.eager import const, dynamic, empty, symbolic
 from egtile.language.expr import (
     And, IntImm, Not, Or, Value, abs, bitwise_and, bitwise_or, bitwise_xor, cast, cast_to, ceildiv, clamp, cos,
@@ -81,4 +81,5 @@ __all__ = [
     "vectorized", "ws", "fence_proxy_async", "wgmma_gemm", "wait_wgmma", "set_max_nreg", "inc_max_nreg",
     "dec_max_nreg", "annotate_producer_reg_dealloc", "annotate_consumer_reg_alloc",
     "reshape", "view", "reinterpret", "im2col", "c2d_im2col", "short", "tfloat32", "uint", "ulong",
+    "int4", "uint4",
 ]

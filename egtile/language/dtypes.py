@@ -1,7 +1,7 @@
 """Dtype constants ``T.float16``, ``T.int32``, ...: the TileLang names as strings (usable wherever a dtype
 string is), callable as constructors (``T.float16(0)``). The table itself is :mod:`egtile.ir.dtypes`."""
 
-from egtile.language.expr import DTypeName
+from egtile.language.expr import DTypeName, PackedDTypeName
 
 float16 = DTypeName("float16")
 bfloat16 = DTypeName("bfloat16")
@@ -18,6 +18,8 @@ uint64 = DTypeName("uint64")
 bool = DTypeName("bool")  # noqa: A001 - TileLang's name
 float8_e4m3fn = DTypeName("float8_e4m3fn")
 float8_e5m2 = DTypeName("float8_e5m2")
+int4 = PackedDTypeName("int4")  # named, not stored (egtile.ir.dtypes.PACKED_4BIT says why and what instead)
+uint4 = PackedDTypeName("uint4")
 
 float = float32  # noqa: A001 - TileLang's aliases
 half = float16

@@ -73,6 +73,24 @@ class DTypeName(str):
         return Value(Const(_literal_value(value, str(self)), str(self)))
 
 
+class PackedDTypeName(str):
+    """``T.int4`` / ``T.uint4``: TileLang's 4-bit integer names, usable where a dtype is only named (an annotation
+    such as ``Literal[T.int8, T.int4]``, a comparison, ``.bits``); a tensor, buffer or value of one is refused by
+    :func:`egtile.ir.dtypes.dtype` with the packed-bytes alternative."""
+
+    @property
+    def bits(self) -> int:
+        return 4
+
+    def __call__(self, value: Any = 0) -> Value:
+        from egtile.ir.dtypes import PACKED_4BIT
+
+        raise DTypeError(f"T.{self}(...): {PACKED_4BIT[str(self)]}", user_loc())
+
+    def as_torch(self) -> Any:
+        return self()
+
+
 def _literal_value(v: Any, dtype: str) -> int | float | bool:
     kind = lookup_dtype(dtype).kind
     if kind == "float":
@@ -84,13 +102,24 @@ def _literal_value(v: Any, dtype: str) -> int | float | bool:
     return int(v)
 
 
+def _fits(v: int, dtype: str) -> bool:
+    """Whether the integer ``v`` is a value of ``dtype`` (any int for a float dtype). A literal that is not
+    keeps its own type (``int32``, or ``int64``), so ``x + 1000`` of an ``int8`` ``x`` is an ``int32`` sum;
+    TVM refuses the out-of-range constant instead."""
+    d = lookup_dtype(dtype)
+    if d.kind == "float":
+        return True
+    lo, hi = (0, 2 ** d.bits) if d.kind == "uint" else (-(2 ** (d.bits - 1)), 2 ** (d.bits - 1))
+    return lo <= v < hi
+
+
 def _literal(v: Any, like: str | None = None) -> Expr:
     """A Python literal as a ``Const``; with ``like`` (the other operand's dtype) it takes that dtype
     when no information is lost (int literal with any numeric dtype, float literal with a float dtype)."""
     if isinstance(v, bool):
         return Const(v, "bool")
     if isinstance(v, int):
-        if like is not None and lookup_dtype(like).kind in ("int", "uint", "float"):
+        if like is not None and lookup_dtype(like).kind in ("int", "uint", "float") and _fits(v, like):
             return Const(_literal_value(v, like), like)
         if not -(2 ** 31) <= v < 2 ** 31:
             return Const(int(v), "int64")
@@ -527,8 +556,9 @@ def reinterpret(value: Any, dtype: Any) -> Value:
     e = as_expr(value)
     src = lookup_dtype(dtype_of(e))
     if d.kind == "bool" or src.kind == "bool" or d.bits != src.bits:
-        promoted = " (egtile's integer arithmetic promotes as C does: uint8 << uint8 is an int32, where TVM keeps " \
-                   "uint8; T.cast the value to the narrow type first)" if src.kind in ("int", "uint") else ""
+        promoted = " (integer arithmetic keeps the operands' width as TVM does: uint8 << uint8 is a uint8, but an " \
+                   "int32 operand makes the result an int32; T.cast the value to the narrow type first)" \
+            if src.kind in ("int", "uint") else ""
         raise DTypeError(f"T.reinterpret: {src.name} ({src.bits} bits) to {d.name} ({d.bits} bits): a bit cast keeps "
                          f"the width and needs numbers on both sides (T.cast converts values){promoted}", loc)
     if src.name == d.name:

@@ -85,19 +85,14 @@ class _LoopNest:
 
 
 def _start_stop(start: Any, stop: Any, what: str, loc) -> tuple[Expr, Expr]:
-    """``[start, stop)`` bounds (``[0, start)`` with one argument).
-
-    Raises:
-        DSLError: static bounds with ``stop < start`` (a negative extent such as ``T.serial(-4)``: almost
-            always a sign error; Python's ``range`` would silently run nothing).
-    """
+    """``[start, stop)`` bounds (``[0, start)`` with one argument). Static bounds with ``stop < start``
+    (``T.serial(5, 2)``, ``T.Pipelined(-4)``) are an empty loop, as in TileLang (TVM's ``For`` with a negative
+    extent runs nothing) and Python's ``range``: the bounds become ``[start, start)``."""
     lo, hi = (Const(0, "int32"), _bound(start, what, loc)) if stop is None else \
         (_bound(start, what, loc), _bound(stop, what, loc))
     a, b = static_value(lo), static_value(hi)
     if a is not None and b is not None and b < a:
-        args = f"{start!r}" if stop is None else f"{start!r}, {stop!r}"
-        raise DSLError(f"{what}({args}): the loop has a negative extent ({b} - {a} = {b - a}); expected "
-                       "stop >= start", loc)
+        return lo, lo
     return lo, hi
 
 

@@ -133,7 +133,7 @@ NOT_YET: dict[str, str] = {
 
 #: Families of TileLang names by pattern (tried in order after :data:`NOT_YET`).
 FAMILIES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^(float8|float6|float4)_|^u?int4$|^is_float4|^is_f8"), _FP8),
+    (re.compile(r"^(float8|float6|float4)_|^is_float4|^is_f8"), _FP8),
     (re.compile(r"tcgen05|tmem|_2sm$|blockscaled|^clc_|^TCGEN05|umma"), _BLACKWELL),
     (re.compile(r"^(u?int|float|bfloat)\d+x\d+$|^float8_e\d+m\d+x\d+$"), _VECTOR),
     (re.compile(r"^(ldg|lds|stg|sts)\d+$|^vector(combine|high|low)$|^(add|sub|mul|max|min|fma)2$|^extract_lane$"),

@@ -184,8 +184,13 @@ def while_cond(test: Any, line: int) -> Any:
     """
     if _traced(test):
         raise UnsupportedError(
-            "`while` on a runtime value: egtile has no runtime while loop (its loops have bounds known when the "
-            "kernel starts). Write `for k in T.serial(max_iterations):` with `if <condition>:` inside", tracer.user_loc())
+            "`while` on a runtime value: egtile has no loop whose exit is decided inside its body. Every egtile loop "
+            "has a trip count computed when it starts (a count read from tensor data included): the verifier checks "
+            "the barriers of a data-dependent loop at representative trip counts from a block-uniform count every "
+            "role agrees on (egtile/verifier/tripcount.py), and the pipelined and warp-specialized schedules issue "
+            "the next iterations' copies before the current one ends. Compute the count first: a strided "
+            "`while v < n: ...; v = v + s` is `for k in T.serial(T.ceildiv(n - v0, s)):` with `v = v0 + k * s`; "
+            "otherwise bound it: `for k in T.serial(max_iterations):` with `if <condition>:` inside", tracer.user_loc())
     return test
 
 

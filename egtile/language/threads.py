@@ -14,8 +14,16 @@ egtile expresses that code in its own model:
   independent (a race is reported, never hidden).
 * What the region cannot express is threads talking to each other inside it: a ``T.sync_threads()`` inside
   a region ends it and starts another over the same thread index (egtile places the CTA barrier between the
-  two from their dataflow), so values in per-thread variables do not cross it: a read after the barrier of a
-  per-thread variable written before it is refused at the read's line (:func:`close_region`). Shuffles and warp reductions are refused (:mod:`egtile.language.missing`
+  two from their dataflow), so values in per-thread variables do not cross it: a read, in one thread region, of
+  a per-thread variable another region over the same index wrote (before it, or in an earlier iteration of a
+  serial loop holding both) is refused at the read's line (:func:`_refuse_values_across_sync`). A ``T.sync_threads()`` inside a serial loop or an ``if`` of the region
+  splits it the same way once the region closes (:func:`_split`): the loop (or branch) becomes block-level,
+  with a region before and after the barrier inside it. TileLang allows a barrier there when every thread
+  reaches it, i.e. the loop's bounds or the branch's condition are block-uniform; egtile accepts bounds and
+  conditions that do not depend on the thread index, a ``T.Parallel`` variable or a per-thread (local or
+  fragment) value, and refuses the others naming the dependence (the scheduler's own uniformity analysis and
+  the verifier check the hoisted branch again, :mod:`egtile.analysis.uniform`). A barrier over part of the
+  block (``T.sync_threads(id, count)`` under ``if tx < count``, PTX ``bar.sync id, count``) is such a refusal. Shuffles and warp reductions are refused (:mod:`egtile.language.missing`
   names the tile-level alternative, ``T.reduce_*`` over a fragment).
 * Outside a region ``T.sync_threads()`` has nothing to order: block-level statements already run in program
   order with the barriers egtile derives.
@@ -25,12 +33,12 @@ egtile expresses that code in its own model:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from egtile.errors import DSLError, UnsupportedError
+from egtile.errors import DSLError, SourceLoc, UnsupportedError
 from egtile.analysis.access import reads, writes
-from egtile.ir.kernel import Const, For, If, Stmt, Store, Var
+from egtile.ir.kernel import Buffer, Const, Expr, For, If, Load, Stmt, Store, Var
 from egtile.language import tracer
 from egtile.language.expr import Value
 
@@ -44,8 +52,8 @@ class ThreadRegion:
     parent: tracer.Frame
     sid: int
     loc: Any
-    # per-thread buffers written by the regions before this one over the same index (split at T.sync_threads()),
-    # each with the lines that write it there
+    # per-thread buffers written by the regions before this one over the same index (split at T.sync_threads() or
+    # a tile op), each with the lines that write it there
     earlier: dict[str, list[int]] = field(default_factory=dict)
 
 
@@ -62,28 +70,177 @@ def _open(trace: tracer.Trace, var: Var | None, loc: Any) -> ThreadRegion:
     return region
 
 
-def close_region(trace: tracer.Trace) -> dict[str, Any]:
-    """Close the open thread region into its ``T.Parallel`` loop (the region frame must be innermost); the
-    per-thread buffers written in it or an earlier region over the same index, with the lines that write them.
+@dataclass(frozen=True)
+class SyncMark:
+    """Where a ``T.sync_threads()`` stands inside a serial loop or a branch of a thread region: a placeholder in
+    the region's statements while it is traced, replaced by the split when the region closes (:func:`_split`);
+    never part of the IR."""
+
+    loc: SourceLoc | None
+    barrier: tuple[Any, Any] = (None, None)  # the call's (barrier_id, arrive_count), for the refusal's message
+
+
+def _has_mark(stmts: tuple[Any, ...]) -> bool:
+    for st in stmts:
+        if isinstance(st, SyncMark):
+            return True
+        if isinstance(st, For) and _has_mark(st.body):
+            return True
+        if isinstance(st, If) and (_has_mark(st.then_body) or _has_mark(st.else_body)):
+            return True
+    return False
+
+
+def _first_mark(stmts: tuple[Any, ...]) -> SyncMark | None:
+    for st in stmts:
+        if isinstance(st, SyncMark):
+            return st
+        inner = (st.body,) if isinstance(st, For) else (st.then_body, st.else_body) if isinstance(st, If) else ()
+        for body in inner:
+            m = _first_mark(body)
+            if m is not None:
+                return m
+    return None
+
+
+def _per_thread(e: Expr, var: Var, parallel: frozenset[str], per_thread: frozenset[str]) -> str | None:
+    """Why ``e`` (a hoisted loop bound or branch condition) may differ between the block's threads, or ``None``."""
+    from egtile.analysis.access import walk_expr
+
+    for x in walk_expr(e):
+        if isinstance(x, Var) and x.name == var.name:
+            return f"it depends on the thread index `{var.name}`"
+        if isinstance(x, Var) and x.name in parallel:
+            return f"it depends on the T.Parallel variable `{x.name}`"
+        if isinstance(x, Load) and (x.buffer.scope in ("local", "fragment") and x.buffer.name in per_thread):
+            return (f"it reads {x.buffer.scope} buffer `{x.buffer.name}`, which each thread holds its own copy of "
+                    "and writes in per-thread code")
+    return None
+
+
+def _written_locals(stmts: tuple[Any, ...]) -> frozenset[str]:
+    from egtile.analysis.access import writes
+
+    out: set[str] = set()
+    for st in stmts:
+        if isinstance(st, SyncMark):
+            continue
+        if isinstance(st, For):
+            out |= _written_locals(st.body)
+        elif isinstance(st, If):
+            out |= _written_locals(st.then_body) | _written_locals(st.else_body)
+        else:
+            out |= {a.buffer for a in writes(st) if isinstance(getattr(a, "buffer", None), str)}
+    return frozenset(out)
+
+
+def _split(stmts: tuple[Any, ...], region: ThreadRegion, trace: tracer.Trace, per_thread: frozenset[str],
+           parallel: frozenset[str] = frozenset()) -> list[Stmt]:
+    """The region's statements as block-level ones: the runs between barriers as thread-region ``T.Parallel``
+    loops, and each serial loop or branch that holds a barrier as block-level, split inside (module docstring).
 
     Raises:
-        UnsupportedError: the region reads a per-thread buffer an earlier region wrote (a value that would
-            cross a ``T.sync_threads()``), before writing it itself.
+        UnsupportedError: a barrier under a ``T.Parallel`` loop, or under a loop or branch whose bounds or
+            condition may differ between threads (at the barrier's line, naming the dependence).
+    """
+    out: list[Stmt] = []
+    run: list[Stmt] = []
+
+    def flush() -> None:
+        if run:
+            out.append(For(trace.sid(), region.var, Const(0, "int32"), Const(trace.threads, "int32"), "parallel",
+                           tuple(run), 0, region.loc))
+            run.clear()
+
+    for st in stmts:
+        if isinstance(st, SyncMark):
+            flush()
+            continue
+        if not _has_mark((st,)):
+            run.append(st)
+            continue
+        flush()
+        mark = _first_mark((st,))
+        what = "T.sync_threads()" if mark.barrier == (None, None) else \
+            f"T.sync_threads({', '.join(repr(a) for a in mark.barrier if a is not None)})"
+        if isinstance(st, For) and st.kind == "parallel":
+            raise UnsupportedError(f"{what} inside a T.Parallel loop of per-thread code: a CTA barrier orders whole "
+                                   "threads, not the iterations of a parallel loop; end the loop before the barrier",
+                                   mark.loc)
+        if isinstance(st, For):
+            exprs, construct = (st.start, st.stop), f"the loop over `{st.var.name}`"
+        else:
+            exprs, construct = (st.cond,), "the `if`"
+        for e in exprs:
+            why = _per_thread(e, region.var, parallel, per_thread)
+            if why is not None:
+                partial = (" (a barrier over part of the block, PTX `bar.sync id, count`, is not supported: egtile "
+                           "places full CTA barriers from the dataflow)") if mark.barrier[1] is not None else ""
+                raise UnsupportedError(
+                    f"{what} inside {construct} of per-thread code, whose {'bounds' if isinstance(st, For) else 'condition'} "
+                    f"may differ between the block's threads: {why}. A CTA barrier must be reached by every thread of "
+                    f"the block (PTX ISA, bar.sync), so TileLang allows it only under a block-uniform loop or branch"
+                    f"{partial}. Compute the {'bounds' if isinstance(st, For) else 'condition'} from block indices, "
+                    "constants or shared memory, or move the barrier out of it", mark.loc)
+        if isinstance(st, For):
+            out.append(replace(st, body=tuple(_split(st.body, region, trace, per_thread, parallel))))
+        else:
+            out.append(replace(st, then_body=tuple(_split(st.then_body, region, trace, per_thread, parallel)),
+                               else_body=tuple(_split(st.else_body, region, trace, per_thread, parallel))))
+    flush()
+    return out
+
+
+def close_region(trace: tracer.Trace) -> dict[str, list[int]]:
+    """Close the open thread region into its ``T.Parallel`` loop (the region frame must be innermost); a region
+    with a ``T.sync_threads()`` in a loop or branch is split there (:func:`_split`). Returns the per-thread buffers
+    written in it or in an earlier region over the same index, with the lines that write them.
+
+    Raises:
+        UnsupportedError: a per-thread value would cross a barrier (:func:`_refuse_values_across_sync`).
     """
     region = trace.region
     assert region is not None and trace.frames[-1] is region.frame
     trace.region = None
     body = trace.close(region.frame)
     trace.var_ranges.pop(region.var.name, None)
-    _refuse_values_across_sync(body, region.earlier)
-    loop = For(region.sid, region.var, Const(0, "int32"), Const(trace.threads, "int32"), "parallel", body, 0,
-               region.loc)
-    region.parent.stmts.append(loop)
+    if _has_mark(body):
+        out = _split(body, region, trace, _written_locals(body))
+    else:
+        out = [For(region.sid, region.var, Const(0, "int32"), Const(trace.threads, "int32"), "parallel", body, 0,
+                   region.loc)]
+    regions = _regions(out, region.var.name)
+    _refuse_values_across_sync(regions, region.earlier)
+    region.parent.stmts.extend(out)
     written = {name: list(lines) for name, lines in region.earlier.items()}
-    for s in body:
-        for name in _local_names(writes(s)):
-            written.setdefault(name, []).extend(_leaf_lines(s, name, writes))
+    for r in regions:
+        for s in r.loop.body:
+            for name in _local_names(writes(s)):
+                written.setdefault(name, []).extend(_leaf_lines(s, name, writes))
     return written
+
+
+@dataclass(frozen=True)
+class _Region:
+    """One thread-region loop of a closed region, in program order, with the serial loops around it."""
+
+    loop: For
+    order: int
+    loops: frozenset[int]  # ids of the enclosing serial loops (split at a barrier inside them)
+
+
+def _regions(stmts: list[Stmt] | tuple[Stmt, ...], var: str, loops: frozenset[int] = frozenset(),
+             acc: list[_Region] | None = None) -> list[_Region]:
+    acc = [] if acc is None else acc
+    for s in stmts:
+        if isinstance(s, For) and s.kind == "parallel" and s.var.name == var:
+            acc.append(_Region(s, len(acc), loops))
+        elif isinstance(s, For):
+            _regions(s.body, var, loops | {id(s)}, acc)
+        elif isinstance(s, If):
+            _regions(s.then_body, var, loops, acc)
+            _regions(s.else_body, var, loops, acc)
+    return acc
 
 
 def _local_names(accesses) -> list[str]:
@@ -116,25 +273,33 @@ def _lines(lines: list[int]) -> str:
     return f"line {u[0]}" if len(u) == 1 else "lines " + ", ".join(map(str, u)) if u else "an earlier region"
 
 
-def _refuse_values_across_sync(body: tuple[Stmt, ...], earlier: dict[str, list[int]]) -> None:
+def _refuse_values_across_sync(regions: list[_Region], earlier: dict[str, list[int]]) -> None:
     """Each thread region is one ``T.Parallel`` loop over the threads, so a per-thread variable's value ends with
-    its region: a read, in a later region, of what an earlier one wrote would be the tile model's "last
-    iteration's value", not this thread's. Such a read (one that no unconditional store of the whole variable
-    before it in this region covers) is refused, at its line."""
-    if not earlier:
-        return
-    covered: set[str] = set()
-    for s in body:
-        for name in _local_names(reads(s)):
-            if name in earlier and name not in covered:
-                raise UnsupportedError(
-                    f"per-thread variable {name!r} is read after a T.sync_threads() (this line) but written before "
-                    f"it ({_lines(earlier[name])}): egtile's per-thread code ends at each "
-                    "T.sync_threads(), and a per-thread variable does not carry its value across one. Pass the "
-                    f"value through shared memory indexed by the thread (S[tx] = {name} before the barrier, "
-                    f"{name} = S[tx] after it)", _first_access(s, name, reads))
-        if isinstance(s, Store) and s.buffer.scope == "local" and s.buffer.numel == 1:
-            covered.add(s.buffer.name)
+    its region: a read, in a later region, of what another one wrote would be the tile model's "last iteration's
+    value", not this thread's. A read that no unconditional store of the whole variable before it in its region
+    covers is refused, at its line, when another region may run before it: an earlier region (``earlier``: those
+    closed before), or any region of a serial loop holding both (its previous iteration), itself included."""
+    for r in regions:
+        writers: dict[str, list[int]] = {n: list(v) for n, v in earlier.items()}
+        for q in regions:
+            if q.order < r.order or (q.loops & r.loops):
+                for s in q.loop.body:
+                    for name in _local_names(writes(s)):
+                        writers.setdefault(name, []).extend(_leaf_lines(s, name, writes))
+        if not writers:
+            continue
+        covered: set[str] = set()
+        for s in r.loop.body:
+            for name in _local_names(reads(s)):
+                if name in writers and name not in covered:
+                    raise UnsupportedError(
+                        f"per-thread variable {name!r} is read after a T.sync_threads() (this line) but written before "
+                        f"it ({_lines(writers[name])}): egtile's per-thread code ends at each barrier, and a "
+                        "per-thread variable does not carry its value across one. Pass the value through shared "
+                        f"memory indexed by the thread (S[tx] = {name} before the barrier, {name} = S[tx] after it)",
+                        _first_access(s, name, reads))
+            if isinstance(s, Store) and s.buffer.scope == "local" and s.buffer.numel == 1:
+                covered.add(s.buffer.name)
 
 
 def split_at_tile_op(trace: tracer.Trace, stmt: Stmt) -> bool:
@@ -240,9 +405,9 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
     region = trace.region
     if region is None or region.frame not in trace.frames:
         return
-    if trace.frames[-1] is not region.frame:
-        raise UnsupportedError("T.sync_threads() inside a loop or branch of per-thread code: egtile splits the "
-                               "thread region at a barrier, which it can do only at the region's own level", loc)
+    if trace.frames[-1] is not region.frame:  # in a loop or branch of the region: split when it closes
+        trace.frames[-1].stmts.append(SyncMark(loc, (barrier_id, arrive_count)))
+        return
     var = region.var
     written = close_region(trace)
     _open(trace, var, loc).earlier.update(written)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from egtile.evaluate import evaluate
+from egtile.evaluate import dtype_of, evaluate
 from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Expr, Load, Select, UnOp, Var
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
@@ -157,8 +157,29 @@ def _divmod(a: Aff, m: int, syms, floor_mode: bool) -> tuple[Aff, Aff]:
     return quo, rem
 
 
+def _narrow_range(dt: str) -> tuple[int, int] | None:
+    """The value range of an integer dtype narrower than 32 bits (whose arithmetic wraps at its own width:
+    TVM's typing, egtile.evaluate), else ``None``."""
+    bits = {"int8": 8, "int16": 16, "uint8": 8, "uint16": 16}.get(dt)
+    if bits is None:
+        return None
+    return (0, 2 ** bits - 1) if dt.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+
+
 def affine(e: Expr, env: dict, syms: dict[str, tuple[int, int]]) -> Aff:
-    """``e`` as an affine form over ``syms`` (see the module docstring)."""
+    """``e`` as an affine form over ``syms`` (see the module docstring). A result of a type narrower than
+    32 bits whose range leaves that type is :class:`NonAffine` (the executors wrap it at its width)."""
+    a = _affine(e, env, syms)
+    if isinstance(e, (BinOp, UnOp, Cast)) and not a.is_const:
+        rng = _narrow_range(dtype_of(e))
+        if rng is not None:
+            lo, hi = bounds(a, syms)
+            if lo < rng[0] or hi > rng[1]:
+                raise NonAffine(f"range leaves {dtype_of(e)}")
+    return a
+
+
+def _affine(e: Expr, env: dict, syms: dict[str, tuple[int, int]]) -> Aff:
     if not _mentions(e, syms):
         return Aff(_const(e, env))
     match e:

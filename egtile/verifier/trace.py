@@ -624,6 +624,11 @@ class Tracer:
         if vals is None or len(vals) != len(shape):
             self.record(ctx, buf, mode, sid, stage=stage, unknown=True)
             return
+        if any(not 0 <= v < n for v, n in zip(vals, shape)):
+            # outside the buffer: no element is accessed here (a load under a T.if_then_else guard that is false
+            # at this point; an unguarded one is the executors' ShapeError at run time), and its flat index
+            # could name another element
+            return
         owner = ctx.tid
         if self.scope is not None and not self.scope.tile_op:
             # inside an enumerated ThreadLoop: list the element (merged into Points at the end)
@@ -705,7 +710,11 @@ class Tracer:
         if affs is None or len(affs) != len(shape):
             self.record(ctx, buf, mode, sid, stage=stage, unknown=True, iters=iters, tid="sym")
             return
-        p = self.sym_piece(affs, sym)
+        inside = True
+        for a, n in zip(affs, shape):
+            lo, hi = bounds(a, sym.ranges)
+            inside = inside and 0 <= lo and hi < n
+        p = self.sym_piece(affs, sym) if inside else False  # else listed, without the elements outside
         if p is not False:
             self.record(ctx, buf, mode, sid, stage=stage, pieces=[p] if p is not None else [], iters=iters,
                         tid="sym")
@@ -768,11 +777,13 @@ class Tracer:
         for k, n in enumerate(sym.names):
             pos += sym.strides[k] * vals[n]
         flat = np.zeros(total, dtype=np.int64)
-        for a, st in zip(affs, flat_strides(shape)):
+        inside = np.ones(total, dtype=bool)
+        for a, st, size in zip(affs, flat_strides(shape), shape):
             x = np.full(total, a.const, dtype=np.int64)
             for n, c in a.terms:
                 x += c * vals[n]
             flat += x * st
+            inside &= (x >= 0) & (x < size)
         o = sym.owner
         if o is None:
             own = np.full(total, NONE_OWNER, dtype=np.int64)
@@ -780,11 +791,11 @@ class Tracer:
             own = np.full(total, o.base, dtype=np.int64)
         else:
             own = o.of(pos % o.modulus)
+        keep = inside  # an element outside the buffer is not accessed (see element())
         if sym.filt is not None:
             m = pos % sym.filt[0]
-            keep = (m >= sym.filt[1]) & (m < sym.filt[2])
-            flat, own = flat[keep], own[keep]
-        return flat, own
+            keep = keep & (m >= sym.filt[1]) & (m < sym.filt[2])
+        return flat[keep], own[keep]
 
     # -- synchronization -------------------------------------------------------------------------------
 
