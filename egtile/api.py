@@ -208,6 +208,9 @@ class JITKernel:
         self.target = resolve_target(target)
         if self.target == "interp":
             _refuse_interp_of_concurrent_roles(kernel)
+            # the reference target runs T.Parallel iterations in order, which would make the user's race look
+            # correct: refuse it as the scheduling targets do, before anything runs
+            importlib.import_module("egtile.analysis.parallel_races").refuse(kernel)
         self.schedule_result: Any = None
         self.scheduled: Any = None
         self._built: Any = None

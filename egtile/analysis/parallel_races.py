@@ -224,3 +224,36 @@ def definite_races(kernel: Kernel) -> list[Race]:
 
 
 __all__ = ["Race", "definite_races"]
+
+
+def refuse(kernel: Kernel) -> None:
+    """A store that every iteration of a ``T.Parallel`` makes to one element is the user's race
+    (:func:`definite_races`): refused at its line, on every target, before any schedule is blamed."""
+    from egtile.errors import ScheduleError
+    from egtile.ir.printer import format_expr, format_stmt
+
+    races = definite_races(kernel)
+    if not races:
+        return
+    race = races[0]
+    store, loop, v = race.store, race.loop, race.loop.var.name
+    line = loop.loc.line if loop.loc else "?"
+    if race.other is None:
+        raise ScheduleError(
+            f"`{format_stmt(store).strip()}` is executed by every iteration of `for {v} in T.Parallel(...)` "
+            f"(line {line}) on the same element of {store.buffer.scope} buffer "
+            f"{store.buffer.name}: its indices do not depend on {v}, so the iterations, which T.Parallel "
+            "runs in any order on any threads, race on it (a lost update when it reads the element too). This is a "
+            f"race in the kernel, not a schedule egtile chose: index by {v}, guard the store (`if "
+            f"{v} == 0:`), or reduce with T.reduce_* / T.atomic_add", store.loc)
+    shift = ", ".join(f"{name} + {d}" if d > 0 else f"{name} - {-d}" for name, d in race.delta)
+    what = "reads" if isinstance(race.other, Load) else "writes"
+    other = format_expr(race.other) if isinstance(race.other, Load) else f"`{format_stmt(race.other).strip()}`"
+    raise ScheduleError(
+        f"`{format_stmt(store).strip()}` in `for {v} in T.Parallel(...)` (line {line}) writes the element of "
+        f"{store.buffer.scope} buffer {store.buffer.name} that {other} {what} at another iteration (the store of "
+        f"iteration {shift} meets the access of iteration {v}): T.Parallel runs its iterations in any order on any "
+        "threads, so they race on it. This is a race in the kernel, not a schedule egtile chose: split the loop in "
+        f"two T.Parallel loops (every store of {store.buffer.name} in the first; TileLang and egtile order "
+        "consecutive loops; in per-thread code after T.get_thread_binding, a T.sync_threads() between the store and "
+        "the access), or read a copy", loop.loc or store.loc)

@@ -21,6 +21,7 @@ from typing import Any
 
 from egglog import EGraph, eq
 
+from egtile.analysis import parallel_races
 from egtile.errors import ArgumentError, RuleError, ScheduleError
 from egtile.ir import Kernel, Scheduled, walk
 from egtile.lower.driver import lower
@@ -301,40 +302,6 @@ def saturate(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
     return Saturation(egraph, enc, reports, rs)
 
 
-def _refuse_parallel_races(kernel: Kernel) -> None:
-    """A store that every iteration of a ``T.Parallel`` makes to one element is the user's race
-    (:mod:`egtile.analysis.parallel_races`): refused at its line, before any schedule is blamed."""
-    from egtile.analysis.parallel_races import definite_races
-    from egtile.ir.kernel import Load
-    from egtile.ir.printer import format_expr, format_stmt
-
-    races = definite_races(kernel)
-    if not races:
-        return
-    race = races[0]
-    store, loop, v = race.store, race.loop, race.loop.var.name
-    line = loop.loc.line if loop.loc else "?"
-    if race.other is None:
-        raise ScheduleError(
-            f"`{format_stmt(store).strip()}` is executed by every iteration of `for {v} in T.Parallel(...)` "
-            f"(line {line}) on the same element of {store.buffer.scope} buffer "
-            f"{store.buffer.name}: its indices do not depend on {v}, so the iterations, which T.Parallel "
-            "runs in any order on any threads, race on it (a lost update when it reads the element too). This is a "
-            f"race in the kernel, not a schedule egtile chose: index by {v}, guard the store (`if "
-            f"{v} == 0:`), or reduce with T.reduce_* / T.atomic_add", store.loc)
-    shift = ", ".join(f"{name} + {d}" if d > 0 else f"{name} - {-d}" for name, d in race.delta)
-    what = "reads" if isinstance(race.other, Load) else "writes"
-    other = format_expr(race.other) if isinstance(race.other, Load) else f"`{format_stmt(race.other).strip()}`"
-    raise ScheduleError(
-        f"`{format_stmt(store).strip()}` in `for {v} in T.Parallel(...)` (line {line}) writes the element of "
-        f"{store.buffer.scope} buffer {store.buffer.name} that {other} {what} at another iteration (the store of "
-        f"iteration {shift} meets the access of iteration {v}): T.Parallel runs its iterations in any order on any "
-        "threads, so they race on it. This is a race in the kernel, not a schedule egtile chose: split the loop in "
-        f"two T.Parallel loops (every store of {store.buffer.name} in the first; TileLang and egtile order "
-        "consecutive loops; in per-thread code after T.get_thread_binding, a T.sync_threads() between the store and "
-        "the access), or read a copy", loop.loc or store.loc)
-
-
 def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = None, arch: str = "sm_90a", *,
              limits: Limits | None = None) -> ScheduleResult:
     """Schedule a kernel.
@@ -366,7 +333,7 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
         from egtile.lower.protocol import schedule_protocol
 
         return schedule_protocol(kernel)  # type: ignore[return-value]
-    _refuse_parallel_races(kernel)
+    parallel_races.refuse(kernel)  # the user's race, at its line, before any schedule is blamed
     rs = _ruleset(rules)
     limits = limits or Limits()
     prog = program(rs)
