@@ -140,6 +140,7 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
         line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){', without ' + args.without if args.without else ''}" \
                f"{', ping-pong preferred' if args.pingpong else ''}{', rotation forced' if args.overlap else ''}" \
                f"{', rotation + ping-pong forced' if args.fa3 else ''}{', late rescale' if args.late_rescale else ''}" \
+               f"{', prototype ' + args.prototype if args.prototype else ''}" \
                f"{', strict math' if args.strict_math else ', fast math'}:"
         if isinstance(eg.get("tflops"), float):
             line += f" {eg['tflops']:7.2f} TFLOP/s{eg.get('calls', '')}, compile {eg['compile_s']:.2f} s"
@@ -239,6 +240,9 @@ def main() -> int:
                     help="egtile with egtile.rules.overlap.preferred() (Q K^T of block j issued under P V of block j-1)")
     ap.add_argument("--fa3", action="store_true",
                     help="egtile with egtile.rules.overlap_pingpong.preferred() (the rotation and the ping-pong together)")
+    ap.add_argument("--prototype", default="",
+                    help="install benchmarks/prototypes/NAME.py's CUDA post-processing patch before compiling egtile's "
+                         "kernel (a schedule measured before it is built as a decision)")
     ap.add_argument("--late-rescale", action="store_true",
                     help="with --overlap / --fa3: rescale O after the softmax, outside the turn (FA3 at head dim 128), "
                          "instead of right before P V")
@@ -250,6 +254,11 @@ def main() -> int:
     ap.add_argument("--egtile-max-s", type=float, default=0.3,
                     help="an egtile call slower than this is timed once (its second call), not repeatedly")
     args = ap.parse_args()
+    if args.prototype:
+        import importlib
+
+        sys.path.insert(0, str(ROOT / "benchmarks" / "prototypes"))
+        importlib.import_module(args.prototype).install()
 
     from egtile.api import hopper_available
 
