@@ -21,7 +21,7 @@ Without a GPU of compute capability 9.0 it prints that it was skipped and exits 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
                                    [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks auto|128x128] [--threads 256]
                                    [--stages 2] [--configs BMxBNxTxS,...] [--iters 20] [--budget 2.0]
-                                   [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong] [--overlap] [--fa3] [--late-rescale]
+                                   [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong] [--overlap] [--fa3] [--late-rescale] [--carry]
                                    [--quiet-failures]
 
 egtile's configuration: ``--blocks auto`` (default) takes each shape's row of the example's table
@@ -38,7 +38,9 @@ measures the free-running warpgroups, and ``--pingpong`` (``egtile.rules.pingpon
 ``--overlap`` forces the intra-warpgroup rotation (``egtile.rules.overlap.preferred()``); ``--fa3`` forces both together
 (``egtile.rules.overlap_pingpong.preferred()``: the rotated loop whose two consumer warpgroups take turns issuing
 ``Q K^T`` and ``P V``, FA3's schedule at head dim 128); ``--late-rescale`` with either rescales ``O`` after the softmax
-(FA3's order at head dim 128) instead of right before ``P V``.
+(FA3's order at head dim 128) instead of right before ``P V``. ``--carry`` forces the ping-pong whose turn holds no
+wait (``egtile.rules.pingpong_carry.preferred()``: ``P V`` of block j completes at the wait after ``Q K^T`` of block
+j+1; measured slower, docs/perf.md 2026-12-05).
 """
 
 from __future__ import annotations
@@ -140,7 +142,7 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
         line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){', without ' + args.without if args.without else ''}" \
                f"{', ping-pong preferred' if args.pingpong else ''}{', rotation forced' if args.overlap else ''}" \
                f"{', rotation + ping-pong forced' if args.fa3 else ''}{', late rescale' if args.late_rescale else ''}" \
-               f"{', prototype ' + args.prototype if args.prototype else ''}" \
+               f"{', P V wait carried' if args.carry else ''}" \
                f"{', strict math' if args.strict_math else ', fast math'}:"
         if isinstance(eg.get("tflops"), float):
             line += f" {eg['tflops']:7.2f} TFLOP/s{eg.get('calls', '')}, compile {eg['compile_s']:.2f} s"
@@ -182,6 +184,10 @@ def run_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, tflops, hea
 
             # the rotation and the ping-pong together (rules/overlap_pingpong.py)
             rules = overlap_pingpong.preferred(early=not args.late_rescale)
+        if args.carry:
+            from egtile.rules import pingpong_carry
+
+            rules = pingpong_carry.preferred(rules)  # the ping-pong's turn without a wait (rules/pingpong_carry.py)
         if args.without:
             rules = rules or egtile.rules.default()
             for r in args.without.split(","):
@@ -240,9 +246,9 @@ def main() -> int:
                     help="egtile with egtile.rules.overlap.preferred() (Q K^T of block j issued under P V of block j-1)")
     ap.add_argument("--fa3", action="store_true",
                     help="egtile with egtile.rules.overlap_pingpong.preferred() (the rotation and the ping-pong together)")
-    ap.add_argument("--prototype", default="",
-                    help="install benchmarks/prototypes/NAME.py's CUDA post-processing patch before compiling egtile's "
-                         "kernel (a schedule measured before it is built as a decision)")
+    ap.add_argument("--carry", action="store_true",
+                    help="egtile with egtile.rules.pingpong_carry.preferred() (the ping-pong's turn without a wait: P V "
+                         "of block j completes after Q K^T of block j+1)")
     ap.add_argument("--late-rescale", action="store_true",
                     help="with --overlap / --fa3: rescale O after the softmax, outside the turn (FA3 at head dim 128), "
                          "instead of right before P V")
@@ -254,11 +260,6 @@ def main() -> int:
     ap.add_argument("--egtile-max-s", type=float, default=0.3,
                     help="an egtile call slower than this is timed once (its second call), not repeatedly")
     args = ap.parse_args()
-    if args.prototype:
-        import importlib
-
-        sys.path.insert(0, str(ROOT / "benchmarks" / "prototypes"))
-        importlib.import_module(args.prototype).install()
 
     from egtile.api import hopper_available
 
