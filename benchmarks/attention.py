@@ -21,7 +21,7 @@ Without a GPU of compute capability 9.0 it prints that it was skipped and exits 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
                                    [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks auto|128x128] [--threads 256]
                                    [--stages 2] [--configs BMxBNxTxS,...] [--iters 20] [--budget 2.0]
-                                   [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong] [--overlap] [--fa3]
+                                   [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong] [--overlap] [--fa3] [--late-rescale] [--carry]
                                    [--quiet-failures]
 
 egtile's configuration: ``--blocks auto`` (default) takes each shape's row of the example's table
@@ -37,7 +37,10 @@ the default schedule (measured faster, docs/perf.md 2026-12-02 06:27); ``--witho
 measures the free-running warpgroups, and ``--pingpong`` (``egtile.rules.pingpong.preferred()``) is the default's cost.
 ``--overlap`` forces the intra-warpgroup rotation (``egtile.rules.overlap.preferred()``); ``--fa3`` forces both together
 (``egtile.rules.overlap_pingpong.preferred()``: the rotated loop whose two consumer warpgroups take turns issuing
-``Q K^T`` and ``P V``, FA3's schedule at head dim 128).
+``Q K^T`` and ``P V``, FA3's schedule at head dim 128); ``--late-rescale`` with either rescales ``O`` after the softmax
+(FA3's order at head dim 128) instead of right before ``P V``. ``--carry`` forces the ping-pong whose turn holds no
+wait (``egtile.rules.pingpong_carry.preferred()``: ``P V`` of block j completes at the wait after ``Q K^T`` of block
+j+1; measured slower, docs/perf.md 2026-12-05).
 """
 
 from __future__ import annotations
@@ -138,7 +141,8 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
         bm, bn, nt, ns = cfg
         line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){', without ' + args.without if args.without else ''}" \
                f"{', ping-pong preferred' if args.pingpong else ''}{', rotation forced' if args.overlap else ''}" \
-               f"{', rotation + ping-pong forced' if args.fa3 else ''}" \
+               f"{', rotation + ping-pong forced' if args.fa3 else ''}{', late rescale' if args.late_rescale else ''}" \
+               f"{', P V wait carried' if args.carry else ''}" \
                f"{', strict math' if args.strict_math else ', fast math'}:"
         if isinstance(eg.get("tflops"), float):
             line += f" {eg['tflops']:7.2f} TFLOP/s{eg.get('calls', '')}, compile {eg['compile_s']:.2f} s"
@@ -174,11 +178,16 @@ def run_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, tflops, hea
         if args.overlap:
             from egtile.rules import overlap
 
-            rules = overlap.preferred(rules)  # FA3's intra-warpgroup rotation forced (rules/overlap.py)
+            rules = overlap.preferred(rules, early=not args.late_rescale)  # FA3's intra-warpgroup rotation forced
         if args.fa3:
             from egtile.rules import overlap_pingpong
 
-            rules = overlap_pingpong.preferred()  # the rotation and the ping-pong together (rules/overlap_pingpong.py)
+            # the rotation and the ping-pong together (rules/overlap_pingpong.py)
+            rules = overlap_pingpong.preferred(early=not args.late_rescale)
+        if args.carry:
+            from egtile.rules import pingpong_carry
+
+            rules = pingpong_carry.preferred(rules)  # the ping-pong's turn without a wait (rules/pingpong_carry.py)
         if args.without:
             rules = rules or egtile.rules.default()
             for r in args.without.split(","):
@@ -237,6 +246,12 @@ def main() -> int:
                     help="egtile with egtile.rules.overlap.preferred() (Q K^T of block j issued under P V of block j-1)")
     ap.add_argument("--fa3", action="store_true",
                     help="egtile with egtile.rules.overlap_pingpong.preferred() (the rotation and the ping-pong together)")
+    ap.add_argument("--carry", action="store_true",
+                    help="egtile with egtile.rules.pingpong_carry.preferred() (the ping-pong's turn without a wait: P V "
+                         "of block j completes after Q K^T of block j+1)")
+    ap.add_argument("--late-rescale", action="store_true",
+                    help="with --overlap / --fa3: rescale O after the softmax, outside the turn (FA3 at head dim 128), "
+                         "instead of right before P V")
     ap.add_argument("--pingpong", action="store_true",
                     help="egtile with egtile.rules.pingpong.preferred() (the consumer warpgroups take turns)")
     ap.add_argument("--strict-math", action="store_true",

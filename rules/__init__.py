@@ -13,6 +13,8 @@ constructors' declarations (cost, lowering, explanation) and its rules in one pl
   under the softmax of block j (FA3's intra-warpgroup overlap);
 * :mod:`.overlap_pingpong`: the rotated split whose two consumer warpgroups also take turns (FA3's schedule at head
   dim 128: both together);
+* :mod:`.pingpong_carry`: the ping-pong whose turn holds no wait (the second gemm of block j completes at the first
+  gemm's wait of block j+1);
 * :mod:`.software_pipeline`: ``T.Pipelined`` -> the block's threads issue TMA / cp.async copies S-1
   iterations ahead on full mbarriers, with a CTA barrier before a stage is reused;
 * :mod:`.copy`: copy instruction per issuing context (TMA | cp.async | SIMT);
@@ -43,6 +45,7 @@ from egtile.rules import (
     overlap_pingpong,
     partition,
     pingpong,
+    pingpong_carry,
     pipeline,
     software_pipeline,
     structure,
@@ -65,13 +68,14 @@ from egtile.schedule.rule import (
 from egtile.verdict import Verdict
 
 BUILTIN: tuple[Rule, ...] = (fission.RULES + pipeline.RULES + warp_specialize.RULES + pingpong.RULES + overlap.RULES
-                             + overlap_pingpong.RULES
+                             + overlap_pingpong.RULES + pingpong_carry.RULES
                              + software_pipeline.RULES
                              + copy.RULES + epilogue.RULES + barrier.RULES + partition.RULES + mma.RULES)
 """egtile's own rules, in stage order."""
 
 BUILTIN_DECISIONS: tuple[Decision, ...] = (structure.DECISIONS + pipeline.DECISIONS + warp_specialize.DECISIONS
                                            + pingpong.DECISIONS + overlap.DECISIONS + overlap_pingpong.DECISIONS
+                                           + pingpong_carry.DECISIONS
                                            + software_pipeline.DECISIONS + copy.DECISIONS + barrier.DECISIONS
                                            + partition.DECISIONS + mma.DECISIONS + epilogue.DECISIONS)
 """The declarations of every constructor the builtin rules use."""
@@ -249,6 +253,6 @@ def mutant(name: str) -> RuleSet:
 __all__ = [
     "BUILTIN", "BUILTIN_DECISIONS", "MUTANTS", "MUTANT_GAPS", "STAGES", "Condition", "Cost", "CostInput", "Decision", "FactSpec",
     "NumSpec", "Rule", "RuleSet", "Verdict", "Violation", "barrier", "builtin", "catalog", "copy", "declarations",
-    "default", "epilogue", "fission", "form_condition", "fragment", "holds", "mma", "mutant", "overlap", "overlap_pingpong", "partition", "pipeline", "register",
+    "default", "epilogue", "fission", "form_condition", "fragment", "holds", "mma", "mutant", "overlap", "overlap_pingpong", "partition", "pingpong_carry", "pipeline", "register",
     "software_pipeline", "static", "stmt_condition", "structure", "swizzle", "unregister", "warp_specialize",
 ]

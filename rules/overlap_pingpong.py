@@ -149,12 +149,14 @@ def turns(prologue: SeqLoop, main: SeqLoop, g0: int, g1: int, loop_sid: int, bas
             replace(main, body=split_at_issue(main.body, g1)))
 
 
-def overlap_pingpong_lowering(*, initial: bool = True, final: bool = True, count: int = P.COUNT, sync_ids=None):
+def overlap_pingpong_lowering(*, initial: bool = True, final: bool = True, count: int = P.COUNT, sync_ids=None,
+                               early: bool = True):
     """The lowering of ``ws_overlap_pingpong``: :func:`egtile.rules.overlap.overlap_lowering`, then the turns
     (:func:`turns`) and the handshake's opening arrive and closing sync. The real declaration uses the defaults;
     the protocol mutants (:data:`MUTANTS`) drop the closing sync, sync on the partner's barrier or use another
-    count."""
-    ov_lower = O.overlap_lowering()
+    count; ``early=False`` rescales ``O`` after the softmax, outside the turn (FA3's order at head dim <= 128),
+    instead of right before ``P V`` inside it."""
+    ov_lower = O.overlap_lowering(early=early)
     a, _b = P.IDS
 
     def lower(n, lw, ctx):
@@ -241,16 +243,17 @@ MUTANTS: dict[str, str] = {
 simulator each catch it)."""
 
 
-def preferred(rs=None):
+def preferred(rs=None, *, early: bool = True):
     """``rs`` (default: :func:`egtile.rules.default`) with the composition forced (its node costs 0), so that
     extraction takes it wherever its conditions and the rotation's hold (for measuring it, and for the checkers'
-    tests)."""
+    tests); ``early=False``: the rescale of ``O`` after the softmax (:func:`overlap_pingpong_lowering`)."""
     from egtile import rules
 
     rs = rs if rs is not None else rules.default()
     # the ping-pong alone charged, so that its credited cost (clipped at 0) cannot tie with the forced pair
-    return P.charged(rs).replace_decision(replace(WS_OVERLAP_PINGPONG, cost=static(0)),
-                                          name=f"{rs.name}+overlap-pingpong")
+    return P.charged(rs).replace_decision(replace(WS_OVERLAP_PINGPONG, cost=static(0),
+                                                  lower=overlap_pingpong_lowering(early=early)),
+                                          name=f"{rs.name}+overlap-pingpong{'' if early else '-late'}")
 
 
 def mutant(name: str):

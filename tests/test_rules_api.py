@@ -183,7 +183,11 @@ def test_at_least_thirty_builtin_conditions_are_derived_in_the_egraph():
                                                           # tail (egtile.rules.overlap.split_of), the same counts
                                                           "overlap-two-gemms", "overlap-gemms-on-tensor-cores",
                                                           "overlap-head-independent", "overlap-softmax-independent",
-                                                          "overlap-two-stages"}
+                                                          "overlap-two-stages",
+                                                          # the carried wait's: whether the loop bounds decide the
+                                                          # head's selects (egtile.analysis.decide's interval proof,
+                                                          # egtile.rules.pingpong_carry.open_selects)
+                                                          "carry-head-selects-decided"}
     # A derived condition brings the egglog rules that compute it, or reads the core dataflow relations.
     for c in derived:
         assert c.checks or c.derive or c.name in {"prefer-allows-simt", "prefer-allows-tma", "prefer-cp-async",

@@ -99,11 +99,11 @@ def test_the_causal_mask_is_versioned_verified_and_explained(causal):
     assert _versioned(full.scheduled) == []
 
 
-def _run(sched, prim):
+def _run(sched, prim, seq: int = S):
     from egtile.sim import simulate
 
-    Q, K, V = (torch.randn(B, S, H, D, dtype=torch.float16) for _ in range(3))
-    O = torch.full((B, S, H, D), float("nan"), dtype=torch.float16)  # noqa: E741
+    Q, K, V = (torch.randn(B, seq, H, D, dtype=torch.float16) for _ in range(3))
+    O = torch.full((B, seq, H, D), float("nan"), dtype=torch.float16)  # noqa: E741
     res = simulate(sched, Q, K, V, O)
     assert not res.errors()
     ref, scale = FA.reference(Q, K, V, True)
@@ -125,6 +125,29 @@ def test_the_simulator_runs_the_versioned_kernel_and_a_guard_one_block_too_wide_
     found = [x for x in verify(bad) if x.property == "L9"]
     assert found and "guard holds at" in found[0].message
     assert not _run(bad, prim)
+
+
+def test_the_rotated_loop_versions_the_mask_in_its_one_trip_loops_verified_and_simulated():
+    # FA3's rotation (egtile.rules.overlap) runs each block's mask in `for k in [k_sw, k_sw + 1)`: k takes k_sw's range
+    # there (egtile.analysis.versioning.loop_range), so the mask is versioned in the rotated loop too; the verifier
+    # derives the same range on its own, and a guard one key block too wide is caught by it and by the simulator
+    from egtile.rules import overlap
+
+    seq, bm, bn = 128, 64, 32  # wgmma needs 64-row warpgroup tiles; 2 query blocks, up to 4 key blocks
+    prim = FA.flashattn.__wrapped__(B, H, seq, D, True, block_M=bm, block_N=bn, threads=128, num_stages=2)
+    r = egtile.optimize(prim.kernel, rules=overlap.preferred())
+    loops = [s for s in swalk(r.scheduled.body) if isinstance(s, SeqLoop)]
+    inner = [s for s in loops if s.var.name == "k" and not isinstance(s.start, Const)]
+    assert inner and any(isinstance(x, SIf) and x.versioned for s in inner for x in swalk(s.body))  # versioned inside a one-trip loop of the rotation
+    assert verify(r.scheduled) == []
+    torch.manual_seed(11)
+    assert _run(r.scheduled, prim, seq)
+    bx, k = Var("bx"), Var("k")
+    wrong = BinOp(">=", BinOp("-", BinOp("*", bx, Const(bm)), BinOp("*", k, Const(bn))), Const(bn - 1 - bn))
+    bad = replace(r.scheduled, body=_replace_guard(r.scheduled.body, wrong))
+    found = [x for x in verify(bad) if x.property == "L9"]
+    assert found and "guard holds at" in found[0].message, found
+    assert not _run(bad, prim, seq)
 
 
 def test_the_verifier_refuses_versions_that_differ_elsewhere(causal):

@@ -15,7 +15,8 @@ reach it. Thread-set rules:
 
 from __future__ import annotations
 
-from egtile.ir.kernel import BinOp, Cast, Const, Load, Select, UnOp
+from egtile.analysis.versioning import loop_range
+from egtile.ir.kernel import BinOp, Cast, Load, Select, UnOp
 from egtile.ir.scheduled import Elect, Role, RoleSplit, SeqLoop, SIf, ThreadLoop, ThreadRange
 
 from egtile.codegen.context import Ctx
@@ -28,18 +29,6 @@ from egtile.codegen.registry import emit_stmts, register_emitter
 from egtile.codegen.threads import TID, covers, guarded, indent, partitioned_for
 
 WARPGROUP = 128
-
-
-def _upper(stop) -> int | None:
-    """A constant that ``stop`` never exceeds: itself, or a constant side of a ``T.min`` (a causal loop's
-    ``min(ceildiv(S, bn), ceildiv((bx + 1) * bm, bn))``), or ``None``."""
-    match stop:
-        case Const(value=int() as v) if not isinstance(v, bool):
-            return v
-        case BinOp(op="min", a=a, b=b):
-            ua, ub = _upper(a), _upper(b)
-            return min(x for x in (ua, ub) if x is not None) if ua is not None or ub is not None else None
-    return None
 
 
 def _reads_memory(e) -> bool:
@@ -66,9 +55,8 @@ def seq_loop(s: SeqLoop, ctx: Ctx) -> list[str]:
     head = (f"for ({ctype(s.var.dtype)} {v} = {emit(s.start, ctx)}; {v} < {bound}; ++{v}) "
             f"{{{sid_comment(s.sid)}")
     inner = ctx.deeper()
-    hi = _upper(s.stop)
-    if isinstance(s.start, Const) and hi is not None and s.start.value < hi:
-        inner = inner.ranged((s.var.name, int(s.start.value), hi))
+    r = loop_range(s.start, s.stop, ctx.range_map())
+    inner = inner.ranged((s.var.name, *r)) if r is not None else inner.unranged(s.var.name)
     loop = (["#pragma unroll"] if s.unroll else []) + [head, *indent(emit_stmts(s.body, inner)), "}"]
     return ["{", *indent([*hoist, *loop]), "}"] if hoist else loop
 

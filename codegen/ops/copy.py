@@ -91,8 +91,62 @@ def guarded_copy(dst: str, value: str, src_in: str | None, dst_in: str | None, d
     return [line] if dst_in is None else [f"if ({dst_in}) {line}"]
 
 
+def chunks_fit(c: Copy, w: int, ctx: Ctx) -> bool:
+    """Whether copy ``c`` moves in ``w``-byte chunks of consecutive elements that are contiguous and ``w``-aligned
+    on both sides, given the first element's address is: one element size on both sides, ``w`` divides the
+    contiguous run (the last extent, when both regions end in the same one), every row stride and both start
+    offsets. A swizzled shared buffer keeps 16-byte chunks whole (its swizzle permutes 16-byte units, whatever the
+    mode: :func:`egtile.codegen.layout.swizzle_index`), so ``w <= 16`` fits it as a row-major one."""
+    src_b, dst_b = ctx.buffer(c.src.buffer.name), ctx.buffer(c.dst.buffer.name)
+    b = dtype(src_b.dtype).bytes
+    if dtype(dst_b.dtype).bytes != b or w % b or w > 16:
+        return False
+    run = c.src.extents[-1] if c.src.extents[-1] == c.dst.extents[-1] else 1
+    if (run * b) % w:
+        return False
+    rows_ok = all((st * b) % w == 0 for x in (src_b, dst_b) for st in ctx.strides(x)[:-1])
+    return rows_ok and all(byte_multiple(x, ctx) % w == 0 for x in (c.src, c.dst))
+
+
+VECTOR_COPY_BYTES = (16, 8, 4)
+"""Widths of a vectorized SIMT copy (PTX ISA 9.7.9.8/9.7.9.10, ``ld``/``st`` ``.v2``/``.v4``), widest first."""
+
+
+def vector_bytes(c: Copy, ctx: Ctx) -> int:
+    """The widest vector (bytes) in which the SIMT copy ``c`` can move at least two elements at a time, or 0: one
+    dtype on both sides, no side past its tensor's edge, global or shared buffers, and :func:`chunks_fit`."""
+    src_b, dst_b = ctx.buffer(c.src.buffer.name), ctx.buffer(c.dst.buffer.name)
+    if dtype(src_b.dtype).name != dtype(dst_b.dtype).name or c.src.clip or c.dst.clip:
+        return 0
+    if src_b.scope not in ("global", "shared") or dst_b.scope not in ("global", "shared"):
+        return 0
+    if any(x.scope == "shared" and ctx.sched.fragment(x.name) is not None for x in (src_b, dst_b)):
+        return 0
+    b = dtype(src_b.dtype).bytes
+    return next((w for w in VECTOR_COPY_BYTES if w >= 2 * b and chunks_fit(c, w, ctx)), 0)
+
+
 def simt_copy(c: Copy, r: ThreadRange, ctx: Ctx) -> list[str]:
-    """One load/store per element (with a C conversion between dtypes), element ``e`` on rank ``e % count``."""
+    """One load/store per element (with a C conversion between dtypes), element ``e`` on rank ``e % count``; where
+    :func:`vector_bytes` finds a width, a vector load and store per ``w`` bytes instead (chunk ``g`` on rank
+    ``g % count``), taken when both first elements are ``w``-aligned at run time (a tensor view may start anywhere:
+    the scalar loop otherwise). TileLang vectorizes its copies the same way; egtile's SIMT copy of a flash-attention
+    Q tile (128 x 128 halves) was 43 two-byte loads per thread."""
     check_copy(c, ctx)
     k = f"eg_e{ctx.depth}"
-    return [partitioned_for(k, c.dst.numel, r), *indent(_copy_body(c, k, ctx)), "}"]
+    scalar = [partitioned_for(k, c.dst.numel, r), *indent(_copy_body(c, k, ctx)), "}"]
+    w = vector_bytes(c, ctx)
+    if not w:
+        return scalar
+    t = ctype(ctx.buffer(c.src.buffer.name).dtype)
+    per = w // dtype(ctx.buffer(c.src.buffer.name).dtype).bytes
+    g, e = f"eg_g{ctx.depth}", f"eg_e{ctx.depth}"
+    zeros = ("0",) * len(c.src.extents), ("0",) * len(c.dst.extents)
+    first = (f"(reinterpret_cast<unsigned long long>(&{region_ref(c.src, zeros[0], ctx, c.sid)}) | "
+             f"reinterpret_cast<unsigned long long>(&{region_ref(c.dst, zeros[1], ctx, c.sid)}))")
+    src = region_ref(c.src, unflatten_c(e, c.src.extents), ctx, c.sid)
+    dst = region_ref(c.dst, unflatten_c(e, c.dst.extents), ctx, c.sid)
+    # unrolled: a thread's loads are all in flight before the first store waits for one
+    vec = ["#pragma unroll 4", partitioned_for(g, c.dst.numel // per, r), f"  const int {e} = {g} * {per};",
+           f"  eg_vstore<{t}, {per}>(&{dst}, eg_vload<{t}, {per}>(&{src}));", "}"]
+    return [f"if ({first} % {w}u == 0) {{  // {w}-byte vectors", *indent(vec), "} else {", *indent(scalar), "}"]

@@ -18,7 +18,7 @@ from egtile.ir.scheduled import CpAsyncArrive, ThreadRange, TileOp, unflatten_c
 from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
 from egtile.codegen.ops.common import barrier_ref
-from egtile.codegen.ops.copy import byte_multiple, check_copy, region_ref
+from egtile.codegen.ops.copy import check_copy, chunks_fit, region_ref
 from egtile.codegen.registry import register_emitter
 from egtile.codegen.threads import partitioned_for
 
@@ -27,18 +27,9 @@ HEADERS = ("egtile_cp_async.cuh",)
 
 
 def width_holds(c: Copy, w: int, ctx: Ctx) -> bool:
-    """Whether ``w``-byte ``cp.async`` chunks provably fit copy ``c`` in the final layout: ``w`` divides the
-    element-aligned contiguous run, every row stride and both start offsets (PTX ISA cp.async: both addresses
-    aligned to cp-size)."""
-    src_b, dst_b = ctx.buffer(c.src.buffer.name), ctx.buffer(c.dst.buffer.name)
-    b = dtype(src_b.dtype).bytes
-    if w not in CP_ASYNC_SIZES or dtype(dst_b.dtype).bytes != b or w % b:
-        return False
-    run = c.src.extents[-1] if c.src.extents[-1] == c.dst.extents[-1] else 1
-    if (run * b) % w:
-        return False
-    rows_ok = all((st * b) % w == 0 for x in (src_b, dst_b) for st in ctx.strides(x)[:-1])
-    return rows_ok and all(byte_multiple(x, ctx) % w == 0 for x in (c.src, c.dst))
+    """Whether ``w``-byte ``cp.async`` chunks provably fit copy ``c`` in the final layout: a cp-size, and
+    :func:`egtile.codegen.ops.copy.chunks_fit` (PTX ISA cp.async: both addresses aligned to cp-size)."""
+    return w in CP_ASYNC_SIZES and chunks_fit(c, w, ctx)
 
 
 def param_align(s: TileOp, ctx: Ctx) -> list[tuple[str, int]]:

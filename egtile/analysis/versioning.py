@@ -41,6 +41,7 @@ from egtile.analysis.decide import decide, fact_forms
 from egtile.ir.fragment import LayoutLoop
 from egtile.ir.kernel import BinOp, Cast, Const, Expr, Kernel, Load, Select, Store, UnOp, Var
 from egtile.ir.scheduled import Decision, Elect, Leaf, RoleSplit, SeqLoop, SIf, SStmt, ThreadLoop
+from egtile.language.buffer import bounds
 
 RULE = "version-uniform-guard"
 
@@ -55,6 +56,21 @@ def loop_upper(stop: Expr) -> int | None:
             ups = [u for u in (loop_upper(a), loop_upper(b)) if u is not None]
             return min(ups) if ups else None
     return None
+
+
+def loop_range(start: Expr, stop: Expr, ranges: Mapping[str, tuple[int, int]]) -> tuple[int, int] | None:
+    """``[lo, hi)`` holding every value the variable of ``for v in range(start, stop)`` takes, given the enclosing
+    variables' ``ranges``, or ``None``: ``lo`` is the least value of ``start``, ``hi`` the least of the upper bounds
+    of ``stop`` (:func:`loop_upper`, or the greatest value of a linear ``stop``). A loop whose bounds are affine in
+    an enclosing loop's variable gets a range too: the one-trip loops of a rotated pipeline (``for k in
+    range(k_sw, k_sw + 1)`` with ``k_sw`` in ``[1, 32)``: ``k`` in ``[1, 32)``)."""
+    b = bounds(start, dict(ranges))
+    if b is None:
+        return None
+    his = [u for u in (loop_upper(stop), (bounds(stop, dict(ranges)) or (None, None))[1]) if u is not None]
+    if not his or b[0] >= min(his):
+        return None
+    return b[0], min(his)
 
 
 def specialize_expr(e: Expr, ranges: Mapping[str, tuple[int, int]], facts: tuple[Expr, ...]) -> Expr:
@@ -167,10 +183,8 @@ def _walk(stmts: tuple[SStmt, ...], scope: _Scope, made: list[SIf]) -> tuple[SSt
             out.append(v)
             continue
         match s:
-            case SeqLoop(var=var, start=Const(value=int() as lo), stop=stop) if (hi := loop_upper(stop)) is not None \
-                    and lo < hi:
-                out.append(replace(s, body=_walk(s.body, _Scope({**scope.uniform, var.name: (lo, hi)}, var.name),
-                                                 made)))
+            case SeqLoop(var=var, start=start, stop=stop) if (r := loop_range(start, stop, scope.uniform)) is not None:
+                out.append(replace(s, body=_walk(s.body, _Scope({**scope.uniform, var.name: r}, var.name), made)))
             case SeqLoop():
                 out.append(s)  # no constant range for its variable: nothing below it is versioned
             case RoleSplit(roles=roles):
@@ -209,4 +223,4 @@ def _spell(e: Expr) -> str:
     return type(e).__name__
 
 
-__all__ = ["RULE", "loop_upper", "specialize_expr", "specialize_stmt", "version_statements"]
+__all__ = ["RULE", "loop_range", "loop_upper", "specialize_expr", "specialize_stmt", "version_statements"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from egtile.analysis.versioning import loop_upper, specialize_expr
+from egtile.analysis.versioning import loop_range, specialize_expr
 from egtile.ir.fragment import LayoutLoop
 from egtile.ir.kernel import Cast, Const, Expr, Kernel, Store
 from egtile.ir.scheduled import Decision, Elect, Leaf, RoleSplit, SeqLoop, SIf, SStmt
@@ -84,9 +84,8 @@ def _fold_list(stmts: tuple[SStmt, ...], ranges: dict[str, tuple[int, int]], ker
 
 def _descend(s: SStmt, ranges: dict[str, tuple[int, int]], kernel: Kernel, made: list[Decision]) -> SStmt:
     match s:
-        case SeqLoop(var=var, start=Const(value=int() as lo), stop=stop) if (hi := loop_upper(stop)) is not None \
-                and lo < hi:
-            return replace(s, body=_fold_list(s.body, {**ranges, var.name: (lo, hi)}, kernel, made))
+        case SeqLoop(var=var, start=start, stop=stop) if (r := loop_range(start, stop, ranges)) is not None:
+            return replace(s, body=_fold_list(s.body, {**ranges, var.name: r}, kernel, made))
         case RoleSplit(roles=roles):
             return replace(s, roles=tuple(replace(r, body=_fold_list(r.body, ranges, kernel, made)) for r in roles))
         case SIf(versioned=False):

@@ -33,7 +33,10 @@ the accumulator registers and the shared operands belong to the tensor core. In 
 ``WgmmaMma`` must be followed by a ``WgmmaWait`` on its threads before any other statement of the list that
 touches its accumulator (L1: a read of an asynchronous write not yet complete) or its operands (L2), before
 an mbarrier arrive, which could release its operand stage to a producer's refill (L2: a write after a read
-still in flight), and before the list ends (L1). A following wgmma on the same accumulator is ordered by
+still in flight), and before the list ends (L1). A serial loop is walked with the groups open before it, then
+again with those its first trip leaves open (a group may complete in the next iteration, egtile.rules.pingpong_carry:
+``P V`` of block j at the wait after ``Q K^T`` of block j+1), and leaves open those of either walk; each branch of an
+``SIf`` starts with the groups open before it. A following wgmma on the same accumulator is ordered by
 the tensor core (groups of one warpgroup on one accumulator complete in order). A ``wait_group N`` completes
 every open group of its warpgroups but the ``N`` most recently committed (the rotated attention loop of
 ``egtile.rules.overlap`` waits for ``Q K^T`` with ``wait_group 1`` while ``P V`` stays in flight). The trace models above
@@ -333,6 +336,20 @@ def check_wgmma_waits(sched: Scheduled) -> list[Violation]:
                 # a loop of one trip is its body, run in place: groups open before it stay open in it and after
                 open_ = walk(s.body, open_)
                 continue
+            if isinstance(s, SIf):
+                # either branch runs with the groups open before it; after it, those either leaves open
+                a = walk(s.then_body, list(open_))
+                b = walk(s.else_body, list(open_))
+                open_ = a + [w for w in b if not any(w is x for x in a)]
+                continue
+            if isinstance(s, SeqLoop):
+                # a group may stay open across the back edge (egtile.rules.pingpong_carry: P V of block j completes
+                # in iteration j + 1): the body runs with the groups open before the loop, then with those its
+                # first trip leaves open (the second trip's entry; a group issued every trip is the same node, so
+                # one more trip changes nothing); after the loop, those of either (zero trips: the entry's)
+                again = walk(s.body, walk(s.body, list(open_)))
+                open_ = open_ + [w for w in again if not any(w is x for x in open_)]
+                continue
             for b in registry.bodies(s):
                 report(walk(b))
             if isinstance(s, WgmmaWait):
@@ -369,7 +386,7 @@ def check_wgmma_waits(sched: Scheduled) -> list[Violation]:
                                        "list: its accumulator is never known to be complete", (w.sid,), w.gemm.c.buffer.name))
 
     report(walk(sched.body))
-    return out
+    return list(dict.fromkeys(out))  # a loop body is walked twice: its violations once
 
 
 def _one_trip(s) -> bool:

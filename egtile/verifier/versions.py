@@ -6,7 +6,8 @@ no egtile.analysis): ``F`` and ``G`` must be the same statement except where a s
 as ``a`` (the claim "``c`` holds") or ``b`` ("``c`` fails") in ``F``; each claim is then proved for every element:
 
 * ``c`` is a comparison of two linear integer expressions, the guard an ``and`` of such comparisons, over the
-  enclosing ``SeqLoop`` variables (constant start, a constant upper bound), the block indices (the grid) and the
+  enclosing ``SeqLoop`` variables (each in ``[least start, least upper bound of stop)``, its bounds linear in the
+  enclosing ones or ``stop`` a ``T.min`` with a constant side), the block indices (the grid) and the
   statement's own ``T.Parallel`` variables (``[0, extent)``); each operand's value stays 32-bit over those
   ranges, so the machine's wrapped arithmetic is the mathematical one (as for a ``T.if_then_else`` the backend
   decides, egtile.analysis.decide);
@@ -192,6 +193,20 @@ def _upper(stop: Expr) -> int | None:
     return None
 
 
+def _range(start: Expr, stop: Expr, ranges: Mapping[str, tuple[int, int]]) -> tuple[int, int] | None:
+    """``[lo, hi)`` holding every value of the variable of ``for v in range(start, stop)``: ``lo`` the least value
+    of a linear ``start``, ``hi`` the least upper bound of ``stop`` (a constant side of a ``T.min``, or the greatest
+    value of a linear ``stop``) over the enclosing ``ranges``; ``None`` when one is unknown or the loop is empty."""
+    f = _lin(start)
+    lo = _box(f, ranges) if f is not None else None
+    g = _lin(stop)
+    top = _box(g, ranges) if g is not None else None
+    his = [u for u in (_upper(stop), top[1] if top is not None else None) if u is not None]
+    if lo is None or not his or lo[0] >= min(his):
+        return None
+    return lo[0], min(his)
+
+
 def check_versions(sched: Scheduled) -> list[Violation]:
     """L9 for every versioned statement of ``sched`` (module docstring)."""
     out: list[Violation] = []
@@ -201,8 +216,8 @@ def check_versions(sched: Scheduled) -> list[Violation]:
             match s:
                 case SIf(versioned=True):
                     out.extend(_prove(s, uniform, sched))
-                case SeqLoop(var=v, start=Const(value=int() as lo), stop=stop) if (hi := _upper(stop)) is not None:
-                    walk(s.body, {**uniform, v.name: (lo, hi)})
+                case SeqLoop(var=v, start=start, stop=stop) if (r := _range(start, stop, uniform)) is not None:
+                    walk(s.body, {**uniform, v.name: r})
                 case SeqLoop():
                     walk(s.body, {k: r for k, r in uniform.items() if k != s.var.name})
                 case SIf():

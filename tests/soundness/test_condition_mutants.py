@@ -459,12 +459,12 @@ def _peer_transposed() -> Kernel:
     return main.kernel
 
 
-def _pp_attention(dim: int = 32, threads: int = 256, block_M: int = 128) -> Kernel:
+def _pp_attention(dim: int = 32, threads: int = 256, block_M: int = 128, causal: bool = False) -> Kernel:
     """examples/flash_attention.py at one block of ``block_M`` query rows and two key blocks of 64: with 256
     threads the two consumer warpgroups of the ping-pong (egtile.rules.pingpong)."""
     import flash_attention as FA
 
-    return FA.flashattn.__wrapped__(1, 1, 128, dim, False, block_M=block_M, block_N=64, threads=threads,
+    return FA.flashattn.__wrapped__(1, 1, 128, dim, causal, block_M=block_M, block_N=64, threads=threads,
                                     num_stages=2).kernel
 
 
@@ -873,6 +873,12 @@ NOT_LEGALITY: dict[tuple[str, str], tuple[Callable[[], Kernel], str]] = {
         "branch comes first. The rotation is legal either way: the lowering puts wait_group 1 and wait_group 0 "
         "back to back in the body's own list, and every statement that touches the second gemm's operands still "
         "follows the wait_group 0"),
+    ("pipeline-warp-specialize-pingpong-carry", "carry-head-selects-decided"): (
+        lambda: _pp_attention(dim=16, causal=True),
+        "a profitability condition (egtile.rules.pingpong_carry): where the causal mask is versioned into a branch, "
+        "ptxas serializes every wgmma (C7518), but the carried wait is legal; "
+        "tests/test_rules_pingpong_carry.py forces the carry on the causal kernel with this condition dropped and "
+        "checks the verifier and the simulator against float64"),
     ("vectorize-parallel", "no-escaping-local-write"): (
         _vector_local_escape,
         "implied by the vector-width oracle (egtile.analysis.vector_width): every store of a vectorized nest "
