@@ -266,15 +266,15 @@ def test_only_fp8_kernels_include_cuda_fp8():
     assert "egtile_fp8.cuh" not in src and "__nv_fp8" not in src
 
 
-def test_fp8_gemm_does_not_issue_f16_wgmma():
-    """wgmma's .e4m3/.e5m2 form is not emitted yet: T.gemm on fp8 operands fails the wgmma rule's side
-    condition (operand types) and runs as the SIMT gemm, never as an f16 instruction on fp8 bytes."""
+def test_fp8_gemm_issues_the_fp8_wgmma_form_never_an_f16_one():
+    """T.gemm on fp8 operands (B given N x K, transpose_B=True) is wgmma's .m64nNk32 .e4m3/.e5m2 form
+    (egtile.rules.mma; tests/test_rules_mma_fp8.py), never an f16 instruction on fp8 bytes."""
     from egtile.codegen import generate
 
     src = generate(egtile.optimize(gemm_kernel(64, 64, 64, "float8_e4m3fn")).scheduled).source
     body = src[src.index("T.gemm"):]
-    assert "eg_wgmma" not in body and "mma.sync" not in body
-    assert "eg_cast<float>" in body  # the fp8 operands widened to the float32 accumulator's type
+    assert "eg_wgmma_ss_f8<64, EG_WGMMA_E4M3, EG_WGMMA_E4M3>" in body
+    assert "eg_wgmma_ss<" not in body and "mma.sync" not in body
 
 
 # ----------------------------------------------------------------------------------------------------
