@@ -92,7 +92,8 @@ def main(argv=None) -> int:
     for name, tile in TILES.items():
         t0 = time.perf_counter()
         k = egtile.compile(fp8_matmul(M, N, K, **tile), target="cuda")
-        print(f"egtile {name}: compiled in {time.perf_counter() - t0:.1f} s")
+        wgmma = "eg_wgmma_ss_f8<" in k.get_kernel_source()
+        print(f"egtile {name}: compiled in {time.perf_counter() - t0:.1f} s, wgmma's FP8 form: {wgmma}")
         C = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
         contenders[f"egtile {name}"] = (lambda k=k, C=C: k(A, B, C), C)
     try:

@@ -18,6 +18,7 @@ import egtile
 from egtile import language as T
 from egtile.errors import DTypeError
 from egtile.evaluate import FP8_FORMATS, cast_array, round_to
+from egtile.ir import swalk
 
 from _check import check, poisoned
 
@@ -204,6 +205,8 @@ def _fp8_operands(M, N, K, fmt, device, seed):
 
 def _run_gemm(target, fmt, M=64, N=64, K=64, device="cpu", seed=0):
     k = egtile.compile(gemm_kernel(M, N, K, fmt), target=target)
+    if target != "interp":  # scheduled: wgmma's FP8 form, not the SIMT gemm (which would pass the same checks)
+        assert "WgmmaMma" in {type(x).__name__ for x in swalk(k.scheduled.body)}
     for rep in range(2):
         A, B = _fp8_operands(M, N, K, fmt, device, seed + rep)
         C = poisoned((M, N), torch.float32, device)

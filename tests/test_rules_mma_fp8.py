@@ -290,6 +290,8 @@ def _run_gpu(case, fa, fb):
     c = dict(case)
     M, N, K = c.pop("M"), c.pop("N"), c.pop("K")
     k = egtile.compile(fp8_gemm(M, N, K, fa, fb, **c), target="cuda")
+    # the tensor cores' FP8 form, not the SIMT gemm (which would pass the same checks)
+    assert "eg_wgmma_ss_f8<" in k.get_kernel_source() and any(isinstance(x, WgmmaMma) for x in swalk(k.scheduled.body))
     for integers in (True, False):
         A, B, ref, rabs = operands(M, N, K, fa, fb, integers=integers, seed=5, device="cuda")
         C = poisoned((M, N), torch.float32, "cuda")
