@@ -7,6 +7,16 @@ Hardware facts (PTX ISA 9.7.15, "Asynchronous Warpgroup Level Matrix Multiply-Ac
   warpgroup, in a layout the instruction fixes (9.7.15.5.1.1.1). A and B are read from shared memory
   through 64-bit matrix descriptors (9.7.15.5.1.2.2) whose LBO / SBO / swizzle fields describe the tile's
   layout; ``imm-trans-a/b`` read an operand MN-major (transposed), for 16-bit types only.
+* The FP8 form ``wgmma.mma_async.sync.aligned.m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2}`` (9.7.15.5.2): a k32 step
+  (every instruction reads 32 bytes of K, 16 f16 or 32 fp8 values), the same f32 accumulator layout, A and B
+  of either 8-bit format independently (``.atype`` and ``.btype`` may differ only for FP8), and no
+  ``imm-trans-a/b`` operands: "the transpose operation is only supported for the .f16/.bf16 types", so an
+  8-bit operand in shared memory is read K-major only: A as M x K (``transpose_A=False``), B as N x K
+  (``transpose_B=True``, TileLang's FP8 GEMM). The descriptors are the same with 1-byte elements (a 128-byte
+  swizzle row holds 128 values). The tensor core's FP8 products are exact in float32 (at most 4 + 4
+  significand bits); egtile's interpreter and simulator accumulate them in float32, the H200's FP8 tensor
+  core adds them with fewer significand bits (DeepSeek-V3's report: about 14), so on the GPU an FP8 gemm
+  agrees with float32 within that accumulation's bound, not bit for bit (docs/language.md, "Arithmetic").
 * It is asynchronous: ``wgmma.fence`` orders earlier register accesses before it, ``commit_group`` closes
   a group, ``wait_group N`` waits until at most N groups are pending (9.7.15.7). Until then the
   accumulator registers and the shared operands belong to the tensor core.
@@ -27,8 +37,15 @@ next statement runs (the stage release that follows it in a pipeline comes after
 
 Side conditions:
 
-* ``wgmma-eligible`` (hardware oracle :func:`wgmma_options`): A and B are whole 2-D shared tiles of one
-  type, f16 or bf16; C is a whole 2-D f32 fragment; K a multiple of 16; the kernel's threads whole
+* ``wgmma-operand-types`` (hardware oracle :func:`operand_type_problems`): A and B form an instruction: both
+  f16, both bf16, or each an 8-bit float (e4m3 / e5m2, mixed allowed);
+* ``wgmma-8bit-k-major`` (hardware oracle :func:`k_major_problems`): an 8-bit operand is K-major (no
+  imm-trans for .e4m3/.e5m2): ``T.gemm(A, B, C, transpose_B=True)`` with A given M x K and B given N x K. Any
+  other transposition of an 8-bit operand stays the SIMT gemm (a transposing copy into a K-major tile would be
+  another statement's decision; egtile does not make it), which ``explain()`` says;
+* ``wgmma-eligible`` (hardware oracle :func:`wgmma_options`, which requires the two above): A and B are whole
+  2-D shared tiles; C is a whole 2-D f32 fragment; K a multiple of the instruction's K (16, 32 for 8-bit
+  types); the kernel's threads whole
   warpgroups; some (split, swa, swb) is legal: the tiling exists, its accumulator registers can be held while
   the wgmma is in flight (``setmaxnreg`` plan less ``egtile.rules.fragment.INFLIGHT_RESERVE``: in-flight
   accumulators cannot spill; the rest of the fragment group may, at a cost, see below), each operand buffer can take its mode
@@ -78,7 +95,11 @@ from egtile.schedule.schema import Stmt, num
 from egtile.verdict import Verdict
 
 WGMMA_DTYPES = ("float16", "bfloat16")
+"""The 16-bit operand types (one type for A and B; register A takes only these)."""
+WGMMA_FP8 = ("float8_e4m3fn", "float8_e5m2")
+"""The 8-bit operand types of the FP8 form (``.e4m3`` / ``.e5m2``, independently for A and B)."""
 K_STEP = 16
+"""K of one 16-bit instruction (k16); :func:`k_step` gives every type's."""
 ACC_RESERVE = 64
 """Registers per consumer thread kept free of accumulators: addresses, descriptors, loop counters and the
 epilogue's temporaries (the prototype's 128 accumulators under setmaxnreg 232 left 104, without spills).
@@ -86,11 +107,81 @@ epilogue's temporaries (the prototype's 128 accumulators under setmaxnreg 232 le
 a cost, egtile.rules.fragment), only one above what a thread can hold in flight."""
 WGMMA_MACS_PER_CYCLE = 2048
 """Dense f16/bf16 multiply-accumulates per cycle per SM: H100/H200 SXM, 989.4 TFLOP/s at 1.83 GHz over
-132 SMs (NVIDIA H100 datasheet) = 2048 MAC/cycle/SM."""
+132 SMs (NVIDIA H100 datasheet) = 2048 MAC/cycle/SM. FP8: twice that (1978.9 TFLOP/s dense, same datasheet)."""
 SMEM_BYTES_PER_CYCLE = 128
 """Shared-memory bandwidth per SM (32 banks x 4 bytes per cycle; CUDA C++ Programming Guide, "Shared Memory")."""
 WGMMA_GROUP = 3 * C.MBARRIER_OP
 """wgmma.fence + commit_group + wait_group around one T.gemm (estimate, of the order of an mbarrier operation each)."""
+
+# ----------------------------------------------------------------------------------------------------
+# The instruction forms: operand types, K step, 8-bit operands K-major
+
+
+def k_step(dt: str) -> int:
+    """K of one instruction for operands of type ``dt``: 32 bytes of K (k16 for 16-bit, k32 for 8-bit types)."""
+    from egtile.layout import K_BYTES
+
+    return K_BYTES // dtype(dt).bytes
+
+
+def is_fp8(dt: str) -> bool:
+    return dtype(dt).name in WGMMA_FP8
+
+
+def macs_per_cycle(dt: str) -> int:
+    """Dense multiply-accumulates per cycle per SM for operands of type ``dt`` (:data:`WGMMA_MACS_PER_CYCLE`)."""
+    return WGMMA_MACS_PER_CYCLE * (2 if is_fp8(dt) else 1)
+
+
+def ptx_type(dt: str) -> str:
+    """The PTX operand type of ``dt`` in a wgmma (``.f16``, ``.bf16``, ``.e4m3``, ``.e5m2``), without the dot."""
+    return {"float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}[dtype(dt).name]
+
+
+def operand_type_problems(a_dtype: str, b_dtype: str) -> list[str]:
+    """Why A and B of these types form no wgmma.mma_async instruction ([] if they do): both f16, both bf16, or
+    each e4m3 / e5m2 (PTX ISA 9.7.15.5.2: .atype and .btype may differ only for the FP8 form)."""
+    a, b = dtype(a_dtype).name, dtype(b_dtype).name
+    if (a in WGMMA_FP8 and b in WGMMA_FP8) or (a == b and a in WGMMA_DTYPES):
+        return []
+    if a in WGMMA_FP8 + WGMMA_DTYPES and b in WGMMA_FP8 + WGMMA_DTYPES:
+        return [f"operand types {a_dtype} x {b_dtype}: wgmma takes f16 x f16, bf16 x bf16 or 8-bit floats "
+                "(e4m3/e5m2) on both sides"]
+    return [f"operand types {a_dtype} x {b_dtype}: wgmma.mma_async multiplies f16, bf16 or 8-bit floats "
+            "(e4m3/e5m2) here"]
+
+
+def k_major_problems(g: Gemm, a_dtype: str, b_dtype: str) -> list[str]:
+    """Why an 8-bit operand of ``g`` would be read MN-major ([] if none is): the FP8 form has no imm-trans-a/b,
+    so A must be given M x K (``transpose_A=False``) and B N x K (``transpose_B=True``)."""
+    out = []
+    if is_fp8(a_dtype) and g.trans_a:
+        out.append(f"A ({g.a.buffer.name}, {a_dtype}) is given K x M (transpose_A=True): wgmma reads 8-bit operands "
+                   "K-major only (no imm-trans-a for .e4m3/.e5m2, PTX ISA 9.7.15.5.2); give A as M x K")
+    if is_fp8(b_dtype) and not g.trans_b:
+        out.append(f"B ({g.b.buffer.name}, {b_dtype}) is given K x N (transpose_B=False): wgmma reads 8-bit operands "
+                   "K-major only (no imm-trans-b for .e4m3/.e5m2, PTX ISA 9.7.15.5.2); give B as N x K with "
+                   "transpose_B=True")
+    return out
+
+
+def _form_verdict(ctx, s, problems) -> Verdict:
+    if not isinstance(s, Gemm):
+        return Verdict(False, ("not a T.gemm",))
+    k = ctx.kernel
+    A, B = (k.buffer(r.buffer.name) for r in (s.a, s.b))
+    p = problems(s, A, B)
+    return Verdict(not p, tuple(p))
+
+
+WGMMA_OPERAND_TYPES = FactSpec(
+    "wgmma-operand-types", "A and B form a wgmma.mma_async instruction: f16 x f16, bf16 x bf16, or e4m3/e5m2 x "
+    "e4m3/e5m2 (egtile.rules.mma.operand_type_problems)",
+    lambda ctx, s: _form_verdict(ctx, s, lambda g, A, B: operand_type_problems(A.dtype, B.dtype)), scope="any")
+WGMMA_8BIT_K_MAJOR = FactSpec(
+    "wgmma-8bit-k-major", "every 8-bit operand is read K-major: A given M x K, B given N x K with transpose_B=True "
+    "(no imm-trans for .e4m3/.e5m2; egtile.rules.mma.k_major_problems)",
+    lambda ctx, s: _form_verdict(ctx, s, lambda g, A, B: k_major_problems(g, A.dtype, B.dtype)), scope="any")
 
 # ----------------------------------------------------------------------------------------------------
 # The hardware oracle: which (split, swa, swb) options are legal
@@ -130,7 +221,7 @@ def _operand_problems(g: Gemm, role: str, tile, tiling: AccumulatorTiling, k: in
         for mi in range(tiling.m_blocks):
             for ni in range(tiling.n_blocks):
                 r0, c0 = tiling.origin(w, mi, ni)
-                for k0 in range(0, k, K_STEP):
+                for k0 in range(0, k, op.k_per_instruction):
                     p = op.problems(r0, 64, k0) if role == "A" else op.problems(c0, tiling.n, k0)
                     if p:
                         return p
@@ -153,8 +244,8 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
                    "is not implemented)")
     if Cb.scope != "fragment":
         why.append(f"the accumulator {Cb.name} is {Cb.scope}; wgmma accumulates in registers (T.alloc_fragment)")
-    if dtype(A.dtype).name != dtype(B.dtype).name or dtype(A.dtype).name not in WGMMA_DTYPES:
-        why.append(f"operand types {A.dtype} x {B.dtype}: this rule issues .f16 and .bf16 wgmma only")
+    why += [f"wgmma-operand-types: {x}" for x in operand_type_problems(A.dtype, B.dtype)]
+    why += [f"wgmma-8bit-k-major: {x}" for x in k_major_problems(g, A.dtype, B.dtype)]
     if dtype(Cb.dtype).name != "float32":
         why.append(f"accumulator type {Cb.dtype}: wgmma accumulates in float32 here")
     if any(len(b.shape) != 2 for b in (A, B, Cb)) or not all(_whole(r, b) for r, b in ((g.a, A), (g.b, B), (g.c, Cb))):
@@ -166,8 +257,9 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
         return 0, why
     M, N = Cb.shape
     K = A.shape[0] if g.trans_a else A.shape[1]
-    if K % K_STEP:
-        why.append(f"K = {K} is not a multiple of {K_STEP} (wgmma k16)")
+    ks = k_step(A.dtype)
+    if K % ks:
+        why.append(f"K = {K} is not a multiple of {ks} (wgmma k{ks} for {A.dtype})")
         ctx._memo[key] = (0, why)
         return 0, why
     W = k.threads // 128
@@ -298,9 +390,10 @@ def wgmma_cost(kernel, g: Gemm, split: str, swa: str, swb: str) -> int:
     t = tiling_of(kernel, g, split)
     K = _k_of(kernel, g)
     eb = dtype(g.a.buffer.dtype).bytes
-    mma = ceil(t.rows * t.cols * K / WGMMA_MACS_PER_CYCLE)
-    steps = K // K_STEP
-    smem = steps * t.warpgroups * t.instructions * (64 * K_STEP + K_STEP * t.n) * eb // SMEM_BYTES_PER_CYCLE
+    mma = ceil(t.rows * t.cols * K / macs_per_cycle(g.a.buffer.dtype))
+    ks = k_step(g.a.buffer.dtype)
+    steps = K // ks
+    smem = steps * t.warpgroups * t.instructions * (64 * ks + ks * t.n) * eb // SMEM_BYTES_PER_CYCLE
     A, B = (kernel.buffer(r.buffer.name) for r in (g.a, g.b))
     sw = SW.swizzle_cost(*A.shape, A.dtype, swa, steps) + SW.swizzle_cost(*B.shape, B.dtype, swb, steps)
     return mma + smem // 4 + WGMMA_GROUP + sw + F.spill_cost(kernel, g)
@@ -314,9 +407,10 @@ def _majors(g: Gemm) -> tuple[str, str]:
     return ("MN" if g.trans_a else "K"), ("K" if g.trans_b else "MN")
 
 
-def wgmma_lowering(wait: int | None = 0):
+def wgmma_lowering(wait: int | None = 0, flip_b: bool = False):
     """The lowering of ``wgmma(sid, split, swa, swb)``: the issue, then ``wait_group wait`` (``0``: ``T.gemm`` is
-    synchronous; anything else is a mutant, :data:`MUTANTS`)."""
+    synchronous; anything else is a mutant, :data:`MUTANTS`); ``flip_b`` reads B in the other major-ness (a
+    mutant)."""
 
     def lower(n, lw, ctx):
         split, swa, swb = n.params
@@ -329,6 +423,8 @@ def wgmma_lowering(wait: int | None = 0):
             raise ScheduleError(f"wgmma T.gemm (sid {n.sid}) needs threads [0, {tiling.threads}) but runs on "
                                 f"[{ctx.threads.begin}, {ctx.threads.end})", lw.facts.stmts[n.sid].loc)
         a_major, b_major = _majors(g)
+        if flip_b:
+            b_major = "MN" if b_major == "K" else "K"
         out = [WgmmaMma(g, tiling, a_major, b_major, str(swa), str(swb), threads)]
         if wait is not None:
             out.append(WgmmaWait(wait, threads, sid=n.sid, fragments=(g.c.buffer.name,)))
@@ -353,11 +449,19 @@ def wgmma_layouts(operands: bool = True):
     return layouts
 
 
+def instruction_name(g: Gemm, n: int) -> str:
+    """The PTX instruction shape and types of ``g`` at instruction width ``n`` (``m64n128k32.f32.e4m3.e5m2``)."""
+    a, b = g.a.buffer.dtype, g.b.buffer.dtype
+    return f"m64n{n}k{k_step(a)}.f32.{ptx_type(a)}.{ptx_type(b)}"
+
+
 def _details(n, lowered) -> str:
     for x in lowered:
         if isinstance(x, WgmmaMma):
             t = x.tiling
-            return (f"{t.instructions} x m64n{t.n}k16 per k16 step per warpgroup, {t.warpgroups} warpgroup(s), "
+            ks = k_step(x.gemm.a.buffer.dtype)
+            return (f"{t.instructions} x {instruction_name(x.gemm, t.n)} per k{ks} step per warpgroup, "
+                    f"{t.warpgroups} warpgroup(s), "
                     f"{t.split} split, {t.registers_per_thread} accumulator registers per thread; A {x.a_swizzle} "
                     f"{x.a_major}-major, B {x.b_swizzle} {x.b_major}-major; wait_group 0")
     return ""
@@ -374,8 +478,9 @@ WGMMA = Decision("wgmma", wgmma, (("sid", i64), ("split", String), ("swa", Strin
 
 gemm_to_wgmma = Rule(
     name="gemm-to-wgmma", stage="partition",
-    doc="T.gemm -> fence.proxy.async; wgmma.fence; wgmma.mma_async.m64nNk16 (SS, f32 += f16/bf16 x f16/bf16) per "
-        "k16 step and instruction; commit_group; wait_group 0 (PTX ISA 9.7.15), one alternative per legal accumulator "
+    doc="T.gemm -> fence.proxy.async; wgmma.fence; wgmma.mma_async.m64nNk16 (SS, f32 += f16/bf16 x f16/bf16) or "
+        ".m64nNk32 (f32 += e4m3/e5m2 x e4m3/e5m2, both operands K-major) per K step and instruction; commit_group; "
+        "wait_group 0 (PTX ISA 9.7.15), one alternative per legal accumulator "
         "split and operand swizzle pair; the accumulator moves to registers in the instruction's layout and the "
         "operands' shared buffers take the swizzle (see the module docstring for the legality argument).",
     variables=(("sid", i64), ("split", String), ("swa", String), ("swb", String)),
@@ -384,7 +489,8 @@ gemm_to_wgmma = Rule(
     # binding, not a side condition, since without it the variables would be unbound
     bindings=lambda v: (D.kind(v.sid, String("gemm")), wgmma_option(v.sid, v.split, v.swa, v.swb)),
     rhs=lambda v: wgmma(v.sid, v.split, v.swa, v.swb),
-    conditions=(holds(WGMMA_ELIGIBLE), F.USERS_ADMIT_REGISTERS, F.PEERS_IN_LOCKSTEP, OPERANDS_ASYNC_PROXY),
+    conditions=(holds(WGMMA_OPERAND_TYPES), holds(WGMMA_8BIT_K_MAJOR), holds(WGMMA_ELIGIBLE), F.USERS_ADMIT_REGISTERS,
+                F.PEERS_IN_LOCKSTEP, OPERANDS_ASYNC_PROXY),
     oracles=(WGMMA_OPTIONS,),
     support=OPTION_RULES,
 )
@@ -424,7 +530,8 @@ def wgmma_rs_options(ctx, g) -> tuple[int, list[str]]:
     if Cb.scope != "fragment" or dtype(Cb.dtype).name != "float32":
         why.append(f"the accumulator {Cb.name} must be a float32 fragment")
     if dtype(A.dtype).name != dtype(B.dtype).name or dtype(A.dtype).name not in WGMMA_DTYPES:
-        why.append(f"operand types {A.dtype} x {B.dtype}: register A is .f16x2/.bf16x2")
+        why.append(f"operand types {A.dtype} x {B.dtype}: register A is .f16x2/.bf16x2 here (the FP8 form's "
+                   "register A, four .b32 of 8-bit values per k32 step, is not implemented)")
     if g.trans_a:
         why.append("a transposed register A (register A is K-major)")
     if any(len(b.shape) != 2 for b in (A, B, Cb)) or not all(_whole(r, b) for r, b in ((g.a, A), (g.b, B), (g.c, Cb))):
@@ -577,6 +684,31 @@ gemm_to_wgmma_rs = Rule(
     support=RS_OPTION_RULES,
 )
 
+# ----------------------------------------------------------------------------------------------------
+# explain(): why a T.gemm stays on the SIMT cores
+
+
+def simt_gemm_notes(n, ctx):
+    """``explain()``'s note on a ``T.gemm`` extracted as the cooperative SIMT gemm (``tile``) when no wgmma rule
+    matched it (no legal option binds their variables, so no rule was rejected by a side condition): the
+    oracle's reasons, led by the named instruction-form conditions (``wgmma-operand-types``,
+    ``wgmma-8bit-k-major``) that failed."""
+    from egtile.ir import Decision as Made
+
+    g = ctx.facts.stmts.get(n.sid)
+    if not isinstance(g, Gemm) or any((r, n.sid) in ctx.cand for r in ("gemm-to-wgmma", "gemm-to-wgmma-rs")):
+        return []
+    if g.a.buffer.scope == "fragment":
+        why = wgmma_rs_options(ctx.facts, g)[1]
+    else:
+        why = wgmma_options(ctx.facts, g)[1]
+    if not why:
+        return []
+    return [Made("gemm-to-wgmma", n.sid, "SIMT gemm (cooperative tile op)",
+                 "no wgmma form is legal, so the T.gemm runs on the SIMT cores (its accumulator in shared memory): "
+                 + "; ".join(dict.fromkeys(why[:4])))]
+
+
 from egtile.rules import mma_async as _async  # noqa: E402  (its rules build on the synchronous ones above)
 
 RULES = (gemm_to_wgmma, gemm_to_wgmma_rs) + _async.RULES
@@ -592,6 +724,9 @@ MUTANTS: dict[str, str] = {
                               "release that lets the producer refill its operands, and past the epilogue's read",
     "wgmma-swizzle-disagreement": "the operand buffers keep the linear layout (TMA writes them unswizzled) while "
                                   "the wgmma descriptors still read them swizzled",
+    "wgmma-b-major-flipped": "the wgmma reads B in the other major-ness than the T.gemm gives it (imm-trans-b "
+                             "flipped: the transposed tile; for 8-bit operands an MN-major read, which the FP8 form "
+                             "does not have)",
     "wgmma-simt-operand-unfenced": "a SIMT producer's threads arrive on full[s] without fence.proxy.async after "
                                    "storing a wgmma operand: the consumer's wait orders the stores for the generic "
                                    "proxy only, and the wgmma reads the tile through the async proxy",
@@ -624,6 +759,8 @@ def mutant(name: str):
             d = replace(WGMMA, lower=wgmma_lowering(wait=1))
         case "wgmma-swizzle-disagreement":
             d = replace(WGMMA, layouts=wgmma_layouts(operands=False))
+        case "wgmma-b-major-flipped":
+            d = replace(WGMMA, lower=wgmma_lowering(flip_b=True))
         case "wgmma-rs-a-slices-reversed":
             d = replace(WGMMA_RS, lower=wgmma_rs_lowering(k_order=lambda n: reversed(range(n))))
         case "wgmma-simt-operand-unfenced":
@@ -639,6 +776,8 @@ def mutant(name: str):
     return builtin().replace_decision(d, name=f"mutant:{name}")
 
 __all__ = ["DECISIONS", "MUTANTS", "RS_MUTANTS", "OPERANDS_ASYNC_PROXY", "RULES", "WGMMA", "WGMMA_ELIGIBLE", "WGMMA_OPTIONS",
+           "WGMMA_8BIT_K_MAJOR", "WGMMA_FP8", "WGMMA_OPERAND_TYPES", "instruction_name", "is_fp8", "k_major_problems",
+           "k_step", "macs_per_cycle", "operand_type_problems", "ptx_type", "simt_gemm_notes",
            "WGMMA_RS", "WGMMA_RS_ELIGIBLE", "WGMMA_RS_OPTIONS", "gemm_to_wgmma", "gemm_to_wgmma_rs", "rs_bit",
            "wgmma_rs", "wgmma_rs_cost", "wgmma_rs_lowering", "wgmma_rs_options",
            "max_accumulators", "operand", "option_bit", "tiling_of", "mutant", "wgmma", "wgmma_cost", "wgmma_layouts",

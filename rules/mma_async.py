@@ -206,7 +206,7 @@ def overlap(kernel, g: Gemm, split: str, pos: int) -> int:
     from math import ceil
 
     t = M.tiling_of(kernel, g, split)
-    mma = ceil(t.rows * t.cols * M._k_of(kernel, g) / M.WGMMA_MACS_PER_CYCLE)
+    mma = ceil(t.rows * t.cols * M._k_of(kernel, g) / M.macs_per_cycle(g.a.buffer.dtype))
     return min(mma, ASYNC_OVERLAP_PER_STMT * int(pos))
 
 
@@ -277,7 +277,8 @@ gemm_to_wgmma_async = Rule(
     bindings=lambda v: (D.kind(v.sid, String("gemm")), M.wgmma_option(v.sid, v.split, v.swa, v.swb),
                         wait_candidate(v.sid, v.pos)),
     rhs=lambda v: wgmma_async(v.sid, v.split, v.swa, v.swb, v.pos),
-    conditions=(holds(M.WGMMA_ELIGIBLE), F.USERS_ADMIT_REGISTERS, F.PEERS_IN_LOCKSTEP, M.OPERANDS_ASYNC_PROXY) + ASYNC_CONDITIONS,
+    conditions=(holds(M.WGMMA_OPERAND_TYPES), holds(M.WGMMA_8BIT_K_MAJOR), holds(M.WGMMA_ELIGIBLE),
+                F.USERS_ADMIT_REGISTERS, F.PEERS_IN_LOCKSTEP, M.OPERANDS_ASYNC_PROXY) + ASYNC_CONDITIONS,
     oracles=(M.WGMMA_OPTIONS, CANDIDATES),
     support=M.OPTION_RULES + CANDIDATE_RULES,
 )

@@ -72,8 +72,15 @@ def _tile_cost(c) -> int:
     return C.tile_cost(c.stmt, c.kernel.threads)
 
 
+def _tile_notes(n, ctx):
+    # a T.gemm that stayed SIMT because no wgmma form exists for it: egtile.rules.mma says why
+    from egtile.rules.mma import simt_gemm_notes
+
+    return simt_gemm_notes(n, ctx)
+
+
 TILE = Decision("tile", Stmt.tile, SID, "decided", Cost(_tile_cost, doc="tile_cost(stmt, threads)"), lower=_tile,
-                label="cooperative tile op")
+                label="cooperative tile op", notes=_tile_notes)
 LOOP = Decision("loop", Stmt.loop, BODY, "decided", static(C.LOOP_OVERHEAD, "LOOP_OVERHEAD"), lower=_seq_loop,
                 label="serial loop")
 BRANCH = Decision("branch", Stmt.branch, BRANCHES, "decided", static(C.BRANCH, "BRANCH"), lower=_branch,

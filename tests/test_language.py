@@ -705,7 +705,8 @@ def test_gemm_whose_accumulator_is_an_operand_is_refused_at_the_call(names):
     assert "test_language.py" in str(ei.value)
 
 
-@pytest.mark.parametrize("da,db", [("float16", "bfloat16"), ("float16", "float32"), ("bfloat16", "float16")])
+@pytest.mark.parametrize("da,db", [("float16", "bfloat16"), ("float16", "float32"), ("bfloat16", "float16"),
+                                   ("float8_e4m3fn", "float16")])
 def test_gemm_of_operands_of_two_dtypes_is_refused_at_the_call(da, db):
     """A and B of different dtypes used to be accepted and multiplied after an implicit conversion the user
     never wrote (every MMA instruction, and TileLang's T.gemm, takes one input type)."""

@@ -271,7 +271,7 @@ def test_empty_loops_stay_legal():
 
 
 def test_a_shared_memory_overflow_says_why_the_accumulator_is_not_in_registers():
-    # float32 operands: no wgmma form (f16/bf16 only), so the SIMT gemm keeps its 128 x 256 float32 accumulator
+    # float32 operands: no wgmma form (f16, bf16, fp8 only), so the SIMT gemm keeps its 128 x 256 float32 accumulator
     # (128 KB) in shared memory beside two stages of operands; the error names the gemm, its line and the reason
     @T.prim_func
     def main(A: T.Tensor((128, 256), "float32"), B: T.Tensor((256, 256), "float32"), C: T.Tensor((128, 256), "float32")):
@@ -287,5 +287,6 @@ def test_a_shared_memory_overflow_says_why_the_accumulator_is_not_in_registers()
             T.copy(C_f, C[0, 0])
 
     with pytest.raises(ResourceError, match=r"T.gemm into C_f \(line \d+\) runs on the SIMT cores, its accumulator in "
-                                            r"shared memory: no wgmma form fits: operand types float32 x float32"):
+                                            r"shared memory: no wgmma form fits: wgmma-operand-types: operand types "
+                                            r"float32 x float32"):
         egtile.compile(main, target="sim")

@@ -177,6 +177,9 @@ def test_at_least_thirty_builtin_conditions_are_derived_in_the_egraph():
     # body's top-level gemms (a structural count egglog has no aggregate for; egtile.rules.pingpong.gemms_of).
     assert {c.name for c in conds if not c.in_egraph} == {"tma-eligible", "cp-async-eligible", "register-budget",
                                                           "wgmma-eligible", "wgmma-rs-eligible", "tma-store-eligible",
+                                                          # the wgmma instruction forms: operand types, and the
+                                                          # FP8 form's K-major operands
+                                                          "wgmma-operand-types", "wgmma-8bit-k-major",
                                                           "pingpong-gemms-on-tensor-cores", "pingpong-barrier-ids-free",
                                                           "pingpong-two-gemm-turns",
                                                           # the overlap's split of the body into head / softmax /

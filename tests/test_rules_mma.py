@@ -223,6 +223,7 @@ WGMMA_MUTANT_FINDINGS = {
     "wgmma-no-wait": ({"L1", "L2"}, "race on"),
     "wgmma-wait-one-pending": ({"L1", "L2"}, "race on"),
     "wgmma-swizzle-disagreement": ({"L1"}, "descriptors read A_s as swizzle64 but it is laid out linear"),
+    "wgmma-b-major-flipped": ({"L1"}, "operand B is read K-major but the T.gemm gives it MN-major"),
 }
 
 

@@ -1,7 +1,8 @@
 // egtile_wgmma.cuh: warpgroup matrix multiply-accumulate on sm_90a (PTX ISA 9.7.15, "Asynchronous
 // Warpgroup Level Matrix Multiply-Accumulate Instructions"): the async-proxy ordering instructions, the
 // 64-bit shared-memory matrix descriptor, and wgmma.mma_async.m64nNk16 with f32 accumulators and
-// .f16/.bf16 operands, A from shared memory (SS) or from registers (RS), for every N in 8..256 step 8.
+// .f16/.bf16 operands, A from shared memory (SS) or from registers (RS), and .m64nNk32 with .e4m3/.e5m2
+// operands (SS, K-major), for every N in 8..256 step 8.
 //
 // Every thread of a warpgroup (4 consecutive warps starting at a warp index divisible by 4) executes
 // each of these with the same operands (.sync.aligned). The layouts they assume -- which thread holds
@@ -87,6 +88,7 @@ __device__ __forceinline__ eg_u32 eg_pack_bf16x2(float lo, float hi) {
 }
 
 // ---- wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} (PTX ISA 9.7.15.5.2) --------------
+// ---- and .m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2} (the FP8 form, SS, K-major operands) -------------------
 // D (64 x N, f32, N/2 registers per thread in the layout of egtile.layout.wgmma_accumulator(N))
 //   = A (64 x 16) * B (16 x N) + (scale_d != 0 ? D : 0), with A scaled by ScaleA and B by ScaleB (+1/-1).
 // SS: A and B from shared memory through descriptors; TransA/TransB (imm-trans-a/-b) 0 = K-major,
@@ -217,6 +219,20 @@ template <int N> struct eg_wgmma_op;  // defined for N = 8, 16, ..., 256 below
                : EG_WGMMA_OL_##Q                                                                        \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(SA), "n"(SB),      \
                  "n"(TB))
+// The FP8 form (PTX ISA 9.7.15.5.2): .m64nNk32, .atype/.btype each .e4m3 or .e5m2, and no imm-trans-a/-b
+// operands (8-bit operands in shared memory are K-major only): d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b.
+#define EG_WGMMA_SS8_(N, Q, AT, BT, t0, t1, t2, t3, t4)                                                    \
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, " EG_WGMMA_OP(t2) ", 0;\n\t"                             \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32." AT "." BT " {" EG_WGMMA_SL_##Q "}, "          \
+               EG_WGMMA_OP(t0) ", " EG_WGMMA_OP(t1) ", p, " EG_WGMMA_OP(t3) ", " EG_WGMMA_OP(t4) ";\n\t}\n"    \
+               : EG_WGMMA_OL_##Q                                                                        \
+               : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(SA), "n"(SB))
+#define EG_WGMMA_SS8_MEMBER(N, Q, AT, BT, t0, t1, t2, t3, t4)                                              \
+  template <int SA, int SB>                                                                             \
+  __device__ static __forceinline__ void ss_##AT##_##BT(float (&d)[N / 2], eg_u64 desc_a, eg_u64 desc_b, \
+                                                        eg_u32 scale_d) {                               \
+    EG_WGMMA_SS8_(N, Q, #AT, #BT, t0, t1, t2, t3, t4);                                                  \
+  }
 // t0..t8: the operand numbers N/2 .. N/2 + 8 (after the N/2 accumulators).
 #define EG_WGMMA_DEFINE(N, Q, t0, t1, t2, t3, t4, t5, t6, t7, t8)                                          \
   template <> struct eg_wgmma_op<N> {                                                                   \
@@ -240,6 +256,10 @@ template <int N> struct eg_wgmma_op;  // defined for N = 8, 16, ..., 256 below
                                                    eg_u64 desc_b, eg_u32 scale_d) {                     \
       EG_WGMMA_RS_(N, Q, "bf16", t0, t1, t2, t3, t4, t5, t6, t7, t8);                                   \
     }                                                                                                   \
+    EG_WGMMA_SS8_MEMBER(N, Q, e4m3, e4m3, t0, t1, t2, t3, t4)                                           \
+    EG_WGMMA_SS8_MEMBER(N, Q, e4m3, e5m2, t0, t1, t2, t3, t4)                                           \
+    EG_WGMMA_SS8_MEMBER(N, Q, e5m2, e4m3, t0, t1, t2, t3, t4)                                           \
+    EG_WGMMA_SS8_MEMBER(N, Q, e5m2, e5m2, t0, t1, t2, t3, t4)                                           \
   };
 
 EG_WGMMA_DEFINE(8, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12)
@@ -289,6 +309,26 @@ __device__ __forceinline__ void eg_wgmma_ss(float (&d)[N / 2], eg_u64 desc_a, eg
     eg_wgmma_op<N>::template ss_bf16<TransA, TransB, ScaleA, ScaleB>(d, desc_a, desc_b, scale_d);
   } else {
     eg_wgmma_op<N>::template ss_f16<TransA, TransB, ScaleA, ScaleB>(d, desc_a, desc_b, scale_d);
+  }
+}
+
+// D (+)= A * B with 8-bit float A and B in shared memory, both K-major (the FP8 form has no transpose):
+// .m64nNk32, FA / FB: EG_WGMMA_E4M3 or EG_WGMMA_E5M2, independently (PTX ISA 9.7.15.5.2).
+enum : int { EG_WGMMA_E4M3 = 0, EG_WGMMA_E5M2 = 1 };
+template <int N, int FA, int FB, int ScaleA = 1, int ScaleB = 1>
+__device__ __forceinline__ void eg_wgmma_ss_f8(float (&d)[N / 2], eg_u64 desc_a, eg_u64 desc_b, eg_u32 scale_d) {
+  static_assert(N >= 8 && N <= 256 && N % 8 == 0, "wgmma .m64nNk32: N is a multiple of 8 in [8, 256]");
+  static_assert((FA == EG_WGMMA_E4M3 || FA == EG_WGMMA_E5M2) && (FB == EG_WGMMA_E4M3 || FB == EG_WGMMA_E5M2),
+                "the FP8 form takes .e4m3 or .e5m2 operands");
+  static_assert((ScaleA == 1 || ScaleA == -1) && (ScaleB == 1 || ScaleB == -1), "imm-scale-a/-b are 1 or -1");
+  if constexpr (FA == EG_WGMMA_E4M3 && FB == EG_WGMMA_E4M3) {
+    eg_wgmma_op<N>::template ss_e4m3_e4m3<ScaleA, ScaleB>(d, desc_a, desc_b, scale_d);
+  } else if constexpr (FA == EG_WGMMA_E4M3) {
+    eg_wgmma_op<N>::template ss_e4m3_e5m2<ScaleA, ScaleB>(d, desc_a, desc_b, scale_d);
+  } else if constexpr (FB == EG_WGMMA_E4M3) {
+    eg_wgmma_op<N>::template ss_e5m2_e4m3<ScaleA, ScaleB>(d, desc_a, desc_b, scale_d);
+  } else {
+    eg_wgmma_op<N>::template ss_e5m2_e5m2<ScaleA, ScaleB>(d, desc_a, desc_b, scale_d);
   }
 }
 

@@ -7,7 +7,9 @@ each k16 step and instruction ``(mi, ni)`` of the tiling one ``eg_wgmma_ss<n, T,
 instruction's ``n / 2`` accumulator registers (a contiguous slice of the fragment's per-thread array, slot
 :meth:`egtile.layout.AccumulatorTiling.slot0`), its descriptors advanced by the byte offsets of the
 instruction's first element (a constant per instruction, plus a constant per warpgroup: the layout is
-linear in the warpgroup's rows or columns, checked here), and ``wgmma.commit_group``.
+linear in the warpgroup's rows or columns, checked here), and ``wgmma.commit_group``. 8-bit operands (e4m3 /
+e5m2, either on each side) issue ``eg_wgmma_ss_f8<n, FA, FB>`` (``m64nNk32``, one per k32 step, both operands
+K-major: the FP8 form has no imm-trans; an MN-major 8-bit operand is refused).
 ``WgmmaMma`` with ``a_registers`` (RS): no A descriptor; for each k16 step and instruction block ``mi`` the
 eight 16-bit slots of A's register fragment that are the instruction's a0..a7
 (:func:`egtile.layout.operand_a.rs_a_slots`) are packed, low half first, into four 32-bit registers and passed
@@ -34,6 +36,8 @@ from egtile.codegen.threads import TID, guarded, indent
 
 HEADERS = ("egtile_wgmma.cuh",)
 WARPGROUP = 128
+FP8 = {"float8_e4m3fn": "EG_WGMMA_E4M3", "float8_e5m2": "EG_WGMMA_E5M2"}
+"""The 8-bit operand types and the header's format tags (``eg_wgmma_ss_f8<N, FA, FB>``)."""
 
 
 def _operand(s: WgmmaMma, role: str, ctx: Ctx):
@@ -57,7 +61,8 @@ def _operand(s: WgmmaMma, role: str, ctx: Ctx):
 def _offsets(s: WgmmaMma, role: str, op, ctx: Ctx) -> tuple[dict[tuple[int, int, int], int], int]:
     """Start offsets (bytes) per (mi or ni, k step) for warpgroup 0, and the per-warpgroup step."""
     t = s.tiling
-    k_steps = (op.k_extent // 16)
+    ks = op.k_per_instruction
+    k_steps = op.k_extent // ks
     out: dict[tuple[int, int, int], int] = {}
     starts: dict[tuple[int, int, int, int], int] = {}
     try:
@@ -66,7 +71,7 @@ def _offsets(s: WgmmaMma, role: str, op, ctx: Ctx) -> tuple[dict[tuple[int, int,
                 for ni in range(t.n_blocks):
                     r0, c0 = t.origin(w, mi, ni)
                     for kk in range(k_steps):
-                        d = op.descriptor(r0, kk * 16) if role == "A" else op.descriptor(c0, kk * 16, t.n)
+                        d = op.descriptor(r0, kk * ks) if role == "A" else op.descriptor(c0, kk * ks, t.n)
                         starts[w, mi, ni, kk] = d.start
     except LayoutError as e:
         raise codegen_error(ctx, f"wgmma (sid {s.sid}) operand {role}: {e}", s.sid) from None
@@ -103,10 +108,19 @@ def wgmma(s: WgmmaMma, ctx: Ctx) -> list[str]:
         return _wgmma_rs(s, ctx)
     a_op, a_buf = _operand(s, "A", ctx)
     b_op, b_buf = _operand(s, "B", ctx)
-    elem = dtype(a_buf.dtype).name
-    if elem not in ("float16", "bfloat16") or dtype(b_buf.dtype).name != elem:
-        raise codegen_error(ctx, f"{what}: operands {a_buf.dtype} x {b_buf.dtype}; wgmma here takes f16 or bf16", s.sid)
-    T = "half" if elem == "float16" else "__nv_bfloat16"
+    elem, b_elem = dtype(a_buf.dtype).name, dtype(b_buf.dtype).name
+    if elem in FP8 and b_elem in FP8:
+        # the FP8 form (m64nNk32, .atype/.btype each e4m3 or e5m2) has no imm-trans operands: K-major only
+        if a_op.major.name != "K" or b_op.major.name != "K":
+            raise codegen_error(ctx, f"{what}: 8-bit operands are read K-major only (no imm-trans for .e4m3/.e5m2); "
+                                     f"A is {a_op.major.name}-major, B {b_op.major.name}-major", s.sid)
+        call = f"eg_wgmma_ss_f8<{{n}}, {FP8[elem]}, {FP8[b_elem]}>"
+    elif elem in ("float16", "bfloat16") and b_elem == elem:
+        T = "half" if elem == "float16" else "__nv_bfloat16"
+        call = f"eg_wgmma_ss<{{n}}, {T}, {a_op.major.transpose_flag}, {b_op.major.transpose_flag}>"
+    else:
+        raise codegen_error(ctx, f"{what}: operands {a_buf.dtype} x {b_buf.dtype}; wgmma here takes f16 x f16, "
+                                 "bf16 x bf16 or e4m3/e5m2 x e4m3/e5m2", s.sid)
     a_off, a_step = _offsets(s, "A", a_op, ctx)
     b_off, b_step = _offsets(s, "B", b_op, ctx)
     ad, bd = a_op.descriptor(0, 0), b_op.descriptor(0, 0, t.n)
@@ -114,25 +128,27 @@ def wgmma(s: WgmmaMma, ctx: Ctx) -> list[str]:
     wg, da, db = f"eg_wg{d}", f"eg_da{d}", f"eg_db{d}"
     rank = TID if s.threads.begin == 0 else f"({TID} - {s.threads.begin})"
     c = ident(g.c.buffer.name)
-    ta, tb = a_op.major.transpose_flag, b_op.major.transpose_flag
     lines = [f"const int {wg} = {rank} / {WARPGROUP};", f"(void){wg};",
              f"const eg_u64 {da} = eg_wgmma_desc({region_addr(g.a, ctx)}, {ad.lbo}u, {ad.sbo}u, "
              f"{mode_of(s.a_swizzle).descriptor_code}u)" + (f" + (eg_u64)(({wg} * {a_step}) >> 4)" if a_step else "") + ";",
              f"const eg_u64 {db} = eg_wgmma_desc({region_addr(g.b, ctx)}, {bd.lbo}u, {bd.sbo}u, "
              f"{mode_of(s.b_swizzle).descriptor_code}u)" + (f" + (eg_u64)(({wg} * {b_step}) >> 4)" if b_step else "") + ";",
              f"eg_wgmma_fence_operand({c});", "eg_wgmma_fence();"]
-    k_steps = a_op.k_extent // 16
+    ks = a_op.k_per_instruction
+    k_steps = a_op.k_extent // ks
     half = t.n // 2
     for kk in range(k_steps):
         scale = "0u" if (g.clear_accum and kk == 0) else "1u"
         for mi in range(t.m_blocks):
             for ni in range(t.n_blocks):
                 slot = t.slot0(mi, ni)
-                lines.append(f"eg_wgmma_ss<{t.n}, {T}, {ta}, {tb}>(*reinterpret_cast<float(*)[{half}]>(&{c}[{slot}]), "
+                lines.append(f"{call.format(n=t.n)}(*reinterpret_cast<float(*)[{half}]>(&{c}[{slot}]), "
                              f"{da} + {a_off[mi, 0, kk] >> 4}u, {db} + {b_off[0, ni, kk] >> 4}u, {scale});")
     lines += ["eg_wgmma_commit_group();", f"eg_wgmma_fence_operand({c});"]
-    return [f"// {what}: {t.instructions} x m64n{t.n}k16 per k16 step per warpgroup, {t.warpgroups} warpgroup(s), "
-            f"A {s.a_swizzle} {s.a_major}-major, B {s.b_swizzle} {s.b_major}-major", "{",
+    from egtile.rules.mma import instruction_name
+
+    return [f"// {what}: {t.instructions} x {instruction_name(g, t.n)} per k{ks} step per warpgroup, "
+            f"{t.warpgroups} warpgroup(s), A {s.a_swizzle} {s.a_major}-major, B {s.b_swizzle} {s.b_major}-major", "{",
             *indent(guarded(lines, s.threads, ctx, what, s.sid, exact=True)), "}"]
 
 

@@ -1,9 +1,11 @@
 """Scheduled-IR nodes of the warpgroup matrix multiply (PTX ISA 9.7.15, "Asynchronous Warpgroup Level Matrix
 Multiply-Accumulate Instructions").
 
-* :class:`WgmmaMma`: one ``T.gemm`` issued as ``wgmma.fence``; for each k16 step and each instruction of the
-  accumulator tiling ``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16,bf16}.{f16,bf16}`` with both operands
-  read from shared memory through matrix descriptors (SS); ``wgmma.commit_group``. Run by every thread of
+* :class:`WgmmaMma`: one ``T.gemm`` issued as ``wgmma.fence``; for each K step and each instruction of the
+  accumulator tiling ``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16,bf16}.{f16,bf16}`` (or, for 8-bit float
+  operands, ``m64n{n}k32.f32.{e4m3,e5m2}.{e4m3,e5m2}``, both operands K-major: the FP8 form has no transpose) with
+  both operands read from shared memory through matrix descriptors (SS); ``wgmma.commit_group``. The instruction
+  form follows from the operand buffers' types; the executors and the verifier check that it exists. Run by every thread of
   ``threads`` (whole warpgroups, ``.sync.aligned``); warpgroup ``w`` computes its own part of the tile
   (:class:`egtile.layout.AccumulatorTiling`). The instructions are *asynchronous*: until a later
   :class:`WgmmaWait` of the issuing warpgroup completes their group, the accumulator registers belong to

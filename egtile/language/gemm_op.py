@@ -84,9 +84,12 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
             f"T.gemm: shapes do not agree; expected A (M, K) = ({cm}, K), B (K, N) = (K, {cn}), C (M, N) with the "
             f"same K, got A ({am}, {ak}), B ({bk}, {bn}), C ({cm}, {cn}) after transpose_A={bool(transpose_A)}, "
             f"transpose_B={bool(transpose_B)}{_flags_that_fit(a_shape, b_shape, (cm, cn))}", loc)
-    if ra.buffer.dtype != rb.buffer.dtype:
+    fp8 = ("float8_e4m3fn", "float8_e5m2")
+    if ra.buffer.dtype != rb.buffer.dtype and not (ra.buffer.dtype in fp8 and rb.buffer.dtype in fp8):
         # Every MMA instruction takes one input type for A and B, and TileLang's T.gemm requires it too;
-        # accepting the pair would fix a conversion (to which type?) that the user never wrote.
+        # accepting the pair would fix a conversion (to which type?) that the user never wrote. The one
+        # exception is the 8-bit floats: wgmma's FP8 form takes e4m3 x e5m2 (PTX ISA 9.7.15.5.2), and both
+        # widen exactly to float32, so the product is fixed without a conversion.
         raise DTypeError(f"T.gemm: operands A ({ra.buffer.name}: {ra.buffer.dtype}) and B ({rb.buffer.name}: "
                          f"{rb.buffer.dtype}) have different dtypes; T.gemm multiplies operands of one type. Copy one "
                          f"into a buffer of the other's dtype with T.copy first", loc)

@@ -26,7 +26,9 @@ of the by-layout statements: each element by its owner (an owner-carrying
 
 Layout agreement (L1, :func:`check_fragments`): a wgmma's tiling is its accumulator's layout, its
 descriptor swizzles are its operand buffers' layouts, and a TMA copy's tensor-map swizzle is its shared
-buffer's layout: any disagreement reads or places every 16-byte chunk where no other reader looks.
+buffer's layout: any disagreement reads or places every 16-byte chunk where no other reader looks. The
+instruction a wgmma stands for exists (f16, bf16 or 8-bit float operands, an 8-bit operand K-major) and reads
+each operand in the major-ness the gemm gives it (:func:`_form_problem`).
 
 Asynchrony (PTX ISA 9.7.15.7, :func:`check_wgmma_waits`): until a ``wgmma.wait_group`` completes its group,
 the accumulator registers and the shared operands belong to the tensor core. In every statement list, a
@@ -576,6 +578,32 @@ def _row_reduce_problem(sched: Scheduled, s: RowReduce) -> str | None:
     return None
 
 
+_FP8 = ("float8_e4m3fn", "float8_e5m2")
+_BITS16 = ("float16", "bfloat16")
+
+
+def _form_problem(sched: Scheduled, s: WgmmaMma) -> str | None:
+    """Why the instruction a wgmma node stands for does not exist, or does not read the gemm's operands as the
+    gemm gives them (PTX ISA 9.7.15.5.2): the operand types are f16 x f16, bf16 x bf16 or 8-bit floats (e4m3 /
+    e5m2, mixed) on both sides; A is read K-major unless the gemm transposes it, B (``K x N``) MN-major unless
+    transposed; an 8-bit operand only K-major (the FP8 form has no imm-trans)."""
+    from egtile.ir.dtypes import dtype
+
+    g = s.gemm
+    a, b = (dtype(sched.buffer(r.buffer.name).dtype).name for r in (g.a, g.b))
+    if not ((a in _FP8 and b in _FP8) or (a == b and a in _BITS16)):
+        return f"wgmma (sid {s.sid}) multiplies {a} x {b}: no wgmma.mma_async form takes these operand types"
+    want = {"A": "MN" if g.trans_a else "K", "B": "K" if g.trans_b else "MN"}
+    for role, got, t in (("A", s.a_major, a), ("B", s.b_major, b)):
+        if got != want[role]:
+            return (f"wgmma (sid {s.sid}) reads operand {role} {got}-major, but the T.gemm gives it {want[role]}-major "
+                    f"(transpose_{role}={g.trans_a if role == 'A' else g.trans_b}): it would multiply the transposed tile")
+        if t in _FP8 and got != "K":
+            return (f"wgmma (sid {s.sid}) reads the 8-bit operand {role} ({t}) MN-major: the FP8 form has no "
+                    "imm-trans, its operands are K-major only")
+    return None
+
+
 def check_fragments(sched: Scheduled) -> list[Violation]:
     """L1 for register fragments and layouts (module docstring): only by-layout statements in the fragment's
     own layout touch a register fragment (a scalar statement only inside a ``LayoutLoop``, at the
@@ -631,6 +659,8 @@ def check_fragments(sched: Scheduled) -> list[Violation]:
                     out.append(Violation("L1", f"a cooperative tile op (sid {op.sid}) splits register fragment "
                                                f"{sorted(hit)[0]} by element index over threads that do not hold it",
                                          (op.sid,), sorted(hit)[0]))
+            case WgmmaMma() if _form_problem(sched, s):
+                out.append(Violation("L1", _form_problem(sched, s), (s.sid,), s.gemm.b.buffer.name))
             case WgmmaMma(a_registers=True):
                 why = _rs_problem(sched, s)
                 if why:

@@ -833,6 +833,21 @@ NOT_LEGALITY: dict[tuple[str, str], tuple[Callable[[], Kernel], str]] = {
         lambda: _gemm(bk=8),
         "implied by the binding: wgmma_option(sid, split, swa, swb) is filled from the wgmma-options mask, which "
         "is 0 for an ineligible gemm (K = 8 on the witness), so the mutant has no wgmma alternative for it"),
+    ("gemm-to-wgmma", "wgmma-operand-types"): (
+        lambda: _gemm(dtype="float32"),
+        "implied by the binding: wgmma_options requires the operand types (its mask is 0 for float32 x float32 on "
+        "the witness), so wgmma_option(sid, split, swa, swb) has no row and the mutant has no wgmma alternative"),
+    ("gemm-to-wgmma", "wgmma-8bit-k-major"): (
+        lambda: _gemm(dtype="float8_e4m3fn"),
+        "implied by the binding: wgmma_options requires 8-bit operands K-major (its mask is 0 for the witness's fp8 "
+        "B given K x N), so the mutant has no wgmma alternative; an MN-major 8-bit read is what the verifier's and "
+        "the simulator's instruction-form checks catch (mutant wgmma-b-major-flipped, tests/test_rules_mma_fp8.py)"),
+    ("gemm-to-wgmma-async", "wgmma-operand-types"): (
+        lambda: _gemm_tail(dtype="float32"),
+        "implied by the binding, as for gemm-to-wgmma: wgmma_option holds only the oracle's legal options"),
+    ("gemm-to-wgmma-async", "wgmma-8bit-k-major"): (
+        lambda: _gemm_tail(dtype="float8_e4m3fn"),
+        "implied by the binding, as for gemm-to-wgmma: wgmma_option holds only the oracle's legal options"),
     ("gemm-to-wgmma-rs", "wgmma-rs-eligible"): (
         lambda: _chained_gemm(n=8),
         "implied by the binding: wgmma_rs_option(sid, split, swb) is filled from the same oracle's legal options "

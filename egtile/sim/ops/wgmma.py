@@ -20,7 +20,10 @@ reports (the refill's write is after a read it does not follow, or the group rea
 refilled). Groups of one thread on the same accumulator are ordered among themselves (one agent).
 
 Layout agreement, checked at issue: the accumulator is a register fragment in the layout of the node's
-tiling, and each operand's shared buffer is laid out in the swizzle its descriptors name.
+tiling, and each operand's shared buffer is laid out in the swizzle its descriptors name; the instruction exists
+for the operand types (f16, bf16, or 8-bit floats e4m3 / e5m2 on both sides, K-major only) and reads each
+operand in the major-ness the gemm gives it. 8-bit operands are stored decoded (float32, exact), so the group's
+products are exact and accumulate in float32, as the interpreter's.
 
 Register A (``a_registers``, RS). ``.sync.aligned``: the warpgroup's threads issue together, so the issue is
 a rendezvous of the warpgroup (every owner has written its A registers before any group reads them, and none
@@ -63,7 +66,31 @@ class Group:
     a_values: object = None
 
 
+_FP8 = ("float8_e4m3fn", "float8_e5m2")
+
+
+def _check_form(m, s: WgmmaMma, what: str) -> None:
+    """The instruction exists and reads the operands as the gemm gives them (PTX ISA 9.7.15.5.2): f16 x f16,
+    bf16 x bf16 or 8-bit floats (e4m3/e5m2, mixed); A K-major unless transposed, B (K x N) MN-major unless
+    transposed; an 8-bit operand only K-major (no imm-trans in the FP8 form). The group's arithmetic below takes
+    the gemm's own transposes, so a node that reads otherwise must not run."""
+    from egtile.ir.dtypes import dtype
+
+    g = s.gemm
+    a, b = (dtype(m.prog.buffers[r.buffer.name].dtype).name for r in (g.a, g.b))
+    if not ((a in _FP8 and b in _FP8) or (a == b and a in ("float16", "bfloat16"))):
+        raise SimulationError(f"{what}: no wgmma.mma_async form multiplies {a} x {b}")
+    for role, got, want, t in (("A", s.a_major, "MN" if g.trans_a else "K", a), ("B", s.b_major, "K" if g.trans_b else "MN", b)):
+        if got != want:
+            raise SimulationError(f"{what}: operand {role} is read {got}-major but the T.gemm gives it {want}-major; "
+                                  "the instruction would multiply the transposed tile")
+        if t in _FP8 and got != "K":
+            raise SimulationError(f"{what}: the 8-bit operand {role} ({t}) is read MN-major; the FP8 form has no "
+                                  "imm-trans (K-major operands only)")
+
+
 def _check_layouts(m, s: WgmmaMma, what: str) -> None:
+    _check_form(m, s, what)
     acc = m.prog.sched.fragment(s.gemm.c.buffer.name)
     if acc is None or acc != s.tiling.fragment():
         raise SimulationError(f"{what}: accumulator {s.gemm.c.buffer.name} is not a register fragment in the layout of "
