@@ -20,7 +20,7 @@ from egtile.errors import DSLError, ShapeError, SourceLoc, UnsupportedError
 from egtile.evaluate import dtype_of
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import BinOp, Buffer, Const, Expr, If, Load, Region, Store, UnOp, Var
-from egtile.language import tracer
+from egtile.language import safeload, tracer
 from egtile.language.expr import IntImm, Value, as_expr
 
 
@@ -266,7 +266,8 @@ class TileBuffer:
             if v is not None and not 0 <= v < size:
                 raise ShapeError(f"index {v} in dimension {dim} of {self.buffer.name} is out of range; expected "
                                  f"0..{size - 1} (buffer shape {self.buffer.shape})", loc)
-        return Value(Load(self.buffer, indices))
+        # an element of a global tensor whose index may leave it reads zero there (TileLang's meaning: safeload)
+        return safeload.load(self.buffer, indices)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         loc = tracer.user_loc()
