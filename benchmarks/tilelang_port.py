@@ -495,7 +495,9 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
         ("        (4096, 4096, 1),\n        (4096, 4096, 4),\n        (16384, 16384, 1),\n        (16384, 16384, 8),\n"
          "        (65536, 65536, 16),\n", "        (16, 4096, 1),\n        (16, 4096, 4),\n")]},
     "dsa_sparse_finetune/indexer_bwd.py": {"sizes": [  # one block per token; each segment holds topk = 64 tokens
-        ("    S=2048,", "    S=128,"), ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 64, S]")]},
+        ("    S=2048,", "    S=128,"), ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 64, S]"),
+        # 8 heads of dim 64 (2026-12-05: at 16 x 128 past 600 s of wall time on the shared machine)
+        ("    H=16,\n    D=128,", "    H=8,\n    D=64,")]},
     # 128 tokens in two segments of 64, each token's top 64 keys (two block_I of 32), value dim 128 (2026-12-05: at
     # S = 256, D = 512, topk = 128 the simulation takes about 400 s of CPU, past the time limit on the shared machine)
     "dsa_sparse_finetune/sparse_mla_topk_reducesum.py": {"sizes": [
