@@ -1,11 +1,11 @@
-"""CPU time of the simulator on three kernels whose time is per-element ``T.Parallel`` bodies and tile ops.
+"""CPU time of the simulator on four kernels whose time is per-element ``T.Parallel`` bodies and tile ops.
 
     python benchmarks/sim_speed.py [--profile NAME] [--only NAME,...] [--per-element]
 
 Kernels: the flash-attention forward of ``examples/flash_attention.py`` (128 x 64 blocks, one head, sequence
 128, head dim 64, float16), the layer norm of ``examples/norms.py`` (8 x 1024 float16, 128 threads), and the
 hand-written warp-specialized GEMM of ``examples/warp_specialized_gemm.py`` (``T.ws``, 256 threads, 128 x 128 x 128,
-64 x 64 x 32 tiles). Each is compiled once (not timed), then simulated with ``egtile.sim.simulate``; the figure is
+64 x 64 x 32 tiles), and a bfloat16 row gather into shared memory (``gather``: 4 blocks of 32 x 512). Each is compiled once (not timed), then simulated with ``egtile.sim.simulate``; the figure is
 ``time.process_time`` of the simulation (CPU time, so that a loaded machine's waiting is not counted), best of
 ``--repeat`` runs. The outputs are checked against torch, so a fast wrong simulator does not pass.
 """
@@ -77,7 +77,37 @@ def _ws_gemm():
     return k, (A, B, torch.full((128, 128), float("nan"))), check
 
 
-KERNELS = {"flash_attention": _flash, "layer_norm": _norm, "ws_gemm": _ws_gemm}
+def _gather():
+    """TileLang's sparse-MLA gather (``dsa_sparse_finetune``): rows of a bfloat16 ``KV`` picked by an index tensor
+    into shared memory (a two-variable ``T.Parallel`` of 32 x 512, 128 elements per thread: batched, every
+    iteration recorded for the repeated-iteration check), then scaled out to global."""
+    import egtile
+    from egtile import language as T
+
+    n, bi, d, blocks = 256, 32, 512, 4
+
+    @T.prim_func
+    def main(KV: T.Tensor((n, d), "bfloat16"), Idx: T.Tensor((blocks, bi), "int32"),
+             Out: T.Tensor((blocks, bi, d), "bfloat16")):
+        with T.Kernel(blocks, threads=128) as bx:
+            S = T.alloc_shared((bi, d), "bfloat16")
+            for i, j in T.Parallel(bi, d):
+                S[i, j] = KV[Idx[bx, i], j]
+            for i, j in T.Parallel(bi, d):
+                Out[bx, i, j] = S[i, j] * 3.0
+
+    k = egtile.compile(main, target="sim")
+    torch.manual_seed(0)
+    KV = torch.randn(n, d, dtype=torch.bfloat16)
+    Idx = torch.randint(0, n, (blocks, bi), dtype=torch.int32)
+    ref = (KV[Idx.long()].float() * 3.0).to(torch.bfloat16)
+
+    def check(out):
+        return torch.equal(out[2], ref)
+    return k, (KV, Idx, torch.full((blocks, bi, d), float("nan"), dtype=torch.bfloat16)), check
+
+
+KERNELS = {"flash_attention": _flash, "layer_norm": _norm, "ws_gemm": _ws_gemm, "gather": _gather}
 
 
 def main() -> int:

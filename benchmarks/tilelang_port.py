@@ -531,19 +531,38 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
                                                              "--d_head_qk", "64", "--d_head_v", "64", "--groups", "2"],
     # the example's own `torch.cuda.is_available()` check now passes (2026-12-02, branch port-views)
     "flash_decoding/example_gqa_decode.py": ["--heads", "8", "--groups", "1", "--kv_seqlen", "1024", "--dim", "64"],
-    "dsa_hisa/block_sparse_mqa_fp8.py": {"sizes": [  # T.reshape (2026-12-02, branch port-views): 64 queries, one block of 64 keys
+    "dsa_hisa/block_sparse_mqa_fp8.py": {"sizes": [  # T.reshape (2026-12-02, branch port-views): one block of 64 keys
         ("        (1024, 64, 128, 128, 64, 1),\n        (4096, 64, 128, 128, 64, 1),\n        (4096, 64, 128, 128, 64, 4),\n"
          "        (8192, 64, 128, 128, 64, 1),\n        (8192, 64, 128, 128, 64, 8),\n        (8192, 64, 128, 64, 128, 8),\n"
          "        (8192, 64, 128, 256, 32, 8),\n",
-         "        (64, 64, 128, 64, 1, 1),\n")]},
+         "        (16, 64, 128, 64, 1, 1),\n")]},  # 16 queries (2026-12-05): the one 64-key block runs past the 16
+    # keys, whose element loads of IndexKScale read zero there (egtile.language.safeload, TileLang's meaning)
     # the time-limited files whose own sizes are what the simulator cannot afford (2026-12-02)
     "dsa_hisa/clean_and_maintain_logits.py": {"sizes": [
         ("        (4096, 4096, 1),\n        (4096, 4096, 4),\n        (16384, 16384, 1),\n        (16384, 16384, 8),\n"
          "        (65536, 65536, 16),\n", "        (16, 4096, 1),\n        (16, 4096, 4),\n")]},
     "dsa_sparse_finetune/indexer_bwd.py": {"sizes": [  # one block per token; each segment holds topk = 64 tokens
-        ("    S=2048,", "    S=128,"), ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 64, S]")]},
+        ("    S=2048,", "    S=128,"), ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 64, S]"),
+        # 8 heads of dim 64 (2026-12-05: at 16 x 128 past 600 s of wall time on the shared machine)
+        ("    H=16,\n    D=128,", "    H=8,\n    D=64,")]},
+    # 128 tokens in two segments of 64, each token's top 64 keys (two block_I of 32), value dim 128 (2026-12-05: at
+    # S = 256, D = 512, topk = 128 the simulation takes about 400 s of CPU, past the time limit on the shared machine)
     "dsa_sparse_finetune/sparse_mla_topk_reducesum.py": {"sizes": [
-        ("    S=2048,", "    S=256,"), ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 128, S]")]},
+        ("    S=2048,", "    S=128,"), ("    D=512,", "    D=128,"), ("    topk=128,", "    topk=64,"),
+        ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 64, S]")]},
+    # 16 sequences of 16 x 16 (the kernel's own n_stream), one warm-up and one timed call instead of 4 and 512, and a
+    # 64 x 64 warm-up matmul instead of 8192 x 8192 (2026-12-05)
+    "deepseek_mhc/example_mhc_bwd.py": {"sizes": [
+        ("seqlen = 65536\n", "seqlen = 16\n"), ("repeat = 512\n", "repeat = 1\n"),
+        ("a = torch.randn(8192, 8192, device=device)", "a = torch.randn(64, 64, device=device)"),
+        ("for _ in trange(4, desc=\"Warmup\"):", "for _ in trange(1, desc=\"Warmup\"):")]},
+    # 128 queries of 16 heads over 64 pooled blocks of 2 tokens, one block_N of 64 (the example's configurations
+    # need M >= 32768: N_blocked = M / k_block_size must be a multiple of block_N) (2026-12-05)
+    "dsa_hisa/pool_mqa_fp8.py": {"sizes": [
+        ("        (32768, 64, 128, 128, 256, 1),\n        (32768, 64, 128, 128, 256, 4),\n"
+         "        (65536, 64, 128, 128, 256, 1),\n        (65536, 64, 128, 128, 256, 8),\n"
+         "        (131072, 64, 128, 128, 256, 16),\n",
+         "        (128, 16, 128, 2, 64, 1),\n        (128, 16, 128, 2, 64, 4),\n")]},
     "grouped_gemm/example_grouped_gemm_bwd.py": ["--batch_sizes", "64, 128", "--K", "64", "--M", "128"],
     "dsa_hisa/fp8_block_mean_pooling.py": {"sizes": [
         ("        (16384, 128, 128, 1),\n        (16384, 128, 128, 4),\n        (65536, 128, 128, 1),\n"

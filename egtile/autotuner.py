@@ -26,7 +26,8 @@ On a CPU target (``interp``/``sim``) nothing is timed (the simulator is no perfo
 configuration that compiles and passes the check wins, ``latency`` is NaN (not measured; a float, so that a
 port's ``f"{latency:.3f}"`` or ``flops / latency`` still runs) and nothing is cached.
 An eager function (:mod:`egtile.language.eager`) is tuned on the tensors of the call and returns the
-outputs of the winner (``compile(M=...)`` without tensors tunes on fresh inputs of ``supply_type``), a kernel
+outputs of the winner (``compile(M=...)`` without tensors tunes on fresh inputs of ``supply_type``, or inside
+``with set_autotune_inputs(...)`` on those tensors, whose shapes then bind its sizes), a kernel
 factory returns the winner's kernel. The winning kernel carries ``kernel.config`` and ``kernel.latency``, as
 TileLang's does. A configuration's ``pass_configs`` entry is a compile option, not an argument of the factory:
 accepted and without effect, as in ``@egtile.jit(pass_configs=...)``, except ``TL_ENABLE_FAST_MATH``, which must
@@ -165,6 +166,11 @@ class _Tuned:
         # TileLang's per-configuration compile options (a config's "pass_configs"): not factory arguments; their
         # arithmetic was checked against the @egtile.jit's before tuning (tune)
         kwargs = {k: v for k, v in kwargs.items() if k not in _COMPILE_OPTIONS or k in params or takes_any}
+        if self._eager() and _INPUTS is not None and not any(_is_tensor(x) for x in (*args, *kwargs.values())):
+            # an eager compile(...) without tensors inside `with set_autotune_inputs(...)`: the tuning tensors are
+            # the kernel's tensor parameters in order, as TileLang uses them, so their shapes bind the T.dynamic /
+            # T.const sizes (egtile specializes on them; TileLang keeps a dynamic size symbolic)
+            args = (*_INPUTS, *args)
         return self.impl.compile(*args, **kwargs)
 
     def _check_arithmetic(self, cfg: dict[str, Any]) -> None:

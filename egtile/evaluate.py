@@ -47,6 +47,7 @@ float32 arrays holding representable values).
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Mapping
 from typing import TypeAlias
 
@@ -175,6 +176,22 @@ def _round_bfloat16(x: np.ndarray) -> np.ndarray:
         return np.where(big & np.isfinite(x), np.copysign(np.inf, x), y)
 
 
+_F32 = struct.Struct("<f")
+_U32 = struct.Struct("<I")
+
+
+def round_bfloat16_scalar(v32: float) -> float:
+    """:func:`_round_bfloat16` of one float32 value (a Python float holding a float32 value exactly), on its bits:
+    round to nearest even at bit 16 (``+ 0x7fff + lsb``; a carry out of the largest finite value gives the
+    infinity, a carry out of the subnormals the smallest normal, as the grid of :func:`_round_significand`
+    does), infinities and NaN unchanged. The same value as the array path, bit for bit
+    (``tests/test_evaluate.py``), without numpy's per-call cost: the simulator's scalar stores round through it."""
+    b = _U32.unpack(_F32.pack(v32))[0]
+    if b & 0x7F800000 == 0x7F800000:  # infinity or NaN
+        return v32
+    return _F32.unpack(_U32.pack((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000))[0]
+
+
 #: The 8-bit float formats (PTX ISA 5.2.5.1 "Alternate Floating Point Data Formats"): significant bits, the
 #: ``frexp`` exponent of the smallest normal, and the largest finite value. e4m3: bias 7, smallest normal
 #: 2**-6, subnormal quantum 2**-9, largest 448 (S.1111.110; S.1111.111 is NaN, no infinities); e5m2: bias
@@ -271,7 +288,7 @@ def round_to(dtype: str, value: Scalar) -> Scalar:
             if d.name == "float32":
                 return v32
             if d.name == "bfloat16":
-                return float(_round_bfloat16(np.float64(v32)))
+                return round_bfloat16_scalar(v32)
             if d.name in FP8_FORMATS:
                 return float(round_fp8(d.name, np.float64(v32)))
             with np.errstate(over="ignore"):
@@ -284,7 +301,12 @@ def _to_float32(value: Scalar) -> float:
     double's 53 bits are first cut to 53 bits with a sticky bit (round to odd), so that the one rounding
     of ``float`` and the one to float32 together give the correctly rounded result (PTX ``cvt.rn.f32.s64``)
     instead of a double rounding."""
-    if isinstance(value, int) and not isinstance(value, bool):
+    if type(value) is float:  # the common case: C's (float) cast through struct, numpy's errstate costs more
+        try:
+            return _F32.unpack(_F32.pack(value))[0]
+        except OverflowError:  # beyond float32's range: numpy's conversion gives the infinity below
+            pass
+    elif isinstance(value, int) and not isinstance(value, bool):
         mag = abs(value)
         extra = mag.bit_length() - 53
         if extra > 0:

@@ -87,6 +87,20 @@ def test_an_eager_compile_without_tensors_tunes_on_fresh_inputs(tmp_path, monkey
     assert torch.equal(tuned.compile(M=8, N=4, factor=1.0)(a), a)
 
 
+def test_an_eager_compile_inside_set_autotune_inputs_takes_its_sizes_from_those_tensors(tmp_path, monkeypatch):
+    """TileLang's mHC backward: ``with set_autotune_inputs(R): kernel = f.compile()`` with the size ``M`` left to
+    the tensors: the tuning inputs are the kernel's tensor parameters, so they bind ``M, N``."""
+    monkeypatch.setenv("EGTILE_CACHE_DIR", str(tmp_path))
+    a = torch.randn(6, 4)
+    tuned = egtile.autotune(configs=[{"factor": 1.0}, {"factor": 3.0}], ref_prog=lambda x: x * 3.0, atol=0,
+                            rtol=0)(eager_scale)
+    with egtile.autotuner.set_autotune_inputs(a):
+        kernel = tuned.compile()
+    assert kernel.config == {"factor": 3.0}
+    b = torch.randn(6, 4)
+    assert torch.equal(kernel(b), b * 3.0)
+
+
 def test_manual_check_prog_gets_the_kernels_outputs_and_the_references_as_lists(tmp_path, monkeypatch):
     """TileLang's Profiler.manual_assert_close convention: ``manual_check_prog(lib_outs, ref_outs)``, each a list;
     a configuration whose outputs the check refuses is skipped, the next one that passes wins."""

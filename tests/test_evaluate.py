@@ -210,3 +210,38 @@ def test_truncmod_keeps_c_remainder():
     assert evaluate(BinOp("%", Const(-7), Const(3)), {}, None) == -1
     assert evaluate(BinOp("floormod", Const(-7), Const(3)), {}, None) == 2
     assert evaluate(BinOp("floormod", Const(7), Const(-3)), {}, None) == -2
+
+
+def test_scalar_bfloat16_rounding_is_the_array_paths_bit_for_bit():
+    """``round_to("bfloat16", v)`` rounds on the float32 bits (:func:`round_bfloat16_scalar`); the array path
+    (``cast_array``, the simulator's batches) on a float64 grid: the same bits for every float32 class (random
+    bit patterns, the ties at bit 16 both ways, the subnormals, the carry into the smallest normal and past the
+    largest finite value, zeros, infinities, NaN)."""
+    from egtile.evaluate import _round_bfloat16, round_bfloat16_scalar
+
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 2**32, 200_000, dtype=np.uint64).astype(np.uint32)
+    hi = rng.integers(0, 2**16, 4000, dtype=np.uint64).astype(np.uint32) << 16
+    special = np.array([0, 0x80000000, 0x00000001, 0x0000FFFF, 0x00008000, 0x00018000, 0x007FFFFF, 0x007F8000,
+                        0x7F7FFFFF, 0x7F7F8000, 0x7F7F7FFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000,
+                        0x3F808000, 0x3F818000, 0xBF808000], dtype=np.uint32)
+    bits = np.concatenate([bits, hi | 0x8000, hi | 0x7FFF, hi | 0x8001, special])
+    x = bits.view(np.float32).astype(np.float64)
+    want = _round_bfloat16(x)
+    got = np.array([round_bfloat16_scalar(float(v)) for v in x])
+    same = (want.view(np.uint64) == got.view(np.uint64)) | (np.isnan(want) & np.isnan(got))
+    assert same.all(), [(hex(int(b)), w, g) for b, w, g in zip(bits[~same][:5], want[~same][:5], got[~same][:5])]
+    assert [round_to("bfloat16", v) for v in (1.00390625, 1.01171875, 3.4e38)] == [1.0, 1.015625, math.inf]
+
+
+def test_scalar_float32_rounding_is_numpys_bit_for_bit():
+    """``round_to("float32", v)`` of a Python float converts through ``struct`` (C's cast): numpy's float32
+    conversion bit for bit, overflow to infinity included."""
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.integers(0, 2**63, 100_000, dtype=np.int64).view(np.float64),
+                        rng.standard_normal(10_000) * 1e38, np.array([3.4028235677973366e38, 3.4028236e38, 1e39,
+                                                                     -1e39, 1e-46, 7e-46, -0.0, math.inf])])
+    want = x.astype(np.float32).astype(np.float64)
+    got = np.array([round_to("float32", float(v)) for v in x])
+    same = (want.view(np.uint64) == got.view(np.uint64)) | (np.isnan(want) & np.isnan(got))
+    assert same.all(), x[~same][:5]

@@ -43,6 +43,41 @@ def test_two_kernel_blocks_run_in_order_and_the_second_reads_what_the_first_wrot
     torch.testing.assert_close(out.double(), ref_partial.sum(0) * X[0].double(), rtol=1e-5, atol=1e-5)
 
 
+@egtile.jit(target="sim")
+def eager_gate_then_down(X, W1, W2, H):
+    """TileLang's fused MoE shape in the eager style: kernel 1 writes ``H = silu(X @ W1)`` into a tensor the caller
+    passes, kernel 2 reads it: ``Out = H @ W2`` (a ``T.empty`` it returns)."""
+    M, K, N = T.const("M, K, N")
+    X: T.Tensor((M, K), T.float32)
+    W1: T.Tensor((K, N), T.float32)
+    W2: T.Tensor((N, K), T.float32)
+    H: T.Tensor((M, N), T.float32)
+    Out = T.empty((M, K), T.float32)
+    with T.Kernel(M, threads=32) as i:
+        for j in T.Parallel(N):
+            acc = T.alloc_var("float32", 0.0)
+            for k in T.serial(K):
+                acc += X[i, k] * W1[k, j]
+            H[i, j] = acc / (1.0 + T.exp(-acc))
+    with T.Kernel(M, threads=32) as i:
+        for k in T.Parallel(K):
+            acc = T.alloc_var("float32", 0.0)
+            for j in T.serial(N):
+                acc += H[i, j] * W2[j, k]
+            Out[i, k] = acc
+    return Out
+
+
+def test_an_eager_function_with_two_kernel_blocks_runs_them_in_order():
+    X, W1, W2 = torch.randn(4, 32), torch.randn(32, 32) / 4, torch.randn(32, 32) / 4
+    H = torch.full((4, 32), float("nan"))  # poisoned: only the first kernel fills it
+    out = eager_gate_then_down(X, W1, W2, H)
+    h = X.double() @ W1.double()
+    torch.testing.assert_close(H.double(), h * torch.sigmoid(h), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.double(), (h * torch.sigmoid(h)) @ W2.double(), rtol=1e-5, atol=1e-5)
+    assert len(eager_gate_then_down.compile(X, W1, W2, H).kernels) == 2
+
+
 def test_a_multi_kernel_prim_func_is_refused_by_jitkernel_itself_naming_compile():
     func = split_then_combine.fn()
     with pytest.raises(ArgumentError, match="has 2 T.Kernel block.s. and 0 T.alloc_global scratch tensor.s.; "

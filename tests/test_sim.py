@@ -314,7 +314,10 @@ def _error_kernels():
     @T.prim_func
     def leaf(I: T.Tensor((2,), "int32"), X: T.Tensor((4,), "float32")):
         with T.Kernel(1):
-            X[I[0]] = 1.0  # mark-sim-leaf-oob
+            # past a shared buffer's end (past a global tensor's edge an element store is masked: test_store_edge)
+            s = T.alloc_shared((4,), "float32")
+            s[I[0]] = 1.0  # mark-sim-leaf-oob
+            X[0] = s[0]
 
     @T.prim_func
     def tile(I: T.Tensor((2,), "int32"), X: T.Tensor((8, 16), "float32"), Y: T.Tensor((16,), "float32")):  # mark-sim-def

@@ -7,7 +7,8 @@ load per read buffer and one ``w``-wide store per written buffer; ``1`` when non
 
 1. ``v``'s loop starts at 0 and its extent is a multiple of ``w`` (a group never straddles two rows);
 2. the body is straight-line stores, each indexed by ``v`` (no nested loops or branches, no atomics, no extern
-   calls);
+   calls), and no load indexed by ``v`` sits in a branch of a ``T.if_then_else`` (read only where the condition
+   picks it, e.g. a global load past a tensor's edge; a vector load would read every lane);
 3. every global or shared access whose indices mention ``v`` has ``v`` only in its last index, which is
    ``base + v`` with ``base`` provably a multiple of ``w`` (and not mentioning ``v``), and the buffer's last
    dimension is a multiple of ``w`` (so every row starts aligned); accesses not mentioning ``v`` are the same
@@ -30,7 +31,7 @@ from __future__ import annotations
 from math import gcd
 
 from egtile.analysis.access import free_vars, walk_expr
-from egtile.ir import BinOp, Const, Expr, For, Load, Store, Var, dtype
+from egtile.ir import BinOp, Const, Expr, For, Load, Select, Store, Var, dtype
 
 WIDTHS = (8, 4, 2)
 VECTOR_BYTES = (4, 8, 16)
@@ -59,6 +60,16 @@ def _split(e: Expr, v: str) -> Expr | None:
     return None
 
 
+def _branch_loads(e: Expr) -> list[Load]:
+    """The loads of ``e`` inside a ``Select``'s branches (read only where its condition picks that side, as a
+    global load past a tensor's edge is: ``egtile.language.safeload``)."""
+    out: list[Load] = []
+    for x in walk_expr(e):
+        if isinstance(x, Select):
+            out += [y for br in (x.a, x.b) for y in walk_expr(br) if isinstance(y, Load)]
+    return out
+
+
 def nest(loop: For) -> tuple[list[For], tuple]:
     """The perfectly nested static ``T.Parallel`` loops of ``loop`` (outermost first) and the innermost body."""
     loops = [loop]
@@ -82,6 +93,9 @@ def vector_width(loop: For) -> int:
         return 1
     if not all(any(v in free_vars(i) for i in s.indices) for s in body):
         return 1  # every lane would store the same element
+    if any(v in free_vars(i) for s in body for e in (*s.indices, s.value) for x in _branch_loads(e)
+           for i in x.indices):
+        return 1  # a load read only where a select's condition holds: a vector load would read every lane
     accesses: list[tuple[object, tuple[Expr, ...]]] = []
     for s in body:
         accesses.append((s.buffer, s.indices))

@@ -20,7 +20,7 @@ from egtile.errors import DSLError, ShapeError, SourceLoc, UnsupportedError
 from egtile.evaluate import dtype_of
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import BinOp, Buffer, Const, Expr, If, Load, Region, Store, UnOp, Var
-from egtile.language import tracer
+from egtile.language import safeload, tracer
 from egtile.language.expr import IntImm, Value, as_expr
 
 
@@ -105,39 +105,19 @@ def bounds(e: Expr, ranges: dict[str, tuple[int, int]]) -> tuple[int, int] | Non
 
 
 def past_edge(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr | None:
-    """The condition under which an element store ``buffer[indices]`` into a global tensor lies inside it,
-    when the loop and block variables' ranges reach past its edge (``None``: provably inside, or not known).
+    """The condition under which an element store ``buffer[indices]`` into a global tensor lies inside it, over
+    the dimensions whose index the trace cannot prove inside (``None``: proved inside, or constant).
 
-    TileLang's meaning (its ``LegalizeSafeMemoryAccess`` pass): a store into a *global* buffer whose index
-    the compiler cannot prove inside the shape is guarded by ``0 <= index < shape`` per such dimension, and
-    skipped when outside: the tensor's edge masks it. egtile gives the same meaning where the trace's
-    ranges show the index may leave the tensor (where it used to refuse the store), so the store runs under
-    ``if <condition>:``. Shared, fragment and local buffers keep the range check: TileLang leaves an access
+    TileLang's meaning (its ``LegalizeSafeMemoryAccess`` pass): a store into a *global* buffer whose index the
+    compiler cannot prove inside the shape is guarded by ``0 <= index < shape`` per such dimension, and skipped
+    when outside: the tensor's edge masks it. egtile proves and guards exactly as for an element load
+    (:func:`egtile.language.safeload.condition`: the index's interval over the trace's ranges; an index read
+    from data or a variable without a constant range is guarded too, also inside a ``T.If``), so the store runs
+    under ``if <condition>:``. Shared, fragment and local buffers keep the range check: TileLang leaves an access
     past their end undefined (it only warns), and egtile refuses it; so does a constant index past the edge
     (TileLang skips the guard for constants).
     """
-    trace = tracer.active()
-    if trace is None or trace.guard_depth != 0:
-        return None
-    conds: list[Expr] = []
-    for off, size in zip(indices, buffer.shape):
-        if static_value(off) is not None:
-            if not 0 <= static_value(off) < size:
-                return None  # a constant index past the edge: TileLang does not guard it, egtile refuses it
-            continue
-        b = bounds(off, trace.var_ranges)
-        if b is None:
-            continue
-        if b[0] < 0:
-            conds.append(BinOp(">=", off, Const(0)))
-        if b[1] >= size:
-            conds.append(BinOp("<", off, Const(size)))
-    if not conds:
-        return None
-    out = conds[0]
-    for c in conds[1:]:
-        out = BinOp("and", out, c)
-    return out
+    return safeload.condition(buffer, indices)
 
 
 def check_region(buffer: Buffer, offsets: tuple[Expr, ...], extents: tuple[int, ...], what: str,
@@ -266,7 +246,8 @@ class TileBuffer:
             if v is not None and not 0 <= v < size:
                 raise ShapeError(f"index {v} in dimension {dim} of {self.buffer.name} is out of range; expected "
                                  f"0..{size - 1} (buffer shape {self.buffer.shape})", loc)
-        return Value(Load(self.buffer, indices))
+        # an element of a global tensor whose index may leave it reads zero there (TileLang's meaning: safeload)
+        return safeload.load(self.buffer, indices)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         loc = tracer.user_loc()

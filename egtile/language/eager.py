@@ -571,7 +571,15 @@ class EagerJIT:
             tracer.stop(ttoken)
             _ACTIVE.reset(token)
         trace.params = arg_buffers + [h.buffer for h in b.outputs]
-        kernel = build_kernel(trace, self.fn.__name__, loc)
+        more: tuple = ()
+        if trace.parts:  # several T.Kernel blocks (TileLang's fused MoE): launched one after another (kernelseq)
+            for t in trace.parts:  # every kernel has every parameter, the T.empty outputs too
+                t.params = list(trace.params)
+            kernels = [build_kernel(t, self.fn.__name__ if i == 0 else f"{self.fn.__name__}_{i}", loc)
+                       for i, t in enumerate([*trace.parts, trace])]
+            kernel, more = kernels[0], tuple(kernels[1:])
+        else:
+            kernel = build_kernel(trace, self.fn.__name__, loc)
         positions = {id(h): len(arg_buffers) + i for i, h in enumerate(b.outputs)}
         single = not isinstance(result, (tuple, list))
         returned = [result] if single else list(result)
@@ -583,7 +591,7 @@ class EagerJIT:
                 raise DSLError(f"eager function {self.fn.__name__!r} returns {r!r}; it may return only tensors made "
                                "with T.empty (or nothing)", loc)
             order.append(positions[id(r)])
-        return PrimFunc(kernel, self.fn), tuple(order), (single and result is not None)
+        return PrimFunc(kernel, self.fn, more), tuple(order), (single and result is not None)
 
     # -- entry points ----------------------------------------------------------------------------------
 
@@ -599,12 +607,13 @@ class EagerJIT:
         hit = self._cache.get(key) if key is not None else None
         if hit is not None:
             return hit
-        from egtile.api import JITKernel
+        from egtile.kernelseq import build
 
         bind = self._bind(given, extra)
         func, order, single = self._trace(given, bind)
         out_idx = sorted(order)
-        kernel = JITKernel(func, out_idx=out_idx or None, target=self.target, fast_math=self.fast_math)
+        # a JITKernel, or a KernelSequence for several T.Kernel blocks (launched one after another)
+        kernel = build(func, out_idx=out_idx or None, target=self.target, fast_math=self.fast_math)
         wrapped = EagerKernel(kernel, func, order, single)
         tensors = [n for n in self.signature.parameters if n in bind.params]
         entry = (wrapped, tensors)

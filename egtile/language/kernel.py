@@ -391,13 +391,7 @@ class Kernel:
         if trace.in_kernel:
             raise DSLError("`with T.Kernel(...)` inside another T.Kernel block", self._loc)
         if trace.body is not None:
-            from egtile.language import eager
-
-            if eager.active() is not None:
-                raise UnsupportedError("a second `with T.Kernel(...)` block in an eager function: write the kernels "
-                                       "as a @T.prim_func in a kernel factory, where each T.Kernel block is launched "
-                                       "after the previous one", self._loc)
-            trace.next_kernel()  # several kernels in one prim_func, launched one after another
+            trace.next_kernel()  # several kernels in one prim_func or eager function, launched one after another
         wanted = tracer.with_target_names(self._loc, len(self._grid)) or [None] * len(self._grid)
         fallback = ("bx", "by", "bz")
         block_vars = tuple(Var(trace.fresh_var_name(w, fallback[d])) for d, w in enumerate(wanted))

@@ -40,6 +40,7 @@ from egtile.ir.kernel import (
 )
 from egtile.language import tracer
 from egtile.language.expr import Value
+from egtile.language.safeload import GuardedLoad
 
 _ZERO = (Const(0, "int32"),)
 
@@ -80,8 +81,11 @@ def bind(trace: tracer.Trace, name: str, value: Value) -> LetValue:
 
 
 def lvalue(x: Any) -> Any:
-    """The element a let-bound value was read from (``x.origin``), else ``x``."""
-    return x.origin if isinstance(x, LetValue) else x
+    """The element a let-bound value was read from (``x.origin``), or a guarded global load's plain element
+    (:class:`egtile.language.safeload.GuardedLoad`), else ``x``."""
+    while isinstance(x, (LetValue, GuardedLoad)):
+        x = x.origin
+    return x
 
 
 # ---- the pass ---------------------------------------------------------------------------------------------

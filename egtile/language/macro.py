@@ -19,6 +19,7 @@ from egtile.errors import DSLError
 from egtile.ir.kernel import Load
 from egtile.language import source, tracer
 from egtile.language.expr import Value
+from egtile.language.letbind import lvalue
 
 
 class Ref:
@@ -81,8 +82,8 @@ class Macro:
             bound = inspect.signature(self.fn).bind(*args, **kwargs)
             for n in self._refs:
                 v = bound.arguments.get(n)
-                if isinstance(v, Value) and isinstance(getattr(v, "origin", v).expr, Load):
-                    bound.arguments[n] = RefElement(getattr(v, "origin", v).expr)
+                if isinstance(v, Value) and isinstance(lvalue(v).expr, Load):
+                    bound.arguments[n] = RefElement(lvalue(v).expr)
             args, kwargs = bound.args, bound.kwargs
         return self._runner(*args, **kwargs)
 

@@ -60,9 +60,12 @@ def thread_loop(m, s: ThreadLoop, th):
         key = ("loop", s.sid, _leaves(s))
 
         def record(ps):
+            # the iterations' variable values, read from the batch's columns (the digits of s.iteration(its[p]),
+            # as Python ints): the same record as the per-element path's, without unflattening each again
             iters, tid = m.iters, th.tid
-            for p in ps:
-                iters.setdefault((key, env_key, tuple(zip(names, s.iteration(its[p])))), []).append(tid)
+            digits = [cols[name][ps].tolist() for name in names] if names else [[()] * len(ps)]
+            for vals in (zip(*digits) if names else digits[0]):
+                iters.setdefault((key, env_key, tuple(zip(names, vals))), []).append(tid)
 
         done = batch.run_loop(m, th, s.body, cols, n, record)
         if done is not None:  # the whole loop ran as numpy batches (egtile.sim.batch)
