@@ -146,6 +146,7 @@ def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
     property means the scheduler produced an illegal schedule, which is egtile's bug, never the user's,
     and raises ScheduleError rather than running it."""
     from egtile.verifier import verify
+    from egtile.verifier.resources import resource_loc
 
     violations = verify(scheduled)
     if not violations:
@@ -154,7 +155,7 @@ def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
     if all(v.property == "L8" for v in violations):
         why = _why_accumulators_in_shared(kernel) if "shared memory" in listing else []
         raise ResourceError(f"kernel {kernel.name!r} exceeds a per-block limit of sm_90:\n  {listing}" +
-                            "".join(f"\n  {w}" for w in why), kernel.loc)
+                            "".join(f"\n  {w}" for w in why), resource_loc(kernel, violations))
     from egtile.ir.kernel import walk
     from egtile.verifier.tripcount import PREFIX
 

@@ -190,8 +190,10 @@ def test_per_thread_local_memory_over_512_kb_is_an_l8_resource_error():
                 Y[i] = big[i]
 
     for target in ("sim", "cuda"):
-        with pytest.raises(ResourceError, match=r"L8.*big.*4194304 bytes of local memory per thread.*524288"):
+        with pytest.raises(ResourceError, match=r"L8.*big.*4194304 bytes of local memory per thread.*524288") as info:
             egtile.compile(main, target=target)
+        # the error is at the allocation's line, not at `def main` (found by a fresh-user probe)
+        assert info.value.loc.line == _line_of("big = T.alloc_local")
 
 
 def test_a_negative_parallel_extent_is_an_error_at_the_users_line():
@@ -288,5 +290,14 @@ def test_a_shared_memory_overflow_says_why_the_accumulator_is_not_in_registers()
 
     with pytest.raises(ResourceError, match=r"T.gemm into C_f \(line \d+\) runs on the SIMT cores, its accumulator in "
                                             r"shared memory: no wgmma form fits: wgmma-operand-types: operand types "
-                                            r"float32 x float32"):
+                                            r"float32 x float32") as info:
         egtile.compile(main, target="sim")
+    # at the largest shared buffer's allocation (here the accumulator and B_s's two stages tie, 128 KB each)
+    assert info.value.loc.line in (_line_of("C_f = T.alloc_fragment((128, 256)"), _line_of("B_s = T.alloc_shared((64, 256)"))
+
+
+def _line_of(text: str) -> int:
+    """The line of this file that starts with ``text`` (once)."""
+    lines = [i for i, line in enumerate(open(__file__).read().splitlines(), 1) if line.strip().startswith(text)]
+    assert len(lines) == 1, (text, lines)
+    return lines[0]

@@ -46,6 +46,8 @@ class Buffer:
         dtype: TileLang dtype name (see :mod:`egtile.ir.dtypes`).
         scope: where it lives.
         layout: layout slot.
+        loc: the user's line that allocated it (``None`` for parameters and buffers egtile makes); not part of
+            equality, so two traces of one kernel compare equal.
     """
 
     name: str
@@ -53,6 +55,7 @@ class Buffer:
     dtype: str
     scope: Scope
     layout: Layout = "linear"
+    loc: SourceLoc | None = _loc()
 
     @property
     def numel(self) -> int:

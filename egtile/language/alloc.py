@@ -23,7 +23,7 @@ def _alloc(scope: Scope, shape: Any, dtype: Any, what: str) -> TileBuffer:
     shape_t = check_shape(shape, what, loc)
     dtype_s = check_dtype(dtype, what, loc)
     name = trace.fresh_buffer_name(tracer.assign_target_name(loc), f"{scope}_buf")
-    buf = Buffer(name, shape_t, dtype_s, scope)
+    buf = Buffer(name, shape_t, dtype_s, scope, loc=loc)
     trace.allocs.append(buf)
     return TileBuffer(buf, trace)
 
@@ -84,7 +84,7 @@ def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None
     trace.require_kernel("T.alloc_var")
     dtype_s = check_dtype(dtype, "T.alloc_var", loc)
     name = trace.fresh_buffer_name(tracer.assign_target_name(loc), "var")
-    buf = Buffer(name, (1,), dtype_s, "local")
+    buf = Buffer(name, (1,), dtype_s, "local", loc=loc)
     trace.allocs.append(buf)
     var = VarBuffer(buf, trace)
     if init is not None:
@@ -116,7 +116,8 @@ def alloc_global(shape: Any, dtype: Any) -> TileBuffer:
                                "not), or write the kernels as a @T.prim_func in a factory", loc)
     shape_t = check_shape(shape, "T.alloc_global", loc)
     dtype_s = check_dtype(dtype, "T.alloc_global", loc)
-    buf = Buffer(trace.fresh_buffer_name(tracer.assign_target_name(loc), "global_buf"), shape_t, dtype_s, "global")
+    buf = Buffer(trace.fresh_buffer_name(tracer.assign_target_name(loc), "global_buf"), shape_t, dtype_s, "global",
+                 loc=loc)
     trace.params.append(buf)
     trace.hidden.append(buf)
     return TileBuffer(buf, trace)

@@ -81,7 +81,10 @@ def check_protocol(sched: Scheduled) -> None:
     name = sched.kernel.name
     if all(v.property == "L8" for v in found):
         listing = "\n  ".join(str(v) for v in found)
-        raise ResourceError(f"kernel {name!r} exceeds a per-block limit of sm_90:\n  {listing}", sched.kernel.loc)
+        from egtile.verifier.resources import resource_loc
+
+        raise ResourceError(f"kernel {name!r} exceeds a per-block limit of sm_90:\n  {listing}",
+                            resource_loc(sched.kernel, found))
     found = sorted(found, key=lambda v: _PRIORITY.get(v.property, 9))
     from egtile.verifier.protocol_diagnosis import diagnose
 

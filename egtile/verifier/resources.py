@@ -52,6 +52,18 @@ def shared_bytes(sched: Scheduled) -> int:
     return total + 8 * sum(b.stages for b in sched.barriers)
 
 
+def resource_loc(kernel, violations: list[Violation]):
+    """Where a per-block limit is exceeded, for the error: the user's allocation of the buffer the first L8
+    violation names (the largest shared buffer, or local buffer), else the kernel's line."""
+    for v in violations:
+        if v.property != "L8" or v.buffer is None:
+            continue
+        loc = next((b.loc for b in kernel.params + kernel.allocs if b.name == v.buffer), None)
+        if loc is not None:
+            return loc
+    return kernel.loc
+
+
 def check_resources(sched: Scheduled) -> list[Violation]:
     out: list[Violation] = []
     if not 1 <= sched.threads <= MAX_THREADS:
