@@ -256,7 +256,11 @@ class _Tuned:
                 failed += 1
                 continue
             if getattr(kernel, "target", None) != "cuda":
+                # a CPU target has no time to compare: the first configuration that passes is taken, and the bar
+                # says so (it counts this configuration, tried; before, it closed at 0 of n, printed twice)
                 first_ok = (i, kernel)
+                bar.set_postfix_str(f"{kernel.target}: no timing, the first passing configuration is taken")
+                bar.update(1)
                 bar.close()
                 break
             latency = do_bench(run, warmup=opts["warmup"], rep=opts["rep"], device="cuda")
@@ -265,6 +269,7 @@ class _Tuned:
                 best = (latency, i, kernel)
             elif opts["early_stop"] and tried >= max(1, len(configs) // 3) and \
                     latency > opts["early_stop_factor"] * best[0]:
+                bar.update(1)  # this configuration was timed: count it before closing
                 bar.close()
                 break
         if best is not None:
