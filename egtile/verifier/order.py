@@ -620,7 +620,7 @@ class OrderAnalysis:
         else:
             who = self.agents[e.agent].name
         st = f" stage {e.stage}" if e.stage is not None else ""
-        return f"the {op} of {e.buffer}{st} by {who} (sid {e.sid}, {e.where()})"
+        return f"the {op} of {e.buffer}{st} by {who} (sid {e.sid}, {e.where()}){e.note}"
 
     def _guards(self, buf: str) -> str:
         g = [b.name for b in self.sched.barriers if buf in b.guards]

@@ -175,6 +175,7 @@ class Event:
     local: bool = False  # an access of a per-thread (local) buffer: value flow only
     # the innermost sealed side of a data-dependent SIf the event is in (egtile.verifier.paths.Instance)
     inst: Any = None
+    note: str = ""  # said after the access in reports (a wgmma's operand read at the wait that completes it)
 
     def where(self) -> str:
         if not self.path:
@@ -440,6 +441,8 @@ class Tracer:
         self._free: dict[int, tuple] = {}
         self._replay: dict[tuple, list] = {}
         self._pieces: dict[tuple, Piece | None] = {}
+        # per agent: the wgmma groups issued and not yet completed by a wgmma.wait_group (egtile.verifier.mma)
+        self.inflight: dict[int, list] = {}
 
     def run(self) -> list[list[Event]]:
         for a in self.agents:
