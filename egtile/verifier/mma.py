@@ -214,7 +214,7 @@ def _wgmma(s: WgmmaMma, ctx: Ctx) -> None:
     # the tensor core reads the shared operands until the wgmma.wait_group that completes the group (PTX ISA
     # 9.7.15.7): the reads are traced again there (_wgmma_wait), with the issue's loop variables
     ctx.tracer.inflight.setdefault(ctx.agent.index, []).append(
-        (s, c.lo, c.hi, dict(ctx.env), ctx.path, ctx.loop_sid, ctx.accesses_only))
+        (s, c.lo, c.hi, dict(ctx.env), ctx.path, ctx.loop_sid, ctx.accesses_only, ctx.tracer.sides))
 
 
 def _wgmma_wait(s: WgmmaWait, ctx: Ctx) -> None:
@@ -232,17 +232,23 @@ def _wgmma_wait(s: WgmmaWait, ctx: Ctx) -> None:
     if not done:
         return
     tracer.inflight[ctx.agent.index] = [x for i, x in enumerate(flying) if i not in done]
+    here = tracer.sides
     for i in sorted(done):
-        w, lo, hi, env, path, loop_sid, only = flying[i]
+        w, lo, hi, env, path, loop_sid, only, sides = flying[i]
         c = Ctx(tracer, ctx.agent, lo, hi, env, path, loop_sid, None, accesses_only=only or ctx.accesses_only)
         note = (f" (read by the tensor core until the wgmma.wait_group {s.pending} that completes wgmma sid {w.sid}, "
                 f"at {', '.join(f'{n}={v}' for _, n, v in ctx.path) or 'the end of the loops'})")
-        for r in (w.gemm.a, w.gemm.b):
-            if w.a_registers and r is w.gemm.a:
-                continue  # a register A operand is read at issue
-            ev = c.read(r, w.sid, proxy="async")
-            if ev is not None:
-                ev.note = note
+        # the read happens where both the issue and the wait run: the data-dependent sides of either
+        tracer.sides = tuple(dict.fromkeys(sides + here))
+        try:
+            for r in (w.gemm.a, w.gemm.b):
+                if w.a_registers and r is w.gemm.a:
+                    continue  # a register A operand is read at issue
+                ev = c.read(r, w.sid, proxy="async")
+                if ev is not None:
+                    ev.note = note
+        finally:
+            tracer.sides = here
 
 
 def _layout_loop_effects(s: LayoutLoop, w, lo: int, hi: int, loop) -> None:
