@@ -49,7 +49,15 @@ when (the named side conditions):
   so CTA-barrier placement puts no consumer barrier inside the loop (same reason);
 * ``pingpong-barrier-ids-free``: the handshake's ids differ from every CTA barrier egtile places (0 for the
   whole block, 1 and 2 inside the consumer and producer roles: :func:`egtile.lower.sync.place_syncs`), so
-  their rounds never mix.
+  their rounds never mix;
+* ``pingpong-two-stages``: the loop has at least two stages. The split has one ``full``/``empty`` pair for every
+  buffer the producer fills, released after the last statement that reads a stage (a turn's ``P V``, when it reads
+  ``V``) and waited before the first (``Q K^T``). A turn of warpgroup 0 is ``P V`` of block j and ``Q K^T`` of block
+  j+1, so it waits on ``full`` for block j+1 while warpgroup 1, waiting for that turn to end, still holds block j's
+  stage (its release follows its own ``P V`` of block j). With one stage the producer's refill for block j+1 waits
+  for that release: a cycle (found on TileLang's fused-MoE example at ``num_stages=1``, a deadlock the simulator
+  reported). With two stages block j+1 has its own stage, which only block j-1 held, released by both warpgroups
+  before either reached block j's turn.
 
 The rule rewrites the ``ws`` term of ``pipeline-warp-specialize``, so that split's conditions held wherever it
 matches. The verifier (``egtile.verifier.handshake``: a model check of every
@@ -200,8 +208,14 @@ WRITES_REGISTERS = form_condition(
     W.witness_text("pingpong-consumers-write-registers",
                    "{a} writes {buf}, which is not a register fragment: the consumers would need a CTA barrier "
                    "inside the loop, which a turn would deadlock with"))
+TWO_STAGES = form_condition(
+    "pingpong-two-stages", "the loop has at least two stages: a turn waits on the next block's stage while the "
+    "partner warpgroup still holds the current one (released after its own turn)",
+    lambda w: (Violation((eq(w.n).to(D.num_stages(w.L)), w.n < i64(2)), w.n),),
+    W.witness_text("pingpong-two-stages", "num_stages={n}: a turn would wait on the next block's stage while the "
+                                          "partner warpgroup still holds it (deadlock through the producer)"))
 
-CONDITIONS = (TWO_WARPGROUPS, TWO_GEMM_TURNS, GEMMS_ON_TENSOR_CORES, WRITES_REGISTERS, IDS_FREE)
+CONDITIONS = (TWO_WARPGROUPS, TWO_GEMM_TURNS, GEMMS_ON_TENSOR_CORES, WRITES_REGISTERS, IDS_FREE, TWO_STAGES)
 
 # ----------------------------------------------------------------------------------------------------
 # The constructor, its cost and its lowering

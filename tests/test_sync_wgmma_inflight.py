@@ -7,8 +7,9 @@ The kernel has the shape of TileLang's linear-attention backward (its dQ loop): 
 ``a`` and ``b``, ``o = a @ b^T`` (waited at once: a later loop reads ``o``), ``h += a^T @ b`` (wait deferred past
 the statements that follow: the e-graph's ``gemm-to-wgmma-async``), ``o`` staged through shared memory and added
 to global memory atomically. Before the fix the schedule had no barrier between that deferred wait and the next
-iteration's copies, and the simulator reported the race (thread 0's copy into ``a`` against thread 1's wgmma);
-the verifier's trace places the group's reads at issue and did not report it (listed in the port report)."""
+iteration's copies, and the simulator reported the race (thread 0's copy into ``a`` against thread 1's wgmma).
+The verifier's trace placed the group's reads at issue and passed that schedule; it now traces them again at the
+``wgmma.wait_group`` that completes the group (egtile.verifier.mma), and refuses it naming the wgmma and the write."""
 
 from __future__ import annotations
 
@@ -116,3 +117,30 @@ def test_without_that_barrier_the_simulator_reports_the_race(scheduled):
     except SimulationError as e:
         errors = [str(e)]
     assert any("race on a[" in e or "race on b[" in e for e in errors), errors[:3]
+
+
+def test_without_that_barrier_the_verifier_refuses_the_schedule_naming_the_wgmma_and_the_write(scheduled):
+    # the operand reads of the deferred wgmma last until its wait_group: the barrier between the issue and the wait
+    # does not order them with the next iteration's SIMT copies into a and b
+    loop = _loop(scheduled)
+    mutant = dataclasses.replace(scheduled, body=tuple(
+        dataclasses.replace(s, body=s.body[1:]) if s is loop else s for s in scheduled.body))
+    h_mma = next(s for s in loop.body if isinstance(s, WgmmaMma) and s.gemm.c.buffer.name == "h")
+    found = [v for v in egtile.verify(mutant) if v.property == "L2"]
+    assert {v.buffer for v in found} == {"a", "b"}, found
+    for v in found:
+        assert h_mma.sid in v.sids and f"completes wgmma sid {h_mma.sid}" in v.message, v.message
+        assert f"the write of {v.buffer}" in v.message and "i=1" in v.message, v.message
+
+
+def test_a_barrier_between_the_issue_and_the_wait_alone_does_not_satisfy_the_verifier(scheduled):
+    # the same schedule with the barrier after the wait moved to between the wgmma's issue and its wait: the trace's
+    # old placement (reads at issue) would have called that ordered
+    loop = _loop(scheduled)
+    body = list(loop.body[1:])
+    h_mma = next(n for n, s in enumerate(body) if isinstance(s, WgmmaMma) and s.gemm.c.buffer.name == "h")
+    body.insert(h_mma + 1, loop.body[0])
+    mutant = dataclasses.replace(scheduled, body=tuple(
+        dataclasses.replace(s, body=tuple(body)) if s is loop else s for s in scheduled.body))
+    assert any(v.property == "L2" and v.buffer in ("a", "b") and "wgmma.wait_group" in v.message
+               for v in egtile.verify(mutant))

@@ -17,6 +17,18 @@ warpgroups, arrivals pending at exit, or an id that egtile's role barriers also 
 node under a conditional, an elected thread or a thread loop, or outside a role, is L7 (its warpgroups need not
 reach it the same number of times).
 
+The model also holds the mbarrier operations of the whole warp-specialized region (every role's warpgroups: the
+consumers' ``full`` waits and ``empty`` arrivals, the producer's ``empty`` waits and ``full`` arrivals, with their
+stage and parity evaluated per iteration; a TMA load's transaction bytes complete on their own, so they only delay
+and are left out). A handshake that is deadlock-free among the consumers alone can still deadlock through the
+producer: a turn that waits on ``full`` for block j+1 while the partner, waiting for that turn to end, still holds
+block j's only stage (the ping-pong at one stage; TileLang's fused-MoE example). The trace's order analysis
+(:mod:`egtile.verifier.order`) cannot see that cycle, since it takes the consumer role as one agent and the handshake
+gives it no events; this model check does. Fact (PTX ISA 9.7.13.15): a phase of an mbarrier completes when its
+pending arrival count reaches zero; ``try_wait.parity P`` returns once the phase of parity ``P`` completed (the
+current phase's parity differs from ``P``). A split whose mbarrier operations the model cannot evaluate (a stage or
+parity read from data, an operation under a branch on data) is checked on its named barriers alone, as before.
+
 The handshake gives no ordering facts here: its trace model emits no event, so no access is ordered by it
 (what it orders is the warpgroups' tensor-core turns, not memory). That is conservative: a schedule that
 relied on it for memory would be reported, never accepted.
@@ -26,8 +38,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from egtile.evaluate import evaluate
 from egtile.ir.handshake import WARPGROUP, NamedArrive, NamedSync, WarpgroupBarrier
-from egtile.ir.scheduled import Elect, RoleSplit, Scheduled, SeqLoop, SIf, SyncThreads, ThreadLoop
+from egtile.ir.scheduled import (
+    Arrive, ArriveExpectTx, CpAsyncArrive, Elect, RoleSplit, Scheduled, SeqLoop, SIf, SyncThreads, ThreadLoop, Wait,
+)
 from egtile.verifier import registry
 from egtile.verifier.registry import handler
 from egtile.verifier.violation import Violation
@@ -37,6 +52,9 @@ TRIPS = 3
 loop (the same operations each iteration), so a pairing that is wrong shows within the first rounds: a missing
 or extra arrival by iteration 1, a deadlock crossing the back edge by iteration 2."""
 MAX_STATES = 200_000
+MAX_TRIPS = 1024
+"""With the mbarriers, each serial loop runs its own trip count (its bounds evaluated; the stages and parities depend
+on the iteration) up to this many iterations; a loop bounded by data runs 0..TRIPS."""
 
 
 @handler("trace", NamedSync, NamedArrive)
@@ -60,11 +78,28 @@ def _structure(s: WarpgroupBarrier, w, lo, hi, role, divergent, serial, data_if)
 
 @dataclass(frozen=True)
 class Op:
-    kind: str  # "sync" | "arrive"
-    barrier: int
-    count: int
+    kind: str  # "sync" | "arrive" (named barriers) | "mwait" | "marrive" (mbarriers)
+    barrier: int | tuple  # a named barrier's id, or (mbarrier name, stage)
+    count: int  # threads per round / arriving threads; a wait's parity
     sid: int | None
     what: str
+
+
+class _Unmodelled(Exception):
+    """An mbarrier operation the model cannot evaluate (module docstring): the split's named barriers alone."""
+
+
+def _value(e, env: dict) -> int:
+    def no_load(buf, idx):
+        raise _Unmodelled(f"reads {buf.name}")
+
+    try:
+        return int(evaluate(e, env, no_load))
+    except KeyError as err:
+        raise _Unmodelled(f"variable {err}") from None
+
+
+_MBAR = (Wait, Arrive, ArriveExpectTx, CpAsyncArrive)
 
 
 def _ids(s: WarpgroupBarrier) -> str:
@@ -80,12 +115,15 @@ def _has_handshake(stmts) -> bool:
 
 
 class _Program:
-    """Each warpgroup's barrier operations in one role, as a tree of lists and loops."""
+    """Each warpgroup's barrier operations in one role, as a tree of lists and loops: the handshake nodes and the
+    role's CTA barriers (``op`` items, one operation per warpgroup) and, where ``mbarriers`` is on, the mbarrier
+    operations (``mb`` items, evaluated per iteration when unrolled)."""
 
-    def __init__(self, lo: int, n_wg: int, out: list[Violation]) -> None:
-        self.lo, self.n_wg, self.out = lo, n_wg, out
+    def __init__(self, lo: int, n_wg: int, out: list[Violation], mbarriers: bool = False) -> None:
+        self.lo, self.n_wg, self.out, self.mbarriers = lo, n_wg, out, mbarriers
+        self.dynamic = False  # a loop bounded by data was unrolled (then every count 0..TRIPS is checked)
 
-    def build(self, stmts) -> list:
+    def build(self, stmts, elected: int | None = None) -> list:
         items: list = []
         for s in stmts:
             if isinstance(s, WarpgroupBarrier):
@@ -106,73 +144,155 @@ class _Program:
                                   f"bar.sync {s.barrier_id}, {s.threads.count} (a CTA barrier of the role) of "
                                   f"warpgroup {w}") if inside else None)
                 items.append(("op", tuple(per)))
+            elif isinstance(s, _MBAR):
+                if self.mbarriers:
+                    items.append(("mb", s, elected))
             elif isinstance(s, SeqLoop):
-                body = self.build(s.body)
+                body = self.build(s.body, elected)
                 if body:
-                    items.append(("loop", body))
+                    items.append(("loop", body, s))
+            elif isinstance(s, Elect) and not _has_handshake([s]):
+                if self.mbarriers:
+                    body = self.build(s.body, min(self.n_wg - 1, max(0, (s.threads.begin - self.lo) // WARPGROUP)))
+                    if body:
+                        items.append(("elect", body))
+            elif isinstance(s, SIf) and not _has_handshake([s]):
+                if self.mbarriers and _has_mbarrier([s]):
+                    items.append(("if", s, self.build(s.then_body, elected), self.build(s.else_body, elected)))
             elif isinstance(s, (SIf, Elect, ThreadLoop, RoleSplit)) or registry.bodies(s):
                 if _has_handshake([s]):
                     self.out.append(Violation(
                         "L7", f"a warpgroup handshake is inside a {type(s).__name__}: its warpgroups need not reach "
                               "it the same number of times", _sids(s)))
+                elif self.mbarriers and _has_mbarrier([s]):
+                    raise _Unmodelled(f"mbarrier operations inside a {type(s).__name__}")
         return items
 
-    def unroll(self, items, w: int, n: int) -> list[Op]:
+    def unroll(self, items, w: int, n: int, env: dict | None = None) -> list[Op]:
+        env = {} if env is None else env
         out: list[Op] = []
-        for kind, x in items:
+        for item in items:
+            kind = item[0]
             if kind == "op":
-                if x[w] is not None:
-                    out.append(x[w])
+                if item[1][w] is not None:
+                    out.append(item[1][w])
+            elif kind == "mb":
+                op = self.mbarrier_op(item[1], item[2], w, env)
+                if op is not None:
+                    out.append(op)
+            elif kind == "elect":
+                out += self.unroll(item[1], w, n, env)
+            elif kind == "if":
+                taken = _value(item[1].cond, env)
+                out += self.unroll(item[2] if taken else item[3], w, n, env)
             else:
-                body = self.unroll(x, w, n)
-                out += body * n
+                body, loop = item[1], item[2]
+                if not self.mbarriers:
+                    out += self.unroll(body, w, n, env) * n
+                    continue
+                start = _value(loop.start, env)
+                try:
+                    trips = _value(loop.stop, env) - start
+                except _Unmodelled:
+                    trips = n  # a trip count read from data: every count 0..TRIPS
+                    self.dynamic = True
+                if trips > MAX_TRIPS:
+                    raise _Unmodelled(f"a loop of {trips} iterations")
+                for i in range(max(0, trips)):
+                    out += self.unroll(body, w, n, {**env, loop.var.name: start + i})
         return out
 
+    def mbarrier_op(self, s, elected: int | None, w: int, env: dict) -> Op | None:
+        """Warpgroup ``w``'s part of mbarrier operation ``s``: every thread of it, or the elected thread's."""
+        if elected is not None and elected != w:
+            return None
+        threads = 1 if elected is not None else WARPGROUP
+        stage = _value(s.stage, env)
+        key = (s.barrier, stage)
+        who = f"of warpgroup {w}" + (" (its elected thread)" if elected is not None else "")
+        if isinstance(s, Wait):
+            parity = _value(s.parity, env) & 1
+            return Op("mwait", key, parity, s.sid, f"mbarrier_wait {s.barrier}[{stage}] parity {parity} {who}")
+        name = {Arrive: "mbarrier_arrive", ArriveExpectTx: "mbarrier_arrive_expect_tx",
+                CpAsyncArrive: "cp.async.mbarrier.arrive"}[type(s)]
+        return Op("marrive", key, threads, getattr(s, "sid", None), f"{name} {s.barrier}[{stage}] {who}")
 
-def _explore(seqs: list[list[Op]]) -> tuple[str, Op | None] | None:
-    """Every interleaving of the warpgroups' sequences; the first failure found: ``(message, op)``."""
-    start = (tuple(0 for _ in seqs), ())
+
+def _has_mbarrier(stmts) -> bool:
+    return any(isinstance(x, _MBAR) for x in registry.walk(stmts))
+
+
+def _explore(seqs: list[list[Op]], counts: dict[str, int] | None = None,
+             names: list[str] | None = None) -> tuple[str, Op | None] | None:
+    """Every interleaving of the warpgroups' sequences; the first failure found: ``(message, op)``.
+    ``counts``: the arrive count of each mbarrier the sequences use; ``names``: each sequence's warpgroup, for
+    messages (default ``warpgroup i``)."""
+    counts = counts or {}
+    names = names or [f"warpgroup {w}" for w in range(len(seqs))]
+    start = (tuple(0 for _ in seqs), (), ())
     seen = {start}
     stack = [start]
     while stack:
-        pcs, bars = stack.pop()
+        pcs, bars, mbars = stack.pop()
         if len(seen) > MAX_STATES:
             return None
         state = dict((b, (c, frozenset(ws), a)) for b, c, ws, a in bars)
+        mstate = dict((k, (ph, a)) for k, ph, a in mbars)
         moved = False
         waiting = {w for b, (c, ws, a) in state.items() for w in ws}
+        stuck: list[tuple[int, Op]] = []
         for w, seq in enumerate(seqs):
             if w in waiting or pcs[w] >= len(seq):
                 continue
             op = seq[pcs[w]]
-            if op.count % WARPGROUP:
-                return (f"{op.what}: the count {op.count} is not a whole number of warpgroups, so no round of "
-                        "whole warpgroups completes it", op)
-            c, ws, a = state.get(op.barrier, (op.count, frozenset(), 0))
-            if (ws or a) and c != op.count:
-                return (f"{op.what}: the round of barrier {op.barrier} has count {c}, this operation {op.count}", op)
-            ws2, a2 = (ws | {w}, a) if op.kind == "sync" else (ws, a + WARPGROUP)
-            new = dict(state)
-            if len(ws2) * WARPGROUP + a2 >= op.count:
-                new.pop(op.barrier, None)  # the round completes: every waiter moves on
+            new, mnew = state, mstate
+            if op.kind == "mwait":
+                ph, _a = mstate.get(op.barrier, (0, 0))
+                if (ph & 1) == op.count:  # the phase of this parity has not completed
+                    stuck.append((w, op))
+                    continue
+            elif op.kind == "marrive":
+                ph, a = mstate.get(op.barrier, (0, 0))
+                need = counts.get(op.barrier[0], 0)
+                a += op.count
+                mnew = dict(mstate)
+                mnew[op.barrier] = (ph + 1, a - need) if need and a >= need else (ph, a)
             else:
-                new[op.barrier] = (op.count, ws2, a2)
+                if op.count % WARPGROUP:
+                    return (f"{op.what}: the count {op.count} is not a whole number of warpgroups, so no round of "
+                            "whole warpgroups completes it", op)
+                c, ws, a = state.get(op.barrier, (op.count, frozenset(), 0))
+                if (ws or a) and c != op.count:
+                    return (f"{op.what}: the round of barrier {op.barrier} has count {c}, this operation {op.count}",
+                            op)
+                ws2, a2 = (ws | {w}, a) if op.kind == "sync" else (ws, a + WARPGROUP)
+                new = dict(state)
+                if len(ws2) * WARPGROUP + a2 >= op.count:
+                    new.pop(op.barrier, None)  # the round completes: every waiter moves on
+                else:
+                    new[op.barrier] = (op.count, ws2, a2)
             npcs = list(pcs)
             npcs[w] += 1
-            nxt = (tuple(npcs), tuple(sorted((b, c2, tuple(sorted(x)), y) for b, (c2, x, y) in new.items())))
+            nxt = (tuple(npcs), tuple(sorted((b, c2, tuple(sorted(x)), y) for b, (c2, x, y) in new.items())),
+                   tuple(sorted((k, ph, a) for k, (ph, a) in mnew.items())))
             moved = True
             if nxt not in seen:
                 seen.add(nxt)
                 stack.append(nxt)
         if moved:
             continue
-        blocked = [(w, seqs[w][pcs[w] - 1]) for w in sorted(waiting)]  # the sync it waits in
+        blocked = sorted([(w, seqs[w][pcs[w] - 1]) for w in waiting] + stuck)  # the sync it waits in / the wait
         if blocked:
             w, op = blocked[0]
-            pending = state[op.barrier]
-            return (f"deadlock: {op.what} waits forever ({len(pending[1]) * WARPGROUP + pending[2]} of {op.count} "
-                    "threads ever arrive in its round); "
-                    + "; ".join(f"warpgroup {v} waits at {o.what}" for v, o in blocked), op)
+            if op.kind == "mwait":
+                ph, a = mstate.get(op.barrier, (0, 0))
+                head = (f"deadlock: {op.what} waits forever (the stage is in phase {ph}, {a} of "
+                        f"{counts.get(op.barrier[0], '?')} arrivals)")
+            else:
+                pending = state[op.barrier]
+                head = (f"deadlock: {op.what} waits forever ({len(pending[1]) * WARPGROUP + pending[2]} of "
+                        f"{op.count} threads ever arrive in its round)")
+            return (head + "; " + "; ".join(f"{names[v]} waits at {o.what}" for v, o in blocked), op)
         left = [(b, a) for b, (c, ws, a) in state.items() if a]
         if left:
             b, a = left[0]
@@ -221,17 +341,66 @@ def check_handshakes(sched: Scheduled) -> list[Violation]:
                 out.append(Violation("L3", f"a handshake node names warpgroups {len(x.ids)} from thread {x.base}, but "
                                            f"role {role.name} has threads [{role.threads.begin}, {role.threads.end})",
                                      _sids(x)))
-        prog = _Program(role.threads.begin, role.threads.count // WARPGROUP, out)
-        items = prog.build(role.body)
+    checked: set[int] = set()
+    counts = {b.name: b.arrive_count for b in sched.barriers}
+    for role, split in roles:
+        if id(split) in checked or not _has_handshake(role.body):
+            continue
+        checked.add(id(split))
+        out += _check_split(split, counts)
+    return out
+
+
+def _programs(split: RoleSplit, out: list[Violation], mbarriers: bool):
+    """``(role, program, items)`` for every role of ``split``; named barriers only where ``mbarriers`` is off."""
+    progs = []
+    for role in split.roles:
+        n_wg = max(1, role.threads.count // WARPGROUP)
+        prog = _Program(role.threads.begin, n_wg, out, mbarriers)
+        progs.append((role, prog, prog.build(role.body)))
+    return progs
+
+
+def _check_split(split: RoleSplit, counts: dict[str, int]) -> list[Violation]:
+    """The model check of one warp-specialized region: every warpgroup of every role, named barriers and
+    mbarriers (module docstring); named barriers alone where its mbarrier operations cannot be evaluated."""
+    out: list[Violation] = []
+    nodes = [x for x in registry.walk([split]) if isinstance(x, WarpgroupBarrier)]
+    try:
+        progs = _programs(split, out, mbarriers=True)
+        runs = []
         for n in range(TRIPS + 1):
-            seqs = [prog.unroll(items, w, n) for w in range(prog.n_wg)]
-            bad = _explore(seqs)
-            if bad is not None:
-                msg, op = bad
-                sid = (op.sid,) if op is not None and op.sid is not None else _sids(nodes[0])
-                out.append(Violation("L3", f"role {role.name}, {n} iteration(s) of its loop: {msg}", sid,
-                                     barrier=f"bar {op.barrier}" if op is not None else "bar"))
-                break
+            runs.append([prog.unroll(items, w, n) for _r, prog, items in progs for w in range(prog.n_wg)])
+            if not any(prog.dynamic for _r, prog, _i in progs):
+                break  # every loop has its own constant trip count: one run
+        mbar = True
+    except _Unmodelled:
+        out = []
+        progs = _programs(split, out, mbarriers=False)
+        runs = None
+        mbar = False
+    names = [f"warpgroup {w} of role {r.name}" for r, prog, _ in progs for w in range(prog.n_wg)]
+    for n in range(len(runs) if mbar else TRIPS + 1):
+        if mbar:
+            bad = _explore(runs[n], counts, names)
+            where = (f"the warp-specialized region (sid {split.sid})" +
+                     (f", {n} iteration(s) of its loops bounded by data" if len(runs) > 1 else ""))
+        else:
+            bad = None
+            for role, prog, items in progs:
+                if not _has_handshake(role.body):
+                    continue
+                bad = _explore([prog.unroll(items, w, n) for w in range(prog.n_wg)])
+                if bad is not None:
+                    where = f"role {role.name}, {n} iteration(s) of its loop"
+                    break
+        if bad is not None:
+            msg, op = bad
+            sid = (op.sid,) if op is not None and op.sid is not None else _sids(nodes[0])
+            bar = (f"bar {op.barrier}" if not isinstance(op.barrier, tuple) else op.barrier[0]) if op is not None \
+                else "bar"
+            out.append(Violation("L3", f"{where}: {msg}", sid, barrier=bar))
+            break
     return out
 
 

@@ -22,7 +22,9 @@ of the by-layout statements: each element by its owner (an owner-carrying
 * ``WgmmaMma``: the operand tiles read through the async proxy by the warpgroup threads (a generic write
   of them needs ``fence.proxy.async`` by its writers, PTX ISA 9.7.13.3.2), the accumulator elements read
   (unless cleared) and written by their owners.
-* ``WgmmaWait``: no access.
+* ``WgmmaWait``: no access of its own; the shared-operand reads of the groups it completes are traced again at
+  it (with the issue's loop variables): the tensor core reads them until then, so a later write of an operand must
+  be ordered after the wait, and a CTA barrier between the issue and a deferred wait orders nothing it still reads.
 
 Layout agreement (L1, :func:`check_fragments`): a wgmma's tiling is its accumulator's layout, its
 descriptor swizzles are its operand buffers' layouts, and a TMA copy's tensor-map swizzle is its shared
@@ -42,7 +44,8 @@ again with those its first trip leaves open (a group may complete in the next it
 the tensor core (groups of one warpgroup on one accumulator complete in order). A ``wait_group N`` completes
 every open group of its warpgroups but the ``N`` most recently committed (the rotated attention loop of
 ``egtile.rules.overlap`` waits for ``Q K^T`` with ``wait_group 1`` while ``P V`` stays in flight). The trace models above
-place the group's accesses at issue; this static check is what makes that placement sound.
+place the accumulator accesses at issue and the operand reads at issue and again at the completing wait; this
+static check is what makes that placement sound (nothing touches them in between).
 """
 
 from __future__ import annotations
@@ -208,10 +211,44 @@ def _wgmma(s: WgmmaMma, ctx: Ctx) -> None:
     if not g.clear_accum:
         _by_owner(c, g.c, "r", sid, frag, s.threads)
     _by_owner(c, g.c, "w", sid, frag, s.threads)
+    # the tensor core reads the shared operands until the wgmma.wait_group that completes the group (PTX ISA
+    # 9.7.15.7): the reads are traced again there (_wgmma_wait), with the issue's loop variables
+    ctx.tracer.inflight.setdefault(ctx.agent.index, []).append(
+        (s, c.lo, c.hi, dict(ctx.env), ctx.path, ctx.loop_sid, ctx.accesses_only, ctx.tracer.sides))
 
 
 def _wgmma_wait(s: WgmmaWait, ctx: Ctx) -> None:
-    pass  # no access; check_wgmma_waits checks what it orders
+    """No access of its own; the shared-operand reads of the groups it completes end here: each is traced again
+    at the wait, so a later write of an operand must be ordered after the wait, not only after the issue (a CTA
+    barrier between an issue and its deferred wait orders nothing the tensor core still reads).
+    ``wait_group N`` completes every group of the waiting warpgroups but the ``N`` most recently committed."""
+    tracer = ctx.tracer
+    flying = tracer.inflight.get(ctx.agent.index)
+    if not flying:
+        return
+    mine = [i for i, (w, *_rest) in enumerate(flying)
+            if w.threads.begin < s.threads.end and s.threads.begin < w.threads.end]
+    done = set(mine[:max(0, len(mine) - max(0, s.pending))])
+    if not done:
+        return
+    tracer.inflight[ctx.agent.index] = [x for i, x in enumerate(flying) if i not in done]
+    here = tracer.sides
+    for i in sorted(done):
+        w, lo, hi, env, path, loop_sid, only, sides = flying[i]
+        c = Ctx(tracer, ctx.agent, lo, hi, env, path, loop_sid, None, accesses_only=only or ctx.accesses_only)
+        note = (f" (read by the tensor core until the wgmma.wait_group {s.pending} that completes wgmma sid {w.sid}, "
+                f"at {', '.join(f'{n}={v}' for _, n, v in ctx.path) or 'the end of the loops'})")
+        # the read happens where both the issue and the wait run: the data-dependent sides of either
+        tracer.sides = tuple(dict.fromkeys(sides + here))
+        try:
+            for r in (w.gemm.a, w.gemm.b):
+                if w.a_registers and r is w.gemm.a:
+                    continue  # a register A operand is read at issue
+                ev = c.read(r, w.sid, proxy="async")
+                if ev is not None:
+                    ev.note = note
+        finally:
+            tracer.sides = here
 
 
 def _layout_loop_effects(s: LayoutLoop, w, lo: int, hi: int, loop) -> None:

@@ -209,17 +209,28 @@ def _sif(s: SIf, ctx: Ctx) -> None:
         # data-dependent branch: accesses of both sides; the synchronization of a sealed side only when
         # this trace keeps its depth (egtile.verifier.paths), none of any other side (L3/L7 reject it)
         flags = tracer.branches.of(s) if tracer.branches is not None else (False, False)
+        tracer.executions += 1
+        execution = tracer.executions  # the two sides of this execution exclude each other (trace.exclusive)
+        # each side starts with the wgmma groups in flight before it; after it, those either leaves in flight
+        flying = {k: list(v) for k, v in tracer.inflight.items()}
+        left: dict[int, list] = {}
         for side, body, sealed in ((0, s.then_body, flags[0]), (1, s.else_body, flags[1])):
-            outer = tracer.inst
+            outer, outer_sides = tracer.inst, tracer.sides
             if sealed:
                 tracer.inst = enter(outer, s, side, ctx.path)
+            tracer.sides = outer_sides + ((execution, side),)
+            tracer.inflight = {k: list(v) for k, v in flying.items()}
             try:
                 keep = sealed and not ctx.accesses_only and tracer.inst[0] <= tracer.sync_depth
                 a = ctx if keep else ctx.child(accesses_only=True, tid=ctx.tid)
                 if a is not None:
                     tracer.walk(body, a)
             finally:
-                tracer.inst = outer
+                tracer.inst, tracer.sides = outer, outer_sides
+                for k, v in tracer.inflight.items():
+                    mine = left.setdefault(k, [])
+                    mine += [x for x in v if not any(x is y for y in mine)]
+        tracer.inflight = left
         return
     tracer.walk(s.then_body if taken else s.else_body, ctx)
 

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 from egtile.ir.scheduled import Scheduled
 from egtile.verifier.regions import Space
-from egtile.verifier.trace import Agent, Event
+from egtile.verifier.trace import Agent, Event, exclusive
 from egtile.verifier.violation import Violation
 
 VC = dict[int, int]
@@ -585,6 +585,8 @@ class OrderAnalysis:
     def _pair(self, buf: str, x: Event, y: Event, reported: set) -> None:
         if self.decides is not None and not self.decides(x, y):
             return
+        if exclusive(x, y):
+            return  # the two sides of one execution of a data-dependent SIf: never both run
         if x.ts is not None and y.ts is not None:
             if x.ts == y.ts:
                 return
@@ -620,7 +622,7 @@ class OrderAnalysis:
         else:
             who = self.agents[e.agent].name
         st = f" stage {e.stage}" if e.stage is not None else ""
-        return f"the {op} of {e.buffer}{st} by {who} (sid {e.sid}, {e.where()})"
+        return f"the {op} of {e.buffer}{st} by {who} (sid {e.sid}, {e.where()}){e.note}"
 
     def _guards(self, buf: str) -> str:
         g = [b.name for b in self.sched.barriers if buf in b.guards]

@@ -175,6 +175,10 @@ class Event:
     local: bool = False  # an access of a per-thread (local) buffer: value flow only
     # the innermost sealed side of a data-dependent SIf the event is in (egtile.verifier.paths.Instance)
     inst: Any = None
+    note: str = ""  # said after the access in reports (a wgmma's operand read at the wait that completes it)
+    # the sides of data-dependent SIfs the event is in: ((execution, side), ...), outermost first; two events on
+    # different sides of one execution never both run (see :func:`exclusive`)
+    sides: tuple = ()
 
     def where(self) -> str:
         if not self.path:
@@ -192,6 +196,17 @@ class Agent:
     @property
     def count(self) -> int:
         return self.end - self.begin
+
+
+def exclusive(x: Event, y: Event) -> bool:
+    """``x`` and ``y`` lie on different sides of one execution of a data-dependent ``SIf``: the tracer, which cannot
+    evaluate the condition, traces both sides, but an execution runs one of them, so the two never both run and
+    no order between them is required (the same two sides in different executions, e.g. loop iterations, are
+    different executions and are checked)."""
+    if not x.sides or not y.sides:
+        return False
+    mine = dict(x.sides)
+    return any(mine.get(e, side) != side for e, side in y.sides)
 
 
 def agents_of(sched: Scheduled) -> list[Agent]:
@@ -440,6 +455,11 @@ class Tracer:
         self._free: dict[int, tuple] = {}
         self._replay: dict[tuple, list] = {}
         self._pieces: dict[tuple, Piece | None] = {}
+        # per agent: the wgmma groups issued and not yet completed by a wgmma.wait_group (egtile.verifier.mma)
+        self.inflight: dict[int, list] = {}
+        # the data-dependent SIf sides being traced ((execution, side), ...) and the executions numbered so far
+        self.sides: tuple = ()
+        self.executions = 0
 
     def run(self) -> list[list[Event]]:
         for a in self.agents:
@@ -456,6 +476,7 @@ class Tracer:
         ev.seq = self.n
         ev.rounds = tuple(self.rounds)
         ev.inst = self.inst
+        ev.sides = self.sides
         self.traces[a.index].append(ev)
 
     def shape(self, name: str) -> tuple[int, ...]:

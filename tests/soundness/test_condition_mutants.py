@@ -494,6 +494,32 @@ def _pp_shared_probabilities() -> Kernel:
     return flash_attention(seq=128, dim=32, block_M=128, block_N=64, threads=256).kernel
 
 
+def _pp_one_stage() -> Kernel:
+    """Two gemms per block on one register-A operand, two consumer warpgroups, one pipeline stage (the shape of
+    TileLang's fused-MoE example): a turn waits on block j+1's stage while the partner still holds block j's."""
+    @T.prim_func
+    def main(X: T.Tensor((128, 32), "float16"), W: T.Tensor((16, 32), "float16"), U: T.Tensor((16, 32), "float16"),
+             O: T.Tensor((128, 16), "float32")):
+        with T.Kernel(1, threads=256) as _bx:
+            a = T.alloc_fragment((128, 16), "float16")
+            w = T.alloc_shared((16, 16), "float16")
+            u = T.alloc_shared((16, 16), "float16")
+            g = T.alloc_fragment((128, 16), "float32")
+            h = T.alloc_fragment((128, 16), "float32")
+            T.clear(g)
+            T.clear(h)
+            for k in T.Pipelined(2, num_stages=1):
+                T.copy(X[0:128, k * 16:(k + 1) * 16], a)
+                T.copy(W[0:16, k * 16:(k + 1) * 16], w)
+                T.gemm(a, w, g, transpose_B=True)
+                T.copy(U[0:16, k * 16:(k + 1) * 16], u)
+                T.gemm(a, u, h, transpose_B=True)
+            for i, j in T.Parallel(128, 16):
+                O[i, j] = g[i, j] * h[i, j]
+
+    return main.kernel
+
+
 def _ovpp_shared_probabilities() -> Kernel:
     """An attention-shaped loop of two consumer warpgroups (128 rows, 256 threads) whose probabilities go through
     shared memory (``T.copy(S, P_s)`` before ``P V``): a consumer write of shared memory inside a loop the rotation
@@ -731,6 +757,9 @@ WITNESS: dict[tuple[str, str], Witness] = {
     ("pipeline-warp-specialize-pingpong", "pingpong-two-gemm-turns"): Witness(_pp_one_gemm, cheap=("ws_pingpong",)),
     ("pipeline-warp-specialize-pingpong", "pingpong-consumers-write-registers"): Witness(
         _pp_shared_probabilities, cheap=("ws_pingpong",)),
+    # one stage: a turn waits on the next block's stage while the partner holds the current one (a deadlock through
+    # the producer: the verifier's model check with the mbarriers, and the simulator)
+    ("pipeline-warp-specialize-pingpong", "pingpong-two-stages"): Witness(_pp_one_stage, cheap=("ws_pingpong",)),
     # the intra-warpgroup overlap (egtile.rules.overlap), forced by a free ws_overlap: one gemm gives no head and
     # tail (the lowering refuses, loudly); K = 8 gives no wgmma to rotate (refused loudly); one stage deadlocks
     # (the next block's stage is waited while the previous one is held); a head that halves O runs before the
