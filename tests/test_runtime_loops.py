@@ -197,6 +197,38 @@ def test_a_loop_whose_start_and_stop_are_read_from_data(target):
         torch.testing.assert_close(Y.double(), ref, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("target", ["sim", "interp"])
+def test_the_start_is_the_value_read_when_the_loop_starts(target):
+    """The body overwrites the shared element the start was read from: the handle keeps the start read at the
+    loop's entry (a let-binding), as Python's range and TileLang's For."""
+
+    @T.prim_func
+    def once(X: T.Tensor((64,), "float32"), cu: T.Tensor((2,), "int32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32) as _b:
+            s = T.alloc_shared((64,), "float32")
+            bounds = T.alloc_shared((2,), "int32")
+            for i in T.Parallel(64):
+                s[i] = 0.0
+            for i in T.Parallel(2):
+                bounds[i] = cu[i]
+            for k in T.serial(bounds[0], bounds[1]):
+                if k == bounds[0]:
+                    bounds[0] = 0
+                s[k] = s[k] + X[k]
+            for i in T.Parallel(64):
+                Y[i] = s[i]
+
+    k = egtile.compile(once, target=target)
+    gen = torch.Generator().manual_seed(9)
+    for a, b in ((5, 40), (30, 31)):
+        X = torch.randn(64, generator=gen)
+        Y = torch.full((64,), float("nan"))
+        k(X, torch.tensor([a, b], dtype=torch.int32), Y)
+        ref = torch.zeros(64)
+        ref[a:b] = X[a:b]
+        torch.testing.assert_close(Y, ref, rtol=0, atol=0)
+
+
 def test_a_start_read_from_data_is_a_runtime_trip_count_from_zero():
     loops = runtime_loops(egtile.compile(_shifted(), target="sim").scheduled)
     assert len(loops) == 1
