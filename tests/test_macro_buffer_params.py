@@ -111,3 +111,15 @@ def test_fragment_and_local_annotations():
     Y = torch.full((N,), float("nan"))
     egtile.compile(main, target="sim")(X, Y)
     torch.testing.assert_close(Y, (X.double() * 2 + 1).float(), rtol=0, atol=0)  # one rounding
+
+
+@pytest.mark.gpu
+def test_a_macro_sorts_the_callers_shared_buffers_on_cuda():
+    k = egtile.compile(_sorter(), target="cuda")
+    X = torch.randn(2, N, generator=torch.Generator().manual_seed(4))
+    K = torch.full((2, N), float("nan"), device="cuda")
+    V = torch.full((2, N), -7, dtype=torch.int32, device="cuda")
+    k(X.cuda(), K, V)
+    ref_k, ref_v = torch.sort(X.double(), dim=1, descending=True)
+    torch.testing.assert_close(K.double().cpu(), ref_k, rtol=0, atol=0)
+    torch.testing.assert_close(V.long().cpu(), ref_v, rtol=0, atol=0)

@@ -291,6 +291,16 @@ def test_a_pipelined_loop_from_a_start_read_from_data(target):
         torch.testing.assert_close(Y.double(), _causal_reference(X, cu, first), rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.gpu
+def test_a_pipelined_loop_from_a_start_read_from_data_on_cuda():
+    k = egtile.compile(_causal_segments(BATCH, ROWS), target="cuda")
+    for seed in (13, 14):
+        X, cu, first = _causal_inputs(seed)
+        Y = torch.full((BATCH, DIM, DIM), float("nan"), device="cuda")
+        k(X.cuda(), cu.cuda(), first.cuda(), Y)
+        torch.testing.assert_close(Y.double().cpu(), _causal_reference(X, cu, first), rtol=1e-4, atol=1e-3)
+
+
 def test_the_causal_schedule_is_verified_at_representative_counts():
     sched = egtile.compile(_causal_segments(BATCH, ROWS), target="sim").scheduled
     loops = runtime_loops(sched)

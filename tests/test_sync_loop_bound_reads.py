@@ -61,3 +61,16 @@ def test_without_the_barrier_before_the_loop_the_verifier_reports_l1():
     mutant = dataclasses.replace(sched, body=tuple(body[:at - 1] + body[at:]))
     found = verify(mutant)
     assert any(v.property == "L1" and "bounds" in v.message for v in found), found
+
+
+@pytest.mark.gpu
+def test_a_trip_count_read_from_shared_memory_on_cuda():
+    k = egtile.compile(_kernel(), target="cuda")
+    gen = torch.Generator().manual_seed(22)
+    for n in (0, 1, 37, N):
+        X = torch.randn(N, generator=gen)
+        Y = torch.full((N,), float("nan"), device="cuda")
+        k(X.cuda(), torch.tensor([3, n], dtype=torch.int32).cuda(), Y)
+        ref = torch.zeros(N, dtype=torch.float64)
+        ref[:n] = (3.0 * X[:n]).double()
+        torch.testing.assert_close(Y.double().cpu(), ref, rtol=0, atol=0)

@@ -186,7 +186,10 @@ def _stepped(kind: LoopKind, start: Any, stop: Any, step: Any, what: str, loc, n
         # the handle's start is the value read when the loop starts, as the count's (a let-binding, inlined
         # when no statement of the body can change what it reads)
         lo = letbind.bind(tracer.current(what), "loop_start", lo)
-    count = (hi - lo + step - 1) // step if step > 0 else (lo - hi + (-step) - 1) // (-step)
+    if step == 1:
+        count = hi - lo
+    else:
+        count = (hi - lo + step - 1) // step if step > 0 else (lo - hi + (-step) - 1) // (-step)
     # Python's range (and TVM's For with a negative extent): an empty loop, never a negative count
     count = max(count, 0) if isinstance(count, int) else expr_max(count, 0)
     return _Stepped(_LoopNest(kind, [_start_stop(0, count, what, loc)], what, num_stages), lo, step)
