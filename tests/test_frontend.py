@@ -773,6 +773,22 @@ def test_a_missing_construct_in_a_kernel_names_itself_and_the_users_line_and_col
         T.aloc_shared  # noqa: B018
 
 
+def test_a_pointer_table_is_refused_naming_the_tensor_alternatives():
+    """``T.Tensor([n], T.ptr)`` / ``T.make_tensor``: egtile cannot know what an address points to; the error says
+    why and names the concatenated and stacked forms."""
+    from egtile.errors import MissingConstructError
+
+    with pytest.raises(MissingConstructError) as e:
+        T.Tensor((2,), T.ptr)  # mark-ptr-table (a parameter's annotation, evaluated as the def runs)
+
+    msg = str(e.value)
+    assert msg.startswith("T.ptr is not supported by egtile yet: tensors over raw device pointers")
+    assert "overlap" in msg and "torch.cat" in msg and "(groups, max_M, K)" in msg
+    assert e.value.loc.line == line_of("# mark-ptr-table")
+    with pytest.raises(MissingConstructError, match="raw device pointers"):
+        T.make_tensor  # noqa: B018
+
+
 def small_helpers(n: int = 8):
     @T.prim_func
     def main(Out: T.Tensor((8,), "float32"), I: T.Tensor((4,), "int32")):

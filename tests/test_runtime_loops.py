@@ -167,7 +167,7 @@ def test_codegen_reads_the_bound_once(schedule):
     assert src.count("k < eg_stop_k;") == 2
 
 
-def test_a_start_read_from_data_is_refused_at_the_loop():
+def _shifted():
     @T.prim_func
     def shifted(X: T.Tensor((64,), "float32"), cu: T.Tensor((2,), "int32"), Y: T.Tensor((64,), "float32")):
         with T.Kernel(1, threads=32) as _b:
@@ -175,13 +175,137 @@ def test_a_start_read_from_data_is_refused_at_the_loop():
             for i in T.Parallel(64):
                 s[i] = 0.0
             for k in T.serial(cu[0], cu[1]):
+                s[k] = s[k] + 2.0 * X[k]
+            for i in T.Parallel(64):
+                Y[i] = s[i]
+
+    return shifted
+
+
+@pytest.mark.parametrize("target", ["sim", "interp"])
+def test_a_loop_whose_start_and_stop_are_read_from_data(target):
+    """``T.serial(cu[0], cu[1])``: a loop over ``max(cu[1] - cu[0], 0)`` iterations whose handle is
+    ``cu[0] + k`` (egtile.language.loop); a stop below the start runs nothing, as Python's range."""
+    k = egtile.compile(_shifted(), target=target)
+    gen = torch.Generator().manual_seed(7)
+    for a, b in ((5, 40), (30, 30), (41, 6), (0, 64), (63, 64)):
+        X = torch.randn(64, generator=gen)
+        Y = torch.full((64,), float("nan"))
+        k(X, torch.tensor([a, b], dtype=torch.int32), Y)
+        ref = torch.zeros(64, dtype=torch.float64)
+        ref[a:b] = 2.0 * X[a:b].double()
+        torch.testing.assert_close(Y.double(), ref, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("target", ["sim", "interp"])
+def test_the_start_is_the_value_read_when_the_loop_starts(target):
+    """The body overwrites the shared element the start was read from: the handle keeps the start read at the
+    loop's entry (a let-binding), as Python's range and TileLang's For."""
+
+    @T.prim_func
+    def once(X: T.Tensor((64,), "float32"), cu: T.Tensor((2,), "int32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32) as _b:
+            s = T.alloc_shared((64,), "float32")
+            bounds = T.alloc_shared((2,), "int32")
+            for i in T.Parallel(64):
+                s[i] = 0.0
+            for i in T.Parallel(2):
+                bounds[i] = cu[i]
+            for k in T.serial(bounds[0], bounds[1]):
+                if k == bounds[0]:
+                    bounds[0] = 0
                 s[k] = s[k] + X[k]
             for i in T.Parallel(64):
                 Y[i] = s[i]
 
-    with pytest.raises(UnsupportedError, match="start of the loop over k is read from tensor data") as e:
-        egtile.compile(shifted, target="sim")
-    assert "test_runtime_loops.py" in str(e.value)
+    k = egtile.compile(once, target=target)
+    gen = torch.Generator().manual_seed(9)
+    for a, b in ((5, 40), (30, 31)):
+        X = torch.randn(64, generator=gen)
+        Y = torch.full((64,), float("nan"))
+        k(X, torch.tensor([a, b], dtype=torch.int32), Y)
+        ref = torch.zeros(64)
+        ref[a:b] = X[a:b]
+        torch.testing.assert_close(Y, ref, rtol=0, atol=0)
+
+
+def test_a_start_read_from_data_is_a_runtime_trip_count_from_zero():
+    loops = runtime_loops(egtile.compile(_shifted(), target="sim").scheduled)
+    assert len(loops) == 1
+    loop = loops[0].loop
+    assert loop.start == Const(0, "int32")  # the IR's start is known when the block runs
+    assert "max" in repr(loop.stop)  # max(cu[1] - cu[0], 0): never a negative count
+
+
+def _causal_segments(batch: int, n_rows: int, blk: int = BLK, stages: int = STAGES):
+    """``Y[b] = sum of X_blk^T X_blk`` over the blocks ``k`` of segment ``b`` from ``min(first[b], n_b)`` to
+    ``n_b = ceil(len_b / blk)``: varlen attention's causal backward loop, whose start and stop are both read from
+    tensor data (``first``, ``cu``), pipelined."""
+
+    @T.prim_func
+    def causal(X: T.Tensor((n_rows, DIM), "float16"), cu: T.Tensor((batch + 1,), "int32"),
+               first: T.Tensor((batch,), "int32"), Y: T.Tensor((batch, DIM, DIM), "float32")):
+        with T.Kernel(batch, threads=128) as b:
+            acc = T.alloc_fragment((DIM, DIM), "float32")
+            xs = T.alloc_shared((blk, DIM), "float16")
+            T.clear(acc)
+            start = cu[b]
+            n_blocks = T.ceildiv(cu[b + 1] - start, blk)
+            loop_st = T.min(first[b], n_blocks)
+            for k in T.Pipelined(loop_st, n_blocks, num_stages=stages):
+                T.copy(X[start + k * blk:start + (k + 1) * blk, :], xs)
+                T.gemm(xs, xs, acc, transpose_A=True)
+            T.copy(acc, Y[b, :, :])
+
+    return causal
+
+
+def _causal_reference(X: torch.Tensor, cu: torch.Tensor, first: torch.Tensor, blk: int = BLK) -> torch.Tensor:
+    out = []
+    for b in range(len(cu) - 1):
+        a, n = int(cu[b]), int(cu[b + 1]) - int(cu[b])
+        nb = -(-n // blk)
+        rows = X[a + min(int(first[b]), nb) * blk:a + nb * blk].double()
+        out.append(rows.T @ rows)
+    return torch.stack(out)
+
+
+def _causal_inputs(seed: int):
+    X, cu = _inputs(seed)
+    gen = torch.Generator().manual_seed(seed + 100)
+    nb = [-(-(int(cu[b + 1]) - int(cu[b])) // BLK) for b in range(BATCH)]
+    # each case once, on segments drawn at random: from block 0, from a middle block, from past its last block
+    # (no iteration), from its last block
+    choice = torch.randperm(4, generator=gen).tolist()
+    first = [[0, (n + 1) // 2, n + 3, max(n - 1, 0)][c] for n, c in zip(nb, choice)]
+    return X, cu, torch.tensor(first, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("target", ["sim", "interp"])
+def test_a_pipelined_loop_from_a_start_read_from_data(target):
+    k = egtile.compile(_causal_segments(BATCH, ROWS), target=target)
+    for seed in (11, 12):
+        X, cu, first = _causal_inputs(seed)
+        Y = torch.full((BATCH, DIM, DIM), float("nan"))
+        k(X, cu, first, Y)
+        torch.testing.assert_close(Y.double(), _causal_reference(X, cu, first), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_a_pipelined_loop_from_a_start_read_from_data_on_cuda():
+    k = egtile.compile(_causal_segments(BATCH, ROWS), target="cuda")
+    for seed in (13, 14):
+        X, cu, first = _causal_inputs(seed)
+        Y = torch.full((BATCH, DIM, DIM), float("nan"), device="cuda")
+        k(X.cuda(), cu.cuda(), first.cuda(), Y)
+        torch.testing.assert_close(Y.double().cpu(), _causal_reference(X, cu, first), rtol=1e-4, atol=1e-3)
+
+
+def test_the_causal_schedule_is_verified_at_representative_counts():
+    sched = egtile.compile(_causal_segments(BATCH, ROWS), target="sim").scheduled
+    loops = runtime_loops(sched)
+    assert loops and all(r.loop.start == Const(0, "int32") for r in loops)
+    assert verify(sched) == []
 
 
 @pytest.mark.gpu

@@ -34,7 +34,7 @@ from egtile.language.hints import (
 )
 from egtile.language.kernel import Kernel, PrimFunc, Tensor, prim_func
 from egtile.language.loop import Parallel, Persistent, Pipelined, Serial, Unroll, serial, unroll
-from egtile.language.macro import Ref, macro
+from egtile.language.macro import FragmentBuffer, LocalBuffer, Ref, SharedBuffer, macro
 from egtile.language.scan_op import cumsum
 from egtile.language.reduce_op import reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum
 from egtile.language.bufview import reshape, view
@@ -62,7 +62,8 @@ def __getattr__(name: str):
 __all__ = [
     "alloc_buffer",
     "cumsum",
-    "And", "Buffer", "Cast", "Else", "Fragment", "GemmWarpPolicy", "If", "IntImm", "Kernel", "Layout", "Not", "Or",
+    "And", "Buffer", "Cast", "Else", "Fragment", "FragmentBuffer", "GemmWarpPolicy", "If", "IntImm", "Kernel", "Layout",
+    "LocalBuffer", "Not", "Or", "SharedBuffer",
     "Parallel", "Pipelined", "PrimFunc", "Ref", "RegionRef", "Select", "Serial", "Tensor", "Then", "TileBuffer",
     "Persistent", "Unroll", "Value", "Vectorized", "WarpSpecialize", "abs", "address_of", "alloc_fragment", "alloc_global", "alloc_local", "alloc_shared",
     "alloc_barrier", "alloc_var", "annotate_compile_flags", "annotate_l2_hit_ratio", "annotate_layout", "annotate_restrict_buffers",

@@ -16,6 +16,9 @@ Notes on semantics and constraints:
   TileLang. Manual schedules (``order``, ``stage``, ``group``) are not supported.
 * ``T.serial`` / ``T.unroll``: serial loops with step 1. Python's ``range`` over ints inside a kernel
   unrolls while tracing, which has the same meaning.
+* A start read from tensor data (``T.Pipelined(cu[b], stop)``: varlen attention) is a loop over the trip count
+  ``max(stop - start, 0)`` from 0 whose handle is ``start + k``, as a stepped loop's: the IR's loops start where
+  the block knows their start (:mod:`egtile.verifier.tripcount` checks the count as any runtime trip count).
 * ``break``, ``continue`` and ``return`` inside a traced loop cannot be traced (the body runs once);
   leaving a loop early raises :class:`DSLError`.
 """
@@ -27,9 +30,11 @@ from typing import Any
 
 from egtile.errors import DSLError, UnsupportedError
 from egtile.ir.kernel import Const, Expr, For, LoopKind, Var
-from egtile.language import tracer
+from egtile.language import letbind, tracer
 from egtile.language.buffer import static_value
 from egtile.language.expr import IntImm, Value, as_expr
+from egtile.language.expr import max as expr_max
+from egtile.verifier.loads import loads_in  # a pure walk of ir.kernel expressions
 
 _FALLBACK = ("i", "j", "k", "l", "m", "n")
 
@@ -139,14 +144,14 @@ def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: Any = No
             raise UnsupportedError(f"T.Pipelined({name}=...) (manual pipeline schedules)", loc)
     if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 0:
         raise DSLError(f"T.Pipelined num_stages must be an int >= 0, got {num_stages!r}", loc)
-    bounds = [_start_stop(start, stop, "T.Pipelined", loc)]
     kind: LoopKind = "pipelined" if num_stages > 0 else "serial"
-    return _LoopNest(kind, bounds, "T.Pipelined", int(num_stages))
+    return _stepped(kind, start, stop, None, "T.Pipelined", loc, int(num_stages))
 
 
 class _Stepped:
-    """``T.serial(start, stop, step)`` with ``step != 1``: a loop over the iteration count ``k`` whose handle is
-    ``start + k * step`` (the IR's loops have step 1)."""
+    """``T.serial(start, stop, step)`` with ``step != 1``, or a start read from tensor data: a loop over the
+    iteration count ``k`` whose handle is ``start + k * step`` (the IR's loops have step 1 and a start known when
+    the block runs)."""
 
     def __init__(self, nest: _LoopNest, start: Any, step: int) -> None:
         self.nest, self.start, self.step = nest, start, step
@@ -156,21 +161,38 @@ class _Stepped:
             yield self.start + k * self.step
 
 
-def _stepped(kind: LoopKind, start: Any, stop: Any, step: Any, what: str, loc) -> Any:
-    """A loop with step 1 (``_LoopNest``) or a :class:`_Stepped` one.
+def _reads_data(x: Any) -> bool:
+    """Whether the loop bound ``x`` (an int or a traced value) reads memory."""
+    return isinstance(x, Value) and bool(loads_in(as_expr(x, "int32")))
+
+
+def _stepped(kind: LoopKind, start: Any, stop: Any, step: Any, what: str, loc, num_stages: int = 0) -> Any:
+    """A loop with step 1 (``_LoopNest``) or a :class:`_Stepped` one (a step other than 1, or a start read from
+    tensor data).
 
     Raises:
         DSLError: a step that is not a Python int, or 0.
     """
-    if step in (None, 1):
-        return _LoopNest(kind, [_start_stop(start, stop, what, loc)], what)
+    if step is None:
+        step = 1
     if isinstance(step, bool) or not isinstance(step, int) or step == 0:
         raise DSLError(f"{what}: the step must be a non-zero Python int, got {step!r}", loc)
     lo, hi = (0, start) if stop is None else (start, stop)
-    count = (hi - lo + step - 1) // step if step > 0 else (lo - hi + (-step) - 1) // (-step)
-    if isinstance(count, int):
-        count = max(count, 0)  # Python's range: an empty loop, never a negative extent
-    return _Stepped(_LoopNest(kind, [_start_stop(0, count, what, loc)], what), lo, step)
+    if step == 1 and not _reads_data(lo):
+        return _LoopNest(kind, [_start_stop(start, stop, what, loc)], what, num_stages)
+    for b in (lo, hi):
+        _bound(b, what, loc)  # an int or an integer expression, named at the user's line
+    if _reads_data(lo) and not isinstance(lo, letbind.LetValue):
+        # the handle's start is the value read when the loop starts, as the count's (a let-binding, inlined
+        # when no statement of the body can change what it reads)
+        lo = letbind.bind(tracer.current(what), "loop_start", lo)
+    if step == 1:
+        count = hi - lo
+    else:
+        count = (hi - lo + step - 1) // step if step > 0 else (lo - hi + (-step) - 1) // (-step)
+    # Python's range (and TVM's For with a negative extent): an empty loop, never a negative count
+    count = max(count, 0) if isinstance(count, int) else expr_max(count, 0)
+    return _Stepped(_LoopNest(kind, [_start_stop(0, count, what, loc)], what, num_stages), lo, step)
 
 
 def serial(start: Any, stop: Any = None, step: Any = None, annotations: Any = None) -> Any:

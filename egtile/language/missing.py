@@ -46,6 +46,15 @@ _ATOMIC = "only T.atomic_add (one element, no return value) is supported"
 _VIEW = ("tensors made from raw device pointers are not supported: egtile's buffers are the kernel's parameters and "
          "allocations, which it checks for races and ranges; pass each tensor as a parameter (several kernels, or one "
          "stacked tensor indexed by the group), or view one with T.reshape / T.view")
+_PTR = ("tensors over raw device pointers (a T.Tensor([n], T.ptr) table of data_ptr() values, T.make_tensor(ptr, "
+        "shape, dtype)) are not supported: egtile cannot know what an address points to, so it could check neither "
+        "that each entry is a live tensor of that dtype holding the shape (the host and the simulator would read or "
+        "write whatever lies there) nor whether two entries overlap (the verifier's and the simulator's race and "
+        "range checks are per buffer). Pass the data as tensors instead: for a grouped GEMM, concatenate the groups' "
+        "rows into one tensor (torch.cat) and pass each group's first row or tile as an int32 tensor (TileLang's "
+        "grouped_gemm/example_grouped_gemm_fwd.py does this, and runs on egtile), or stack groups padded to the largest into one (groups, max_M, K) "
+        "tensor indexed by the group; a few distinct tensors can be separate parameters chosen with an `if` on the "
+        "group index")
 _CLUSTER = "thread-block clusters (sm_90 distributed shared memory) are not supported yet; use T.Kernel"
 _BLACKWELL = ("a Blackwell (sm_100) feature (tensor memory, tcgen05 MMA); egtile targets Hopper (sm_90a): use "
               "T.gemm, which egtile lowers to the best sm_90 instruction")
@@ -100,12 +109,9 @@ NOT_YET: dict[str, str] = {
     "ballot_sync": _WARP, "any_sync": _WARP, "all_sync": _WARP, "activemask": _WARP, "shuffle_elect": _WARP,
     "match_any_sync": _WARP, "match_all_sync": _WARP, "sync_warp": _WARP, "syncthreads_and": _WARP,
     "syncthreads_or": _WARP, "syncthreads_count": _WARP,
-    "make_tensor": _VIEW, "make_tensor_from_addr": _VIEW, "ptr": _VIEW,
+    "make_tensor": _PTR, "make_tensor_from_addr": _PTR, "ptr": _PTR,
     "access_ptr": "pass a buffer element to T.call_extern through T.address_of(buf[i, ...])",
     "tvm_access_ptr": "pass a buffer element to T.call_extern through T.address_of(buf[i, ...])",
-    "SharedBuffer": "annotate parameters with T.Tensor / T.Buffer; allocate with T.alloc_shared",
-    "FragmentBuffer": "annotate parameters with T.Tensor / T.Buffer; allocate with T.alloc_fragment",
-    "LocalBuffer": "annotate parameters with T.Tensor / T.Buffer; allocate with T.alloc_local",
     "StridedTensor": "strided parameters are not supported: pass a contiguous tensor (torch's .contiguous())",
     "transpose": "use T.copy into a buffer indexed the other way (a T.Parallel loop)",
     "attr": "TVM attributes are not supported", "evaluate": "write the call as a statement",

@@ -367,8 +367,9 @@ def _thread_loop(s: ThreadLoop, acc: AccessSummary, owner_of: OwnerFn) -> set[Ac
 @register_accesses(SeqLoop)
 def _seq_loop(s: SeqLoop, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
     # Inside a per-thread context the loop's accesses keep their owner only if they do not depend on the
-    # inner loop (analysis widening turns them into regions, which lose it).
-    return acc.body(s.body, owner_of)
+    # inner loop (analysis widening turns them into regions, which lose it). Its bounds' reads (a trip count
+    # read from memory) are every thread's, as a condition's.
+    return cond_reads(s.start, acc) | cond_reads(s.stop, acc) | acc.body(s.body, owner_of)
 
 
 def cond_reads(e: Expr, acc: AccessSummary) -> set[Acc]:
@@ -484,7 +485,15 @@ def _place(stmts: tuple[SStmt, ...], pending: Pending, threads: ThreadRange, bar
                 out.append(s)
                 pending = _after_barrier(pending, [s], inflight)
             case SeqLoop(body=body):
-                start = pending
+                # every thread reads the bounds once, at the loop's entry (a trip count read from shared memory
+                # or a local: egtile.verifier.tripcount): ordered after the writes before the loop, and before
+                # the body's writes, as a condition's reads
+                reads_b = frozenset(cond_reads(s.start, acc) | cond_reads(s.stop, acc))
+                if _conflicts(pending, reads_b):
+                    placed = _barrier(pending, reads_b, threads, bar_id)
+                    out += placed
+                    pending = _after_barrier(pending, placed, inflight)
+                start = pending | reads_b
                 new_body, end = _place(body, start, threads, bar_id, acc, barriers, uniform)
                 for _ in range(8):
                     again, end2 = _place(body, start | end, threads, bar_id, acc, barriers, uniform)

@@ -69,6 +69,7 @@ def _seq_loop(s: SeqLoop, ctx: Ctx) -> None:
         b = int(tracer.const(s.start, ctx.env))
         if tracer.trips is not None and sid in tracer.trips and loads_in(s.stop):
             e = b + tracer.trips[sid]  # a representative count of a runtime bound (egtile.verifier.tripcount)
+            ctx.reads_of(s.stop, sid)  # every running thread reads the bound once, before the first iteration
         else:
             e = int(tracer.const(s.stop, ctx.env))
     except NotConstant as err:

@@ -4,7 +4,9 @@ checks them.
 Definition. A *runtime-bounded* loop is a ``SeqLoop`` whose ``stop`` reads memory (``for k in
 T.Pipelined(T.ceildiv(cu_seqlens[b + 1] - cu_seqlens[b], block))``); its ``start`` must be static (block
 indices and enclosing serial variables only, so the stage ``(k - start) % S`` and the parity
-``((k - start) / S) & 1`` of every iteration are numbers when it is traced). Its bound is *block-uniform*
+``((k - start) / S) & 1`` of every iteration are numbers when it is traced). A source loop whose start is read
+from tensor data reaches here as one of these: the front end (:mod:`egtile.language.loop`) makes it a loop over
+``max(stop - start, 0)`` iterations from 0 whose handle is ``start + k``. Its bound is *block-uniform*
 when it satisfies :class:`egtile.verifier.uniform.Uniformity` (only block indices, enclosing serial loop
 variables, and loads with such indices of parameters the kernel never writes, shared memory or uniform
 locals): every thread of the block then computes the same trip count, which is what a ``bar.sync`` or an
@@ -98,7 +100,8 @@ def check_runtime_loops(sched: Scheduled, loops: tuple[RuntimeLoop, ...] | None 
         if loads_in(s.start):
             out.append(Violation("L7", f"{PREFIX}the start of the loop over {s.var.name} is read from tensor data: egtile "
                                        "supports a runtime trip count with a start known when the block runs "
-                                       "(loop from 0 and add the start to the indices)", sids))
+                                       "(its front end loops from 0 and adds such a start to the handle; this loop "
+                                       "was built another way)", sids))
         reasons = u.reasons(s.stop, r.serial)
         if reasons and not r.divergent:  # (barriers in divergent code are L7 of egtile.verifier.structure)
             out.append(Violation("L7", f"{PREFIX}the trip count of the loop over {s.var.name} is read from tensor data and "
