@@ -209,3 +209,52 @@ def test_the_cross_warpgroup_reduction_compiles_for_sm90a():
     assert "mx_wg_partials" in text and "__shfl_xor_sync" in text
     built = build(r.scheduled)
     assert built.cubin
+
+
+# ---- attention at 64 rows over two consumer warpgroups -----------------------------------------------------------
+
+
+def test_flash_attention_with_64_rows_over_two_warpgroups_matches_float64():
+    # both gemms N-split (S and acc in registers, P through shared memory), softmax rows combined across warpgroups,
+    # under warp specialization (the consumer role's CTA barriers are named barriers over its 256 threads)
+    import math
+
+    from verify.kernels import flash_attention
+
+    seq = 128
+    k = egtile.compile(flash_attention(seq=seq, block_M=64, threads=256), target="sim")
+    sched = k.schedule_result.scheduled
+    assert {(x.gemm.c.buffer.name, x.tiling.split) for x in swalk(sched.body) if isinstance(x, WgmmaMma)} == \
+        {("S", "N"), ("acc", "N")}
+    assert len([x for x in swalk(sched.body) if isinstance(x, RowCombine)]) == 2
+    g = torch.Generator().manual_seed(7)
+    q, kk, v = (torch.randn(seq, 64, generator=g).half() for _ in range(3))
+    o = poisoned((seq, 64), torch.float16, "cpu")
+    k(q, kk, v, o)
+    s = (q.double() @ kk.double().T) / math.sqrt(64)
+    assert check("O", o, torch.softmax(s, dim=-1) @ v.double(), rtol=2e-2, atol=2e-3)
+
+
+def test_the_shared_memory_limit_names_only_buffers_in_shared_memory():
+    # a register accumulator takes no shared memory: the L8 message must not list it among the largest buffers
+    from egtile.errors import ResourceError
+
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((64, 128), "float32"),
+          G: T.Tensor((64, 1024), "float32"), H: T.Tensor((64, 1024), "float32")):
+        with T.Kernel(1, threads=256) as _bx:
+            A_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            big = T.alloc_shared((64, 1024), "float32")
+            C_f = T.alloc_fragment((64, 128), "float32")
+            T.copy(A[0, 0], A_s)
+            T.copy(B[0, 0], B_s)
+            T.copy(G[0, 0], big)
+            T.gemm(A_s, B_s, C_f, clear_accum=True)
+            T.copy(C_f, C[0, 0])
+            T.copy(big, H[0, 0])
+
+    with pytest.raises(ResourceError) as e:
+        egtile.compile(k, target="sim")
+    msg = str(e.value)
+    assert "Largest buffers: big" in msg and "C_f" not in msg, msg
