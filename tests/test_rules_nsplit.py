@@ -211,6 +211,20 @@ def test_the_cross_warpgroup_reduction_compiles_for_sm90a():
     assert built.cubin
 
 
+def test_the_cross_warpgroup_reduction_has_hgmma_butterfly_shuffles_and_no_local_memory():
+    import re
+
+    from egtile.codegen import build, sass
+
+    if not sass.available():
+        pytest.skip("cuobjdump/nvdisasm not installed")
+    built = build(egtile.optimize(_softmax_rows()).scheduled)
+    text = sass.disassemble(built.cubin)
+    assert "HGMMA.64x64x16.F32" in text
+    assert text.count("SHFL.BFLY") == 8  # 2 reductions x 2 rows per thread x 2 lane masks, nothing across warps
+    assert not re.search(r"\b(LDL|STL)\b", text) and sass.resource_usage(built.cubin)["LOCAL"] == 0
+
+
 # ---- attention at 64 rows over two consumer warpgroups -----------------------------------------------------------
 
 
