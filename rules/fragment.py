@@ -63,6 +63,7 @@ from egtile.analysis import own_reads, own_writes
 from egtile.errors import ScheduleError
 from egtile.ir import Const, Copy, Fill, For, Gemm, Reduce, Store, ThreadLoop, ThreadRange, Var
 from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
+from egtile.layout.errors import LayoutError
 from egtile.layout.fragment import Fragment, RowFragment, row_projection
 from egtile.schedule import dataflow as D
 from egtile.schedule.rule import FactSpec, Violation, stmt_condition
@@ -657,7 +658,35 @@ def _reduce_by_layout(stmt: Reduce, lw, ctx) -> list | None:
     if fs is None or fd is None or not isinstance(fd, RowFragment) or fd.with_bits(32) != row_projection(fs, 32):
         raise ScheduleError(f"T.reduce (sid {stmt.sid}) of {stmt.src.name} into {stmt.dst.name}: the destination is not in "
                             "the row projection of the source's register layout", stmt.loc)
-    return [RowReduce(stmt, stmt.src.name, _threads(fs, ctx, stmt.sid, lw), fd.shuffle_lanes())]
+    threads = _threads(fs, ctx, stmt.sid, lw)
+    try:
+        lanes, groups = fd.warp_lanes(), fd.cross_warp_groups
+    except LayoutError as e:
+        raise ScheduleError(f"T.reduce (sid {stmt.sid}) of {stmt.src.name}: {e}", stmt.loc) from None
+    if groups == 1:
+        return [RowReduce(stmt, stmt.src.name, threads, lanes)]
+    return cross_warp_reduce(stmt, lw, threads, lanes, groups)
+
+
+def cross_warp_reduce(stmt: Reduce, lw, threads: ThreadRange, lanes: tuple[int, ...], groups: int,
+                      slots: int | None = None) -> list:
+    """A row reduction whose rows have replicas in ``groups`` warps apart (an N split of the accumulator over
+    warpgroups, :mod:`egtile.rules.mma` ``wgmma-rows-across-warpgroups``): shuffles within each warp, each warp's
+    partial stored to a ``groups x rows`` shared scratch of the statement's own, then every replica folds the
+    groups' partials of its rows (:class:`~egtile.ir.fragment.RowCombine`). The CTA barriers between the stores
+    and the loads, and between the loads and the next stores, follow from the accesses (:mod:`egtile.lower.sync`).
+    ``slots``: the scratch slots the nodes use (``groups``; fewer is the ``row-combine-one-slot`` mutant)."""
+    from egtile.ir import Buffer
+    from egtile.ir.fragment import RowCombine
+    from egtile.tilemath import reduce_accumulator
+
+    slots = groups if slots is None else slots
+    rows = stmt.dst.shape[0]
+    acc = str(reduce_accumulator(stmt.src.dtype, stmt.dst.dtype))
+    scratch = lw.scratch_buffer(("row-partials", stmt.sid),
+                                Buffer(f"{stmt.dst.name}_wg_partials", (slots, rows), acc, "shared"))
+    return [RowReduce(stmt, stmt.src.name, threads, lanes, scratch=scratch, groups=slots),
+            RowCombine(stmt, stmt.src.name, threads, scratch, slots)]
 
 
 def op_by_layout(stmt, lw, ctx) -> list | None:
@@ -725,6 +754,9 @@ __all__ = ["INFLIGHT_RESERVE", "SPILL_RESERVE", "Spill", "fragment_registers", "
 MUTANTS: dict[str, str] = {
     "row-reduce-wrong-lanes": "the row reduction shuffles over lanes xor 4, 8 (other rows of the quad's warp) "
                               "instead of the lanes that hold the row's replicas (xor 1, 2 for the wgmma accumulator)",
+    "row-combine-one-slot": "the cross-warpgroup row reduction (an N split) stores every warpgroup's partial in slot 0 "
+                            "of the shared scratch and folds only that slot: the warpgroups' stores race, and each row "
+                            "keeps one warpgroup's columns",
 }
 """Lowering mutants of the by-layout row reduction; the simulator and the verifier must each catch every one."""
 
@@ -745,6 +777,16 @@ def mutant(name: str):
 
             def lower(n, lw, ctx):
                 return [replace(x, lanes=tuple(b * 4 for b in x.lanes)) if isinstance(x, RowReduce) else x
+                        for x in base(n, lw, ctx)]
+
+            d = replace(structure.TILE, lower=lower)
+        case "row-combine-one-slot":
+            from egtile.ir.fragment import RowCombine
+
+            base = structure.TILE.lower
+
+            def lower(n, lw, ctx):
+                return [replace(x, groups=1) if isinstance(x, (RowCombine, RowReduce)) and x.groups > 1 else x
                         for x in base(n, lw, ctx)]
 
             d = replace(structure.TILE, lower=lower)

@@ -50,8 +50,14 @@ Side conditions:
   the wgmma is in flight (``setmaxnreg`` plan less ``egtile.rules.fragment.INFLIGHT_RESERVE``: in-flight
   accumulators cannot spill; the rest of the fragment group may, at a cost, see below), each operand buffer can take its mode
   and every instruction's operand is expressible by a descriptor in it; when the accumulator is tied to row
-  fragments (a softmax: :mod:`egtile.lower.fragment_layouts`), the split keeps each row's replicas in one
-  warp, so that row reductions are butterfly shuffles (an N split over two warpgroups is excluded);
+  fragments (a softmax: :mod:`egtile.lower.fragment_layouts`), ``wgmma-rows-across-warpgroups``
+  (:func:`_row_shuffle_problems`): within a warp a row's replicas are combined by butterfly shuffles; an N split
+  over ``W`` warpgroups (each warpgroup issues ``m64nN'`` on its ``N / W`` columns, several instructions for a
+  slice wider than 256) leaves replicas of every row in each warpgroup, so each row reduction also combines the
+  warpgroups' partials through a ``W x rows`` shared scratch with a CTA barrier before and after the loads
+  (:func:`egtile.rules.fragment.cross_warp_reduce`; TileLang's ``GemmWarpPolicy.FullCol``); that split is an
+  alternative only where the M split cannot hold the rows (``rows % (64 W) != 0``: 64 rows over two
+  warpgroups), so a group's gemms, which share their rows, all take the one split that exists;
 * ``fragment-users-admit-registers``: every other statement touching C can run by the register layout
   (:mod:`egtile.rules.fragment`);
 * ``fragment-peers-in-lockstep``: a ``T.Parallel`` that touches several 2-D fragments of C's group (peers:
@@ -365,13 +371,26 @@ def _in_layout_problems(ctx, g: Gemm, role: str, buf, layout: str, tiling: Accum
         return [str(e)]
 
 
+ROWS_ACROSS_WARPGROUPS = "wgmma-rows-across-warpgroups"
+"""The named condition of an N split whose accumulator group has row fragments (module docstring)."""
+
+
 def _row_shuffle_problems(tiling: AccumulatorTiling) -> list[str]:
-    """Why a tiling cannot serve an accumulator group with row fragments (a softmax): each row's replicas must
-    be combinable by shfl.sync, i.e. lie in one warp (egtile.layout.RowFragment.shuffle_lanes)."""
+    """Why a tiling cannot serve an accumulator group with row fragments (a softmax), ``wgmma-rows-across-warpgroups``:
+    the replicas of a row within a warp are combined by ``shfl.sync.bfly`` (a power of two of them, inside the warp:
+    :meth:`egtile.layout.RowFragment.warp_lanes`); replicas in other warpgroups (an N split over ``W`` warpgroups:
+    warpgroup ``w`` holds columns ``[w N/W, (w+1) N/W)`` of every row) are combined through a shared scratch of
+    ``W x rows`` partials and a CTA barrier per row reduction (:func:`egtile.rules.fragment.cross_warp_reduce`),
+    which the split takes only where the rows cannot stay in one warpgroup: the M split does not fill the
+    warpgroups (64 rows over 2 warpgroups; TileLang's ``GemmWarpPolicy.FullCol``)."""
     try:
-        row_projection(tiling.fragment()).shuffle_lanes()
+        rp = row_projection(tiling.fragment())
+        rp.warp_lanes()
     except LayoutError as e:
-        return [f"its rows cannot be reduced by shuffles: {e}"]
+        return [f"{ROWS_ACROSS_WARPGROUPS}: its rows cannot be reduced by shuffles: {e}"]
+    if rp.cross_warp_groups > 1 and not AccumulatorTiling.of(tiling.rows, tiling.cols, tiling.warpgroups, "M").problems():
+        return [f"{ROWS_ACROSS_WARPGROUPS}: a row's replicas would span {rp.cross_warp_groups} warpgroups (a shared-memory "
+                "combine and a CTA barrier per row reduction) while the M split keeps every row in one warpgroup"]
     return []
 
 
@@ -467,11 +486,36 @@ def _details(n, lowered) -> str:
     return ""
 
 
+def split_notes(n, ctx):
+    """``explain()``'s note on a wgmma whose split puts a row's replicas in several warpgroups while its group has row
+    fragments (``wgmma-rows-across-warpgroups``): where the row reductions combine through shared memory."""
+    from egtile.ir import Decision as Made
+
+    kernel = ctx.facts.kernel
+    g = ctx.facts.stmts.get(n.sid)
+    if not isinstance(g, Gemm) or not fragment_layouts.has_rows(kernel, g.c.buffer.name):
+        return []
+    t = tiling_of(kernel, g, str(n.params[0]))
+    groups = row_projection(t.fragment()).cross_warp_groups if not t.problems() else 1
+    if groups == 1:
+        return []
+    return [Made(ROWS_ACROSS_WARPGROUPS, n.sid, f"N split over {t.warpgroups} warpgroups, rows combined in shared memory",
+                 f"{t.rows} rows do not split over {t.warpgroups} warpgroups of m64 (the M split does not exist), so each "
+                 f"warpgroup issues m64n{t.n} on its {t.wg_cols} columns of every row (TileLang's GemmWarpPolicy.FullCol); "
+                 f"each row reduction over {g.c.buffer.name}'s group then shuffles within each warp and combines the "
+                 f"{groups} warpgroups' partials through a {groups} x {t.rows} shared scratch, with a CTA barrier "
+                 "between the stores and the loads")]
+
+
+def _wgmma_notes(n, ctx):
+    return [*F.spill_notes(n, ctx), *split_notes(n, ctx)]
+
+
 WGMMA = Decision("wgmma", wgmma, (("sid", i64), ("split", String), ("swa", String), ("swb", String)), "decision",
                  Cost(_cost, doc="M N K / WGMMA_MACS_PER_CYCLE + shared bytes read / (4 SMEM_BYTES_PER_CYCLE) + "
                                  "WGMMA_GROUP + swizzle_cost(A) + swizzle_cost(B) + spill share "
                                  "(egtile.rules.fragment.spill_cost)"),
-                 lower=wgmma_lowering(), label="wgmma", details=_details, layouts=wgmma_layouts(), notes=F.spill_notes)
+                 lower=wgmma_lowering(), label="wgmma", details=_details, layouts=wgmma_layouts(), notes=_wgmma_notes)
 
 # ----------------------------------------------------------------------------------------------------
 # The rule

@@ -258,7 +258,7 @@ WGMMA_ASYNC = Decision(
     "wgmma_async", wgmma_async, (("sid", i64), ("split", String), ("swa", String), ("swb", String), ("pos", i64)),
     "decision", Cost(_ss_cost, doc="wgmma's cost - min(M N K / WGMMA_MACS_PER_CYCLE, ASYNC_OVERLAP_PER_STMT x pos)"),
     lower=async_lowering(M.wgmma_lowering()), label="wgmma, wait deferred", details=_details(M._details),
-    layouts=_sync_params(M.wgmma_layouts()), notes=F.spill_notes)
+    layouts=_sync_params(M.wgmma_layouts()), notes=M._wgmma_notes)
 WGMMA_RS_ASYNC = Decision(
     "wgmma_rs_async", wgmma_rs_async, (("sid", i64), ("split", String), ("swb", String), ("pos", i64)), "decision",
     Cost(_rs_cost, doc="wgmma_rs's cost - min(M N K / WGMMA_MACS_PER_CYCLE, ASYNC_OVERLAP_PER_STMT x pos)"),

@@ -20,13 +20,15 @@ a literal.
 * ``RowReduce``: per row slot, the thread's partial over its slots of that row (a balanced tree), then one
   ``__shfl_xor_sync(0xffffffff, partial, mask)`` per lane mask of the node (every lane of the warp runs it:
   the layout's threads are whole warps), then the store into the row fragment's slot (folded into the old
-  value for ``clear=False``).
+  value for ``clear=False``). With ``scratch`` (the row's replicas span warpgroups) the replica whose shuffle lanes
+  are 0 stores the warp's partial at ``scratch[g * rows + row]`` instead; ``RowCombine`` then folds
+  ``scratch[0 .. groups-1, row]`` in order into each replica's row slot.
 """
 
 from __future__ import annotations
 
 from egtile.ir.dtypes import dtype
-from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowCombine, RowReduce
 from egtile.ir.kernel import Copy, Fill, Gemm, Load, Region
 from egtile.layout import Fragment, RowFragment, row_slot_map
 from egtile.layout.operand_a import same_layout
@@ -284,12 +286,56 @@ def row_reduce(s: RowReduce, ctx: Ctx) -> list[str]:
     for mask in s.lanes:
         for k in started:
             body.append(f"{p}{k} = {_combine(r.kind, p + str(k), f'__shfl_xor_sync(0xffffffffu, {p}{k}, {mask})')};")
-    for k in started:
-        val = f"{p}{k}" if r.clear else _combine(r.kind, f"eg_cast<{acc}>({dst}[{k}])", f"{p}{k}")
-        body.append(f"{dst}[{k}] = eg_cast<{dst_t}>({val});")
+    if s.scratch is not None:
+        # a row's replicas span warpgroups: the replica whose shuffle lanes are 0 stores the warp's partial at
+        # scratch[g, row] (the RowCombine after the CTA barrier writes the destination)
+        t = TID if s.threads.begin == 0 else f"({TID} - {s.threads.begin})"
+        mask = sum(s.lanes)
+        group = " + ".join(f"(({t}) / {div} % {size}) * {mul}" for (div, size), mul in _group_terms(rf)) or "0"
+        stores = []
+        for k in started:
+            row = rf.coord_expr(t, k)[0]
+            stores.append(f"{ident(s.scratch.name)}[(({group}) % {s.groups}) * {rf.rows} + {row}] = "
+                          f"eg_cast<{ctype(s.scratch.dtype)}>({p}{k});")
+        body += [f"if ((({t}) & {mask}) == 0) {{", *indent(stores), "}"]
+    else:
+        for k in started:
+            val = f"{p}{k}" if r.clear else _combine(r.kind, f"eg_cast<{acc}>({dst}[{k}])", f"{p}{k}")
+            body.append(f"{dst}[{k}] = eg_cast<{dst_t}>({val});")
     lanes = ", ".join(map(str, s.lanes)) or "none"
     return [f"// {what}: partials, then shfl.bfly xor {lanes} on threads [{s.threads.begin}, {s.threads.end})", "{",
             *indent(guarded(body, s.threads, ctx, what, r.sid, exact=True)), "}"]
 
 
-__all__ = ["fragment_op", "layout_loop", "row_reduce", "layout_of", "thread_parts"]
+def _group_terms(rf: RowFragment):
+    """``((step, size), multiplier)`` of each cross-warp replication digit of ``rf`` (its replica group index)."""
+    mul = 1
+    for div, size in rf.cross_warp_digits():
+        yield (div, size), mul
+        mul *= size
+
+
+@register_emitter(RowCombine, headers=("egtile_common.cuh",))
+def row_combine(s: RowCombine, ctx: Ctx) -> list[str]:
+    r = s.reduce
+    rf = layout_of(r.dst.name, ctx, r.sid)
+    what = f"T.reduce_{r.kind} (sid {r.sid}) into {r.dst.name}: the cross-warpgroup combine of {s.scratch.name}"
+    if not isinstance(rf, RowFragment):
+        raise codegen_error(ctx, f"{what}: {r.dst.name} is not a row fragment in registers", r.sid)
+    acc = ctype(str(reduce_accumulator(r.src.dtype, r.dst.dtype)))
+    dst_t, dst, scratch = ctype(r.dst.dtype), ident(r.dst.name), ident(s.scratch.name)
+    t = TID if s.threads.begin == 0 else f"({TID} - {s.threads.begin})"
+    body: list[str] = []
+    for k in range(rf.values_per_thread):
+        row = rf.coord_expr(t, k)[0]
+        val = f"eg_cast<{acc}>({scratch}[{row}])"
+        for g in range(1, s.groups):
+            val = _combine(r.kind, val, f"eg_cast<{acc}>({scratch}[{g * rf.rows} + {row}])")
+        if not r.clear:
+            val = _combine(r.kind, f"eg_cast<{acc}>({dst}[{k}])", val)
+        body.append(f"{dst}[{k}] = eg_cast<{dst_t}>({val});")
+    return [f"// {what} on threads [{s.threads.begin}, {s.threads.end})", "{",
+            *indent(guarded(body, s.threads, ctx, what, r.sid, exact=True)), "}"]
+
+
+__all__ = ["fragment_op", "layout_loop", "row_combine", "row_reduce", "layout_of", "thread_parts"]

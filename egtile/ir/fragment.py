@@ -22,6 +22,15 @@ part of the statement that its own elements need, and threads outside the layout
   shuffles over ``lanes`` (``shfl.sync.bfly`` masks, PTX ISA 9.7.9.6); every replica ends with the row's value.
   ``clear=False`` folds the old destination value in, as ``T.reduce_*`` does.
 
+* A row whose replicas span warpgroups (an N split of the accumulator over warpgroups: each warpgroup holds
+  a column slice of every row) is reduced in two nodes. The :class:`RowReduce` (``scratch`` set) combines
+  each warp's replicas by shuffles, then the replica whose shuffle lanes are 0 stores the warp's partial at
+  ``scratch[g, row]`` (``g``: its replica group, :meth:`egtile.layout.RowFragment.cross_warp_group`) and
+  writes no destination; a :class:`RowCombine` then has every replica read ``scratch[0 .. groups-1, row]``,
+  fold them in that order (every replica the same order, so they agree) and write its row. The scratch is an
+  ordinary shared buffer: the CTA barrier between the stores and the loads (and the one before the next
+  stores, after the loads) are placed by :mod:`egtile.lower.sync` from the accesses, as for any shared buffer.
+
 A row fragment's element ``i`` is held by every owner of row ``i`` (replicated). A ``LayoutLoop`` over a
 2-D fragment may access the row fragments named in ``rows`` at ``[i]`` (the iteration's row), and its *peers*
 (``peers``): 2-D register fragments whose layout is the loop's (the same distribution; the element width may
@@ -40,7 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from egtile.ir.kernel import Copy, Fill, Gemm, Reduce, Var
+from egtile.ir.kernel import Buffer, Copy, Fill, Gemm, Reduce, Var
 from egtile.ir.scheduled import SStmt, ThreadRange
 
 
@@ -87,10 +96,33 @@ class RowReduce:
     fragment: str
     threads: ThreadRange
     lanes: tuple[int, ...]
+    scratch: Buffer | None = None
+    """A row's replicas span warpgroups: the warp's partial goes to ``scratch[g, row]`` (shared, ``groups x rows``),
+    stored by the replica whose ``lanes`` bits are 0, and the destination is written by the :class:`RowCombine`
+    that follows (module docstring)."""
+    groups: int = 1
+    """Replica groups of a row (slots of ``scratch``): the partial of group ``g`` goes to slot ``g % groups``."""
 
     @property
     def sid(self) -> int:
         return self.reduce.sid
 
 
-__all__ = ["FragmentOp", "LayoutLoop", "RowReduce"]
+@dataclass(frozen=True)
+class RowCombine:
+    """The cross-warpgroup step of a row reduction (module docstring): every thread of ``threads`` holding row
+    ``i`` of the row fragment ``reduce.dst`` reads ``scratch[0 .. groups-1, i]``, folds them in that order (and
+    into the old value for ``clear=False``) and writes its replica."""
+
+    reduce: Reduce
+    fragment: str
+    threads: ThreadRange
+    scratch: Buffer
+    groups: int
+
+    @property
+    def sid(self) -> int:
+        return self.reduce.sid
+
+
+__all__ = ["FragmentOp", "LayoutLoop", "RowCombine", "RowReduce"]

@@ -3,7 +3,7 @@ registered with :func:`egtile.ir.printer.register_listing` like every node's."""
 
 from __future__ import annotations
 
-from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowCombine, RowReduce
 from egtile.ir.printer import format_region, format_stmt, indent, listing_lines, register_listing, threads_text
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 
@@ -26,7 +26,16 @@ def _layout_loop(s: LayoutLoop) -> list[str]:
 def _row_reduce(s: RowReduce) -> list[str]:
     lanes = ", ".join(map(str, s.lanes)) or "none"
     return [f"{format_stmt(s.reduce)}  # by the layout of {s.fragment} on {threads_text(s.threads)}: partials, then "
-            f"shfl.bfly over lanes xor {lanes} [{s.reduce.sid}]"]
+            f"shfl.bfly over lanes xor {lanes}"
+            + (f", each warp's partial to {s.scratch.name}[{s.groups} groups]" if s.scratch is not None else "")
+            + f" [{s.reduce.sid}]"]
+
+
+@register_listing(RowCombine)
+def _row_combine(s: RowCombine) -> list[str]:
+    return [f"{s.reduce.dst.name}[i] = fold of {s.scratch.name}[0..{s.groups - 1}, i] ({s.reduce.kind}"
+            f"{'' if s.reduce.clear else ', into the old value'})  # by the row layout of {s.fragment} on "
+            f"{threads_text(s.threads)} [{s.reduce.sid}]"]
 
 
 @register_listing(WgmmaMma)

@@ -460,9 +460,9 @@ def swalk(stmts: tuple[SStmt, ...]):
 # hence here, at the end): the statement union names them so that every body typed ``tuple[SStmt, ...]``
 # admits them (the cache's type-directed codec, egtile.codec, decodes by these annotations).
 from egtile.ir import fragment as _fragment  # noqa: E402
-from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce  # noqa: E402
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowCombine, RowReduce  # noqa: E402
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait  # noqa: E402
 from egtile.ir.handshake import NamedArrive, NamedSync  # noqa: E402
 
-SStmt = SStmt | FragmentOp | LayoutLoop | RowReduce | WgmmaMma | WgmmaWait | NamedSync | NamedArrive  # type: ignore[misc]
+SStmt = SStmt | FragmentOp | LayoutLoop | RowReduce | RowCombine | WgmmaMma | WgmmaWait | NamedSync | NamedArrive  # type: ignore[misc]
 _fragment.SStmt = SStmt  # LayoutLoop's body annotation resolves in its own module

@@ -37,7 +37,9 @@ the four lanes of a quad (``threadID_in_group`` moves only the column), each hol
 with :meth:`RowFragment.owners` and per-thread slots. Its replicas differ only in the thread digits that move
 the parent's column, so a reduction over a row combines the replicas by ``shfl.sync.bfly`` over exactly those
 lane bits (PTX ISA 9.7.9.6 "shfl.sync": ``bfly`` mode, lane ``laneid ^ b``; a shuffle stays within a warp):
-:meth:`RowFragment.shuffle_lanes`.
+:meth:`RowFragment.shuffle_lanes`. An N split over warpgroups also replicates each row across warpgroups
+(warps apart): :meth:`RowFragment.warp_lanes` gives the lanes within a warp and
+:attr:`RowFragment.cross_warp_groups` the warp groups whose partials a reduction combines through shared memory.
 """
 
 from __future__ import annotations
@@ -353,6 +355,56 @@ class RowFragment:
                 while b < m.size:
                     out.append(div * b)
                     b *= 2
+            div *= m.size
+        return tuple(out)
+
+    def warp_lanes(self) -> tuple[int, ...]:
+        """The ``shfl.sync.bfly`` lane masks that combine the replicas of a row *within a warp* (the
+        replication digits below 32 threads, lowest first); the digits at or above 32 threads are the
+        :meth:`cross_warp_groups` (an N split over warpgroups: a row's replicas in several warpgroups).
+
+        Raises:
+            LayoutError: a replication digit is not a power of two, or straddles the warp's boundary.
+        """
+        out: list[int] = []
+        for div, size in self._replication_digits():
+            if div >= 32:
+                continue
+            if size & (size - 1):
+                raise LayoutError(f"{self.name}: {size} replicas of a row (not a power of two) cannot be combined "
+                                  "by butterfly shuffles")
+            if div * size > 32:
+                raise LayoutError(f"{self.name}: a replication digit of thread-index steps {div} up to {div * size} "
+                                  "straddles a warp's boundary (shfl.sync exchanges values within a warp only)")
+            b = 1
+            while b < size:
+                out.append(div * b)
+                b *= 2
+        return tuple(out)
+
+    def cross_warp_digits(self) -> tuple[tuple[int, int], ...]:
+        """``(thread-index step, size)`` of each replication digit at or above one warp (32 threads)."""
+        return tuple((div, size) for div, size in self._replication_digits() if div >= 32)
+
+    @property
+    def cross_warp_groups(self) -> int:
+        """How many warp-level replica groups each row has (1: every replica of a row is in one warp)."""
+        return math.prod(size for _div, size in self.cross_warp_digits())
+
+    def cross_warp_group(self, thread: int) -> int:
+        """The index of ``thread``'s replica group among :attr:`cross_warp_groups` (mixed radix of its
+        cross-warp replication digits, the lowest first)."""
+        out, mul = 0, 1
+        for div, size in self.cross_warp_digits():
+            out += (thread // div % size) * mul
+            mul *= size
+        return out
+
+    def _replication_digits(self) -> tuple[tuple[int, int], ...]:
+        out, div = [], 1
+        for m in self.thread_modes:
+            if m.row == 0 and m.size > 1:
+                out.append((div, m.size))
             div *= m.size
         return tuple(out)
 

@@ -86,6 +86,7 @@ class Lowerer:
         self.ordered: set[str] = set()
         self.layouts: dict[str, Any] = dict(layouts or {})
         self.extra: list[Buffer] = []
+        self.scratch: dict[Any, Buffer] = {}
         self.tails: dict[int, tuple[Node, ...]] = {}
 
     def tail(self, loop: int) -> tuple[Node, ...]:
@@ -114,6 +115,13 @@ class Lowerer:
         buf = replace(buf, name=name)
         self.extra.append(buf)
         return buf
+
+    def scratch_buffer(self, key: Any, buf: Buffer) -> Buffer:
+        """A buffer the lowering needs once per ``key`` (a row reduction's cross-warpgroup partials: a statement
+        lowered again, in another role or trip, reuses it), declared on first use (:meth:`add_buffer`)."""
+        if key not in self.scratch:
+            self.scratch[key] = self.add_buffer(buf)
+        return self.scratch[key]
 
     # -- dispatch
 

@@ -12,9 +12,9 @@ by one between the issue and the wait.
 
 from __future__ import annotations
 
-from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowCombine, RowReduce
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
-from egtile.ir.kernel import Copy
+from egtile.ir.kernel import Copy, Region
 from egtile.lower.sync import Acc, AccessSummary, register_accesses
 
 
@@ -38,8 +38,22 @@ def _layout_loop(s: LayoutLoop, acc: AccessSummary, owner_of) -> set[Acc]:
 
 @register_accesses(RowReduce)
 def _row_reduce(s: RowReduce, acc: AccessSummary, owner_of) -> set[Acc]:
-    # every access is to the running thread's own registers (the shuffles exchange registers, no memory)
-    return acc.leaf(s.reduce, _fragment_owner(s.reduce.src.name, s.reduce.dst.name))
+    # every access is to the running thread's own registers (the shuffles exchange registers, no memory), except the
+    # cross-warpgroup partials: one replica per warp stores its row into the shared scratch, which other threads read
+    out = acc.leaf(s.reduce, _fragment_owner(s.reduce.src.name, s.reduce.dst.name))
+    if s.scratch is not None:
+        out = {a for a in out if not (a.write and a.buffer == s.reduce.dst.name)}
+        out |= acc.region(Region.full(s.scratch), write=True)
+    return out
+
+
+@register_accesses(RowCombine)
+def _row_combine(s: RowCombine, acc: AccessSummary, owner_of) -> set[Acc]:
+    # every replica reads every group's partial of its row (written by other threads), then writes its own register
+    key = ("fragment", s.reduce.dst.name)
+    dst = Region.full(s.reduce.dst)
+    out = acc.region(Region.full(s.scratch), write=False) | acc.region(dst, write=True, owner=key)
+    return out | (set() if s.reduce.clear else acc.region(dst, write=False, owner=key))
 
 
 @register_accesses(WgmmaMma)

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowCombine, RowReduce
 from egtile.ir.scheduled import Elect, Leaf, Role, RoleSplit, SeqLoop, SIf, SStmt, ThreadLoop, TileOp
 from egtile.ir.wgmma import WgmmaWait
 from egtile.verifier import registry
 
-PLAIN = (Leaf, ThreadLoop, TileOp, FragmentOp, LayoutLoop, RowReduce)
+PLAIN = (Leaf, ThreadLoop, TileOp, FragmentOp, LayoutLoop, RowReduce, RowCombine)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,10 @@ of the by-layout statements: each element by its owner (an owner-carrying
 * ``WgmmaWait``: no access of its own; the shared-operand reads of the groups it completes are traced again at
   it (with the issue's loop variables): the tensor core reads them until then, so a later write of an operand must
   be ordered after the wait, and a CTA barrier between the issue and a deferred wait orders nothing it still reads.
+* ``RowReduce``: registers only (the shuffles), except with a ``scratch`` (a row's replicas in several warps):
+  the replica of each warp whose shuffle lanes are 0 writes ``scratch[g, row]``; ``RowCombine``: every replica
+  reads ``scratch[0 .. groups-1, row]`` of its rows. Both as element events of their threads, so a missing CTA
+  barrier between them is an L2 race; L1 checks the lanes, the groups and the scratch against the row layout.
 
 Layout agreement (L1, :func:`check_fragments`): a wgmma's tiling is its accumulator's layout, its
 descriptor swizzles are its operand buffers' layouts, and a TMA copy's tensor-map swizzle is its shared
@@ -54,7 +58,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowCombine, RowReduce
 from egtile.layout.fragment import Fragment, RowFragment, row_projection
 from egtile.layout.errors import LayoutError
 from egtile.ir.kernel import AddressOf, AtomicAdd, BinOp, Const, Copy, Extern, Fill, Gemm, Reduce, Region, Store
@@ -69,7 +73,7 @@ from egtile.verifier.registry import register_model
 from egtile.verifier.trace import Ctx, _restore, _Scope, loads_in
 from egtile.verifier.violation import Violation
 
-NODES = (FragmentOp, LayoutLoop, RowReduce, WgmmaMma, WgmmaWait)
+NODES = (FragmentOp, LayoutLoop, RowReduce, RowCombine, WgmmaMma, WgmmaWait)
 
 # ----------------------------------------------------------------------------------------------------
 # Trace models
@@ -124,6 +128,60 @@ def _by_owner(ctx: Ctx, r: Region, mode: str, sid, frag, threads, proxy: str = "
         tracer.record(ctx, name, mode, sid, stage=stage, proxy=proxy, flats=flat, owners=own, tid=None)
     finally:
         tracer.scope = outer
+
+
+def _points(ctx: Ctx, name: str, mode: str, sid, flats: list[int], owners: list[int]) -> None:
+    """An access of elements ``flats`` of buffer ``name``, element ``k`` by thread ``owners[k]`` (one event)."""
+    tracer = ctx.tracer
+    if name not in tracer.tracked or not flats:
+        return
+    tracer.limits.charge_elements(len(flats))
+    outer, tracer.scope = tracer.scope, None
+    try:
+        tracer.record(ctx, name, mode, sid, stage=None, proxy="generic", flats=np.asarray(flats, dtype=np.int64),
+                      owners=np.asarray(owners, dtype=np.int64), tid=None)
+    finally:
+        tracer.scope = outer
+
+
+def _row_scratch_accesses(s, rf, lo: int, hi: int, write: bool) -> tuple[list[int], list[int]]:
+    """(flat elements of the scratch, thread of each) that the cross-warpgroup row reduction ``s`` stores (``write``:
+    the partial of each warp, by the replica whose shuffle lanes are 0, at ``[g % groups, row]``) or loads (every
+    replica, every group's slot of its rows), for the running threads ``[lo, hi)``: the verifier's own reading of
+    the node, from the row fragment's layout."""
+    flats: list[int] = []
+    owners: list[int] = []
+    for t in range(max(lo, s.threads.begin), min(hi, s.threads.end)):
+        u = t - s.threads.begin
+        if u >= rf.num_threads:
+            continue
+        rows = [r for _k, r, _c in rf.elements(u)]
+        if write:
+            if any(u & m for m in s.lanes):
+                continue
+            g = rf.cross_warp_group(u) % s.groups
+            flats += [g * rf.rows + r for r in rows]
+            owners += [t] * len(rows)
+        else:
+            for g in range(s.groups):
+                flats += [g * rf.rows + r for r in rows]
+                owners += [t] * len(rows)
+    return flats, owners
+
+
+def _row_reduce(s: RowReduce, ctx: Ctx) -> None:
+    # the shuffles touch registers only; an N split's partials go through the shared scratch
+    if s.scratch is None:
+        return
+    rf = ctx.tracer.sched.fragment(s.reduce.dst.name)
+    if isinstance(rf, RowFragment):
+        _points(ctx, s.scratch.name, "w", s.sid, *_row_scratch_accesses(s, rf, ctx.lo, ctx.hi, True))
+
+
+def _row_combine(s: RowCombine, ctx: Ctx) -> None:
+    rf = ctx.tracer.sched.fragment(s.reduce.dst.name)
+    if isinstance(rf, RowFragment):
+        _points(ctx, s.scratch.name, "r", s.sid, *_row_scratch_accesses(s, rf, ctx.lo, ctx.hi, False))
 
 
 def _fragment_op(s: FragmentOp, ctx: Ctx) -> None:
@@ -303,8 +361,10 @@ def _fragment_op_writes(s: FragmentOp) -> tuple[str, ...]:
 register_model(FragmentOp, _fragment_op, effects=_no_effect, scan=_scan_fragment_op, writes=_fragment_op_writes)
 register_model(LayoutLoop, _layout_loop, bodies=lambda s: (s.body,), effects=_layout_loop_effects,
                scan=_scan_layout_loop, writes=lambda s: ())
-register_model(RowReduce, lambda s, ctx: None, effects=_no_effect, scan=lambda s, sc, scope: None,
-               writes=lambda s: (s.reduce.dst.name,))  # registers only: the shuffles touch no memory
+register_model(RowReduce, _row_reduce, effects=_no_effect, scan=lambda s, sc, scope: None,
+               writes=lambda s: (s.reduce.dst.name,) if s.scratch is None else (s.scratch.name,))
+register_model(RowCombine, _row_combine, effects=_no_effect, scan=lambda s, sc, scope: None,
+               writes=lambda s: (s.reduce.dst.name,))
 register_model(WgmmaMma, _wgmma, effects=_no_effect, scan=_scan_wgmma, writes=lambda s: (s.gemm.c.buffer.name,))
 register_model(WgmmaWait, _wgmma_wait, effects=_no_effect, scan=lambda s, sc, scope: None, writes=lambda s: ())
 
@@ -352,8 +412,10 @@ def names_touched(s: SStmt) -> set[str]:
                 out |= _op_names(op)
             case WgmmaMma(gemm=g):
                 out |= _region_names(g.a, g.b, g.c)
-            case RowReduce(reduce=r):
-                out |= {r.src.name, r.dst.name}
+            case RowReduce(reduce=r, scratch=sc):
+                out |= {r.src.name, r.dst.name} | ({sc.name} if sc is not None else set())
+            case RowCombine(reduce=r, scratch=sc):
+                out |= {r.dst.name, sc.name}
             case TmaLoad(src=a, dst=b) | TmaStore(src=a, dst=b):
                 out |= _region_names(a, b)
             case SIf(cond=c):
@@ -604,7 +666,7 @@ def _row_reduce_problem(sched: Scheduled, s: RowReduce) -> str | None:
         return f"T.reduce (sid {r.sid}) writes {r.dst.name}, which is not a row fragment in registers"
     try:
         proj = row_projection(fs, 32)
-        want = proj.shuffle_lanes()
+        want = proj.warp_lanes()
     except LayoutError as e:
         return f"T.reduce (sid {r.sid}): {e}"
     if fd.with_bits(32) != proj:
@@ -612,7 +674,49 @@ def _row_reduce_problem(sched: Scheduled, s: RowReduce) -> str | None:
     if tuple(sorted(s.lanes)) != tuple(sorted(want)):
         return (f"T.reduce (sid {r.sid}) combines partials over lanes xor {list(s.lanes)}, but the replicas of each row of "
                 f"{r.src.name} differ in lanes xor {list(want)}: the result mixes rows or misses a partial")
+    groups = proj.cross_warp_groups
+    if groups > 1 and s.scratch is None:
+        return (f"T.reduce (sid {r.sid}): the replicas of each row of {r.src.name} span {groups} warp groups (warps apart: "
+                "shfl.sync cannot combine them), and the reduction has no cross-warp combine")
+    if s.scratch is not None:
+        if groups == 1:
+            return f"T.reduce (sid {r.sid}) stores partials to {s.scratch.name}, but every row's replicas are in one warp"
+        why = _scratch_problem(sched, s.scratch, groups, proj.rows, r.sid)
+        if why:
+            return why
+        if s.groups != groups:
+            return (f"T.reduce (sid {r.sid}) stores the partials of {groups} warp groups per row of {r.src.name} into "
+                    f"{s.groups} slot(s) of {s.scratch.name}: the groups' partials overwrite each other")
     return None
+
+
+def _scratch_problem(sched: Scheduled, scratch, groups: int, rows: int, sid: int) -> str | None:
+    try:
+        b = sched.buffer(scratch.name)
+    except KeyError:
+        return f"T.reduce (sid {sid}): its scratch {scratch.name} is not a buffer of the schedule"
+    if b.scope != "shared" or tuple(b.shape) != (groups, rows) or b.layout != "linear":
+        return (f"T.reduce (sid {sid}): its scratch {scratch.name} is {b.scope} {tuple(b.shape)} {b.layout}, not a linear "
+                f"shared buffer of {groups} x {rows} partials")
+    return None
+
+
+def _row_combine_problem(sched: Scheduled, s: RowCombine, before: list) -> str | None:
+    """Why the cross-warpgroup combine ``s`` does not complete its row reduction (``None``: it does): an earlier
+    statement of its list is the reduction storing the partials into the same scratch, and it folds every warp
+    group's slot of each row (the row projection's :attr:`~egtile.layout.RowFragment.cross_warp_groups`)."""
+    r = s.reduce
+    rf = sched.fragment(r.dst.name)
+    if not isinstance(rf, RowFragment):
+        return f"the row combine (sid {r.sid}) writes {r.dst.name}, which is not a row fragment in registers"
+    if not any(isinstance(x, RowReduce) and x.sid == s.sid and x.scratch == s.scratch for x in before):
+        return (f"the row combine (sid {r.sid}) reads {s.scratch.name}, but no earlier statement of its list stores the "
+                "row partials there")
+    groups = rf.cross_warp_groups
+    if s.groups != groups:
+        return (f"the row combine (sid {r.sid}) folds {s.groups} partial(s) per row of {r.dst.name}, whose rows have "
+                f"replicas in {groups} warp groups: it misses a partial")
+    return _scratch_problem(sched, s.scratch, groups, rf.rows, r.sid)
 
 
 _FP8 = ("float8_e4m3fn", "float8_e5m2")
@@ -650,8 +754,17 @@ def check_fragments(sched: Scheduled) -> list[Violation]:
     out: list[Violation] = []
 
     def walk(stmts, loop: LayoutLoop | None) -> None:
-        for s in stmts:
+        for i, s in enumerate(stmts):
             check(s, loop)
+            if isinstance(s, RowCombine):
+                why = _row_combine_problem(sched, s, list(stmts[:i]))
+                if why:
+                    out.append(Violation("L1", why, (s.sid,), s.reduce.dst.name))
+            if isinstance(s, RowReduce) and s.scratch is not None and not any(
+                    isinstance(x, RowCombine) and x.sid == s.sid and x.scratch == s.scratch for x in stmts[i + 1:]):
+                out.append(Violation("L1", f"T.reduce (sid {s.sid}) stores its row partials to {s.scratch.name} but no "
+                                           f"later statement of its list combines them into {s.reduce.dst.name}",
+                                     (s.sid,), s.reduce.dst.name))
             inner = s if isinstance(s, LayoutLoop) else loop
             for b in registry.bodies(s):
                 walk(b, inner)

@@ -22,6 +22,10 @@ outside the layout do nothing. The fragment's storage is the block's array with 
   naming both rows. The result is written to the thread's copy of the row fragment (folded into the old
   value when ``clear=False``).
 
+  With ``scratch`` (a row's replicas span warpgroups) the replica whose lanes are 0 stores the warp's partial
+  at ``scratch[g, row]`` instead, an ordinary shared write (raced against like any); ``RowCombine`` reads
+  ``scratch[0 .. groups-1, row]`` on every replica, folds them in order and writes its row.
+
 A row fragment's replicas are per-thread copies (:meth:`egtile.sim.machine.Block.mem`): a thread can
 access only the rows it holds.
 """
@@ -32,7 +36,7 @@ import numpy as np
 
 from egtile.errors import SimulationError
 from egtile.evaluate import cast_array, round_to
-from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowCombine, RowReduce
 from egtile.ir.kernel import Copy, Fill, Gemm
 from egtile.sim import batch
 from egtile.sim.machine import MISSING
@@ -245,14 +249,43 @@ def row_reduce(m, s: RowReduce, th):
         new = {row: _combine(r.kind, part[row], other[row], acc) for row in part}
         yield m.sync(("shfl", warp), lanes, r.sid)
         part = new
+    if s.scratch is not None:
+        # a row's replicas span warpgroups: the warp's partial to its group's slot of the shared scratch, by the
+        # replica whose shuffle lanes are 0 (the RowCombine after the barrier writes the destination)
+        if all(t & mask == 0 for mask in s.lanes):
+            g = rf.cross_warp_group(t) % s.groups
+            scm = m.mem(s.scratch.name, th)
+            for row, v in part.items():
+                m.write(scm, g * rf.rows + row, round_to(s.scratch.dtype, np.asarray(v).item()), th, r.sid)
+        part = {}
     for row, v in part.items():
         if not r.clear:
             v = fold(r.kind, m.read(dm, row, th, r.sid), v, acc)
         m.write(dm, row, round_to(r.dst.dtype, np.asarray(v).item()), th, r.sid)
     for row in rows:
-        if row not in part:
+        if row not in part and s.scratch is None:
             raise SimulationError(f"{what}: thread {th.tid} holds row {row} of {r.dst.name} but no element of it in "
                                   f"{s.fragment}")
 
 
-__all__ = ["fragment_op", "row_reduce", "gemm_elements", "layout_loop", "own_positions"]
+@register_semantics(RowCombine, writes=lambda s: ())
+def row_combine(m, s: RowCombine, th):
+    if th.tid not in s.threads:
+        return
+    r = s.reduce
+    th.sid = r.sid
+    what = f"T.reduce_{r.kind} (sid {r.sid}), the cross-warpgroup combine, in block {m.coords}"
+    rf = _layout(m, r.dst.name, what)
+    acc = reduce_accumulator(r.src.dtype, r.dst.dtype)
+    scm, dm = m.mem(s.scratch.name, th), m.mem(r.dst.name, th)
+    for _k, row, _c in rf.elements(th.tid - s.threads.begin):
+        v = None
+        for g in range(s.groups):
+            x = np.asarray(m.read(scm, g * rf.rows + row, th, r.sid)).astype(acc)[()]
+            v = x if v is None else _combine(r.kind, v, x, acc)
+        if not r.clear:
+            v = fold(r.kind, m.read(dm, row, th, r.sid), v, acc)
+        m.write(dm, row, round_to(r.dst.dtype, np.asarray(v).item()), th, r.sid)
+
+
+__all__ = ["fragment_op", "row_combine", "row_reduce", "gemm_elements", "layout_loop", "own_positions"]

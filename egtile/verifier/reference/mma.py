@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from egtile.ir.fragment import FragmentOp, LayoutLoop, RowReduce
+from egtile.ir.fragment import FragmentOp, LayoutLoop, RowCombine, RowReduce
 from egtile.ir.kernel import Copy, Fill, Gemm
 from egtile.ir.scheduled import swalk
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
@@ -61,6 +61,10 @@ def trace(tr, s, a, lo: int, hi: int, env: dict, path: tuple, loop_sid) -> bool:
             pass
         case RowReduce():
             _row_reduce(tr, s, a, lo, hi, env, path)
+            if s.scratch is not None:
+                _row_scratch(tr, s, a, lo, hi, env, path, "w")
+        case RowCombine():
+            _row_scratch(tr, s, a, lo, hi, env, path, "r")
         case _:
             return False
     return True
@@ -143,6 +147,37 @@ def _row_reduce(tr, s: RowReduce, a, lo, hi, env, path) -> None:
     outer, tr.merge = tr.merge, {}
     saved, tr.cur_tid = tr.cur_tid, None
     tr.region(a, whole, "r", s.sid, path, env, owned=owned, owner_of=owner.__getitem__)
+    tr.cur_tid = saved
+    tr.merge = outer
+
+
+def _row_scratch(tr, s, a, lo, hi, env, path, mode: str) -> None:
+    # the cross-warpgroup partials of a row reduction: stored by the replica of each warp whose shuffle lanes are 0
+    # at [group, row], loaded by every replica from every group's slot of its rows
+    from egtile.ir.kernel import Region
+
+    rf = tr.sched.fragment(s.reduce.dst.name)
+    if rf is None:
+        return
+    mine: dict[int, list[int]] = {}
+    for t in range(max(lo, s.threads.begin), min(hi, s.threads.end)):
+        u = t - s.threads.begin
+        if u >= rf.num_threads:
+            continue
+        rows = [r for _k, r, _c in rf.elements(u)]
+        if mode == "w":
+            if any(u & m for m in s.lanes):
+                continue
+            slots = [rf.cross_warp_group(u) % s.groups]
+        else:
+            slots = list(range(s.groups))
+        mine[t] = sorted(g * rf.rows + r for g in slots for r in rows)
+    outer = tr.merge
+    saved, tr.cur_tid = tr.cur_tid, None
+    for t, flats in mine.items():  # one event per thread: several replicas read one element, and a wrong slot would
+        tr.merge = {}              # have two threads write one
+        tr.region(a, Region.full(s.scratch), mode, s.sid, path, env, owned=np.array(flats, dtype=np.int64),
+                  owner_of=lambda _p, t=t: t)
     tr.cur_tid = saved
     tr.merge = outer
 
