@@ -34,6 +34,7 @@ body, except the hardware oracle):
 * ``prologue-copy-unused-after-loop``: no statement after the loop touches ``dst`` (only the consumers
   wait on the barrier; a statement after the role split run by the producer threads would not be ordered
   after the load);
+* ``prologue-copy-global-to-shared``: the copy reads a global tensor into shared memory (a load);
 * ``prologue-copy-tma-eligible`` (hardware oracle ``tma-eligible``, :func:`egtile.analysis.tma_eligibility`):
   a tensor map describes the copy;
 * ``prologue-copy-allows-tma``: the copy's ``prefer_instruction`` is ``auto`` or ``tma``;
@@ -59,7 +60,7 @@ from egtile.rules import warp_specialize as W
 from egtile.schedule import cost as C
 from egtile.schedule import dataflow as D
 from egtile.schedule.decision import Cost, Decision
-from egtile.schedule.rule import Condition, Rule
+from egtile.schedule.rule import Condition, Rule, RuleSet
 from egtile.schedule.schema import Block, Stmt, fact
 
 ANY = String(D.ANY_BUFFER)
@@ -157,7 +158,7 @@ def _flag_rules(name: str, violations):
         set_(prologue_fails(name, L, q)).to(Bool(False)))]
     for k, (premises, a, buf) in enumerate(violations(w)):
         out.append(rule(*premises, name=f"{name}:{k}").then(
-            set_(prologue_fails(name, L, q)).to(Bool(True)), D.witness(name, L, a, q, buf)))
+            set_(prologue_fails(name, L, q)).to(Bool(True)), D.witness(name, q, a, L, buf)))
     return tuple(out)
 
 
@@ -177,8 +178,8 @@ def _unused_after(w):
 def _witness_explain(name: str, text: str):
     def explain(ctx, sid: int) -> str:
         out = []
-        for a, q, buf in ctx.witnesses(name, sid):
-            out.append(text.format(a=ctx.describe(a) if a >= 0 else "", q=ctx.describe(q) if q >= 0 else "",
+        for a, loop, buf in ctx.witnesses(name, sid):
+            out.append(text.format(a=ctx.describe(a) if a >= 0 else "", loop=ctx.describe(loop) if loop >= 0 else "",
                                    buf=buf))
         return "; ".join(dict.fromkeys(out)) or f"{name} does not hold"
     return explain
@@ -192,11 +193,11 @@ def _flag_condition(name: str, doc: str, violations, text: str) -> Condition:
 READ_ONLY = _flag_condition(
     "prologue-copy-read-only-in-loop", "the loop writes neither the copy's destination nor its source (nor through an "
     "unknown pointer): its consumers only read the tile, so one load before the loop serves every iteration",
-    _read_only, "the loop writes {buf}, which {q} reads or writes")
+    _read_only, "{loop} writes {buf}, which the copy reads or writes")
 UNUSED_AFTER = _flag_condition(
     "prologue-copy-unused-after-loop", "no statement after the loop touches the copy's destination (only the "
     "consumers wait on the copy's barrier)", _unused_after,
-    "{a} (after the loop) touches what {q} writes; only the consumer warpgroups wait for the load")
+    "{a} (after {loop}) touches what the copy writes; only the consumer warpgroups wait for the load")
 
 
 def _explain_tma(ctx, sid: int) -> str:
@@ -214,7 +215,21 @@ ALLOWS_TMA = Condition(
     lambda v: (copy_rules.allows(v.q, String("tma")),), derive=copy_rules.ALLOWS,
     explain=lambda ctx, sid: "the copy's prefer_instruction asks for another instruction than TMA")
 
-CONDITIONS = (COMMUTES, READ_ONLY, UNUSED_AFTER, TMA_ELIGIBLE, ALLOWS_TMA)
+def _load_rules():
+    q, b = var("q", i64), var("b", String)
+    yield rule(copy_dst(q, b), D.scope(b, String("shared")), name="prologue:to-shared").then(to_shared(q))
+    yield rule(copy_src(q, b), D.scope(b, String("global")), name="prologue:from-global").then(from_global(q))
+
+
+to_shared = relation("prologue_to_shared", i64)
+from_global = relation("prologue_from_global", i64)
+
+GLOBAL_TO_SHARED = Condition(
+    "prologue-copy-global-to-shared", "the copy reads a global tensor into shared memory (a TMA load's direction)",
+    lambda v: (to_shared(v.q), from_global(v.q)), derive=FACTS + tuple(_load_rules()),
+    explain=lambda ctx, sid: "the kernel-level copy before the loop is not a global -> shared load")
+
+CONDITIONS = (COMMUTES, READ_ONLY, UNUSED_AFTER, GLOBAL_TO_SHARED, TMA_ELIGIBLE, ALLOWS_TMA)
 
 # ----------------------------------------------------------------------------------------------------
 # The list helper: the kernel body's suffix with the loop replaced
@@ -239,25 +254,35 @@ def _expansion():
 
 @function
 def ws_prologue(sid: i64Like, copy: i64Like, load: Stmt, producers: Block, consumers: Block, dec: i64Like,
-                inc: i64Like, mode: StringLike, turns: StringLike) -> Stmt:
-    """A warp-specialized loop (``turns``: ``pingpong`` for :func:`egtile.rules.pingpong.ws_pingpong`, ``split`` for
-    :func:`egtile.rules.warp_specialize.ws`, same other arguments) whose producer first issues ``load`` (the
+                inc: i64Like, mode: StringLike) -> Stmt:
+    """:func:`egtile.rules.pingpong.ws_pingpong` (same other arguments) whose producer first issues ``load`` (the
     kernel-level copy ``copy``, issued by the elected thread) on a barrier of its own, which the consumers wait on
     before their loop."""
+
+
+@function
+def ws_prologue_split(sid: i64Like, copy: i64Like, load: Stmt, producers: Block, consumers: Block, dec: i64Like,
+                      inc: i64Like, mode: StringLike) -> Stmt:
+    """:func:`egtile.rules.warp_specialize.ws` (same other arguments) whose producer first issues ``load`` on a
+    barrier of its own, which the consumers wait on before their loop."""
+
+
+TURNS = {"pingpong": (ws_prologue, P.ws_pingpong, "ws_pingpong"), "split": (ws_prologue_split, W.ws, "ws")}
+"""Per loop schedule: the constructor with the prologue load, the loop schedule's constructor and its name."""
 
 
 def _inner(turns: str):
     return P.pingpong_lowering() if turns == "pingpong" else W.ws_lowering()
 
 
-def prologue_lowering(*, wait: bool = True):
-    """The lowering of ``ws_prologue``: the loop schedule's own lowering, then the load at the head of the producer
-    role and the consumers' wait at the head of theirs. ``wait=False`` is the mutant ``prologue-tma-no-wait``."""
+def prologue_lowering(turns: str, *, wait: bool = True):
+    """The lowering of ``ws_prologue`` (``turns="pingpong"``) / ``ws_prologue_split`` (``"split"``): the loop
+    schedule's own lowering, then the load at the head of the producer role and the consumers' wait at the head of
+    theirs. ``wait=False`` is the mutant ``prologue-tma-no-wait``."""
     def lower(n, lw, ctx):
-        copy, dec, inc, mode, turns = n.params
+        copy, dec, inc, mode = n.params
         (load,) = n.kids
-        inner = replace(n, op="ws_pingpong" if turns == "pingpong" else "ws", params=(dec, inc, mode), kids=())
-        out = _inner(turns)(inner, lw, ctx)
+        out = _inner(turns)(replace(n, op=TURNS[turns][2], params=(dec, inc, mode), kids=()), lw, ctx)
         split = out[0]
         roles = {r.name: r for r in split.roles}
         cons, prod = roles["consumer"], roles["producer"]
@@ -274,35 +299,46 @@ def prologue_lowering(*, wait: bool = True):
     return lower
 
 
-def _cost(c) -> int:
-    base = C.ws_pipeline_cost(4 if c.params["mode"] == "warpgroup" else 1)
-    if c.params["turns"] == "pingpong":
-        base = max(0, base + C.MBARRIER_OP - P.credit(c.kernel, c.stmt))
-    return base + C.MBARRIER_OP
+def _cost(turns: str):
+    def cost(c) -> int:
+        base = C.ws_pipeline_cost(4 if c.params["mode"] == "warpgroup" else 1)
+        if turns == "pingpong":
+            base = max(0, base + C.MBARRIER_OP - P.credit(c.kernel, c.stmt))
+        return base + C.MBARRIER_OP
+    return cost
 
 
-def _notes(n, ctx):
-    from egtile.ir import Decision as Made
+def _notes(turns: str):
+    def notes(n, ctx):
+        from egtile.ir import Decision as Made
 
-    copy, dec, inc, mode, turns = n.params
-    inner = replace(n, op="ws_pingpong" if turns == "pingpong" else "ws", params=(dec, inc, mode), kids=())
-    notes = list(P._notes(inner, ctx) if turns == "pingpong" else W._notes(inner, ctx))
-    notes.insert(0, Made(RULE_NAMES[turns], n.sid, "prologue copy by TMA",
-                         f"{ctx.facts.describe(int(copy))} is issued by the producer's elected thread as a TMA load "
-                         "before its loop (its own one-stage mbarrier, arrive.expect_tx), and the consumer warpgroups "
-                         "wait on it before their loop, instead of a SIMT copy by every thread and a CTA barrier "
-                         "before the role split"))
+        copy, dec, inc, mode = n.params
+        inner = replace(n, op=TURNS[turns][2], params=(dec, inc, mode), kids=())
+        out = list(P._notes(inner, ctx) if turns == "pingpong" else W._notes(inner, ctx))
+        out.insert(0, Made(RULE_NAMES[turns], n.sid, "prologue copy by TMA",
+                           f"{ctx.facts.describe(int(copy))} is issued by the producer's elected thread as a TMA load "
+                           "before its loop (its own one-stage mbarrier, arrive.expect_tx), and the consumer "
+                           "warpgroups wait on it before their loop, instead of a SIMT copy by every thread and a CTA "
+                           "barrier before the role split"))
+        return out
     return notes
 
 
-WS_PROLOGUE = Decision(
-    "ws_prologue", ws_prologue, (("sid", i64), ("copy", i64), ("load", Stmt), ("producers", Block),
-                                 ("consumers", Block), ("dec", i64), ("inc", i64), ("mode", String),
-                                 ("turns", String)), "decision",
-    Cost(_cost, doc="the loop schedule's cost (ws, or ws_pingpong's with its credit) + one mbarrier op (the "
-                    "consumers' wait); the issued load costs its own (copy_cost(copy, 'tma', 128))"),
-    lower=prologue_lowering(), label="warp-specialized, prologue copy by TMA", notes=_notes,
-    threads=W.WS.threads)
+def _decision(turns: str) -> Decision:
+    ctor = TURNS[turns][0]
+    return Decision(
+        f"ws_prologue_{turns}", ctor,
+        (("sid", i64), ("copy", i64), ("load", Stmt), ("producers", Block), ("consumers", Block), ("dec", i64),
+         ("inc", i64), ("mode", String)), "decision",
+        Cost(_cost(turns), doc=f"{TURNS[turns][2]}'s cost + one mbarrier op (the consumers' wait); the issued load "
+                               "costs its own (copy_cost(copy, 'tma', 128))"),
+        lower=prologue_lowering(turns), label=f"{'warp-specialized, consumer ping-pong' if turns == 'pingpong' else 'warp-specialized'}, "
+                                               "prologue copy by TMA",
+        notes=_notes(turns), threads=W.WS.threads)
+
+
+WS_PROLOGUE = _decision("pingpong")
+WS_PROLOGUE_SPLIT = _decision("split")
 
 # ----------------------------------------------------------------------------------------------------
 # The rules
@@ -314,7 +350,7 @@ RULE_NAMES = {"pingpong": "pipeline-prologue-tma", "split": "pipeline-prologue-t
 
 
 def _rule(turns: str) -> Rule:
-    inner = P.ws_pingpong if turns == "pingpong" else W.ws
+    ctor, inner, _name = TURNS[turns]
 
     def bindings(v):
         return (loop_in(v.rest, v.sid), eq(v.x).to(Stmt.pipelined(v.sid, v.body)),
@@ -322,8 +358,7 @@ def _rule(turns: str) -> Rule:
 
     def rhs(v):
         load = Stmt.issue(Stmt.copy(v.q), String("elected"))
-        return with_loop(v.rest, v.sid, ws_prologue(v.sid, v.q, load, v.prod, v.cons, v.dec, v.inc, v.mode,
-                                                     String(turns)))
+        return with_loop(v.rest, v.sid, ctor(v.sid, v.q, load, v.prod, v.cons, v.dec, v.inc, v.mode))
 
     what = "ping-pong split (ws_pingpong)" if turns == "pingpong" else "plain split (ws)"
     return Rule(
@@ -334,14 +369,14 @@ def _rule(turns: str) -> Rule:
             "9.7.13.15; the module docstring gives the legality argument: the copy commutes with the statements "
             "between, the loop only reads the tile, nothing after it uses it).",
         variables=VARS, lhs=lambda v: Block.cons(Stmt.copy(v.q), v.rest), bindings=bindings, rhs=rhs,
-        conditions=CONDITIONS, support=tuple(_expansion()))
+        conditions=CONDITIONS, support=tuple(_expansion()), subject="q")
 
 
 pipeline_prologue_tma = _rule("pingpong")
 pipeline_prologue_tma_split = _rule("split")
 
 RULES = (pipeline_prologue_tma, pipeline_prologue_tma_split)
-DECISIONS = (WS_PROLOGUE,)
+DECISIONS = (WS_PROLOGUE, WS_PROLOGUE_SPLIT)
 
 MUTANTS: dict[str, str] = {
     "prologue-tma-no-wait": "the consumers do not wait on the prologue load's barrier: their first Q K^T reads the "
@@ -353,13 +388,14 @@ def mutant(name: str):
     """The builtin ruleset with prologue mutant ``name`` (:data:`MUTANTS`) applied."""
     from egtile.rules import builtin
 
-    match name:
-        case "prologue-tma-no-wait":
-            lower = prologue_lowering(wait=False)
-        case _:
-            raise KeyError(f"unknown prologue mutant {name!r}; known: {sorted(MUTANTS)}")
-    return builtin().replace_decision(replace(WS_PROLOGUE, lower=lower), name=f"mutant:{name}")
+    if name != "prologue-tma-no-wait":
+        raise KeyError(f"unknown prologue mutant {name!r}; known: {sorted(MUTANTS)}")
+    rs = builtin()
+    for turns, d in (("pingpong", WS_PROLOGUE), ("split", WS_PROLOGUE_SPLIT)):
+        rs = rs.replace_decision(replace(d, lower=prologue_lowering(turns, wait=False)))
+    return RuleSet(f"mutant:{name}", rs.rules, rs.decisions)
 
 
-__all__ = ["CONDITIONS", "DECISIONS", "MUTANTS", "RULES", "RULE_NAMES", "WS_PROLOGUE", "mutant",
-           "pipeline_prologue_tma", "pipeline_prologue_tma_split", "prologue_lowering", "with_loop", "ws_prologue"]
+__all__ = ["CONDITIONS", "DECISIONS", "MUTANTS", "RULES", "RULE_NAMES", "TURNS", "WS_PROLOGUE", "WS_PROLOGUE_SPLIT", "mutant",
+           "pipeline_prologue_tma", "pipeline_prologue_tma_split", "prologue_lowering", "with_loop", "ws_prologue",
+           "ws_prologue_split"]
