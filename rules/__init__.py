@@ -47,6 +47,7 @@ from egtile.rules import (
     pingpong,
     pingpong_carry,
     pipeline,
+    prologue_tma,
     software_pipeline,
     structure,
     swizzle,
@@ -68,14 +69,14 @@ from egtile.schedule.rule import (
 from egtile.verdict import Verdict
 
 BUILTIN: tuple[Rule, ...] = (fission.RULES + pipeline.RULES + warp_specialize.RULES + pingpong.RULES + overlap.RULES
-                             + overlap_pingpong.RULES + pingpong_carry.RULES
+                             + overlap_pingpong.RULES + pingpong_carry.RULES + prologue_tma.RULES
                              + software_pipeline.RULES
                              + copy.RULES + epilogue.RULES + barrier.RULES + partition.RULES + mma.RULES)
 """egtile's own rules, in stage order."""
 
 BUILTIN_DECISIONS: tuple[Decision, ...] = (structure.DECISIONS + pipeline.DECISIONS + warp_specialize.DECISIONS
                                            + pingpong.DECISIONS + overlap.DECISIONS + overlap_pingpong.DECISIONS
-                                           + pingpong_carry.DECISIONS
+                                           + pingpong_carry.DECISIONS + prologue_tma.DECISIONS
                                            + software_pipeline.DECISIONS + copy.DECISIONS + barrier.DECISIONS
                                            + partition.DECISIONS + mma.DECISIONS + epilogue.DECISIONS)
 """The declarations of every constructor the builtin rules use."""

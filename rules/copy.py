@@ -108,7 +108,7 @@ def _copy_oracle(fn):
 
 TMA_ELIGIBLE = FactSpec("tma-eligible", "a TMA tensor map can describe the copy (egtile.analysis.tma_eligibility: "
                         "cuTensorMapEncodeTiled limits, PTX ISA cp.async.bulk.tensor alignment)",
-                        _copy_oracle(analysis.tma_eligibility), scope="member")
+                        _copy_oracle(analysis.tma_eligibility), scope="copy")
 CP_ASYNC_ELIGIBLE = FactSpec("cp-async-eligible", "cp.async can move the copy in 4/8/16-byte chunks "
                              "(egtile.analysis.cp_async_eligibility, PTX ISA cp.async cp-size)",
                              _copy_oracle(analysis.cp_async_eligibility), scope="member")

@@ -60,7 +60,7 @@ class Rejected:
             return (f"{self.rule} legal, but some statement inside it has no legal schedule in that context "
                     "(e.g. a copy whose requested instruction needs a warp-specialized producer)")
         if self.cost is None:
-            return f"{self.rule} legal but not chosen (its cost could not be computed)"
+            return f"{self.rule} legal but not chosen (its cost could not be computed on its own: {self.reason})"
         return f"{self.rule} legal but costlier ({self.cost} vs {self.chosen_cost} cycles)"
 
 
@@ -374,6 +374,20 @@ def decisions(body: tuple[Node, ...], ctx: ExplainContext,
             ctx.barrier_guards[b.loop] = b.guards
     out: list[Made] = []
     rejected: list[Rejected] = []
+    listed: set[int] = set()
+    noted: list[set[str]] = []
+
+    def taken() -> set[str]:
+        """The rules the extracted tree's notes name (a list rewrite is taken when its constructor's notes say so)."""
+        if not noted:
+            names: set[str] = set()
+            for top in body:
+                for m in top.walk():
+                    dm = ctx.decisions.get(m.op)
+                    if dm is not None and dm.notes is not None:
+                        names |= {x.rule for x in dm.notes(m, ctx)}
+            noted.append(names)
+        return noted[0]
 
     def decide(n: Node) -> None:
         sid = n.subject
@@ -399,7 +413,20 @@ def decisions(body: tuple[Node, ...], ctx: ExplainContext,
         # rules that refine the chosen constructor itself (their pattern head is it: the ping-pong of a ws) are
         # alternatives of this decision too
         refine = [a for a in ctx.alternatives(d.constructor, sid, None) if a.rule != r.name]
-        for a in ctx.alternatives(r.head, sid, r) + refine:
+        # rules that rewrite a statement list deciding about this statement (their pattern head is a list cell,
+        # their subject this sid: the prologue copy issued by a loop's producer): alternatives of the first
+        # decision taken for it
+        lists = []
+        if sid not in listed:
+            listed.add(sid)
+            lists = [a for a in ctx.alternatives(schema.Block.cons, sid, None)
+                     if a.rule != r.name and a.rule not in taken()]
+        for a in ctx.alternatives(r.head, sid, r) + refine + lists:
+            if not a.failed and ctx.rules.rule(a.rule).head == schema.Block.cons:
+                # a legal list alternative: its cost is the whole list's, not this statement's
+                alts.append(Rejected(a.rule, sid, (), "a form of the whole statement list, which extraction did not "
+                                                      "take"))
+                continue
             if not a.failed:
                 if costs is None:
                     costs = _alt_costs(_class_term(n, r, ctx), ctx)
