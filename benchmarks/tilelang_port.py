@@ -463,6 +463,16 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
                                                     "--dim", "64"],
     "block_causal_attention/block_causal_attention.py": {"sizes": [
         ("_run_fixed_case(2, 256, 2, 64, dllm_block)", "_run_fixed_case(1, 128, 1, 64, dllm_block)")]},
+    # (2026-12-05, branch soundness) one head, the shortest sequences each case's block size allows (two regions of
+    # whole blocks), every dllm block size kept
+    "block_causal_attention/block_causal_attention_varlen.py": {"sizes": [
+        ("    lengths = [128, 256, 384]\n", "    lengths = [128, 256]\n"),
+        ("_run_varlen_case(lengths, heads=2, dim=64, dllm_block=dllm_block)",
+         "_run_varlen_case(lengths, heads=1, dim=64, dllm_block=dllm_block)"),
+        ("_run_varlen_case([128, 256], heads=2, dim=64, dllm_block=dllm_block, block_size=block_size)",
+         "_run_varlen_case([128], heads=1, dim=64, dllm_block=dllm_block, block_size=block_size)"),
+        ("_run_varlen_case([512, 1024], heads=2, dim=128, dllm_block=dllm_block, block_size=block_size)",
+         "_run_varlen_case([256], heads=1, dim=128, dllm_block=dllm_block, block_size=block_size)")]},
     "deepseek_mhc/example_mhc_post.py": {"sizes": [("for h in [1280, 2560, 7168]:", "for h in [1280]:"),
                                                    ("for n in [4096]:", "for n in [64]:"),
                                                    # what __main__ runs (main() is commented out there)
