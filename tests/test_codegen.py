@@ -45,6 +45,9 @@ ALL_SCHEDULES = {
     # attention in registers: row fragments, the shuffle row reductions, register-A wgmma (run on the GPU by
     # tests/test_attention_gpu.py)
     "attention_in_registers": lambda: _scheduled(flash_attention(seq=128)),
+    # 64 rows over two consumer warpgroups: the N split, row reductions combined across the warpgroups through shared
+    # memory (RowCombine; run on the GPU by tests/test_rules_nsplit_gpu.py)
+    "attention_rows_across_warpgroups": lambda: _scheduled(flash_attention(seq=128, block_M=64, threads=256)),
     # the consumer warpgroups' ping-pong (egtile.rules.pingpong.preferred(): the handshake's bar.sync / bar.arrive;
     # run on the GPU by tests/test_pingpong_gpu.py)
     "attention_pingpong": lambda: _pingpong(),
