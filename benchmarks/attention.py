@@ -41,7 +41,7 @@ measures the free-running warpgroups, and ``--pingpong`` (``egtile.rules.pingpon
 (FA3's order at head dim 128) instead of right before ``P V``. ``--carry`` forces the ping-pong whose turn holds no
 wait (``egtile.rules.pingpong_carry.preferred()``: ``P V`` of block j completes at the wait after ``Q K^T`` of block
 j+1; measured slower, docs/perf.md 2026-12-05). The Q tile is loaded by the producer's TMA before its first K/V
-stage (``egtile.rules.prologue_tma``, the default); ``--without pipeline-prologue-tma,pipeline-prologue-tma-split``
+stage (``egtile.rules.prologue_tma``, the default); ``--without pipeline-prologue-tma``
 measures the SIMT copy by every thread before the role split.
 """
 

@@ -11,14 +11,13 @@ Hardware facts:
   the producer warpgroup starts its first K/V loads only after that barrier.
 
 The rewrite ``pipeline-prologue-tma``: in the kernel body ``[..., T.copy(src, dst) (sid q), s_1, ..., s_n,
-for k in T.Pipelined(...) (sid L), ...]`` whose loop has the warp-specialized ping-pong form
-(:func:`egtile.rules.pingpong.ws_pingpong`) -> the same list without the copy and with the loop replaced by
-``ws_prologue(L, q, issue(copy(q), "elected"), producers, consumers, dec, inc, mode, "pingpong")``: the
-producer's elected thread issues ``arrive.expect_tx(prologue, bytes)`` and the copy's TMA load on a one-stage
-mbarrier of its own before its loop (so before the first K/V stage: its wait on ``empty`` passes at once), the
-consumer warpgroups wait on that barrier (phase 0) before their loop, so before their first read of ``dst``.
-``pipeline-prologue-tma-split`` does the same for the plain split (:func:`egtile.rules.warp_specialize.ws`).
-The copy's instruction is the ``copy`` rules' choice in the ``elected`` context (a TMA load: the only
+for k in T.Pipelined(...) (sid L), ...]`` whose loop's class ``x`` holds a warp-specialized split
+(:func:`egtile.rules.warp_specialize.ws`; the ping-pong, the rotation and the carried wait are rewrites of it) -> the
+same list without the copy and with the loop replaced by ``ws_prologue(L, q, issue(copy(q), "elected"), x)``: the
+loop's extracted schedule, whose producer's elected thread first issues ``arrive.expect_tx(prologue, bytes)`` and the
+copy's TMA load on a one-stage mbarrier of its own (before its first K/V stage: its wait on ``empty`` passes at once),
+and whose consumer warpgroups wait on that barrier (phase 0) before their loop, so before their first read of
+``dst``. The copy's instruction is the ``copy`` rules' choice in the ``elected`` context (a TMA load: the only
 single-thread one).
 
 It computes what the kernel computed (the named side conditions, derived in the e-graph over the kernel
@@ -41,9 +40,10 @@ body, except the hardware oracle):
 * and the loop schedule's own conditions, which held where its ``ws`` / ``ws_pingpong`` term exists (the copy
   is kernel-level: the kernel body is not inside a loop, ``ws-runs-once``).
 
-Cost: the loop schedule's cost plus one mbarrier operation (the consumers' wait) plus the issued copy's
-(``copy_cost(copy, "tma", 128)``), against the SIMT copy's (``copy_cost(copy, "simt", T)``: the global latency
-exposed) plus the loop schedule's; extraction takes it wherever the conditions hold.
+Cost: one mbarrier operation (the consumers' wait) plus the loop's extracted schedule (its class is a child, so a
+forced schedule stays forced) plus the issued copy's (``copy_cost(copy, "tma", 128)``), against the SIMT copy's
+(``copy_cost(copy, "simt", T)``: the global latency exposed) plus the loop's; extraction takes it wherever the
+conditions hold.
 """
 
 from __future__ import annotations
@@ -52,15 +52,14 @@ from dataclasses import replace
 
 from egglog import Bool, String, StringLike, eq, function, i64, i64Like, ne, relation, rewrite, rule, set_, var
 
-from egtile.ir import ArriveExpectTx, Const, Elect, ThreadRange, Wait
+from egtile.ir import Const, Elect, RoleSplit, ThreadRange, Wait
 from egtile.lower.driver import IssueCtx
 from egtile.rules import copy as copy_rules
-from egtile.rules import pingpong as P
 from egtile.rules import warp_specialize as W
 from egtile.schedule import cost as C
 from egtile.schedule import dataflow as D
 from egtile.schedule.decision import Cost, Decision
-from egtile.schedule.rule import Condition, Rule, RuleSet
+from egtile.schedule.rule import Condition, Rule
 from egtile.schedule.schema import Block, Stmt, fact
 
 ANY = String(D.ANY_BUFFER)
@@ -253,36 +252,30 @@ def _expansion():
 
 
 @function
-def ws_prologue(sid: i64Like, copy: i64Like, load: Stmt, producers: Block, consumers: Block, dec: i64Like,
-                inc: i64Like, mode: StringLike) -> Stmt:
-    """:func:`egtile.rules.pingpong.ws_pingpong` (same other arguments) whose producer first issues ``load`` (the
-    kernel-level copy ``copy``, issued by the elected thread) on a barrier of its own, which the consumers wait on
-    before their loop."""
+def ws_prologue(sid: i64Like, copy: i64Like, load: Stmt, loop: Stmt) -> Stmt:
+    """Pipelined loop ``sid`` (``loop``: its e-class, whichever warp-specialized schedule extraction takes there)
+    whose producer first issues ``load`` (the kernel-level copy ``copy``, by the elected thread) on a barrier of
+    its own, which the consumers wait on before their loop."""
 
 
-@function
-def ws_prologue_split(sid: i64Like, copy: i64Like, load: Stmt, producers: Block, consumers: Block, dec: i64Like,
-                      inc: i64Like, mode: StringLike) -> Stmt:
-    """:func:`egtile.rules.warp_specialize.ws` (same other arguments) whose producer first issues ``load`` on a
-    barrier of its own, which the consumers wait on before their loop."""
+def _simt_copy(copy: int, lw, ctx):
+    from egtile.ir import TileOp
+
+    return [TileOp(lw.stmt(copy, ctx), "simt", ctx.threads)]
 
 
-TURNS = {"pingpong": (ws_prologue, P.ws_pingpong, "ws_pingpong"), "split": (ws_prologue_split, W.ws, "ws")}
-"""Per loop schedule: the constructor with the prologue load, the loop schedule's constructor and its name."""
-
-
-def _inner(turns: str):
-    return P.pingpong_lowering() if turns == "pingpong" else W.ws_lowering()
-
-
-def prologue_lowering(turns: str, *, wait: bool = True):
-    """The lowering of ``ws_prologue`` (``turns="pingpong"``) / ``ws_prologue_split`` (``"split"``): the loop
-    schedule's own lowering, then the load at the head of the producer role and the consumers' wait at the head of
-    theirs. ``wait=False`` is the mutant ``prologue-tma-no-wait``."""
+def prologue_lowering(*, wait: bool = True):
+    """The lowering of ``ws_prologue``: the loop's extracted schedule lowered by its own declaration, then the load
+    at the head of its producer role and the consumers' wait at the head of theirs. Where extraction took a loop
+    schedule without a producer role (a cheaper serial or software-pipelined form), the copy is the SIMT copy right
+    before the loop, where ``prologue-copy-commutes`` proves it may run. ``wait=False`` is the mutant
+    ``prologue-tma-no-wait``."""
     def lower(n, lw, ctx):
-        copy, dec, inc, mode = n.params
-        (load,) = n.kids
-        out = _inner(turns)(replace(n, op=TURNS[turns][2], params=(dec, inc, mode), kids=()), lw, ctx)
+        (copy,) = n.params
+        load, loop = n.kids
+        out = lw.node(loop, ctx)
+        if len(out) != 1 or not isinstance(out[0], RoleSplit):
+            return [*_simt_copy(int(copy), lw, ctx), *out]
         split = out[0]
         roles = {r.name: r for r in split.roles}
         cons, prod = roles["consumer"], roles["producer"]
@@ -299,84 +292,55 @@ def prologue_lowering(turns: str, *, wait: bool = True):
     return lower
 
 
-def _cost(turns: str):
-    def cost(c) -> int:
-        base = C.ws_pipeline_cost(4 if c.params["mode"] == "warpgroup" else 1)
-        if turns == "pingpong":
-            base = max(0, base + C.MBARRIER_OP - P.credit(c.kernel, c.stmt))
-        return base + C.MBARRIER_OP
-    return cost
+def _notes(n, ctx):
+    from egtile.ir import Decision as Made
+
+    (copy,) = n.params
+    return [Made(RULE_NAME, n.sid, "prologue copy by TMA",
+                 f"{ctx.facts.describe(int(copy))} is issued by the producer's elected thread as a TMA load before its "
+                 "loop (its own one-stage mbarrier, arrive.expect_tx), and the consumer warpgroups wait on it before "
+                 "their loop, instead of a SIMT copy by every thread and a CTA barrier before the role split")]
 
 
-def _notes(turns: str):
-    def notes(n, ctx):
-        from egtile.ir import Decision as Made
-
-        copy, dec, inc, mode = n.params
-        inner = replace(n, op=TURNS[turns][2], params=(dec, inc, mode), kids=())
-        out = list(P._notes(inner, ctx) if turns == "pingpong" else W._notes(inner, ctx))
-        out.insert(0, Made(RULE_NAMES[turns], n.sid, "prologue copy by TMA",
-                           f"{ctx.facts.describe(int(copy))} is issued by the producer's elected thread as a TMA load "
-                           "before its loop (its own one-stage mbarrier, arrive.expect_tx), and the consumer "
-                           "warpgroups wait on it before their loop, instead of a SIMT copy by every thread and a CTA "
-                           "barrier before the role split"))
-        return out
-    return notes
-
-
-def _decision(turns: str) -> Decision:
-    ctor = TURNS[turns][0]
-    return Decision(
-        f"ws_prologue_{turns}", ctor,
-        (("sid", i64), ("copy", i64), ("load", Stmt), ("producers", Block), ("consumers", Block), ("dec", i64),
-         ("inc", i64), ("mode", String)), "decision",
-        Cost(_cost(turns), doc=f"{TURNS[turns][2]}'s cost + one mbarrier op (the consumers' wait); the issued load "
-                               "costs its own (copy_cost(copy, 'tma', 128))"),
-        lower=prologue_lowering(turns), label=f"{'warp-specialized, consumer ping-pong' if turns == 'pingpong' else 'warp-specialized'}, "
-                                               "prologue copy by TMA",
-        notes=_notes(turns), threads=W.WS.threads)
-
-
-WS_PROLOGUE = _decision("pingpong")
-WS_PROLOGUE_SPLIT = _decision("split")
+WS_PROLOGUE = Decision(
+    "ws_prologue", ws_prologue, (("sid", i64), ("copy", i64), ("load", Stmt), ("loop", Stmt)), "decision",
+    Cost(lambda c: C.MBARRIER_OP, doc="one mbarrier op (the consumers' wait) + the loop's extracted schedule + the "
+                                      "issued load (copy_cost(copy, 'tma', 128))"),
+    lower=prologue_lowering(), label="prologue copy by TMA", notes=_notes, threads=W.WS.threads)
 
 # ----------------------------------------------------------------------------------------------------
-# The rules
+# The rule
 
 VARS = (("sid", i64), ("q", i64), ("rest", Block), ("x", Stmt), ("body", Block), ("prod", Block), ("cons", Block),
         ("dec", i64), ("inc", i64), ("mode", String))
 
-RULE_NAMES = {"pingpong": "pipeline-prologue-tma", "split": "pipeline-prologue-tma-split"}
+RULE_NAME = "pipeline-prologue-tma"
 
 
-def _rule(turns: str) -> Rule:
-    ctor, inner, _name = TURNS[turns]
-
-    def bindings(v):
-        return (loop_in(v.rest, v.sid), eq(v.x).to(Stmt.pipelined(v.sid, v.body)),
-                eq(v.x).to(inner(v.sid, v.prod, v.cons, v.dec, v.inc, v.mode)))
-
-    def rhs(v):
-        load = Stmt.issue(Stmt.copy(v.q), String("elected"))
-        return with_loop(v.rest, v.sid, ctor(v.sid, v.q, load, v.prod, v.cons, v.dec, v.inc, v.mode))
-
-    what = "ping-pong split (ws_pingpong)" if turns == "pingpong" else "plain split (ws)"
-    return Rule(
-        name=RULE_NAMES[turns], stage="pipeline",
-        doc=f"[T.copy(src, dst), ..., T.Pipelined loop in its warp-specialized {what}] in the kernel body -> the same "
-            "list without the copy, whose loop's producer issues the copy as a TMA load on a one-stage mbarrier of its "
-            "own before its first stage, and whose consumers wait on it before their loop (PTX ISA 9.7.9.27, "
-            "9.7.13.15; the module docstring gives the legality argument: the copy commutes with the statements "
-            "between, the loop only reads the tile, nothing after it uses it).",
-        variables=VARS, lhs=lambda v: Block.cons(Stmt.copy(v.q), v.rest), bindings=bindings, rhs=rhs,
-        conditions=CONDITIONS, support=tuple(_expansion()), subject="q")
+def _bindings(v):
+    # the loop after the copy, with its warp-specialized split in its class (every ws-family schedule -- ping-pong,
+    # rotation, carried wait -- is a rewrite of this term, so it exists wherever one of them does)
+    return (loop_in(v.rest, v.sid), eq(v.x).to(Stmt.pipelined(v.sid, v.body)),
+            eq(v.x).to(W.ws(v.sid, v.prod, v.cons, v.dec, v.inc, v.mode)))
 
 
-pipeline_prologue_tma = _rule("pingpong")
-pipeline_prologue_tma_split = _rule("split")
+def _rhs(v):
+    load = Stmt.issue(Stmt.copy(v.q), String("elected"))
+    return with_loop(v.rest, v.sid, ws_prologue(v.sid, v.q, load, v.x))
 
-RULES = (pipeline_prologue_tma, pipeline_prologue_tma_split)
-DECISIONS = (WS_PROLOGUE, WS_PROLOGUE_SPLIT)
+
+pipeline_prologue_tma = Rule(
+    name=RULE_NAME, stage="pipeline",
+    doc="[T.copy(src, dst), ..., T.Pipelined loop with a warp-specialized split] in the kernel body -> the same list "
+        "without the copy, whose loop (whichever warp-specialized schedule extraction takes) has its producer issue "
+        "the copy as a TMA load on a one-stage mbarrier of its own before its first stage, and its consumers wait on "
+        "it before their loop (PTX ISA 9.7.9.27, 9.7.13.15; the module docstring gives the legality argument: the "
+        "copy commutes with the statements between, the loop only reads the tile, nothing after it uses it).",
+    variables=VARS, lhs=lambda v: Block.cons(Stmt.copy(v.q), v.rest), bindings=_bindings, rhs=_rhs,
+    conditions=CONDITIONS, support=tuple(_expansion()), subject="q")
+
+RULES = (pipeline_prologue_tma,)
+DECISIONS = (WS_PROLOGUE,)
 
 MUTANTS: dict[str, str] = {
     "prologue-tma-no-wait": "the consumers do not wait on the prologue load's barrier: their first Q K^T reads the "
@@ -390,12 +354,8 @@ def mutant(name: str):
 
     if name != "prologue-tma-no-wait":
         raise KeyError(f"unknown prologue mutant {name!r}; known: {sorted(MUTANTS)}")
-    rs = builtin()
-    for turns, d in (("pingpong", WS_PROLOGUE), ("split", WS_PROLOGUE_SPLIT)):
-        rs = rs.replace_decision(replace(d, lower=prologue_lowering(turns, wait=False)))
-    return RuleSet(f"mutant:{name}", rs.rules, rs.decisions)
+    return builtin().replace_decision(replace(WS_PROLOGUE, lower=prologue_lowering(wait=False)), name=f"mutant:{name}")
 
 
-__all__ = ["CONDITIONS", "DECISIONS", "MUTANTS", "RULES", "RULE_NAMES", "TURNS", "WS_PROLOGUE", "WS_PROLOGUE_SPLIT", "mutant",
-           "pipeline_prologue_tma", "pipeline_prologue_tma_split", "prologue_lowering", "with_loop", "ws_prologue",
-           "ws_prologue_split"]
+__all__ = ["CONDITIONS", "DECISIONS", "MUTANTS", "RULES", "RULE_NAME", "WS_PROLOGUE", "mutant", "pipeline_prologue_tma",
+           "prologue_lowering", "with_loop", "ws_prologue"]

@@ -55,7 +55,7 @@ def test_the_flash_attention_q_tile_by_simt_moves_in_16_byte_vectors_into_its_sw
 
     prim = FA.flashattn.__wrapped__(1, 2, 512, 128, False, block_M=128, block_N=128, threads=256, num_stages=2)
     # the Q tile by SIMT (the default issues it by the producer's TMA: egtile.rules.prologue_tma)
-    rules = egtile.rules.default().without("pipeline-prologue-tma").without("pipeline-prologue-tma-split")
+    rules = egtile.rules.default().without("pipeline-prologue-tma")
     r = optimize(prim.kernel, rules=rules)
     q = [b for b in r.scheduled.buffers if b.name == "Q_shared"][0]
     assert q.layout != "linear"  # the wgmma operand's swizzle: 16-byte chunks permuted as units

@@ -17,7 +17,7 @@ from _check import check, poisoned
 
 pytestmark = pytest.mark.gpu
 
-OFF = ("pipeline-prologue-tma", "pipeline-prologue-tma-split")
+OFF = ("pipeline-prologue-tma",)
 
 
 @pytest.mark.parametrize("on", [True, False], ids=["q-by-tma", "q-by-simt"])

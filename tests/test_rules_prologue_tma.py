@@ -20,7 +20,7 @@ from egtile.sim import simulate
 from _check import check, poisoned
 import flash_attention as FA
 
-OFF = ("pipeline-prologue-tma", "pipeline-prologue-tma-split")
+OFF = ("pipeline-prologue-tma",)
 M, N, K, NK = 64, 64, 64, 3  # one 64x64 tile of A times NK tiles of B (64 x 64 each), summed
 
 
@@ -79,7 +79,7 @@ def _prologue_load(sched, buf: str) -> bool:
 
 def test_the_split_takes_the_prologue_load_and_the_simulator_matches_float64():
     r = egtile.optimize(tile_sum().kernel)
-    assert "] pipeline-prologue-tma-split" in r.explain(), r.explain()
+    assert "] pipeline-prologue-tma:" in r.explain(), r.explain()
     s = r.scheduled
     assert _prologue_load(s, "A_s")
     # no SIMT copy of A_s and no CTA barrier before the role split
@@ -96,7 +96,7 @@ def test_the_split_takes_the_prologue_load_and_the_simulator_matches_float64():
 
 def test_without_the_rule_the_copy_stays_simt():
     r = egtile.optimize(tile_sum().kernel, rules=_without(*OFF))
-    assert "] pipeline-prologue" not in r.explain() and "pipeline-prologue-tma-split legal" not in r.explain()
+    assert "] pipeline-prologue" not in r.explain() and "pipeline-prologue-tma legal" not in r.explain()
     assert not any(isinstance(x, TmaLoad) and x.dst.buffer.name == "A_s" for x in swalk(r.scheduled.body))
 
 
@@ -112,8 +112,8 @@ def test_each_side_condition_refuses(kw, condition):
     assert "] pipeline-prologue-tma" not in text
     assert not any(isinstance(x, TmaLoad) and x.dst.buffer.name == "A_s" for x in swalk(r.scheduled.body))
     # explain names the rule and the condition that failed, under the copy's own decision (sid 1: it stayed SIMT)
-    line = next(ln for ln in text.splitlines() if "pipeline-prologue-tma-split rejected" in ln)
-    assert f"pipeline-prologue-tma-split rejected by side condition {condition}:" in line, line
+    line = next(ln for ln in text.splitlines() if "pipeline-prologue-tma rejected" in ln)
+    assert f"pipeline-prologue-tma rejected by side condition {condition}:" in line, line
     assert "[sid 1] copy-to-simt" in text.split(line)[0].splitlines()[-1], text
 
 
