@@ -28,8 +28,9 @@ body, except the hardware oracle):
   roles start (the copy is *loop-invariant*: it is outside the loop, so it runs once whatever the loop
   does);
 * ``prologue-copy-read-only-in-loop``: the loop writes neither ``dst`` nor ``src`` (nor through an unknown
-  pointer): its consumers only read the tile, so one load before the loop serves every iteration, and the
-  TMA load, which may still be in flight while the loop runs, races with nothing;
+  pointer): its consumers only read the tile, so one load before the loop serves every iteration (a consumer
+  write would also need the consumers' CTA barrier between iterations, which the split leaves out for a buffer an
+  mbarrier guards: the condition's witness in tests/soundness/test_condition_mutants.py races without it);
 * ``prologue-copy-unused-after-loop``: no statement after the loop touches ``dst`` (only the consumers
   wait on the barrier; a statement after the role split run by the producer threads would not be ordered
   after the load);

@@ -593,6 +593,46 @@ def _ov_head_touches_o(first: bool = False) -> Kernel:
     return main.kernel
 
 
+def _prologue(between: str = "", in_loop: str = "", after: str = "", width: int = 64, src: str = "global",
+              prefer: str = "auto") -> Kernel:
+    """A tile of A copied before a warp-specialized loop that multiplies it by NK tiles of B
+    (egtile.rules.prologue_tma's form), with a planted access of the copy's destination between the copy and the
+    loop (``between``), in the loop (``in_loop``) or after it (``after``); ``width``: A's columns (4 makes a
+    row of 8 bytes, which no tensor map describes); ``src="shared"``: the copy moves A from a shared staging
+    buffer (not a load)."""
+    m, k_, n_, nk = 64, width, 64, 2
+
+    @T.prim_func
+    def main(A: T.Tensor((m, k_), "float16"), B: T.Tensor((nk * 16, n_), "float16"),
+             C: T.Tensor((m, n_), "float32"), D: T.Tensor((m, k_), "float16")):
+        with T.Kernel(1, threads=128) as _bx:
+            A_g = T.alloc_shared((m, k_), "float16")
+            A_s = T.alloc_shared((m, k_), "float16")
+            B_s = T.alloc_shared((16, n_), "float16")
+            acc = T.alloc_fragment((m, n_), "float32")
+            if src == "shared":
+                T.copy(A, A_g)
+                T.copy(A_g, A_s)
+            else:
+                T.copy(A, A_s, prefer_instruction=prefer)
+            if between == "write":
+                for i, j in T.Parallel(m, k_):
+                    A_s[i, j] = A_s[i, j] * 0.5
+            T.clear(acc)
+            for k in T.Pipelined(nk, num_stages=2):
+                T.copy(B[k * 16:(k + 1) * 16, 0:n_], B_s)
+                for i, j in T.Parallel(m, n_):
+                    acc[i, j] = acc[i, j] + T.cast(A_s[i, (j + k) % k_], "float32") * T.cast(B_s[k, j], "float32")
+                if in_loop == "write":
+                    for i, j in T.Parallel(m, k_):
+                        A_s[i, j] = A_s[i, j] + 1.0
+            if after == "read":
+                T.copy(A_s, D)
+            T.copy(acc, C)
+
+    return main.kernel
+
+
 def _greedy_register_rules() -> rules.RuleSet:
     from dataclasses import replace
 
@@ -777,6 +817,12 @@ WITNESS: dict[tuple[str, str], Witness] = {
         lambda: _pp_attention(threads=128, block_M=64), cheap=("ws_overlap_pingpong",)),
     ("pipeline-warp-specialize-overlap-pingpong", "pingpong-consumers-write-registers"): Witness(
         _ovpp_shared_probabilities, cheap=("ws_overlap_pingpong",)),
+    # the prologue copy issued by the producer's TMA (egtile.rules.prologue_tma): a write of the tile between the copy
+    # and the loop runs before the load that now comes later (the verifier: no wait orders it; the simulator: the
+    # interpreter's values differ); a consumer write of the tile in the loop loses the consumers' CTA barrier, since
+    # the tile is now guarded by the load's mbarrier (the verifier and the simulator: a race between iterations)
+    ("pipeline-prologue-tma", "prologue-copy-commutes"): Witness(lambda: _prologue(between="write")),
+    ("pipeline-prologue-tma", "prologue-copy-read-only-in-loop"): Witness(lambda: _prologue(in_loop="write")),
 }
 
 _CP_ASYNC_OPERAND = ("egtile's checkers model a cp.async write as visible to the async proxy once the mbarrier wait "
@@ -923,6 +969,25 @@ NOT_LEGALITY: dict[tuple[str, str], tuple[Callable[[], Kernel], str]] = {
         "ptxas serializes every wgmma (C7518), but the carried wait is legal; "
         "tests/test_rules_pingpong_carry.py forces the carry on the causal kernel with this condition dropped and "
         "checks the verifier and the simulator against float64"),
+    ("pipeline-prologue-tma", "prologue-copy-unused-after-loop"): (
+        lambda: _prologue(after="read"),
+        "conservative (defence in depth): a statement after the loop runs after the role split's closing CTA barrier, "
+        "which every consumer thread reaches after its wait on the load's mbarrier (an acquire), so the producer "
+        "threads see the tile too; the condition keeps the load's only readers the consumers, whose wait the "
+        "verifier checks directly"),
+    ("pipeline-prologue-tma", "prologue-copy-global-to-shared"): (
+        lambda: _prologue(src="shared"),
+        "implied by prologue-copy-tma-eligible: egtile.analysis.tma_eligibility describes only global -> shared "
+        "copies, so the witness's shared -> shared copy is refused by it and the mutant schedules it as the rules do"),
+    ("pipeline-prologue-tma", "prologue-copy-tma-eligible"): (
+        lambda: _prologue(width=4),
+        "implied by the binding: the load is issue(copy, 'elected'), whose only instruction is copy-to-tma, guarded by "
+        "the same tma-eligible oracle; without a tensor map (8-byte rows on the witness) the issue term has no "
+        "extractable alternative, so ws_prologue is not extracted and the mutant's schedule is the rules' own"),
+    ("pipeline-prologue-tma", "prologue-copy-allows-tma"): (
+        lambda: _prologue(prefer="simt"),
+        "a user preference, and implied by the binding: copy-to-tma, the issue term's only instruction, requires "
+        "prefer-allows-tma itself, so a copy that asks for SIMT gets no TMA load from the mutant either"),
     ("vectorize-parallel", "no-escaping-local-write"): (
         _vector_local_escape,
         "implied by the vector-width oracle (egtile.analysis.vector_width): every store of a vectorized nest "
