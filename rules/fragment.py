@@ -26,7 +26,13 @@ from the per-statement oracle ``frag-register-blocker``):
   threads holding the row: :class:`egtile.layout.RowFragment`), a ``T.Parallel(M, N)`` nest accessing rows
   ``r[i]`` with ``X[i, j]``, a ``T.Parallel(M)`` over row fragments that writes only fragments and locals,
   a whole ``T.copy`` between two fragments of one shape (a cast keeps the layout), and a ``T.gemm`` whose A
-  is a 16-bit fragment when a register-A wgmma fits (``wgmma-rs-options``, :mod:`egtile.rules.mma`).
+  is a 16-bit fragment when a register-A wgmma fits (``wgmma-rs-options``, :mod:`egtile.rules.mma`);
+* a read of a *column vector* in a ``T.Parallel(M, N)`` nest: a 1-D fragment that some nest indexes by another
+  variable than its first (``S[i, j] = T.if_then_else(mask[j], ...)``,
+  :func:`egtile.lower.fragment_layouts.column_vectors`). It has no row layout, so it is tied to no fragment
+  and stays in shared memory, where the thread running ``(i, j)`` reads it like any shared buffer (the CTA
+  barrier after its writers comes from :mod:`egtile.lower.sync`); a reduction into one keeps its source's
+  group in shared memory.
 
 Fragments tied by such statements form a *group* (``frag_link``, derived in the e-graph): the condition
 judges every user of every fragment of the accumulator's group, and their layouts follow from the
@@ -160,9 +166,12 @@ def register_blocker(ctx, s) -> Verdict:
             return Verdict(True, ("touches a fragment inside a T.Parallel whose nest is not static from 0",))
         outer, vars_, extents, _ = nest
         peers = len(nest_fragments_2d(ctx, outer)) > 1
+        columns = _column_vectors(ctx)
         for a, _w in frags:
             buf = ctx.kernel.buffer(a.buffer)
             shape = tuple(buf.shape)
+            if a.buffer in columns:
+                continue  # a column vector stays in shared memory, read by whichever thread runs (i, j)
             if peers and len(shape) == 2:
                 continue  # peer fragments: judged by frag-peer-blocker (fragment-peers-in-lockstep)
             if len(shape) == 1 and shape[0] == extents[0]:
@@ -181,6 +190,9 @@ def register_blocker(ctx, s) -> Verdict:
         return Verdict.fail("every fragment access is at the iteration's own element or row")
     match s:
         case Reduce(src=src, dst=dst, dim=dim):
+            if dst.name in _column_vectors(ctx):
+                return Verdict(True, (f"T.reduce into {dst.name}, which a T.Parallel reads at a column: a column vector "
+                                      "stays in shared memory",))
             if src.scope != "fragment" or dst.scope != "fragment":
                 return Verdict(True, (f"T.reduce between {src.name} ({src.scope}) and {dst.name} ({dst.scope}): a row "
                                       "reduction in registers needs both fragments",))
@@ -207,7 +219,7 @@ def register_blocker(ctx, s) -> Verdict:
             if any(not _whole(r, ctx.kernel.buffer(r.buffer.name)) for r in regions):
                 return Verdict(True, ("touches a part of a fragment",))
             if isinstance(s, Copy) and s.src.buffer.scope == "fragment" and len(s.src.buffer.shape) == 1 \
-                    and s.dst.buffer.scope != "fragment":
+                    and s.dst.buffer.scope != "fragment" and s.src.buffer.name not in _column_vectors(ctx):
                 return Verdict(True, (f"a T.copy out of 1-D fragment {s.src.buffer.name}: as a row fragment it is "
                                       "replicated over the threads holding its row, and each replica would store it",))
             if isinstance(s, Copy) and s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "fragment" \
@@ -218,6 +230,17 @@ def register_blocker(ctx, s) -> Verdict:
             return Verdict(True, ("a block-level scalar store touches a fragment",))
         case _:
             return Verdict(True, (f"a block-level {type(s).__name__} touches a fragment",))
+
+
+def _column_vectors(ctx) -> frozenset[str]:
+    """The kernel's column vectors (:func:`egtile.lower.fragment_layouts.column_vectors`: 1-D fragments a ``T.Parallel``
+    nest reads at its column; they stay in shared memory and tie to no register layout)."""
+    from egtile.lower.fragment_layouts import column_vectors
+
+    key = ("column-vectors",)
+    if key not in ctx._memo:
+        ctx._memo[key] = column_vectors(ctx.kernel)
+    return ctx._memo[key]
 
 
 def nest_fragments_2d(ctx, outer: For) -> frozenset[str]:

@@ -1,7 +1,8 @@
 """GPU tests of the N split of a 64-row wgmma accumulator over two warpgroups and of the row reductions across
-warpgroups (egtile.rules.mma ``wgmma-rows-across-warpgroups``, egtile.rules.fragment.cross_warp_reduce): the
-kernels of tests/test_rules_nsplit.py at GPU sizes, fresh random inputs, NaN-poisoned outputs, every element
-against a float64 reference.
+warpgroups (egtile.rules.mma ``wgmma-rows-across-warpgroups``, egtile.rules.fragment.cross_warp_reduce) and of a
+column vector beside a register accumulator (egtile.lower.fragment_layouts.column_vectors): the kernels of
+tests/test_rules_nsplit.py and tests/test_fragment_columns.py at GPU sizes, fresh random inputs, NaN-poisoned outputs,
+every element against a float64 reference.
 
     python3 -m pytest -q -m gpu tests/test_rules_nsplit_gpu.py
 """
@@ -70,3 +71,18 @@ def test_flash_attention_64_rows_over_two_warpgroups_on_the_gpu(seq, dim):
     k(q, kk, v, o)
     s = (q.double() @ kk.double().T) / math.sqrt(dim)
     assert check("O", o, torch.softmax(s, dim=-1) @ v.double(), rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize("threads", [256, 128])
+def test_masked_softmax_with_a_column_vector_on_the_gpu(threads):
+    from test_fragment_columns import _masked_softmax
+
+    k = egtile.compile(_masked_softmax(threads), target="cuda")
+    assert k.schedule_result.scheduled.fragment("S") is not None
+    g = torch.Generator().manual_seed(20 + threads)
+    A, B = torch.randn(64, 64, generator=g).half().cuda(), torch.randn(64, 128, generator=g).half().cuda()
+    idx = torch.randint(-4, 8, (128,), generator=g, dtype=torch.int32).cuda()
+    P = poisoned((64, 128), torch.float32, "cuda")
+    k(A, B, idx, P)
+    s = (A.double() @ B.double()).masked_fill(~(idx >= 0)[None, :], float("-inf"))
+    assert check("P", P, torch.softmax(s, dim=1), rtol=1e-4, atol=1e-6)

@@ -9,6 +9,8 @@ used *with* it inherit theirs, mechanically, from the statements that tie them (
 * ``same``: ``T.copy`` of a whole fragment into another of its shape (a cast keeps the layout with the
   destination's element width), two fragments of one shape accessed at ``[i, j]`` by one nest, or 1-D
   fragments accessed at ``[i]`` by one nest;
+* a 1-D fragment that a nest indexes by its column variable (a *column vector*, :func:`column_vectors`) is tied to
+  nothing: it stays in shared memory;
 * a 2-D fragment tied only through rows to a laid-out one (``acc_o[i, j] *= scale[i]`` with ``scale`` the rows
   of the wgmma accumulator ``S``) takes the accumulator layout of the same tiling at its own width.
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from egtile.errors import ScheduleError
-from egtile.ir import Copy, For, Gemm, Reduce, walk
+from egtile.ir import Copy, For, Gemm, Reduce, Var, walk
 from egtile.ir.dtypes import dtype
 from egtile.layout import LayoutError
 from egtile.layout.fragment import Fragment, RowFragment, row_projection
@@ -59,17 +61,58 @@ def _nest_fragments(loop: For) -> set[str]:
     return out
 
 
+def _nest_vars(loop: For) -> tuple[str, ...]:
+    """The variables of the perfectly nested ``T.Parallel`` loops from ``loop`` inward."""
+    out = [loop.var.name]
+    cur = loop
+    while len(cur.body) == 1 and isinstance(cur.body[0], For) and cur.body[0].kind == "parallel":
+        cur = cur.body[0]
+        out.append(cur.var.name)
+    return tuple(out)
+
+
+def column_vectors(kernel) -> frozenset[str]:
+    """1-D fragments that a ``T.Parallel`` nest of two or more variables indexes by a variable other than its first
+    (``acc_s[i, j] = T.if_then_else(mask[j], ...)``: a vector along the columns of the nest's 2-D fragments). A row
+    fragment is the row projection of a 2-D layout, which holds row ``i`` where the iteration ``(i, j)`` runs; a
+    column vector has no such layout, so it is tied to no fragment (:func:`links`) and stays in shared memory, where
+    every thread reads it (the register layout of the 2-D fragments it is read with is unaffected)."""
+    from egtile.analysis import own_reads, own_writes
+
+    out: set[str] = set()
+    for loop in walk(kernel.body):
+        if not (isinstance(loop, For) and loop.kind == "parallel"):
+            continue
+        names = _nest_vars(loop)
+        if len(names) < 2:
+            continue
+        for st in walk(loop.body):
+            if isinstance(st, For):
+                continue
+            for a in (*own_reads(st), *own_writes(st)):
+                if a.scope != "fragment" or a.region is None or len(a.region.offsets) != 1:
+                    continue
+                if len(kernel.buffer(a.buffer).shape) != 1:
+                    continue
+                o = a.region.offsets[0]
+                if not (isinstance(o, Var) and o.name == names[0]):
+                    out.add(a.buffer)
+    return frozenset(out)
+
+
 def links(kernel) -> tuple[Link, ...]:
-    """Every tie between fragments in ``kernel`` (module docstring), in program order."""
+    """Every tie between fragments in ``kernel`` (module docstring), in program order; a column vector
+    (:func:`column_vectors`) is tied to none."""
     out: list[Link] = []
     seen_nests: set[int] = set()
+    columns = column_vectors(kernel)
 
     def visit(stmts, in_par: bool) -> None:
         for s in stmts:
             if isinstance(s, For) and s.kind == "parallel" and not in_par:
                 if s.sid not in seen_nests:
                     seen_nests.add(s.sid)
-                    names = sorted(_nest_fragments(s))
+                    names = sorted(_nest_fragments(s) - columns)
                     two = [n for n in names if len(kernel.buffer(n).shape) == 2]
                     one = [n for n in names if len(kernel.buffer(n).shape) == 1]
                     for x in two[1:]:
@@ -83,12 +126,14 @@ def links(kernel) -> tuple[Link, ...]:
                 visit(s.body, True)
                 continue
             match s:
-                case Reduce(src=a, dst=b, dim=d) if a.scope == "fragment" and b.scope == "fragment":
+                case Reduce(src=a, dst=b, dim=d) if a.scope == "fragment" and b.scope == "fragment" and \
+                        b.name not in columns:
                     if len(a.shape) == 2 and d in (1, -1) and tuple(b.shape) == (a.shape[0],):
                         out.append(Link("row", a.name, b.name, s.sid))
                 case Gemm(a=a, c=c) if a.buffer.scope == "fragment" and c.buffer.scope == "fragment":
                     out.append(Link("rows", a.buffer.name, c.buffer.name, s.sid))
-                case Copy(src=a, dst=b) if a.buffer.scope == "fragment" and b.buffer.scope == "fragment":
+                case Copy(src=a, dst=b) if a.buffer.scope == "fragment" and b.buffer.scope == "fragment" and \
+                        not {a.buffer.name, b.buffer.name} & columns:
                     if tuple(a.buffer.shape) == tuple(b.buffer.shape) and a.buffer.name != b.buffer.name:
                         out.append(Link("same", a.buffer.name, b.buffer.name, s.sid))
                 case _:
@@ -230,4 +275,4 @@ def kernel_loc(kernel, sid: int | None):
     return None
 
 
-__all__ = ["Link", "derive", "group_of", "has_rows", "links", "widen"]
+__all__ = ["Link", "column_vectors", "derive", "group_of", "has_rows", "links", "widen"]
