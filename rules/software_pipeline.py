@@ -75,8 +75,8 @@ Side conditions (named):
   with a SIMT producer warpgroup, remain);
 * ``ws-producers-shared-from-global``, ``ws-no-producer-reads-consumer-write``,
   ``ws-no-consumer-writes-producer-buffer``, ``ws-produced-written-before-read``, ``ws-produced-private``,
-  ``ws-runs-once``: as for warp specialization (:mod:`egtile.rules.warp_specialize`), derived in the e-graph
-  over the body form;
+  ``ws-runs-once``, ``ws-outside-data-branch``: as for warp specialization (:mod:`egtile.rules.warp_specialize`),
+  derived in the e-graph over the body form;
 * ``swp-producer-independent``: the producer copies mention only the loop variable, block indices and
   constants, load nothing to compute an address, and no statement of the kernel writes their source.
 
@@ -178,7 +178,7 @@ _COMMON = {c.name: c for c in COMMON}
 REUSED = tuple(_COMMON[n] for n in (
     "ws-has-producer", "ws-producers-shared-from-global", "ws-no-producer-reads-consumer-write",
     "ws-no-consumer-writes-producer-buffer", "ws-produced-written-before-read", "ws-produced-private",
-    "ws-runs-once"))
+    "ws-runs-once", "ws-outside-data-branch"))
 
 # ----------------------------------------------------------------------------------------------------
 # The constructor and its lowering

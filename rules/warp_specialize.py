@@ -49,6 +49,11 @@ e-graph over the body form):
   warpgroup-aligned as ``setmaxnreg`` requires;
 * ``ws-runs-once``: no loop encloses this one (its mbarriers start at phase 0, which the stage and parity
   from ``k - start`` assume) and no pipelined loop is nested in it (one role split);
+* ``ws-outside-data-branch``: no block-level branch whose condition reads memory encloses the loop. Such a
+  branch is legal around mbarriers when its condition is block-uniform (every thread takes the same side, so a
+  phase's arrivals and waits all run or none does), but the verifier traces mbarrier phases on straight-line
+  paths only (``egtile.verifier.paths``: a skipped side must make no mbarrier operation), so the rules keep
+  mbarriers out of the loop there rather than emit a schedule nothing re-checks;
 * ``register-budget`` (hardware oracle numbers): ``128 x dec + T x inc <= 65536`` (one resident block).
 
 Register plan (``NumSpec``): the producer keeps ``dec = 40`` registers per thread (enough for address
@@ -208,6 +213,15 @@ RUNS_ONCE = form_condition(
         else "it contains a nested pipelined loop" for a, _b, _buf in ctx.witnesses("ws-runs-once", sid))))
 
 
+OUTSIDE_DATA_BRANCH = form_condition(
+    "ws-outside-data-branch", "the loop is not inside a branch whose condition reads memory",
+    lambda w: (Violation((eq(w.x).to(Stmt.pipelined(w.L, w.B)), D.under_data_branch(w.x)), 1),),
+    lambda ctx, sid: (
+        "it lies inside a branch whose condition reads memory (known only when the kernel runs): its mbarrier "
+        "arrivals and waits would run on one path only, and egtile's verifier checks mbarrier phases on "
+        "straight-line paths only (a limitation: the loop runs without mbarriers, with CTA barriers, instead)"))
+
+
 def consumer_regs(consumer_threads: int, producer_threads: int = PRODUCER_THREADS, dec: int = PRODUCER_REGS) -> int:
     """Largest multiple of 8 in [24, 240] with ``producer x dec + consumer x inc <= REGISTER_FILE``;
     0 when even 24 does not fit."""
@@ -289,7 +303,8 @@ PRODUCER_WAIT_MODE = Condition(
     oracles=(copy_rules.TMA_ELIGIBLE, copy_rules.CP_ASYNC_ELIGIBLE))
 
 COMMON = (NUM_STAGES, HAS_PRODUCER, SHARED_FROM_GLOBAL, NO_PRODUCER_READS_CONSUMER_WRITE,
-          NO_CONSUMER_WRITES_PRODUCER_BUFFER, WRITTEN_BEFORE_READ, PRODUCED_PRIVATE, WHOLE_WARPGROUPS, RUNS_ONCE)
+          NO_CONSUMER_WRITES_PRODUCER_BUFFER, WRITTEN_BEFORE_READ, PRODUCED_PRIVATE, WHOLE_WARPGROUPS, RUNS_ONCE,
+          OUTSIDE_DATA_BRANCH)
 """The conditions shared with the software pipeline (:mod:`egtile.rules.software_pipeline` reuses most)."""
 
 # ----------------------------------------------------------------------------------------------------

@@ -227,3 +227,37 @@ def test_two_pipelines_in_sequence_get_their_own_barriers():
     text = r.explain()
     assert "full_0 and empty_0 guard X_s" in text and "full_1 and empty_1 guard Y_s" in text
     K.check_schedule(r.scheduled, ("Out", "Out2"), full=False)
+
+
+def _pipeline_under_branch(on_data: bool):
+    @T.prim_func
+    def main(In: T.Tensor((4, 4, 64), "float16"), N: T.Tensor((4,), "int32"), Out: T.Tensor((4, 4, 64), "float16")):
+        with T.Kernel(4, threads=128) as bx:
+            X_s = T.alloc_shared((64,), "float16")
+            if (N[bx] > 4) if on_data else (bx < 2):
+                for k in T.Pipelined(4, num_stages=2):
+                    T.copy(In[bx, k, 0:64], X_s)
+                    for i in T.Parallel(64):
+                        Out[bx, k, i] = X_s[63 - i] + T.float16(1.0)
+            else:
+                for k, i in T.Parallel(4, 64):
+                    Out[bx, k, i] = In[bx, k, i]
+
+    return main
+
+
+def test_a_pipeline_under_a_branch_on_data_keeps_no_mbarriers():
+    # The branch is block-uniform here, but the verifier traces mbarrier phases on straight-line paths only:
+    # the loop gets neither pipeline (each would put mbarrier operations under the branch), named by the condition.
+    rej, r = _ws_rejection(_pipeline_under_branch(on_data=True))
+    assert rej.failed == ("ws-outside-data-branch",) and "reads memory" in rej.reason
+    swp = next(x for x in r.rejected if x.rule == "pipeline-software-pipeline")
+    assert "ws-outside-data-branch" in swp.failed
+    for seed in (0, 1, 2):  # N[bx] in 1..8: both sides taken by some block
+        K.check_schedule(r.scheduled, ("Out",), seed=seed)
+
+
+def test_a_pipeline_under_a_branch_on_block_indices_is_warp_specialized():
+    r = optimize(_pipeline_under_branch(on_data=False))
+    assert any(isinstance(x, RoleSplit) for x in swalk(r.scheduled.body))
+    K.check_schedule(r.scheduled, ("Out",))

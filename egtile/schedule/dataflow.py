@@ -136,6 +136,10 @@ nested = relation("nested", Block)
 """A list that is a (part of a) statement body: reached from the kernel body through compound statements."""
 in_loop = relation("in_loop", Block)
 enclosed = relation("enclosed", Stmt)
+in_data_branch = relation("in_data_branch", Block)
+"""A list that is (part of) a side of a block-level branch whose condition reads memory, or nested in one."""
+under_data_branch = relation("under_data_branch", Stmt)
+"""An item of an ``in_data_branch`` list: whether it runs is known only when the kernel runs."""
 after_read = relation("after_read", Block, String)
 """``after_read(c, buf)``: an item of list cell ``c`` (a suffix of a nested list) reads ``buf``, for the buffers
 :func:`_outside_rules` tracks only (likewise ``after_write``)."""
@@ -311,6 +315,13 @@ def _structure_rules() -> Iterator[Any]:
     yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), loop_child(h, body)).then(in_loop(body))
     yield rule(in_loop(blk), eq(blk).to(Block.cons(h, r))).then(in_loop(r), enclosed(h))
     yield rule(in_loop(blk), eq(blk).to(Block.cons(h, r)), child(h, body)).then(in_loop(body))
+    # A branch on data (its condition reads a buffer: own_read of the branch itself is its condition's) and the
+    # lists inside it; a branch on block indices and constants only is static, traced like straight-line code.
+    other = var("other", Block)
+    yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), eq(h).to(Stmt.branch(s, body, other)),
+               own_read(s, b)).then(in_data_branch(body), in_data_branch(other))
+    yield rule(in_data_branch(blk), eq(blk).to(Block.cons(h, r))).then(in_data_branch(r), under_data_branch(h))
+    yield rule(in_data_branch(blk), eq(blk).to(Block.cons(h, r)), child(h, body)).then(in_data_branch(body))
     yield from _outside_rules(lambda b: (scope(b, String("local")),))
     yield rule(root(blk), list_writes(blk, b)).then(kernel_write(b))
 
@@ -454,7 +465,7 @@ def support(facts: tuple[Any, ...] = (), checks: tuple[Any, ...] = (), expansion
 
 
 __all__ = [
-    "ANY_BUFFER", "EXPANSION", "after_read", "after_write", "list_cell", "list_member", "list_ptr", "list_moves", "NOT_PRODUCER_KINDS", "STRATA", "addr_load", "addr_var", "var_kind", "body_of", "cell_at", "clist_of", "clist_root", "consumer", "disqualified", "enclosed", "escapes",
+    "ANY_BUFFER", "EXPANSION", "after_read", "after_write", "list_cell", "list_member", "list_ptr", "list_moves", "NOT_PRODUCER_KINDS", "STRATA", "addr_load", "addr_var", "var_kind", "body_of", "cell_at", "clist_of", "clist_root", "consumer", "disqualified", "enclosed", "escapes", "in_data_branch", "under_data_branch",
     "fails", "fails_st", "guarded", "has", "index_var", "items", "kernel_threads", "kernel_write", "kind",
     "leaf_work", "list_has", "list_reads", "list_writes", "loop_var", "member_at", "moves", "moves_loop",
     "nested", "nonlocal_", "num_stages", "outside_read", "outside_write", "own_ptr", "own_read", "own_write",

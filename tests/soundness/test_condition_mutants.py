@@ -166,6 +166,21 @@ def _pipeline_in_serial_loop(outer_in_copy: bool = True) -> Kernel:
     return main.kernel
 
 
+def _pipeline_under_data_branch() -> Kernel:
+    """A pipelined copy loop inside a branch on a tensor's value (block-uniform: each block reads its own flag)."""
+    @T.prim_func
+    def main(In: T.Tensor((2, 4, 64), "float16"), N: T.Tensor((2,), "int32"), Out: T.Tensor((2, 4, 64), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            X_s = T.alloc_shared((64,), "float16")
+            if N[bx] > 4:
+                for k in T.Pipelined(4, num_stages=2):
+                    T.copy(In[bx, k, 0:64], X_s)
+                    for i in T.Parallel(64):
+                        Out[bx, k, i] = X_s[63 - i] + T.float16(1.0)
+
+    return main.kernel
+
+
 def _shared_source_producer() -> Kernel:
     @T.prim_func
     def main(In: T.Tensor((4, 64), "float16"), Out: T.Tensor((4, 64), "float16")):
@@ -739,6 +754,10 @@ WITNESS: dict[tuple[str, str], Witness] = {
     ("pipeline-warp-specialize", "ws-produced-private"): Witness(_produced_read_after_loop, cheap=WS),
     ("pipeline-warp-specialize", "ws-whole-warpgroups"): Witness(lambda: _copy_consume(threads=96), cheap=WS),
     ("pipeline-warp-specialize", "ws-runs-once"): Witness(_pipeline_in_serial_loop, cheap=WS),
+    # mbarrier operations under a branch on data: the verifier's L3 refuses the schedule (a loud compile error)
+    ("pipeline-warp-specialize", "ws-outside-data-branch"): Witness(_pipeline_under_data_branch, cheap=WS),
+    ("pipeline-software-pipeline", "ws-outside-data-branch"): Witness(_pipeline_under_data_branch, force=NO_WS,
+                                                                      cheap=SWP),
     ("pipeline-warp-specialize", "register-budget"): Witness(lambda: _copy_consume(threads=512), cheap=WS,
                                                               base=_greedy_register_rules),
     ("pipeline-software-pipeline", "ws-has-producer"): Witness(_no_producer, force=NO_WS, cheap=SWP),
