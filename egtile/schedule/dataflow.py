@@ -298,6 +298,14 @@ def _access_rules() -> Iterator[Any]:
                eq(w2).to(st_work(h))).then(set_(items(blk)).to(n + m), set_(work(blk)).to(w1 + w2))
 
 
+def _inside(lists, items) -> Iterator[Any]:
+    """``lists(blk)`` marks a list inside some construct: its suffixes and the bodies of its items are inside it
+    too, and each of its items is marked ``items(h)``."""
+    h, body, r, blk = var("h", Stmt), var("body", Block), var("r", Block), var("blk", Block)
+    yield rule(lists(blk), eq(blk).to(Block.cons(h, r))).then(lists(r), items(h))
+    yield rule(lists(blk), eq(blk).to(Block.cons(h, r)), child(h, body)).then(lists(body))
+
+
 def _structure_rules() -> Iterator[Any]:
     st, h = var("st", Stmt), var("h", Stmt)
     s, i = var("s", i64), var("i", i64)
@@ -313,15 +321,13 @@ def _structure_rules() -> Iterator[Any]:
     yield rule(nested(blk), eq(blk).to(Block.cons(h, r))).then(nested(r))
     yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), child(h, body)).then(nested(body))
     yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), loop_child(h, body)).then(in_loop(body))
-    yield rule(in_loop(blk), eq(blk).to(Block.cons(h, r))).then(in_loop(r), enclosed(h))
-    yield rule(in_loop(blk), eq(blk).to(Block.cons(h, r)), child(h, body)).then(in_loop(body))
+    yield from _inside(in_loop, enclosed)
     # A branch on data (its condition reads a buffer: own_read of the branch itself is its condition's) and the
     # lists inside it; a branch on block indices and constants only is static, traced like straight-line code.
     other = var("other", Block)
     yield rule(nested(blk), eq(blk).to(Block.cons(h, r)), eq(h).to(Stmt.branch(s, body, other)),
                own_read(s, b)).then(in_data_branch(body), in_data_branch(other))
-    yield rule(in_data_branch(blk), eq(blk).to(Block.cons(h, r))).then(in_data_branch(r), under_data_branch(h))
-    yield rule(in_data_branch(blk), eq(blk).to(Block.cons(h, r)), child(h, body)).then(in_data_branch(body))
+    yield from _inside(in_data_branch, under_data_branch)
     yield from _outside_rules(lambda b: (scope(b, String("local")),))
     yield rule(root(blk), list_writes(blk, b)).then(kernel_write(b))
 
