@@ -55,3 +55,20 @@ def test_the_environment_knob_scales_every_limit(monkeypatch):
 
 def test_the_limit_error_is_an_egtile_error():
     assert issubclass(VerifyLimitError, egtile.errors.EgtileError)
+
+
+def test_a_handshake_with_more_interleavings_than_the_limit_is_reported_not_passed():
+    """The warpgroup-handshake model check (egtile.verifier.handshake) explores every interleaving; past the
+    ``states`` limit it used to return "no deadlock found", so an unexplored deadlock passed."""
+    from test_pingpong_stages import _kernel, _rules
+
+    from egtile.verifier.handshake import check_handshakes
+
+    sched = egtile.optimize(_kernel(2), rules=_rules()).scheduled
+    with pytest.raises(VerifyLimitError, match="states") as err:
+        check_handshakes(sched, VerifyLimits(states=20))
+    msg = str(err.value)
+    assert "handshake" in msg and "VerifyLimits(states=" in msg and "EGTILE_VERIFY_BUDGET" in msg
+    with pytest.raises(VerifyLimitError, match="states"):
+        verify(sched, limits=VerifyLimits(states=20))
+    assert check_handshakes(sched, VerifyLimits()) == [] and verify(sched) == []

@@ -11,7 +11,8 @@ handshake nodes it builds each warpgroup's sequence of barrier operations (the h
 ``SyncThreads`` of the role, which every warpgroup in its thread range must also reach), unrolls the role's
 serial loops (``SeqLoop``: one trip count for every thread that reaches it, by the IR's definition) for trip
 counts 0 to :data:`TRIPS`, and explores every interleaving of the warpgroups (a model check of a few hundred
-states): a reachable state in which some warpgroup waits and none can move is a deadlock (L3), naming the
+states; past ``VerifyLimits.states`` it stops with a :class:`~egtile.errors.VerifyLimitError`, since what it did
+not explore may deadlock): a reachable state in which some warpgroup waits and none can move is a deadlock (L3), naming the
 ``bar.sync`` it waits at; a count that differs within a round, a count that is not a whole number of
 warpgroups, arrivals pending at exit, or an id that egtile's role barriers also use are L3 too. A handshake
 node under a conditional, an elected thread or a thread loop, or outside a role, is L7 (its warpgroups need not
@@ -44,6 +45,7 @@ from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Elect, RoleSplit, Scheduled, SeqLoop, SIf, SyncThreads, ThreadLoop, Wait,
 )
 from egtile.verifier import registry
+from egtile.verifier.limits import VerifyLimits, default_limits, over_limit
 from egtile.verifier.registry import handler
 from egtile.verifier.violation import Violation
 
@@ -51,7 +53,6 @@ TRIPS = 3
 """Trip counts 0..TRIPS of every serial loop are model-checked. The protocols a role runs are periodic in the
 loop (the same operations each iteration), so a pairing that is wrong shows within the first rounds: a missing
 or extra arrival by iteration 1, a deadlock crossing the back edge by iteration 2."""
-MAX_STATES = 200_000
 MAX_TRIPS = 1024
 """With the mbarriers, each serial loop runs its own trip count (its bounds evaluated; the stages and parities depend
 on the iteration) up to this many iterations; a loop bounded by data runs 0..TRIPS."""
@@ -222,11 +223,23 @@ def _has_mbarrier(stmts) -> bool:
     return any(isinstance(x, _MBAR) for x in registry.walk(stmts))
 
 
+class StatesExceeded(Exception):
+    """The interleavings of a region outnumber the ``states`` limit: the region was not checked."""
+
+    def __init__(self, used: int) -> None:
+        super().__init__(used)
+        self.used = used
+
+
 def _explore(seqs: list[list[Op]], counts: dict[str, int] | None = None,
-             names: list[str] | None = None) -> tuple[str, Op | None] | None:
+             names: list[str] | None = None, max_states: int = VerifyLimits.states) -> tuple[str, Op | None] | None:
     """Every interleaving of the warpgroups' sequences; the first failure found: ``(message, op)``.
     ``counts``: the arrive count of each mbarrier the sequences use; ``names``: each sequence's warpgroup, for
-    messages (default ``warpgroup i``)."""
+    messages (default ``warpgroup i``).
+
+    Raises:
+        StatesExceeded: more than ``max_states`` states are reachable (what was not explored may deadlock).
+    """
     counts = counts or {}
     names = names or [f"warpgroup {w}" for w in range(len(seqs))]
     start = (tuple(0 for _ in seqs), (), ())
@@ -234,8 +247,8 @@ def _explore(seqs: list[list[Op]], counts: dict[str, int] | None = None,
     stack = [start]
     while stack:
         pcs, bars, mbars = stack.pop()
-        if len(seen) > MAX_STATES:
-            return None
+        if len(seen) > max_states:
+            raise StatesExceeded(len(seen))
         state = dict((b, (c, frozenset(ws), a)) for b, c, ws, a in bars)
         mstate = dict((k, (ph, a)) for k, ph, a in mbars)
         moved = False
@@ -312,8 +325,14 @@ def _roles(stmts, out: list) -> None:
                 _roles(b, out)
 
 
-def check_handshakes(sched: Scheduled) -> list[Violation]:
-    """L3/L7 of the warpgroup handshakes of ``sched`` (module docstring)."""
+def check_handshakes(sched: Scheduled, limits: VerifyLimits | None = None) -> list[Violation]:
+    """L3/L7 of the warpgroup handshakes of ``sched`` (module docstring).
+
+    Raises:
+        egtile.errors.VerifyLimitError: a region's interleavings exceed ``limits.states`` (default
+            :func:`egtile.verifier.limits.default_limits`): it is reported unchecked, never passed.
+    """
+    limits = limits if limits is not None else default_limits()
     body = sched.body
     if not _has_handshake(body):
         return []
@@ -347,7 +366,12 @@ def check_handshakes(sched: Scheduled) -> list[Violation]:
         if id(split) in checked or not _has_handshake(role.body):
             continue
         checked.add(id(split))
-        out += _check_split(split, counts)
+        try:
+            out += _check_split(split, counts, limits.states)
+        except StatesExceeded as e:
+            raise over_limit(sched.kernel.name, f"the warpgroup handshake of the warp-specialized region at sid "
+                             f"{split.sid}", "states", e.used, limits.states,
+                             " of its model check (every interleaving of the warpgroups' barrier operations)") from None
     return out
 
 
@@ -361,7 +385,7 @@ def _programs(split: RoleSplit, out: list[Violation], mbarriers: bool):
     return progs
 
 
-def _check_split(split: RoleSplit, counts: dict[str, int]) -> list[Violation]:
+def _check_split(split: RoleSplit, counts: dict[str, int], max_states: int = VerifyLimits.states) -> list[Violation]:
     """The model check of one warp-specialized region: every warpgroup of every role, named barriers and
     mbarriers (module docstring); named barriers alone where its mbarrier operations cannot be evaluated."""
     out: list[Violation] = []
@@ -382,7 +406,7 @@ def _check_split(split: RoleSplit, counts: dict[str, int]) -> list[Violation]:
     names = [f"warpgroup {w} of role {r.name}" for r, prog, _ in progs for w in range(prog.n_wg)]
     for n in range(len(runs) if mbar else TRIPS + 1):
         if mbar:
-            bad = _explore(runs[n], counts, names)
+            bad = _explore(runs[n], counts, names, max_states)
             where = (f"the warp-specialized region (sid {split.sid})" +
                      (f", {n} iteration(s) of its loops bounded by data" if len(runs) > 1 else ""))
         else:
@@ -390,7 +414,7 @@ def _check_split(split: RoleSplit, counts: dict[str, int]) -> list[Violation]:
             for role, prog, items in progs:
                 if not _has_handshake(role.body):
                     continue
-                bad = _explore([prog.unroll(items, w, n) for w in range(prog.n_wg)])
+                bad = _explore([prog.unroll(items, w, n) for w in range(prog.n_wg)], max_states=max_states)
                 if bad is not None:
                     where = f"role {role.name}, {n} iteration(s) of its loop"
                     break

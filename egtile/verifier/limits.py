@@ -6,7 +6,10 @@ Work is counted, per block examined, in three units, each with a limit (:class:`
 * ``elements``: elements the verifier lists explicitly (accesses whose index is not monomial-affine,
   ``ThreadLoop`` iterations it enumerates, residue grids of footprint decisions);
 * ``iterations``: serial-loop iterations it traces (a long loop that the window argument of
-  :mod:`egtile.verifier.window` does not cover is traced in full).
+  :mod:`egtile.verifier.window` does not cover is traced in full);
+* ``states``: states of the warpgroup-handshake model check (:mod:`egtile.verifier.handshake`), per
+  warp-specialized region and trip count: every interleaving of the warpgroups is explored, and a region
+  whose interleavings exceed the limit is not checked, which is reported rather than passed.
 
 Exceeding a limit raises :class:`egtile.errors.VerifyLimitError` naming the kernel, the unit and the
 statement that was too large. The knob: ``egtile.verifier.verify(sched, limits=VerifyLimits(...))``, or the
@@ -32,10 +35,11 @@ class VerifyLimits:
     events: int = 400_000
     elements: int = 20_000_000
     iterations: int = 200_000
+    states: int = 200_000
 
     def scaled(self, factor: float) -> VerifyLimits:
         return replace(self, events=int(self.events * factor), elements=int(self.elements * factor),
-                       iterations=int(self.iterations * factor))
+                       iterations=int(self.iterations * factor), states=int(self.states * factor))
 
 
 def default_limits() -> VerifyLimits:
@@ -52,6 +56,15 @@ def default_limits() -> VerifyLimits:
     return VerifyLimits().scaled(factor)
 
 
+def over_limit(kernel: str, where: str, unit: str, used: int, limit: int, what: str) -> VerifyLimitError:
+    """The error of a verification that needs more than ``limit`` ``unit`` (``where``: the block or region)."""
+    return VerifyLimitError(
+        f"verifying kernel {kernel!r} ({where}) needs more than {limit} {unit}{what}; the verifier stops instead "
+        f"of running unbounded (or passing what it did not check). Raise the limit with "
+        f"egtile.verifier.verify(scheduled, limits=egtile.verifier.VerifyLimits({unit}={max(2 * limit, used)})) or "
+        f"the environment variable {ENV}=<factor> (e.g. {ENV}=4)")
+
+
 class Meter:
     """Counts one block's work against :class:`VerifyLimits`."""
 
@@ -63,11 +76,7 @@ class Meter:
         self.iterations = 0
 
     def _fail(self, unit: str, used: int, limit: int, what: str) -> None:
-        raise VerifyLimitError(
-            f"verifying kernel {self.kernel!r} (block {self.block}) needs more than {limit} {unit}{what}; the "
-            f"verifier stops instead of running unbounded. Raise the limit with "
-            f"egtile.verifier.verify(scheduled, limits=egtile.verifier.VerifyLimits({unit}={max(2 * limit, used)})) or "
-            f"the environment variable {ENV}=<factor> (e.g. {ENV}=4)")
+        raise over_limit(self.kernel, f"block {self.block}", unit, used, limit, what)
 
     def count_event(self, n: int) -> None:
         if n > self.limits.events:
