@@ -18,9 +18,16 @@ a race in every schedule and blame egtile's rules):
   arithmetic on the nest's variables (``s[(i + 1) % n]``) are evaluated at every iteration of a nest of at most
   ``_ENUMERATE`` iterations, and a pair of different iterations naming one element is the witness.
 
-Only a *definite* conflict is reported (a pair of iterations that both reach the two accesses); accesses under an
-``if`` or in an inner serial loop, indices that read memory or other variables, and larger nests with non-linear
-indices are left out: the verifier and the simulator check those.
+* accesses under an ``if`` or in a serial loop of a perfect parallel nest's body (per-thread code: a tree
+  reduction ``if tx < half: s[tx] += s[tx + half]`` without its ``T.sync_threads()``), when the nest was clean by
+  the two checks above: every access is evaluated at every point of the nest and of its loops (constant bounds, at
+  most ``_POINTS`` points) where its branches take it, block indices at 0; a store and an access of one element at
+  two different iterations of the nest is the witness. The body must hold only stores, serial loops and branches
+  (an atomic, an extern or a tile op could order or hide accesses, so such a nest is not claimed).
+
+Only a *definite* conflict is reported (a pair of iterations that both reach the two accesses); branch conditions,
+loop bounds or indices that read memory or name other variables, and larger nests with non-linear indices are left
+out: the verifier and the simulator check those.
 Register fragments and local buffers are left out: a fragment row written by the iterations of one thread is
 ordered by program order there.
 """
@@ -33,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from egtile.analysis.access import mentions, walk_expr
-from egtile.ir.kernel import BinOp, Buffer, Const, Expr, For, If, Kernel, Load, Stmt, Store, Var
+from egtile.ir.kernel import BinOp, Buffer, Const, Expr, For, If, Kernel, Load, Stmt, Store, UnOp, Var
 from egtile.language.buffer import linear
 
 
@@ -109,6 +116,8 @@ def _delta(a: tuple[Expr, ...], b: tuple[Expr, ...], extents: dict[str, int]) ->
 
 
 _ENUMERATE = 1 << 12  # iterations of a nest whose non-linear indices are evaluated one by one
+_INT_OPS = ("+", "-", "*", "//", "floormod", "/", "%", "min", "max", "==", "!=", "<", "<=", ">", ">=", "and", "or",
+            "&", "|", "^", "<<", ">>")
 
 
 def _int_values(e: Expr, env: dict[str, np.ndarray]) -> np.ndarray | None:
@@ -120,13 +129,28 @@ def _int_values(e: Expr, env: dict[str, np.ndarray]) -> np.ndarray | None:
             return np.full(next(iter(env.values())).shape, v, dtype=np.int64)
         case Var(name=n):
             return env.get(n)
-        case BinOp(op=op, a=a, b=b) if op in ("+", "-", "*", "//", "floormod", "/", "%", "min", "max"):
+        case BinOp(op=op, a=a, b=b) if op in _INT_OPS:
             x, y = _int_values(a, env), _int_values(b, env)
             if x is None or y is None:
                 return None
             if op in ("//", "floormod", "/", "%") and (y == 0).any():
                 return None
+            if op in ("<<", ">>") and ((y < 0) | (y > 62)).any():
+                return None
             match op:
+                case "==": return (x == y).astype(np.int64)
+                case "!=": return (x != y).astype(np.int64)
+                case "<": return (x < y).astype(np.int64)
+                case "<=": return (x <= y).astype(np.int64)
+                case ">": return (x > y).astype(np.int64)
+                case ">=": return (x >= y).astype(np.int64)
+                case "and": return ((x != 0) & (y != 0)).astype(np.int64)
+                case "or": return ((x != 0) | (y != 0)).astype(np.int64)
+                case "&": return x & y
+                case "|": return x | y
+                case "^": return x ^ y
+                case "<<": return x << y
+                case ">>": return x >> y
                 case "+": return x + y
                 case "-": return x - y
                 case "*": return x * y
@@ -136,6 +160,9 @@ def _int_values(e: Expr, env: dict[str, np.ndarray]) -> np.ndarray | None:
                 case "%": return x - np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y)) * y
                 case "min": return np.minimum(x, y)
                 case _: return np.maximum(x, y)
+        case UnOp(op="not", a=a):
+            x = _int_values(a, env)
+            return None if x is None else (x == 0).astype(np.int64)
     return None
 
 
@@ -220,7 +247,132 @@ def definite_races(kernel: Kernel) -> list[Race]:
             nest_pairs(direct, par)
 
     visit(kernel.body, [])
+    if not found:
+        nests: list[tuple[list[For], tuple[Stmt, ...]]] = []
+        _perfect_nests(kernel.body, nests)
+        blocks = tuple(v.name for v in kernel.block_vars)
+        for par, body in nests:
+            race = _guarded(par, body, blocks)
+            if race is not None:
+                found.append(race)
+                break
     return found
+
+
+_POINTS = 1 << 16  # (iteration, inner-loop iteration) points of one access that the guarded check evaluates
+
+
+@dataclass(frozen=True)
+class _Site:
+    """A shared or global access in a parallel nest's body, with the branches and serial loops that lead to it."""
+
+    access: Load | Store
+    guards: tuple[tuple[Expr, bool], ...]  # (condition, the side taken)
+    loops: tuple[For, ...]
+
+
+def _sites(stmts: tuple[Stmt, ...], guards: tuple, loops: tuple, out: list[_Site]) -> bool:
+    """Collect the accesses of ``stmts`` into ``out``; False when the body holds a statement the guarded check does
+    not model (a nested parallel loop, an atomic, an extern, a tile op: it could order or hide accesses)."""
+    for st in stmts:
+        if isinstance(st, For) and st.kind != "parallel":
+            if not _sites(st.body, guards, loops + (st,), out):
+                return False
+        elif isinstance(st, If):
+            if not (_sites(st.then_body, guards + ((st.cond, True),), loops, out)
+                    and _sites(st.else_body, guards + ((st.cond, False),), loops, out)):
+                return False
+        elif isinstance(st, Store):
+            out += [_Site(x, guards, loops) for x in (st, *_loads(st)) if _shared(x.buffer)]
+        else:
+            return False
+    return True
+
+
+def _reached(site: _Site, nest: list[tuple[str, int]], blocks: tuple[str, ...]
+             ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None:
+    """``(element, iteration, env)`` at every point where ``site`` is reached with its indices in bounds
+    (``iteration``: the flat index of the nest's variables; block indices at 0, a block every grid has); None when a
+    bound, guard or index is not plain integer arithmetic on the nest's, its loops' and the block's indices."""
+    axes = [(n, 0, e) for n, e in nest]
+    for lp in site.loops:
+        if not (isinstance(lp.start, Const) and isinstance(lp.stop, Const)):
+            return None
+        axes.append((lp.var.name, int(lp.start.value), int(lp.stop.value)))
+    total = 1
+    for _n, lo, hi in axes:
+        total *= max(0, hi - lo)
+    if total == 0 or total > _POINTS:
+        return None
+    grids = np.meshgrid(*(np.arange(lo, hi, dtype=np.int64) for _n, lo, hi in axes), indexing="ij")
+    env = {n: g.reshape(-1) for (n, _lo, _hi), g in zip(axes, grids)}
+    env.update({b: np.zeros(total, dtype=np.int64) for b in blocks})
+    mask = np.ones(total, dtype=bool)
+    for cond, side in site.guards:
+        v = _int_values(cond, env)
+        if v is None:
+            return None
+        mask &= (v != 0) == side
+    flat = np.zeros(total, dtype=np.int64)
+    for e, size in zip(site.access.indices, site.access.buffer.shape):
+        v = _int_values(e, env)
+        if v is None or not isinstance(size, int):
+            return None
+        mask &= (v >= 0) & (v < size)
+        flat = flat * size + v
+    it = np.zeros(total, dtype=np.int64)
+    for n, e in nest:
+        it = it * e + env[n]
+    return flat[mask], it[mask], {n: env[n][mask] for n, _e in nest}
+
+
+def _guarded(par: list[For], body: tuple[Stmt, ...], blocks: tuple[str, ...]) -> Race | None:
+    """A definite race of a perfect parallel nest whose accesses sit under branches or in serial loops of its body
+    (the tree reduction in per-thread code without its ``T.sync_threads()``): every access is evaluated at every
+    point of the nest and its loops where its branches take it; a store and an access of one element at two
+    different iterations of the nest is the witness. Branch conditions, loop bounds and indices must be plain
+    integer arithmetic on the nest's variables, the loops' and the block indices, else nothing is claimed."""
+    nest = [(lp.var.name, _extent(lp)) for lp in par]
+    if any(e is None for _n, e in nest):
+        return None
+    sites: list[_Site] = []
+    if not _sites(body, (), (), sites):
+        return None
+    reached = [(st, _reached(st, nest, blocks)) for st in sites]
+    for w, rw in reached:
+        if not isinstance(w.access, Store) or rw is None or not len(rw[0]):
+            continue
+        order = np.argsort(rw[0], kind="stable")
+        elems, iters = rw[0][order], rw[1][order]
+        for o, ro in reached:
+            if ro is None or o.access.buffer.name != w.access.buffer.name:
+                continue
+            lo, hi = np.searchsorted(elems, ro[0], "left"), np.searchsorted(elems, ro[0], "right")
+            for j in np.nonzero(hi > lo)[0]:
+                for i in order[lo[j]:hi[j]]:
+                    if rw[1][i] != ro[1][j]:
+                        delta = tuple((n, int(rw[2][n][i] - ro[2][n][j])) for n, _e in nest
+                                      if rw[2][n][i] != ro[2][n][j])
+                        loop = next(lp for lp in par if lp.var.name == delta[0][0])
+                        return Race(w.access, loop, o.access, delta)
+    return None
+
+
+def _perfect_nests(stmts: tuple[Stmt, ...], out: list[tuple[list[For], tuple[Stmt, ...]]]) -> None:
+    """Every outermost perfect nest of parallel loops (``for i in T.Parallel: for j in T.Parallel: body``) with its
+    innermost body."""
+    for st in stmts:
+        if isinstance(st, For) and st.kind == "parallel":
+            par, body = [st], st.body
+            while len(body) == 1 and isinstance(body[0], For) and body[0].kind == "parallel":
+                par.append(body[0])
+                body = body[0].body
+            out.append((par, body))
+        elif isinstance(st, For):
+            _perfect_nests(st.body, out)
+        elif isinstance(st, If):
+            _perfect_nests(st.then_body, out)
+            _perfect_nests(st.else_body, out)
 
 
 __all__ = ["Race", "definite_races"]
