@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 
@@ -171,34 +172,11 @@ def _enumerated(a: tuple[Expr, ...], b: tuple[Expr, ...], shape: tuple[int, ...]
     """An iteration difference at which ``a`` and ``b`` name one element, found by evaluating both at every
     iteration of a small nest (indices that are not linear: ``s[(i + 1) % n]``); ``None`` when there is none, the
     nest is larger than ``_ENUMERATE`` or an index is not plain integer arithmetic on the nest's variables."""
-    names = sorted(extents)
-    total = 1
-    for n in names:
-        total *= extents[n]
-    if total > _ENUMERATE or len(a) != len(b) or len(a) != len(shape):
-        return None
-    grids = np.meshgrid(*(np.arange(extents[n], dtype=np.int64) for n in names), indexing="ij")
-    env = {n: g.reshape(-1) for n, g in zip(names, grids)}
-    flats = []
-    for idx in (a, b):
-        vals = [_int_values(e, env) for e in idx]
-        if any(v is None for v in vals):
-            return None
-        flat = np.zeros(total, dtype=np.int64)
-        inside = np.ones(total, dtype=bool)
-        for v, size in zip(vals, shape):
-            inside &= (v >= 0) & (v < size)
-            flat = flat * size + v
-        flats.append(np.where(inside, flat, -1))
-    fa, fb = flats
-    order = np.argsort(fa, kind="stable")
-    sa = fa[order]
-    lo, hi = np.searchsorted(sa, fb, "left"), np.searchsorted(sa, fb, "right")
-    for j in np.nonzero((fb >= 0) & (hi > lo))[0]:
-        for i in order[lo[j]:hi[j]]:
-            if i != j:
-                return {n: int(env[n][i] - env[n][j]) for n in names if env[n][i] != env[n][j]}
-    return None
+    nest = [(n, extents[n]) for n in sorted(extents)]
+    pa = _points(a, shape, (), (), nest, (), _ENUMERATE)
+    pb = _points(b, shape, (), (), nest, (), _ENUMERATE)
+    d = _meet(pa, pb, nest) if pa is not None and pb is not None else None
+    return dict(d) if d else None
 
 
 def definite_races(kernel: Kernel) -> list[Race]:
@@ -289,34 +267,41 @@ def _sites(stmts: tuple[Stmt, ...], guards: tuple, loops: tuple, out: list[_Site
     return True
 
 
-def _reached(site: _Site, nest: list[tuple[str, int]], blocks: tuple[str, ...]
-             ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]] | None:
-    """``(element, iteration, env)`` at every point where ``site`` is reached with its indices in bounds
-    (``iteration``: the flat index of the nest's variables; block indices at 0, a block every grid has); None when a
-    bound, guard or index is not plain integer arithmetic on the nest's, its loops' and the block's indices."""
+Points: TypeAlias = tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]
+"""``(element, iteration, env)`` of the points where an access is reached: the flat element, the flat index of the
+nest's variables and each nest variable's value."""
+
+
+def _points(indices: tuple[Expr, ...], shape: tuple[int, ...], guards: tuple[tuple[Expr, bool], ...],
+            loops: tuple[For, ...], nest: list[tuple[str, int]], blocks: tuple[str, ...], limit: int) -> Points | None:
+    """Every point of the nest and of ``loops`` (constant bounds, at most ``limit`` points) where the branches
+    ``guards`` take an access and its ``indices`` are in bounds (block indices at 0, a block every grid has); None
+    when a bound, condition or index is not plain integer arithmetic on those variables."""
+    if len(indices) != len(shape) or not all(isinstance(n, int) for n in shape):
+        return None
     axes = [(n, 0, e) for n, e in nest]
-    for lp in site.loops:
+    for lp in loops:
         if not (isinstance(lp.start, Const) and isinstance(lp.stop, Const)):
             return None
         axes.append((lp.var.name, int(lp.start.value), int(lp.stop.value)))
     total = 1
     for _n, lo, hi in axes:
         total *= max(0, hi - lo)
-    if total == 0 or total > _POINTS:
+    if total == 0 or total > limit:
         return None
     grids = np.meshgrid(*(np.arange(lo, hi, dtype=np.int64) for _n, lo, hi in axes), indexing="ij")
     env = {n: g.reshape(-1) for (n, _lo, _hi), g in zip(axes, grids)}
     env.update({b: np.zeros(total, dtype=np.int64) for b in blocks})
     mask = np.ones(total, dtype=bool)
-    for cond, side in site.guards:
+    for cond, side in guards:
         v = _int_values(cond, env)
         if v is None:
             return None
         mask &= (v != 0) == side
     flat = np.zeros(total, dtype=np.int64)
-    for e, size in zip(site.access.indices, site.access.buffer.shape):
+    for e, size in zip(indices, shape):
         v = _int_values(e, env)
-        if v is None or not isinstance(size, int):
+        if v is None:
             return None
         mask &= (v >= 0) & (v < size)
         flat = flat * size + v
@@ -324,6 +309,19 @@ def _reached(site: _Site, nest: list[tuple[str, int]], blocks: tuple[str, ...]
     for n, e in nest:
         it = it * e + env[n]
     return flat[mask], it[mask], {n: env[n][mask] for n, _e in nest}
+
+
+def _meet(w: Points, o: Points, nest: list[tuple[str, int]]) -> tuple[tuple[str, int], ...] | None:
+    """The iteration difference (nest variables that differ, ``w``'s iteration less ``o``'s) of the first pair of
+    points of ``w`` and ``o`` that name one element at two different iterations; None when there is none."""
+    order = np.argsort(w[0], kind="stable")
+    elems = w[0][order]
+    lo, hi = np.searchsorted(elems, o[0], "left"), np.searchsorted(elems, o[0], "right")
+    for j in np.nonzero(hi > lo)[0]:
+        for i in order[lo[j]:hi[j]]:
+            if w[1][i] != o[1][j]:
+                return tuple((n, int(w[2][n][i] - o[2][n][j])) for n, _e in nest if w[2][n][i] != o[2][n][j])
+    return None
 
 
 def _guarded(par: list[For], body: tuple[Stmt, ...], blocks: tuple[str, ...]) -> Race | None:
@@ -338,23 +336,18 @@ def _guarded(par: list[For], body: tuple[Stmt, ...], blocks: tuple[str, ...]) ->
     sites: list[_Site] = []
     if not _sites(body, (), (), sites):
         return None
-    reached = [(st, _reached(st, nest, blocks)) for st in sites]
-    for w, rw in reached:
-        if not isinstance(w.access, Store) or rw is None or not len(rw[0]):
+    reached = [(st, _points(tuple(st.access.indices), st.access.buffer.shape, st.guards, st.loops, nest, blocks,
+                            _POINTS)) for st in sites]
+    for w, pw in reached:
+        if not isinstance(w.access, Store) or pw is None:
             continue
-        order = np.argsort(rw[0], kind="stable")
-        elems, iters = rw[0][order], rw[1][order]
-        for o, ro in reached:
-            if ro is None or o.access.buffer.name != w.access.buffer.name:
+        for o, po in reached:
+            if po is None or o.access.buffer.name != w.access.buffer.name:
                 continue
-            lo, hi = np.searchsorted(elems, ro[0], "left"), np.searchsorted(elems, ro[0], "right")
-            for j in np.nonzero(hi > lo)[0]:
-                for i in order[lo[j]:hi[j]]:
-                    if rw[1][i] != ro[1][j]:
-                        delta = tuple((n, int(rw[2][n][i] - ro[2][n][j])) for n, _e in nest
-                                      if rw[2][n][i] != ro[2][n][j])
-                        loop = next(lp for lp in par if lp.var.name == delta[0][0])
-                        return Race(w.access, loop, o.access, delta)
+            delta = _meet(pw, po, nest)
+            if delta:
+                loop = next(lp for lp in par if lp.var.name == delta[0][0])
+                return Race(w.access, loop, o.access, delta)
     return None
 
 
