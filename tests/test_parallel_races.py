@@ -227,3 +227,26 @@ def test_accesses_under_branches_that_meet_only_within_an_iteration_compute(targ
     egtile.compile(_guarded_halves(), target=target)(x, y)
     want = torch.cat([3 * x[:32], -6 * x[32:]])
     torch.testing.assert_close(y, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_race_found_by_evaluation_names_its_two_iterations_and_the_store_line():
+    """``s[i] = s[63 - i] + 1``: the iterations that meet are a pair (63 - i and i), not a fixed shift, so the message
+    gives the pair it found (it used to say "iteration i + 63")."""
+    @T.prim_func
+    def mirror(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as _bx:
+            s = T.alloc_shared((64,), "float32")
+            T.copy(X, s)
+            for i in T.Parallel(64):
+                s[i] = s[63 - i] + 1.0  # @mirror
+            T.copy(s, Y)
+
+    with pytest.raises(ScheduleError) as err:
+        egtile.compile(mirror, target="interp")
+    msg = str(err.value)
+    line = next(n for n, t in enumerate(open(__file__).read().splitlines(), 1) if t.rstrip().endswith("# @mirror"))
+    assert f"(line {line})" in msg and "i + 63" not in msg
+    import re
+
+    m = re.search(r"the store at iteration i = (\d+) meets the access at iteration i = (\d+)", msg)
+    assert m and int(m.group(1)) + int(m.group(2)) == 63 and m.group(1) != m.group(2)

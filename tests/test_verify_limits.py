@@ -72,3 +72,15 @@ def test_a_handshake_with_more_interleavings_than_the_limit_is_reported_not_pass
     with pytest.raises(VerifyLimitError, match="states"):
         verify(sched, limits=VerifyLimits(states=20))
     assert check_handshakes(sched, VerifyLimits()) == [] and verify(sched) == []
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf"])
+def test_a_factor_that_is_not_finite_is_refused_by_name(monkeypatch, raw):
+    monkeypatch.setenv("EGTILE_VERIFY_BUDGET", raw)
+    with pytest.raises(VerifyLimitError, match="positive finite number"):
+        verify(hb.ws_schedule(n=4))
+
+
+def test_a_tiny_factor_leaves_every_limit_at_least_one():
+    lim = VerifyLimits().scaled(1e-12)
+    assert min(lim.events, lim.elements, lim.iterations, lim.states) == 1

@@ -60,6 +60,7 @@ class Race:
     loop: For
     other: Load | Store | None = None
     delta: tuple[tuple[str, int], ...] = ()  # the iteration difference of the witness, per variable
+    pair: tuple[tuple[str, int, int], ...] = ()  # a witness pair found by evaluation: (variable, store's, access's)
 
 
 def _shared(buf: Buffer) -> bool:
@@ -168,15 +169,14 @@ def _int_values(e: Expr, env: dict[str, np.ndarray]) -> np.ndarray | None:
 
 
 def _enumerated(a: tuple[Expr, ...], b: tuple[Expr, ...], shape: tuple[int, ...], extents: dict[str, int]
-                ) -> dict[str, int] | None:
-    """An iteration difference at which ``a`` and ``b`` name one element, found by evaluating both at every
-    iteration of a small nest (indices that are not linear: ``s[(i + 1) % n]``); ``None`` when there is none, the
-    nest is larger than ``_ENUMERATE`` or an index is not plain integer arithmetic on the nest's variables."""
+                ) -> tuple[tuple[str, int, int], ...] | None:
+    """Two iterations at which ``a`` and ``b`` name one element (:func:`_meet`'s pair), found by evaluating both at
+    every iteration of a small nest (indices that are not linear: ``s[(i + 1) % n]``); ``None`` when there is none,
+    the nest is larger than ``_ENUMERATE`` or an index is not plain integer arithmetic on the nest's variables."""
     nest = [(n, extents[n]) for n in sorted(extents)]
     pa = _points(a, shape, (), (), nest, (), _ENUMERATE)
     pb = _points(b, shape, (), (), nest, (), _ENUMERATE)
-    d = _meet(pa, pb, nest) if pa is not None and pb is not None else None
-    return dict(d) if d else None
+    return _meet(pa, pb, nest) if pa is not None and pb is not None else None
 
 
 def definite_races(kernel: Kernel) -> list[Race]:
@@ -193,12 +193,12 @@ def definite_races(kernel: Kernel) -> list[Race]:
             others += [ld for o in stores for ld in _loads(o) if ld.buffer.name == st.buffer.name]
             for o in others:
                 d = _delta(tuple(st.indices), tuple(o.indices), extents)
-                if d is None:
-                    d = _enumerated(tuple(st.indices), tuple(o.indices), st.buffer.shape, extents)
                 if d is not None:
-                    var = next(iter(d))
-                    loop = next(lp for lp in par if lp.var.name == var)
-                    found.append(Race(st, loop, o, tuple(sorted(d.items()))))
+                    found.append(_race(st, par, o, tuple(sorted(d.items()))))
+                    return
+                pair = _enumerated(tuple(st.indices), tuple(o.indices), st.buffer.shape, extents)
+                if pair is not None:
+                    found.append(_race(st, par, o, pair=pair))
                     return
 
     def visit(stmts: tuple[Stmt, ...], par: list[For], same_ranges: bool = True) -> None:
@@ -311,17 +311,25 @@ def _points(indices: tuple[Expr, ...], shape: tuple[int, ...], guards: tuple[tup
     return flat[mask], it[mask], {n: env[n][mask] for n, _e in nest}
 
 
-def _meet(w: Points, o: Points, nest: list[tuple[str, int]]) -> tuple[tuple[str, int], ...] | None:
-    """The iteration difference (nest variables that differ, ``w``'s iteration less ``o``'s) of the first pair of
-    points of ``w`` and ``o`` that name one element at two different iterations; None when there is none."""
+def _meet(w: Points, o: Points, nest: list[tuple[str, int]]) -> tuple[tuple[str, int, int], ...] | None:
+    """The first pair of points of ``w`` and ``o`` that name one element at two different iterations, as ``(nest
+    variable, its value at w's point, at o's)``; None when there is none."""
     order = np.argsort(w[0], kind="stable")
     elems = w[0][order]
     lo, hi = np.searchsorted(elems, o[0], "left"), np.searchsorted(elems, o[0], "right")
     for j in np.nonzero(hi > lo)[0]:
         for i in order[lo[j]:hi[j]]:
             if w[1][i] != o[1][j]:
-                return tuple((n, int(w[2][n][i] - o[2][n][j])) for n, _e in nest if w[2][n][i] != o[2][n][j])
+                return tuple((n, int(w[2][n][i]), int(o[2][n][j])) for n, _e in nest)
     return None
+
+
+def _race(store: Store, par: list[For], other: Load | Store, delta: tuple[tuple[str, int], ...] = (),
+          pair: tuple[tuple[str, int, int], ...] = ()) -> Race:
+    """The race of ``store`` and ``other`` in the nest ``par``, named by the first variable that differs."""
+    delta = delta or tuple((n, a - b) for n, a, b in pair if a != b)
+    loop = next(lp for lp in par if lp.var.name == delta[0][0])
+    return Race(store, loop, other, delta, pair)
 
 
 def _guarded(par: list[For], body: tuple[Stmt, ...], blocks: tuple[str, ...]) -> Race | None:
@@ -344,10 +352,9 @@ def _guarded(par: list[For], body: tuple[Stmt, ...], blocks: tuple[str, ...]) ->
         for o, po in reached:
             if po is None or o.access.buffer.name != w.access.buffer.name:
                 continue
-            delta = _meet(pw, po, nest)
-            if delta:
-                loop = next(lp for lp in par if lp.var.name == delta[0][0])
-                return Race(w.access, loop, o.access, delta)
+            pair = _meet(pw, po, nest)
+            if pair:
+                return _race(w.access, par, o.access, pair=pair)
     return None
 
 
@@ -391,14 +398,23 @@ def refuse(kernel: Kernel) -> None:
             "runs in any order on any threads, race on it (a lost update when it reads the element too). This is a "
             f"race in the kernel, not a schedule egtile chose: index by {v}, guard the store (`if "
             f"{v} == 0:`), or reduce with T.reduce_* / T.atomic_add", store.loc)
-    shift = ", ".join(f"{name} + {d}" if d > 0 else f"{name} - {-d}" for name, d in race.delta)
+    if race.pair:
+        at_store = ", ".join(f"{n} = {a}" for n, a, _b in race.pair)
+        at_other = ", ".join(f"{n} = {b}" for n, _a, b in race.pair)
+        meet = f"the store at iteration {at_store} meets the access at iteration {at_other}"
+    else:
+        shift = ", ".join(f"{name} + {d}" if d > 0 else f"{name} - {-d}" for name, d in race.delta)
+        meet = f"the store of iteration {shift} meets the access of iteration {v}"
     what = "reads" if isinstance(race.other, Load) else "writes"
     other = format_expr(race.other) if isinstance(race.other, Load) else f"`{format_stmt(race.other).strip()}`"
+    if isinstance(race.other, Store) and race.other.loc is not None and race.other is not store:
+        other += f" (line {race.other.loc.line})"
+    at = f" (line {store.loc.line})" if store.loc is not None else ""
     raise ScheduleError(
-        f"`{format_stmt(store).strip()}` in `for {v} in T.Parallel(...)` (line {line}) writes the element of "
-        f"{store.buffer.scope} buffer {store.buffer.name} that {other} {what} at another iteration (the store of "
-        f"iteration {shift} meets the access of iteration {v}): T.Parallel runs its iterations in any order on any "
-        "threads, so they race on it. This is a race in the kernel, not a schedule egtile chose: split the loop in "
-        f"two T.Parallel loops (every store of {store.buffer.name} in the first; TileLang and egtile order "
-        "consecutive loops; in per-thread code after T.get_thread_binding, a T.sync_threads() between the store and "
-        "the access), or read a copy", loop.loc or store.loc)
+        f"`{format_stmt(store).strip()}`{at} in `for {v} in T.Parallel(...)` (line {line}; in per-thread code, the "
+        f"T.get_thread_binding() that opens the region) writes the element of {store.buffer.scope} buffer "
+        f"{store.buffer.name} that {other} {what} at another iteration ({meet}): T.Parallel runs its iterations in "
+        "any order on any threads, so they race on it. This is a race in the kernel, not a schedule egtile chose: "
+        f"split the loop in two T.Parallel loops (every store of {store.buffer.name} in the first; TileLang and "
+        "egtile order consecutive loops; in per-thread code after T.get_thread_binding, a T.sync_threads() between "
+        "the store and the access), or read a copy", loop.loc or store.loc)

@@ -15,11 +15,13 @@ Exceeding a limit raises :class:`egtile.errors.VerifyLimitError` naming the kern
 statement that was too large. The knob: ``egtile.verifier.verify(sched, limits=VerifyLimits(...))``, or the
 environment variable ``EGTILE_VERIFY_BUDGET`` (a factor applied to every default limit, e.g. ``4``), read
 when a verification starts. The counts are deterministic: the same schedule hits the same limit on
-every machine.
+every machine. A schedule served from the schedule cache (``docs/caching.md``) is not verified again: it was
+verified, under the budget then in force, when it was stored.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, replace
 
@@ -38,8 +40,9 @@ class VerifyLimits:
     states: int = 200_000
 
     def scaled(self, factor: float) -> VerifyLimits:
-        return replace(self, events=int(self.events * factor), elements=int(self.elements * factor),
-                       iterations=int(self.iterations * factor), states=int(self.states * factor))
+        # at least 1 of each: a tiny factor still lets the verifier count the first unit, then names the limit
+        return replace(self, events=max(1, int(self.events * factor)), elements=max(1, int(self.elements * factor)),
+                       iterations=max(1, int(self.iterations * factor)), states=max(1, int(self.states * factor)))
 
 
 def default_limits() -> VerifyLimits:
@@ -51,8 +54,9 @@ def default_limits() -> VerifyLimits:
         factor = float(raw)
     except ValueError:
         raise VerifyLimitError(f"{ENV}={raw!r} is not a number (a factor for the verifier's default limits)") from None
-    if factor <= 0:
-        raise VerifyLimitError(f"{ENV}={raw!r} must be positive (a factor for the verifier's default limits)")
+    if not math.isfinite(factor) or factor <= 0:
+        raise VerifyLimitError(f"{ENV}={raw!r} must be a positive finite number (a factor for the verifier's default "
+                               "limits)")
     return VerifyLimits().scaled(factor)
 
 
