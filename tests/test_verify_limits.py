@@ -44,8 +44,9 @@ def test_a_long_loop_outside_the_window_argument_is_limited_not_silently_passed(
 
 def test_the_environment_knob_scales_every_limit(monkeypatch):
     monkeypatch.setenv("EGTILE_VERIFY_BUDGET", "0.0001")
-    with pytest.raises(VerifyLimitError, match="'ws'"):
+    with pytest.raises(VerifyLimitError, match="'ws'") as err:
         verify(hb.ws_schedule(n=40))
+    assert "now 0.0001" in str(err.value)  # the factor in force, beside the knob
     monkeypatch.setenv("EGTILE_VERIFY_BUDGET", "many")
     with pytest.raises(VerifyLimitError, match="not a number"):
         verify(hb.ws_schedule(n=4))

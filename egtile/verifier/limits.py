@@ -66,7 +66,7 @@ def over_limit(kernel: str, where: str, unit: str, used: int, limit: int, what: 
         f"verifying kernel {kernel!r} ({where}) needs more than {limit} {unit}{what}; the verifier stops instead "
         f"of running unbounded (or passing what it did not check). Raise the limit with "
         f"egtile.verifier.verify(scheduled, limits=egtile.verifier.VerifyLimits({unit}={max(2 * limit, used)})) or "
-        f"the environment variable {ENV}=<factor> (e.g. {ENV}=4)")
+        f"the environment variable {ENV}=<factor> (e.g. {ENV}=4; now {os.environ.get(ENV, '').strip() or 'unset, 1'})")
 
 
 class Meter:
