@@ -12,8 +12,8 @@ handshake nodes it builds each warpgroup's sequence of barrier operations (the h
 serial loops (``SeqLoop``: one trip count for every thread that reaches it, by the IR's definition) for trip
 counts 0 to :data:`TRIPS`, and explores every interleaving of the warpgroups (a model check of a few hundred
 states; past ``VerifyLimits.states`` it stops with a :class:`~egtile.errors.VerifyLimitError`, since what it did
-not explore may deadlock): a reachable state in which some warpgroup waits and none can move is a deadlock (L3), naming the
-``bar.sync`` it waits at; a count that differs within a round, a count that is not a whole number of
+not explore may deadlock): a reachable state in which some warpgroup waits and none can move is a deadlock (L3),
+naming the ``bar.sync`` it waits at; a count that differs within a round, a count that is not a whole number of
 warpgroups, arrivals pending at exit, or an id that egtile's role barriers also use are L3 too. A handshake
 node under a conditional, an elected thread or a thread loop, or outside a role, is L7 (its warpgroups need not
 reach it the same number of times).
