@@ -87,6 +87,13 @@ class ScheduleError(EgtileError):
     """No legal schedule exists; the message names the statement and the unmet side conditions."""
 
 
+class KernelRaceError(ScheduleError):
+    """The kernel itself races: iterations of one ``T.Parallel`` (or the threads of per-thread code) touch one shared
+    or global element with a store and nothing orders them, so no schedule could be legal. Found before scheduling
+    (:mod:`egtile.analysis.parallel_races`), at the store's line; a ``ScheduleError`` too, for code that catches
+    that."""
+
+
 class RuleError(EgtileError):
     """A rule or ruleset failed inside the e-graph engine; the message names the rule."""
 

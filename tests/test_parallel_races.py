@@ -8,7 +8,7 @@ import torch
 
 import egtile
 from egtile import language as T
-from egtile.errors import ScheduleError
+from egtile.errors import KernelRaceError, ScheduleError
 
 
 def kernel(form: str):
@@ -189,6 +189,7 @@ def test_a_tree_reduction_without_its_barriers_is_the_users_race_at_the_region(t
     with pytest.raises(ScheduleError, match=r"race in the kernel, not a schedule egtile chose") as err:
         egtile.compile(_tree(False), target=target)
     msg = str(err.value)
+    assert isinstance(err.value, KernelRaceError)  # the user's race, told apart from a refused schedule
     assert "shared buffer s" in msg and "at another iteration" in msg and "T.sync_threads()" in msg
     assert "bug in egtile's rules" not in msg
 

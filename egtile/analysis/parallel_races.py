@@ -381,7 +381,7 @@ __all__ = ["Race", "definite_races"]
 def refuse(kernel: Kernel) -> None:
     """A store that every iteration of a ``T.Parallel`` makes to one element is the user's race
     (:func:`definite_races`): refused at its line, on every target, before any schedule is blamed."""
-    from egtile.errors import ScheduleError
+    from egtile.errors import KernelRaceError
     from egtile.ir.printer import format_expr, format_stmt
 
     races = definite_races(kernel)
@@ -391,7 +391,7 @@ def refuse(kernel: Kernel) -> None:
     store, loop, v = race.store, race.loop, race.loop.var.name
     line = loop.loc.line if loop.loc else "?"
     if race.other is None:
-        raise ScheduleError(
+        raise KernelRaceError(
             f"`{format_stmt(store).strip()}` is executed by every iteration of `for {v} in T.Parallel(...)` "
             f"(line {line}) on the same element of {store.buffer.scope} buffer "
             f"{store.buffer.name}: its indices do not depend on {v}, so the iterations, which T.Parallel "
@@ -410,7 +410,7 @@ def refuse(kernel: Kernel) -> None:
     if isinstance(race.other, Store) and race.other.loc is not None and race.other is not store:
         other += f" (line {race.other.loc.line})"
     at = f" (line {store.loc.line})" if store.loc is not None else ""
-    raise ScheduleError(
+    raise KernelRaceError(
         f"`{format_stmt(store).strip()}`{at} in `for {v} in T.Parallel(...)` (line {line}; in per-thread code, the "
         f"T.get_thread_binding() that opens the region) writes the element of {store.buffer.scope} buffer "
         f"{store.buffer.name} that {other} {what} at another iteration ({meet}): T.Parallel runs its iterations in "
