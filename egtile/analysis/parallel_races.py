@@ -41,6 +41,7 @@ from typing import TypeAlias
 import numpy as np
 
 from egtile.analysis.access import mentions, walk_expr
+from egtile.analysis import vector
 from egtile.ir.kernel import BinOp, Buffer, Const, Expr, For, If, Kernel, Load, Stmt, Store, UnOp, Var
 from egtile.language.buffer import linear
 
@@ -360,14 +361,10 @@ def _guarded(par: list[For], body: tuple[Stmt, ...], blocks: tuple[str, ...]) ->
 
 def _perfect_nests(stmts: tuple[Stmt, ...], out: list[tuple[list[For], tuple[Stmt, ...]]]) -> None:
     """Every outermost perfect nest of parallel loops (``for i in T.Parallel: for j in T.Parallel: body``) with its
-    innermost body."""
+    innermost body (:func:`egtile.analysis.vector.nest`)."""
     for st in stmts:
         if isinstance(st, For) and st.kind == "parallel":
-            par, body = [st], st.body
-            while len(body) == 1 and isinstance(body[0], For) and body[0].kind == "parallel":
-                par.append(body[0])
-                body = body[0].body
-            out.append((par, body))
+            out.append(vector.nest(st))  # a loop of non-constant bounds inside stays in the body: not claimed (_sites)
         elif isinstance(st, For):
             _perfect_nests(st.body, out)
         elif isinstance(st, If):
