@@ -3,6 +3,8 @@ machine code. Skipped when cuobjdump/nvdisasm are not installed (pip extra ``tes
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from egtile.codegen import build, sass
@@ -51,3 +53,20 @@ def test_cp_async_and_tma_store_kernels():
 def test_plain_kernel_has_no_warp_specialization_instructions():
     ops = _ops(CASES[0].schedule())
     assert not _has(ops, "USETMAXREG") and not _has(ops, "UTMALDG")
+
+
+def test_wgmma_descriptors_stay_on_the_uniform_datapath():
+    """The warpgroup index a wgmma's descriptors are offset by is read with ``eg_warpgroup_of`` (a shuffle from
+    lane 0), so ptxas knows it is warp-uniform and builds the descriptors in uniform registers. With ``tid / 128``
+    the flash-attention kernel below moved 28 values from per-thread registers with ``R2UR`` for its 16 HGMMAs
+    (16 of them in the consumer's loop, one per wgmma); with the shuffle, 13 (1 in the loop)."""
+    import egtile
+    import flash_attention as FA
+
+    prim = FA.flashattn.__wrapped__(4, 32, 4096, 128, False, block_M=128, block_N=128, threads=256, num_stages=2)
+    kernel = egtile.compile(prim, target="cuda", pass_configs=FA.PASS_CONFIGS)
+    assert "eg_warpgroup_of(" in kernel.get_kernel_source()
+    text = sass.disassemble(kernel._built.cubin)
+    count = lambda op: len(re.findall(rf"/\*[0-9a-f]{{4,}}\*/\s+(?:@!?U?P\w+\s+)?{op}\b", text))  # noqa: E731
+    assert count("HGMMA") == 16
+    assert count("R2UR") < count("HGMMA"), (count("R2UR"), count("HGMMA"))

@@ -35,7 +35,6 @@ from egtile.codegen.registry import Needs, register_emitter
 from egtile.codegen.threads import TID, guarded, indent
 
 HEADERS = ("egtile_wgmma.cuh",)
-WARPGROUP = 128
 FP8 = {"float8_e4m3fn": "EG_WGMMA_E4M3", "float8_e5m2": "EG_WGMMA_E5M2"}
 """The 8-bit operand types and the header's format tags (``eg_wgmma_ss_f8<N, FA, FB>``)."""
 
@@ -128,7 +127,7 @@ def wgmma(s: WgmmaMma, ctx: Ctx) -> list[str]:
     wg, da, db = f"eg_wg{d}", f"eg_da{d}", f"eg_db{d}"
     rank = TID if s.threads.begin == 0 else f"({TID} - {s.threads.begin})"
     c = ident(g.c.buffer.name)
-    lines = [f"const int {wg} = {rank} / {WARPGROUP};", f"(void){wg};",
+    lines = [f"const int {wg} = eg_warpgroup_of({rank});", f"(void){wg};",
              f"const eg_u64 {da} = eg_wgmma_desc({region_addr(g.a, ctx)}, {ad.lbo}u, {ad.sbo}u, "
              f"{mode_of(s.a_swizzle).descriptor_code}u)" + (f" + (eg_u64)(({wg} * {a_step}) >> 4)" if a_step else "") + ";",
              f"const eg_u64 {db} = eg_wgmma_desc({region_addr(g.b, ctx)}, {bd.lbo}u, {bd.sbo}u, "
@@ -179,7 +178,7 @@ def _wgmma_rs(s: WgmmaMma, ctx: Ctx) -> list[str]:
     c, an = ident(g.c.buffer.name), ident(g.a.buffer.name)
     tb = b_op.major.transpose_flag
     k_steps = a.cols // 16
-    lines = [f"const int {wg} = {rank} / {WARPGROUP};", f"(void){wg};",
+    lines = [f"const int {wg} = eg_warpgroup_of({rank});", f"(void){wg};",
              f"const eg_u64 {db} = eg_wgmma_desc({region_addr(g.b, ctx)}, {bd.lbo}u, {bd.sbo}u, "
              f"{mode_of(s.b_swizzle).descriptor_code}u)" + (f" + (eg_u64)(({wg} * {b_step}) >> 4)" if b_step else "") + ";"]
     ra = f"eg_ra{d}"
