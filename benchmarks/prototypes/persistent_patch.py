@@ -1,0 +1,253 @@
+"""Speed potential of a persistent attention kernel, measured before building it as a decision (issue 13).
+
+At B=4 H=32 S=4096 D=128 egtile's attention is about 5% short of cuDNN, and about 1% ahead at S=16384 where each
+block runs four times as many key blocks: the suspect is the per-block cost nothing overlaps (block launch,
+mbarrier init, the Q and first K/V loads' latency before the first gemm). FA3's answer is a persistent kernel:
+one block per SM loops over the tiles, and its producer loads the next tile's Q and K/V while the consumers still
+finish the current one. egtile's e-graph cannot express that yet (``ws-runs-once``), so this script measures it
+first: it takes egtile's generated CUDA for the benchmark's kernel (examples/flash_attention.py at 128x128 blocks,
+two consumer warpgroups in ping-pong + the TMA producer, 2 stages, fast math), rewrites it by text into the
+persistent form, compiles it through egtile's NVRTC path, checks it against a float32 reference and times it
+against the unpatched kernel and cuDNN on the same inputs, in interleaved rounds.
+
+The rewrite (what a ``kernel-persistent`` decision would lower to):
+
+* grid ``(P, 1, 1)`` with ``P`` = the SM count; each role runs ``for (t = blockIdx.x; t < tiles; t += gridDim.x)``
+  and decodes ``(bx, by, bz)`` from ``t`` (``bx`` fastest, as the hardware's order; ``--heavy-first`` reverses
+  ``bx`` so that a head's longest causal rows come first).
+* the full/empty stage and parity use a counter carried across tiles (``k + it``, ``it += trip count`` after each
+  tile) in both roles, so the ring of stages never restarts; unsigned, so that ``% S`` and ``/ S`` stay a mask and
+  a shift (a signed ``it`` costs 56 more instructions in the consumer's loop body, 11%);
+* the Q tile's barrier is waited with parity ``n & 1`` (``n``: the role's tile count), and a new Q-empty mbarrier
+  (256 arrivals: every consumer thread after its last ``Q K^T`` completed) is waited by the producer, parity
+  ``(n & 1) ^ 1``, before it loads the next Q;
+* the consumers' fills of ``acc_o``, ``logsum`` and ``scores_max`` move into their tile loop.
+
+    python benchmarks/prototypes/persistent_patch.py [--shape 4,32,4096,128] [--causal both] [--dump DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
+
+
+def _find(lines: list[str], pred, start: int = 0) -> int:
+    return next(i for i in range(start, len(lines)) if pred(lines[i]))
+
+
+def _close(lines: list[str], opener: int) -> int:
+    """Index of the line closing the brace block opened on line ``opener`` (same indentation, ``}``)."""
+    ind = lines[opener][: len(lines[opener]) - len(lines[opener].lstrip())]
+    return _find(lines, lambda ln: ln == ind + "}" or ln.startswith(ind + "} else"), opener + 1)
+
+
+def patch(src: str, grid: tuple[int, int, int], heavy_first: bool, smem_at: int) -> str:
+    gx, gy, gz = grid
+    lines = src.split("\n")
+    # block indices: decoded per tile inside each role's tile loop
+    for name in ("bx", "by", "bz"):
+        i = _find(lines, lambda ln, n=name: ln.strip().startswith(f"const int {n} = (int)blockIdx."))
+        del lines[i: i + 2]  # the declaration and its "(void)" line
+    bar = _find(lines, lambda ln: "eg_u64* eg_bar_bar_2" in ln)
+    lines.insert(bar + 1, f"  eg_u64* eg_bar_qempty = reinterpret_cast<eg_u64*>(smem + {smem_at});")
+    init = _find(lines, lambda ln: "eg_mbarrier_init(&eg_bar_bar_2[0], 1);" in ln)
+    lines.insert(init + 1, "    eg_mbarrier_init(&eg_bar_qempty[0], 256);")
+    sync = _find(lines, lambda ln: ln.strip() == "__syncthreads();")
+    ws = _find(lines, lambda ln: "// warp specialization" in ln, sync)
+    fills = lines[sync + 1: ws]
+    del lines[sync + 1: ws]
+    bx = f"({gx} - 1 - eg_t % {gx})" if heavy_first else f"(eg_t % {gx})"
+    head = [f"for (int eg_t = (int)blockIdx.x, eg_n = 0; eg_t < {gx * gy * gz}; eg_t += (int)gridDim.x, ++eg_n) {{",
+            f"  const int bx = {bx}; const int by = (eg_t / {gx}) % {gy}; const int bz = eg_t / {gx * gy};",
+            "  (void)bx; (void)by; (void)bz;"]
+
+    def wrap(first: int, last: int, ind: str, extra: list[str]) -> None:
+        """Put lines[first:last] (a role's body after its setmaxnreg) in the tile loop."""
+        body = ["  " + ln if ln else ln for ln in lines[first:last]]
+        lines[first:last] = [ind + "unsigned eg_it = 0;"] + [ind + h for h in head] + extra + body + [ind + "}"]
+
+    # consumer
+    c0 = _find(lines, lambda ln: "eg_setmaxnreg_inc<" in ln)
+    cind = lines[c0][: len(lines[c0]) - len(lines[c0].lstrip())]
+    c_end = _find(lines, lambda ln: ln.startswith("    } else {"), c0)
+    cl = _find(lines, lambda ln: ln.lstrip().startswith("for (int k = 0;"), c0)
+    trip = re.match(r"\s*for \(int k = 0; k < (.*); \+\+k\) \{", lines[cl]).group(1)
+    ce = _close(lines, cl)
+    lines[ce + 1: ce + 1] = [cind + "eg_mbarrier_arrive(&eg_bar_qempty[0]);", cind + f"eg_it += (unsigned)({trip});"]
+    c_end += 2
+    w = _find(lines, lambda ln: "eg_mbarrier_wait_parity(&eg_bar_bar_2[0], 0);" in ln, c0)
+    lines[w] = lines[w].replace("&eg_bar_bar_2[0], 0)", "&eg_bar_bar_2[0], eg_n & 1)")
+    for i in range(cl, ce + 1):
+        lines[i] = lines[i].replace("(k - 0)", "((unsigned)k + eg_it)")
+    wrap(c0 + 1, c_end, cind, ["  " + ln for ln in fills])
+    # producer
+    p0 = _find(lines, lambda ln: "eg_setmaxnreg_dec<" in ln)
+    pind = lines[p0][: len(lines[p0]) - len(lines[p0].lstrip())]
+    pq = _find(lines, lambda ln: "eg_mbarrier_arrive_expect_tx(&eg_bar_bar_2[0]" in ln, p0)
+    lines.insert(pq, lines[pq][: len(lines[pq]) - len(lines[pq].lstrip())]
+                 + "eg_mbarrier_wait_parity(&eg_bar_qempty[0], (eg_n & 1) ^ 1);")
+    pl = _find(lines, lambda ln: ln.lstrip().startswith("for (int k = 0;"), p0)
+    pe = _close(lines, pl)
+    for i in range(pl, pe + 1):
+        lines[i] = lines[i].replace("(k - 0)", "((unsigned)k + eg_it)")
+    lines.insert(pe + 1, pind + f"eg_it += (unsigned)({trip});")
+    p_end = _close(lines, _find(lines, lambda ln: ln.startswith("    } else {"), 0))
+    wrap(p0 + 1, p_end, pind, [])
+    return "\n".join(lines)
+
+
+def uniform(src: str) -> str:
+    """Warpgroup indices through ``__shfl_sync(..., 0)`` (CUTLASS's ``canonical_warp_group_idx``): ptxas then
+    knows them warp-uniform and keeps the wgmma descriptors that depend on them in uniform registers instead
+    of computing them per thread and moving them over with ``R2UR``."""
+    return re.sub(r"const int (eg_wg\d+) = \(?eg_tid\)? / 128;",
+                  r"const int \1 = __shfl_sync(0xffffffffu, eg_tid / 128, 0);", src)
+
+
+def plain(src: str) -> str:
+    """The warpgroup index as ``rank / 128`` (egtile's code before ``eg_warpgroup_of``), for the comparison."""
+    return re.sub(r"eg_warpgroup_of\(([^;]*)\);", r"(\1) / 128;", src)
+
+
+def uniform_counter(src: str) -> str:
+    """In the persistent consumer's loop, the carried counter ``k + it`` through ``__shfl_sync(..., 0)``: inside
+    the tile loop ptxas no longer keeps ``k`` in a uniform register, and every descriptor of the loop that
+    depends on the stage goes through ``R2UR`` (33 of them per iteration)."""
+    lines = src.split("\n")
+    c0 = _find(lines, lambda ln: "eg_setmaxnreg_inc<" in ln)
+    cl = _find(lines, lambda ln: ln.lstrip().startswith("for (int k = 0;"), c0)
+    ce = _close(lines, cl)
+    ind = lines[cl][: len(lines[cl]) - len(lines[cl].lstrip())]
+    for i in range(cl + 1, ce):
+        lines[i] = lines[i].replace("((unsigned)k + eg_it)", "eg_kk")
+    lines.insert(cl + 1, ind + "  const unsigned eg_kk = __shfl_sync(0xffffffffu, (unsigned)k + eg_it, 0);")
+    return "\n".join(lines)
+
+
+def loop_once(src: str) -> str:
+    """The unpatched kernel with the consumer's body inside a loop that runs once (``gridDim.y`` is at most
+    65535): isolates what an enclosing loop costs the code ptxas makes of the consumer's own loop."""
+    lines = src.split("\n")
+    c0 = _find(lines, lambda ln: "eg_setmaxnreg_inc<" in ln)
+    c_end = _find(lines, lambda ln: ln.startswith("    } else {"), c0)
+    lines[c0 + 1: c_end] = (["      for (int eg_once = 0; eg_once < (int)gridDim.y; eg_once += 65536) {"]
+                            + lines[c0 + 1: c_end] + ["      }"])
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", action="append", default=[])
+    ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--budget", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--dump", default="")
+    ap.add_argument("--profile", action="store_true", help="launch each variant once, no check or timing (for ncu)")
+    ap.add_argument("--uniform", action="store_true",
+                    help="also time each kernel with its warpgroup index and stage counter made warp-uniform (shfl)")
+    ap.add_argument("--loop-once", action="store_true",
+                    help="also time the unpatched kernel with its consumer body in a loop that runs once")
+    ap.add_argument("--one-tile-too", action="store_true",
+                    help="also launch the persistent code with one block per tile (isolates the code's own cost)")
+    args = ap.parse_args()
+    sys.argv = [sys.argv[0], "--target", "cuda"]
+    import flash_attention as FA
+    from _devcheck import device_check
+    from attention import reference_f32, timed_median
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import egtile
+    from egtile.codegen import nvrtc
+    from egtile.runtime import CudaKernel
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"# {torch.cuda.get_device_name(0)}, {sms} SMs, torch {torch.__version__}", flush=True)
+    torch.manual_seed(0)
+    for shape in args.shape or ["4,32,4096,128"]:
+        B, H, S, D = (int(x) for x in shape.split(","))
+        for causal in {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]:
+            prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=128, block_N=128, threads=256, num_stages=2)
+            k0 = egtile.compile(prim, target="cuda", pass_configs=FA.PASS_CONFIGS)
+            built = k0._built
+            Q, K, V = (torch.randn(B, S, H, D, dtype=torch.float16, device="cuda") for _ in range(3))
+            flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
+            q, k, v = (x.transpose(1, 2) for x in (Q, K, V))
+            kernels = {"egtile": k0}
+            base = plain(built.source)
+            if base != built.source:
+                out = nvrtc.compile_cuda(base, f"{built.symbol}_plain.cu", fast_math=True)
+                kernels["egtile, warpgroup index rank / 128"] = CudaKernel(
+                    dataclasses.replace(built, source=base, cubin=out.cubin, log=out.log, cache_hit=False), k0.scheduled)
+            gx_all = built.grid[0] * built.grid[1] * built.grid[2]
+            smem_at = max(int(m) for m in re.findall(r"smem \+ (\d+)\);", built.source)) + 8
+            if args.loop_once:
+                src = loop_once(base)
+                out = nvrtc.compile_cuda(src, f"{built.symbol}_once.cu", fast_math=True)
+                kernels["consumer in a one-pass loop"] = CudaKernel(
+                    dataclasses.replace(built, source=src, cubin=out.cubin, log=out.log, cache_hit=False), k0.scheduled)
+            if args.uniform and base == built.source:
+                src = uniform(built.source)
+                out = nvrtc.compile_cuda(src, f"{built.symbol}_uniform.cu", fast_math=True)
+                kernels["unpatched, uniform wg index"] = CudaKernel(
+                    dataclasses.replace(built, source=src, cubin=out.cubin, log=out.log, cache_hit=False), k0.scheduled)
+            for heavy, uni, ctas in [(h, u, c) for h in ((False, True) if causal else (False,))
+                                     for u in ((False, True) if args.uniform else (False,))
+                                     for c in ((sms, gx_all) if args.one_tile_too else (sms,))]:
+                src = patch(base, tuple(built.grid), heavy, smem_at)
+                if uni:
+                    src = uniform_counter(uniform(src))
+                tag = f"persistent {ctas}" + (" heavy-first" if heavy else "") + (" uniform" if uni else "")
+                if args.dump:
+                    Path(args.dump).mkdir(parents=True, exist_ok=True)
+                    Path(args.dump, f"{tag.replace(' ', '_')}_{'causal' if causal else 'full'}.cu").write_text(src)
+                out = nvrtc.compile_cuda(src, f"{built.symbol}_persistent.cu", fast_math=True)
+                b2 = dataclasses.replace(built, source=src, cubin=out.cubin, log=out.log, cache_hit=False,
+                                         grid=(ctas, 1, 1), smem_bytes=max(built.smem_bytes, smem_at + 8 + 1024))
+                kernels[tag] = CudaKernel(b2, k0.scheduled)
+
+            if args.profile:  # one launch of each, for ncu
+                for kern in kernels.values():
+                    kern(Q, K, V, torch.empty_like(Q))
+                torch.cuda.synchronize()
+                continue
+            ref, scale = reference_f32(Q, K, V, causal)
+            tol = FA.tolerance(scale, ref, "float16")
+
+            def cudnn(O):  # noqa: N803
+                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+            times: dict[str, list[float] | None] = {}
+            for name, kern in kernels.items():
+                O = torch.full((B, S, H, D), float("nan"), dtype=torch.float16, device="cuda")  # noqa: E741
+                kern(Q, K, V, O)
+                torch.cuda.synchronize()
+                ok = device_check(f"{name} {'causal' if causal else 'full'}", O, ref, **tol)
+                times[name] = [] if ok else None
+            times["cuDNN"] = []
+            kernels["cuDNN"] = lambda Q, K, V, O: cudnn(O)  # noqa: E731
+            for _ in range(args.rounds):  # interleaved: clocks and thermals hit every contender alike
+                for name, kern in kernels.items():
+                    if times[name] is not None:
+                        O = torch.empty((B, S, H, D), dtype=torch.float16, device="cuda")  # noqa: E741
+                        times[name].append(timed_median(lambda: kern(Q, K, V, O), args.iters, args.budget))
+            best_ref = min(times["cuDNN"])
+            for name, t in times.items():
+                what = ("WRONG" if t is None else
+                        f"{flops / (min(t) * 1e-3) / 1e12:7.1f} TFLOP/s ({min(t):.3f} ms, x cuDNN {best_ref / min(t):.3f})")
+                print(f"B={B} H={H} S={S} D={D} {'causal' if causal else 'full':6} {name:34} {what}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
