@@ -29,7 +29,6 @@ The rewrite (what a ``kernel-persistent`` decision would lower to):
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -166,9 +165,9 @@ def main() -> int:
     from attention import reference_f32, timed_median
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    from _variants import check_then_time, variant
+
     import egtile
-    from egtile.codegen import nvrtc
-    from egtile.runtime import CudaKernel
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"# {torch.cuda.get_device_name(0)}, {sms} SMs, torch {torch.__version__}", flush=True)
@@ -185,21 +184,13 @@ def main() -> int:
             kernels = {"egtile": k0}
             base = plain(built.source)
             if base != built.source:
-                out = nvrtc.compile_cuda(base, f"{built.symbol}_plain.cu", fast_math=True)
-                kernels["egtile, warpgroup index rank / 128"] = CudaKernel(
-                    dataclasses.replace(built, source=base, cubin=out.cubin, log=out.log, cache_hit=False), k0.scheduled)
+                kernels["egtile, warpgroup index rank / 128"] = variant(k0, base, "plain", fast_math=True)
             gx_all = built.grid[0] * built.grid[1] * built.grid[2]
             smem_at = max(int(m) for m in re.findall(r"smem \+ (\d+)\);", built.source)) + 8
             if args.loop_once:
-                src = loop_once(base)
-                out = nvrtc.compile_cuda(src, f"{built.symbol}_once.cu", fast_math=True)
-                kernels["consumer in a one-pass loop"] = CudaKernel(
-                    dataclasses.replace(built, source=src, cubin=out.cubin, log=out.log, cache_hit=False), k0.scheduled)
+                kernels["consumer in a one-pass loop"] = variant(k0, loop_once(base), "once", fast_math=True)
             if args.uniform and base == built.source:
-                src = uniform(built.source)
-                out = nvrtc.compile_cuda(src, f"{built.symbol}_uniform.cu", fast_math=True)
-                kernels["unpatched, uniform wg index"] = CudaKernel(
-                    dataclasses.replace(built, source=src, cubin=out.cubin, log=out.log, cache_hit=False), k0.scheduled)
+                kernels["unpatched, uniform wg index"] = variant(k0, uniform(built.source), "uniform", fast_math=True)
             for heavy, uni, ctas in [(h, u, c) for h in ((False, True) if causal else (False,))
                                      for u in ((False, True) if args.uniform else (False,))
                                      for c in ((sms, gx_all) if args.one_tile_too else (sms,))]:
@@ -210,10 +201,8 @@ def main() -> int:
                 if args.dump:
                     Path(args.dump).mkdir(parents=True, exist_ok=True)
                     Path(args.dump, f"{tag.replace(' ', '_')}_{'causal' if causal else 'full'}.cu").write_text(src)
-                out = nvrtc.compile_cuda(src, f"{built.symbol}_persistent.cu", fast_math=True)
-                b2 = dataclasses.replace(built, source=src, cubin=out.cubin, log=out.log, cache_hit=False,
-                                         grid=(ctas, 1, 1), smem_bytes=max(built.smem_bytes, smem_at + 8 + 1024))
-                kernels[tag] = CudaKernel(b2, k0.scheduled)
+                kernels[tag] = variant(k0, src, "persistent", fast_math=True, grid=(ctas, 1, 1),
+                                       smem_bytes=max(built.smem_bytes, smem_at + 8 + 1024))
 
             if args.profile:  # one launch of each, for ncu
                 for kern in kernels.values():
@@ -223,25 +212,17 @@ def main() -> int:
             ref, scale = reference_f32(Q, K, V, causal)
             tol = FA.tolerance(scale, ref, "float16")
 
-            def cudnn(O):  # noqa: N803
+            def cudnn(Q, K, V, O):  # noqa: N803
                 with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal).transpose(1, 2)
 
-            times: dict[str, list[float] | None] = {}
-            for name, kern in kernels.items():
-                O = torch.full((B, S, H, D), float("nan"), dtype=torch.float16, device="cuda")  # noqa: E741
-                kern(Q, K, V, O)
-                torch.cuda.synchronize()
-                ok = device_check(f"{name} {'causal' if causal else 'full'}", O, ref, **tol)
-                times[name] = [] if ok else None
-            times["cuDNN"] = []
-            kernels["cuDNN"] = lambda Q, K, V, O: cudnn(O)  # noqa: E731
-            for _ in range(args.rounds):  # interleaved: clocks and thermals hit every contender alike
-                for name, kern in kernels.items():
-                    if times[name] is not None:
-                        O = torch.empty((B, S, H, D), dtype=torch.float16, device="cuda")  # noqa: E741
-                        times[name].append(timed_median(lambda: kern(Q, K, V, O), args.iters, args.budget))
-            best_ref = min(times["cuDNN"])
+            kernels["cuDNN"] = cudnn
+            label = "causal" if causal else "full"
+            # cuDNN is checked and reported, and timed either way (its rounding is not egtile's bound's business)
+            times = check_then_time(
+                kernels, (Q, K, V), Q, lambda n, got: device_check(f"{n} {label}", got, ref, **tol) or n == "cuDNN",
+                lambda fn: timed_median(fn, args.iters, args.budget), args.rounds)
+            best_ref = min(times["cuDNN"] or [float("nan")])
             for name, t in times.items():
                 what = ("WRONG" if t is None else
                         f"{flops / (min(t) * 1e-3) / 1e12:7.1f} TFLOP/s ({min(t):.3f} ms, x cuDNN {best_ref / min(t):.3f})")

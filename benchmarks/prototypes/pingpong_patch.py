@@ -20,7 +20,6 @@ Handshake (named barriers 3 and 4, 256 threads each: 128 syncing + 128 arriving;
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -84,9 +83,10 @@ def main() -> int:
     from _devcheck import device_check
     from attention import reference_f32, timed_median
 
+    from _variants import check_then_time
+    from _variants import variant as build_variant
+
     import egtile
-    from egtile.codegen import nvrtc
-    from egtile.runtime import CudaKernel
 
     B, H, S, D = (int(x) for x in args.shape.split(","))
     torch.manual_seed(0)
@@ -104,21 +104,10 @@ def main() -> int:
             if args.dump:
                 Path(args.dump).mkdir(parents=True, exist_ok=True)
                 Path(args.dump, f"{variant}_{'causal' if causal else 'full'}.cu").write_text(src)
-            out = nvrtc.compile_cuda(src, f"{built.symbol}_{variant}.cu")
-            b2 = dataclasses.replace(built, source=src, cubin=out.cubin, log=out.log, cache_hit=False)
-            kernels[f"ping-pong {variant}"] = CudaKernel(b2, k0.scheduled)
-        times = {}
-        for name, kern in kernels.items():
-            O = torch.full((B, S, H, D), float("nan"), dtype=torch.float16, device="cuda")  # noqa: E741
-            kern(Q, K, V, O)
-            torch.cuda.synchronize()
-            ok = device_check(f"{name} {'causal' if causal else 'full'}", O, ref, **tol)
-            times[name] = [] if ok else None
-        for _ in range(3):  # interleaved rounds: clocks and thermals hit every contender alike
-            for name, kern in kernels.items():
-                if times[name] is not None:
-                    O = torch.empty((B, S, H, D), dtype=torch.float16, device="cuda")  # noqa: E741
-                    times[name].append(timed_median(lambda: kern(Q, K, V, O), args.iters, 1.0))
+            kernels[f"ping-pong {variant}"] = build_variant(k0, src, variant)
+        label = "causal" if causal else "full"
+        times = check_then_time(kernels, (Q, K, V), Q, lambda n, got: device_check(f"{n} {label}", got, ref, **tol),
+                                lambda fn: timed_median(fn, args.iters, 1.0), 3)
         for name, t in times.items():
             what = "WRONG" if t is None else f"{flops / (min(t) * 1e-3) / 1e12:7.1f} TFLOP/s ({min(t):.3f} ms)"
             print(f"B={B} H={H} S={S} D={D} {'causal' if causal else 'full':6} {name:22} {what}", flush=True)
