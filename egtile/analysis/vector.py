@@ -70,12 +70,13 @@ def _branch_loads(e: Expr) -> list[Load]:
     return out
 
 
-def nest(loop: For) -> tuple[list[For], tuple]:
-    """The perfectly nested static ``T.Parallel`` loops of ``loop`` (outermost first) and the innermost body."""
+def nest(loop: For, static: bool = True) -> tuple[list[For], tuple]:
+    """The perfectly nested ``T.Parallel`` loops of ``loop`` (outermost first) and the innermost body; with
+    ``static``, only inner loops whose bounds are constants."""
     loops = [loop]
     body = loop.body
     while (len(body) == 1 and isinstance(body[0], For) and body[0].kind == "parallel"
-           and isinstance(body[0].start, Const) and isinstance(body[0].stop, Const)):
+           and (not static or (isinstance(body[0].start, Const) and isinstance(body[0].stop, Const)))):
         loops.append(body[0])
         body = body[0].body
     return loops, body

@@ -61,16 +61,6 @@ def _nest_fragments(loop: For) -> set[str]:
     return out
 
 
-def _nest_vars(loop: For) -> tuple[str, ...]:
-    """The variables of the perfectly nested ``T.Parallel`` loops from ``loop`` inward."""
-    out = [loop.var.name]
-    cur = loop
-    while len(cur.body) == 1 and isinstance(cur.body[0], For) and cur.body[0].kind == "parallel":
-        cur = cur.body[0]
-        out.append(cur.var.name)
-    return tuple(out)
-
-
 def column_vectors(kernel) -> frozenset[str]:
     """1-D fragments that a ``T.Parallel`` nest of two or more variables indexes by a variable other than its first
     (``acc_s[i, j] = T.if_then_else(mask[j], ...)``: a vector along the columns of the nest's 2-D fragments). A row
@@ -78,12 +68,13 @@ def column_vectors(kernel) -> frozenset[str]:
     column vector has no such layout, so it is tied to no fragment (:func:`links`) and stays in shared memory, where
     every thread reads it (the register layout of the 2-D fragments it is read with is unaffected)."""
     from egtile.analysis import own_reads, own_writes
+    from egtile.analysis.vector import nest
 
     out: set[str] = set()
     for loop in walk(kernel.body):
         if not (isinstance(loop, For) and loop.kind == "parallel"):
             continue
-        names = _nest_vars(loop)
+        names = tuple(x.var.name for x in nest(loop, static=False)[0])
         if len(names) < 2:
             continue
         for st in walk(loop.body):
