@@ -1,9 +1,9 @@
 """What the text-patch prototypes share: a kernel built from patched CUDA, and the check-then-time protocol.
 
-A prototype takes the CUDA egtile generated for a kernel (``CudaKernel._built``), rewrites it by text into the
-schedule it wants to measure, and compares the variants on the same inputs: each one is first run into a
-NaN-poisoned output and checked against the reference (a wrong variant is never timed), then all are timed in
-interleaved rounds, so clock and thermal drift hit every contender alike.
+A prototype takes the CUDA egtile generated for a kernel (the ``_built`` of ``egtile.compile``'s result),
+rewrites it by text into the schedule it wants to measure, and compares the variants on the same inputs: each one
+is first run into a NaN-poisoned output and checked against the reference (a wrong variant is never timed), then
+all are timed in interleaved rounds, so clock and thermal drift hit every contender alike.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import torch
 
 
 def variant(kernel, src: str, name: str, fast_math: bool = False, **launch):
-    """``kernel`` (an egtile ``CudaKernel``) rebuilt from the CUDA source ``src`` through egtile's NVRTC path;
-    ``launch`` replaces fields of its launch (``grid=``, ``smem_bytes=``)."""
+    """``kernel`` (what ``egtile.compile`` returned) rebuilt from the CUDA source ``src`` through egtile's NVRTC
+    path, as a ``CudaKernel``; ``launch`` replaces fields of its launch (``grid=``, ``smem_bytes=``)."""
     from egtile.codegen import nvrtc
     from egtile.runtime import CudaKernel
 
@@ -31,8 +31,8 @@ def check_then_time(kernels: dict[str, Callable], args: tuple, out_like: torch.T
                     rounds: int) -> dict[str, list[float] | None]:
     """Run each of ``kernels`` (called as ``k(*args, out)``) once into a NaN-filled output and ``check(name, got)``
     its result (what it returns when that is a tensor of the output's shape, as a reference library's call does,
-    else ``out``); then ``rounds`` interleaved rounds of ``timer(fn)`` (ms) over those that passed. Returns the times per name,
-    ``None`` for a variant that failed its check."""
+    else ``out``); then ``rounds`` interleaved rounds of ``timer(fn)`` (ms) over those that passed. Returns the
+    times per name, ``None`` for a variant that failed its check."""
     times: dict[str, list[float] | None] = {}
     for name, kern in kernels.items():
         out = torch.full_like(out_like, float("nan"))

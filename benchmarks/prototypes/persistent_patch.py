@@ -13,15 +13,19 @@ against the unpatched kernel and cuDNN on the same inputs, in interleaved rounds
 The rewrite (what a ``kernel-persistent`` decision would lower to):
 
 * grid ``(P, 1, 1)`` with ``P`` = the SM count; each role runs ``for (t = blockIdx.x; t < tiles; t += gridDim.x)``
-  and decodes ``(bx, by, bz)`` from ``t`` (``bx`` fastest, as the hardware's order; ``--heavy-first`` reverses
-  ``bx`` so that a head's longest causal rows come first).
+  and decodes ``(bx, by, bz)`` from ``t`` (``bx`` fastest, as the hardware's order; causal kernels are also timed
+  with ``bx`` reversed, so that a head's longest rows come first).
 * the full/empty stage and parity use a counter carried across tiles (``k + it``, ``it += trip count`` after each
-  tile) in both roles, so the ring of stages never restarts; unsigned, so that ``% S`` and ``/ S`` stay a mask and
-  a shift (a signed ``it`` costs 56 more instructions in the consumer's loop body, 11%);
+  tile) in both roles, so the ring of stages never restarts (unsigned: ``% S`` and ``/ S`` a mask and a shift);
 * the Q tile's barrier is waited with parity ``n & 1`` (``n``: the role's tile count), and a new Q-empty mbarrier
   (256 arrivals: every consumer thread after its last ``Q K^T`` completed) is waited by the producer, parity
   ``(n & 1) ^ 1``, before it loads the next Q;
 * the consumers' fills of ``acc_o``, ``logsum`` and ``scores_max`` move into their tile loop.
+
+Every variant starts from egtile's code with the warpgroup index as ``rank / 128`` (:func:`plain`, the code before
+``eg_warpgroup_of``), which is also timed; ``--uniform`` adds the persistent kernel with the warpgroup index and the
+carried counter read through ``__shfl_sync`` (:func:`uniform`, :func:`uniform_counter`), ``--loop-once`` the
+unpatched consumer inside a loop that runs once (what an enclosing loop alone costs).
 
     python benchmarks/prototypes/persistent_patch.py [--shape 4,32,4096,128] [--causal both] [--dump DIR]
 """
@@ -153,7 +157,7 @@ def main() -> int:
     ap.add_argument("--dump", default="")
     ap.add_argument("--profile", action="store_true", help="launch each variant once, no check or timing (for ncu)")
     ap.add_argument("--uniform", action="store_true",
-                    help="also time each kernel with its warpgroup index and stage counter made warp-uniform (shfl)")
+                    help="also time the persistent kernel with its warpgroup index and stage counter made warp-uniform")
     ap.add_argument("--loop-once", action="store_true",
                     help="also time the unpatched kernel with its consumer body in a loop that runs once")
     ap.add_argument("--one-tile-too", action="store_true",
@@ -189,8 +193,6 @@ def main() -> int:
             smem_at = max(int(m) for m in re.findall(r"smem \+ (\d+)\);", built.source)) + 8
             if args.loop_once:
                 kernels["consumer in a one-pass loop"] = variant(k0, loop_once(base), "once", fast_math=True)
-            if args.uniform and base == built.source:
-                kernels["unpatched, uniform wg index"] = variant(k0, uniform(built.source), "uniform", fast_math=True)
             for heavy, uni, ctas in [(h, u, c) for h in ((False, True) if causal else (False,))
                                      for u in ((False, True) if args.uniform else (False,))
                                      for c in ((sms, gx_all) if args.one_tile_too else (sms,))]:
@@ -224,8 +226,9 @@ def main() -> int:
                 lambda fn: timed_median(fn, args.iters, args.budget), args.rounds)
             best_ref = min(times["cuDNN"] or [float("nan")])
             for name, t in times.items():
-                what = ("WRONG" if t is None else
-                        f"{flops / (min(t) * 1e-3) / 1e12:7.1f} TFLOP/s ({min(t):.3f} ms, x cuDNN {best_ref / min(t):.3f})")
+                best = None if t is None else min(t)
+                what = ("WRONG" if best is None else
+                        f"{flops / (best * 1e-3) / 1e12:7.1f} TFLOP/s ({best:.3f} ms, x cuDNN {best_ref / best:.3f})")
                 print(f"B={B} H={H} S={S} D={D} {'causal' if causal else 'full':6} {name:34} {what}", flush=True)
     return 0
 

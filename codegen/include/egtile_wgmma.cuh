@@ -68,7 +68,8 @@ __host__ __device__ __forceinline__ constexpr eg_u64 eg_wgmma_desc_encode(eg_u32
 // The warpgroup of rank `rank` (thread index relative to the first thread of the warpgroups issuing a wgmma),
 // read from lane 0 with __shfl_sync: the value is the same on every lane either way, but only the shuffle lets
 // ptxas know it, so that the descriptors computed from it stay in uniform registers instead of being computed
-// per thread and moved over with R2UR before every wgmma (CUTLASS's canonical_warp_group_idx does the same). Every lane of the warp must execute it: a wgmma is warpgroup-wide.
+// per thread and moved over with R2UR before every wgmma (CUTLASS's canonical_warp_group_idx does the same).
+// Every lane of the warp must execute it: a wgmma is warpgroup-wide.
 __device__ __forceinline__ int eg_warpgroup_of(int rank) { return __shfl_sync(0xffffffffu, rank / 128, 0); }
 
 // Descriptor of the operand tile starting at shared pointer `smem`.
