@@ -10,26 +10,29 @@ grid always includes B=4 H=32 S=4096 D=128 (the issue's reference shape).
 Method: egtile's output, written into a NaN-poisoned tensor, is checked element by element against a float32
 reference on the GPU (softmax in float32, computed head by head to bound memory) with the example's bound
 (examples/flash_attention.py); every SDPA backend's output is checked against it too. A wrong egtile output is
-not timed. Each contender is warmed up, then timed with CUDA events around each call; the median is reported.
-The number of timed calls adapts to the kernel: ``--iters`` calls, fewer when one call takes long (at least 3,
-at most about ``--budget`` seconds per contender); an egtile call slower than ``--egtile-max-s`` is timed once
-(its second call, marked ``(1 call)``). TFLOP/s counts ``4 B H S^2 D`` (half of it when causal);
-``ratio`` is egtile's TFLOP/s over the best torch backend's (above 1: faster than torch).
+not timed. Then the contenders that passed take turns (benchmarks/_timing.py: a card warms and slows, and the one
+timed first on a cool card gains): ``--rounds`` rounds, each timing every contender once, the first one rotating;
+within a round a contender is warmed up, then timed with CUDA events around each call and the median taken
+(``--iters`` calls, fewer when one call takes long: at least 3, about ``--budget`` / ``--rounds`` seconds). A
+contender's number is the median over its rounds; the spread over rounds (max - min over median) is printed
+beside it: a difference smaller than the spread is noise. An egtile call slower than ``--egtile-max-s`` is timed
+once (its second call, marked ``(1 call)``) and takes no turns. TFLOP/s counts ``4 B H S^2 D`` (half of it when
+causal); ``ratio`` is egtile's TFLOP/s over the best torch backend's (above 1: faster than torch).
 
 Without a GPU of compute capability 9.0 it prints that it was skipped and exits 0.
 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
                                    [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks auto|128x128] [--threads 256]
-                                   [--stages 2] [--configs BMxBNxTxS,...] [--iters 20] [--budget 2.0]
+                                   [--stages 2] [--configs BMxBNxTxS,...] [--iters 20] [--budget 2.0] [--rounds 5]
                                    [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong] [--overlap] [--fa3] [--late-rescale] [--carry]
                                    [--quiet-failures]
 
 egtile's configuration: ``--blocks auto`` (default) takes each shape's row of the example's table
 (``examples/flash_attention.py`` ``CONFIGS`` / ``config_for``: block_M, block_N, threads, stages per head dim,
 causality and sequence length, from the H200 sweep in docs/perf.md); ``--blocks BMxBN`` with ``--threads`` and
-``--stages`` fixes one; ``--configs`` runs several on the same inputs (a sweep: the torch backends are timed once
-per case, then every configuration is compiled cold, checked and timed; a configuration egtile refuses prints
-its error and the sweep goes on).
+``--stages`` fixes one; ``--configs`` runs several on the same inputs (a sweep: every configuration is compiled
+cold and checked, then all take turns with the torch backends; a configuration egtile refuses prints its error
+and the sweep goes on).
 
 ``--without`` removes rules from egtile's default ruleset for the run (each schedule decision measured alone:
 the rest of the schedule is the e-graph's choice without that alternative). The consumer warpgroups' ping-pong is
@@ -48,7 +51,6 @@ measures the SIMT copy by every thread before the role split.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 import traceback
@@ -60,26 +62,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
 
 REFERENCE_SHAPE = (4, 32, 4096, 128)
-
-
-def timed_median(fn, iters: int, budget_s: float, warmup: int = 2) -> float:
-    """Median CUDA-event time (ms) of ``fn``: ``warmup`` calls, then up to ``iters`` timed calls (at least 3)
-    within about ``budget_s`` seconds."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    torch.cuda.synchronize()
-    one = time.perf_counter() - t0
-    n = max(3, min(iters, int(budget_s / max(one, 1e-6))))
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for start, end in events:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in events)
 
 
 def reference_f32(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool, heads_per_chunk: int = 4):
@@ -106,8 +88,11 @@ def backends():
 
 def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
              configs: list[tuple[int, int, int, int]]) -> dict:
+    """Check every contender of one case, then time those that passed in turns (benchmarks/_timing.py) and print
+    a line per torch backend group and per egtile configuration."""
     import flash_attention as FA
     from _devcheck import device_check as check
+    from _timing import event_median, in_turns, summary
     from torch.nn.attention import sdpa_kernel
 
     td = FA.TORCH_DTYPE[dt]
@@ -119,27 +104,42 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
     tol = FA.tolerance(scale, ref, dt)
     q, k, v = (x.transpose(1, 2) for x in (Q, K, V))  # bhsd views of the same storage
     res: dict[str, float | str] = {}
+    timers: dict[str, object] = {}
     for name, be in ([] if args.no_torch else backends()):
         try:
-            with sdpa_kernel([be]):
-                fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
-                out = fn().transpose(1, 2)
-                torch.cuda.synchronize()
-                ok = check(f"torch {name} {head}", out, ref, **tol)
-                ms = timed_median(fn, args.iters, args.budget)
-            res[name] = tflops(ms)
+            def fn(be=be):
+                with sdpa_kernel([be]):
+                    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            out = fn().transpose(1, 2)
+            torch.cuda.synchronize()
+            ok = check(f"torch {name} {head}", out, ref, **tol)
             res[name + "_ok"] = "" if ok else " (outside egtile's bound)"
+            timers[name] = lambda fn=fn: event_median(fn, args.iters, args.budget / args.rounds)
         except Exception as e:  # noqa: BLE001  (a backend may refuse a case)
             res[name] = f"n/a ({type(e).__name__}: {str(e).splitlines()[0][:60] if str(e) else ''})"
+    egtile_runs = {cfg: prepare_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, head)
+                   for cfg in ([] if args.no_egtile else configs)}
+    for cfg, eg in egtile_runs.items():
+        if "call" in eg:
+            timers[f"egtile {cfg}"] = lambda c=eg["call"]: event_median(c, args.iters, args.budget / args.rounds)
+    got = in_turns(timers, args.rounds)  # type: ignore[arg-type]
+    spread: dict[str, float] = {}
+    for name, times in got.items():
+        ms, spread[name] = summary(times)
+        res[name] = tflops(ms)
     best = max((res[n] for n, _ in backends() if isinstance(res.get(n), float)), default=None)
     line = f"{head:<44}"
     for n, _ in backends():
         val = res.get(n)
         line += f" {n} {val:6.1f}{res.get(n + '_ok', '')}" if isinstance(val, float) else f" {n} {val}"
+    if "cudnn" in spread:
+        line += f"  (cudnn over {args.rounds} rounds: spread {spread['cudnn']:.1%})"
     print(line, flush=True)
-    for cfg in ([] if args.no_egtile else configs):
-        eg = run_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, tflops, head)
-        res[f"egtile {cfg}"] = eg
+    for cfg, eg in egtile_runs.items():
+        name = f"egtile {cfg}"
+        if name in got:
+            eg["tflops"] = res[name]
+        res[name] = eg  # type: ignore[assignment]
         bm, bn, nt, ns = cfg
         line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){', without ' + args.without if args.without else ''}" \
                f"{', ping-pong preferred' if args.pingpong else ''}{', rotation forced' if args.overlap else ''}" \
@@ -148,6 +148,8 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
                f"{', strict math' if args.strict_math else ', fast math'}:"
         if isinstance(eg.get("tflops"), float):
             line += f" {eg['tflops']:7.2f} TFLOP/s{eg.get('calls', '')}, compile {eg['compile_s']:.2f} s"
+            if name in spread:
+                line += f" (spread {spread[name]:.1%})"
             if best:
                 line += f"   ratio {eg['tflops'] / best:6.3f}"
         else:
@@ -158,8 +160,11 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
     return {"head": head, **res, "best": best}
 
 
-def run_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, tflops, head) -> dict:
-    """Compile egtile's kernel at ``cfg`` = (block_M, block_N, threads, stages), check it against ``ref``, time it."""
+def prepare_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, head) -> dict:
+    """Compile egtile's kernel at ``cfg`` = (block_M, block_N, threads, stages) and check it against ``ref``.
+    Returns ``compile_s`` and, for a right kernel, ``call`` (one launch, to be timed); a right kernel slower than
+    ``--egtile-max-s`` is measured here, by its second call, and gets ``tflops`` instead; a failure gets the
+    reason in ``tflops``."""
     import flash_attention as FA
     from _check import poisoned
     from _devcheck import device_check as check
@@ -167,7 +172,8 @@ def run_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, tflops, hea
     import egtile
 
     bm, bn, nt, ns = cfg
-    out: dict[str, float | str] = {}
+    out: dict[str, object] = {}
+    flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
     try:
         t0 = time.perf_counter()
         prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns,
@@ -211,9 +217,9 @@ def run_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, tflops, hea
         torch.cuda.synchronize()
         one = start.elapsed_time(end)
         if one > args.egtile_max_s * 1e3:  # a slow kernel: that one (second) call is the measurement
-            out["tflops"], out["calls"] = tflops(one), " (1 call)"
+            out["tflops"], out["calls"] = flops / (one * 1e-3) / 1e12, " (1 call)"
         else:
-            out["tflops"] = tflops(timed_median(lambda: kernel(Q, K, V, O), args.iters, args.budget))
+            out["call"] = lambda: kernel(Q, K, V, O)
     except Exception as e:  # noqa: BLE001  (report every kernel, then go on)
         out["tflops"] = f"FAILED to build or run ({type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''})"
         if not args.quiet_failures:
@@ -238,7 +244,10 @@ def main() -> int:
                          "on the same inputs, after one timing of each torch backend (a configuration sweep)")
     ap.add_argument("--quiet-failures", action="store_true", help="one line per failed egtile build, no traceback")
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per contender, about")
+    ap.add_argument("--budget", type=float, default=2.0,
+                    help="seconds of timed calls per contender, about (over all rounds)")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds in which the contenders of a case take turns (benchmarks/_timing.py)")
     ap.add_argument("--no-egtile", action="store_true", help="torch's backends only")
     ap.add_argument("--no-torch", action="store_true", help="egtile only (no SDPA backend is run or timed)")
     ap.add_argument("--without", default="",

@@ -31,8 +31,10 @@ def check_then_time(kernels: dict[str, Callable], args: tuple, out_like: torch.T
                     rounds: int) -> dict[str, list[float] | None]:
     """Run each of ``kernels`` (called as ``k(*args, out)``) once into a NaN-filled output and ``check(name, got)``
     its result (what it returns when that is a tensor of the output's shape, as a reference library's call does,
-    else ``out``); then ``rounds`` interleaved rounds of ``timer(fn)`` (ms) over those that passed. Returns the
-    times per name, ``None`` for a variant that failed its check."""
+    else ``out``); then ``rounds`` rounds of ``timer(fn)`` (ms) over those that passed, the variants taking turns
+    (benchmarks/_timing.py). Returns the times per name, ``None`` for a variant that failed its check."""
+    from _timing import in_turns
+
     times: dict[str, list[float] | None] = {}
     for name, kern in kernels.items():
         out = torch.full_like(out_like, float("nan"))
@@ -40,9 +42,10 @@ def check_then_time(kernels: dict[str, Callable], args: tuple, out_like: torch.T
         torch.cuda.synchronize()
         got = res if isinstance(res, torch.Tensor) and res.shape == out.shape else out
         times[name] = [] if check(name, got) else None
-    for _ in range(rounds):
-        for name, kern in kernels.items():
-            if times[name] is not None:
-                out = torch.empty_like(out_like)
-                times[name].append(timer(lambda k=kern, o=out: k(*args, o)))
+
+    def timed(kern):
+        out = torch.empty_like(out_like)
+        return lambda: timer(lambda: kern(*args, out))
+    got = in_turns({name: timed(kernels[name]) for name, t in times.items() if t is not None}, rounds)
+    times.update(got)
     return times

@@ -47,7 +47,8 @@ def main() -> int:
     args = ap.parse_args()
     sys.argv = [sys.argv[0], "--target", "cuda"]
     import flash_attention as FA
-    from attention import reference_f32, timed_median
+    from _timing import event_median
+    from attention import reference_f32
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     tmp = Path(tempfile.mkdtemp())
@@ -76,9 +77,9 @@ def main() -> int:
                 return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
 
         for r in range(args.rounds):
-            row = {"cudnn": timed_median(cudnn, 50, args.budget)}
+            row = {"cudnn": event_median(cudnn, 50, args.budget)}
             for name, k in kernels.items():
-                row[name] = timed_median(lambda k=k: k(Q, K, V), 50, args.budget)
+                row[name] = event_median(lambda k=k: k(Q, K, V), 50, args.budget)
             print(f"causal={causal} round {r}: " + ", ".join(
                 f"{n} {flops / ms / 1e9:.1f} TFLOP/s ({ms:.3f} ms)" for n, ms in row.items()))
     return 0

@@ -166,7 +166,8 @@ def main() -> int:
     sys.argv = [sys.argv[0], "--target", "cuda"]
     import flash_attention as FA
     from _devcheck import device_check
-    from attention import reference_f32, timed_median
+    from _timing import event_median
+    from attention import reference_f32
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from _variants import check_then_time, variant
@@ -223,7 +224,7 @@ def main() -> int:
             # cuDNN is checked and reported, and timed either way (its rounding is not egtile's bound's business)
             times = check_then_time(
                 kernels, (Q, K, V), Q, lambda n, got: device_check(f"{n} {label}", got, ref, **tol) or n == "cuDNN",
-                lambda fn: timed_median(fn, args.iters, args.budget), args.rounds)
+                lambda fn: event_median(fn, args.iters, args.budget), args.rounds)
             best_ref = min(times["cuDNN"] or [float("nan")])
             for name, t in times.items():
                 best = None if t is None else min(t)

@@ -81,7 +81,8 @@ def main() -> int:
     sys.argv = [sys.argv[0], "--target", "cuda"]
     import flash_attention as FA
     from _devcheck import device_check
-    from attention import reference_f32, timed_median
+    from _timing import event_median
+    from attention import reference_f32
 
     from _variants import check_then_time
     from _variants import variant as build_variant
@@ -107,7 +108,7 @@ def main() -> int:
             kernels[f"ping-pong {variant}"] = build_variant(k0, src, variant)
         label = "causal" if causal else "full"
         times = check_then_time(kernels, (Q, K, V), Q, lambda n, got: device_check(f"{n} {label}", got, ref, **tol),
-                                lambda fn: timed_median(fn, args.iters, 1.0), 3)
+                                lambda fn: event_median(fn, args.iters, 1.0), 3)
         for name, t in times.items():
             what = "WRONG" if t is None else f"{flops / (min(t) * 1e-3) / 1e12:7.1f} TFLOP/s ({min(t):.3f} ms)"
             print(f"B={B} H={H} S={S} D={D} {'causal' if causal else 'full':6} {name:22} {what}", flush=True)

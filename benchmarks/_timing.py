@@ -1,0 +1,56 @@
+"""How the benchmarks time a GPU call: CUDA events around each call, and contenders that take turns.
+
+A kernel that keeps the tensor cores busy draws the card to its power limit, and the clock it runs at falls
+as the card warms: the contender timed first, on a cool card, gains. Measured on an H100 (2026-12-06): cuDNN's
+attention at B=4 H=32 S=4096 D=128 read 658.8 TFLOP/s timed alone before egtile's kernel, 607.3 when the two
+took turns. So every contender of a case is timed in each of several rounds, the order rotating from round to
+round, and a contender's number is the median over its rounds; the spread over rounds is reported beside it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def event_median(fn: Callable[[], Any], iters: int, budget_s: float | None = None, warmup: int = 2) -> float:
+    """Median CUDA-event time (ms) of one call of ``fn``, over ``iters`` calls after ``warmup``; with
+    ``budget_s``, fewer calls where one takes long (at least 3, about ``budget_s`` seconds in all)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    n = iters
+    if budget_s is not None:
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        n = max(3, min(iters, int(budget_s / max(time.perf_counter() - t0, 1e-6))))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in events)
+
+
+def in_turns(timers: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Each of ``timers`` (a call that returns one measurement, in ms) once per round, for ``rounds`` rounds;
+    round ``r`` starts at the ``r``-th contender, so that none is always first. Returns each one's measurements."""
+    names = list(timers)
+    got: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds if names else 0):
+        k = r % len(names)
+        for n in names[k:] + names[:k]:
+            got[n].append(timers[n]())
+    return got
+
+
+def summary(times: list[float]) -> tuple[float, float]:
+    """``(median, spread)`` of one contender's rounds: the spread is (max - min) / median."""
+    med = statistics.median(times)
+    return med, (max(times) - min(times)) / med if med else 0.0
