@@ -11,9 +11,8 @@ Kernels (their factories are the ones in ``examples/``):
 Method: every side gets the same freshly generated inputs and allocates its output per call (egtile's
 ``out_idx``, torch's operator, ``torch.empty_like`` for Triton). Before timing, each side's output is
 checked element by element against a float64 reference with the example's tolerance, Triton's and
-elementwise_add's egtile kernels on an output poisoned with NaN first (egtile through the same kernel
-compiled without ``out_idx``), gemm's egtile kernel on its ``out_idx`` output; torch's is not checked. A
-wrong kernel is reported and not timed. Then the sides of a case (one size) that passed take turns
+egtile's on an output poisoned with NaN first (egtile through the same kernel compiled without ``out_idx``);
+torch's is not checked. A wrong kernel is reported and not timed. Then the sides of a case (one size) that passed take turns
 (benchmarks/_timing.py: a side timed first on a cool card gains clock speed): in each of ``--rounds`` rounds,
 the first side rotating, each side is warmed up, then called ``--iters`` times back to back with a pair of
 CUDA events around every call, and the round's number is the median of those per-call times. The time
@@ -52,11 +51,15 @@ def in_rounds(sides: dict[str, Callable[[], Any]], args: argparse.Namespace) -> 
     return {n: summary(times) for n, times in in_turns(timers, args.rounds).items()}
 
 
-def bench(name: str, kernel: Any, inputs: tuple[torch.Tensor, ...], torch_fn: Callable[[], torch.Tensor],
-          ref: torch.Tensor, tol: dict[str, Any], work: str, amount: float, args: argparse.Namespace) -> None:
-    from _check import check
+def bench(name: str, kernel: Any, checked: Any, inputs: tuple[torch.Tensor, ...], out_dtype: torch.dtype,
+          torch_fn: Callable[[], torch.Tensor], ref: torch.Tensor, tol: dict[str, Any], work: str, amount: float,
+          args: argparse.Namespace) -> None:
+    """``checked`` (the kernel compiled without ``out_idx``) writes into a poisoned output and is checked against
+    ``ref``; then ``kernel`` (the same one, allocating its output) and ``torch_fn`` take turns."""
+    from _check import check, poisoned
 
-    out = kernel(*inputs)
+    out = poisoned(tuple(ref.shape), out_dtype, "cuda")
+    checked(*inputs, out)
     torch.cuda.synchronize()
     if not check(name, out, ref, **tol):
         print(f"{name:<52} egtile output WRONG: not timed")
@@ -181,11 +184,13 @@ def bench_gemm(args: argparse.Namespace) -> None:
         try:
             prim = matmul.__wrapped__(M, N, K)  # the example's tiles: 64x64x32, 2 stages, 128 threads
             kernel = egtile.compile(prim, out_idx=[-1], target="cuda")
+            checked = egtile.compile(prim, target="cuda")
             A = torch.randn(M, K, device="cuda", dtype=torch.float16)
             B = torch.randn(K, N, device="cuda", dtype=torch.float16)
             A64, B64 = A.double(), B.double()  # the float64 reference on the GPU: fast at these sizes
             tol = {"rtol": 2.0**-11, "atol": K * 2.0**-23 * (A64.abs() @ B64.abs())}
-            bench(name, kernel, (A, B), lambda A=A, B=B: A @ B, A64 @ B64, tol, "TFLOP/s", 2 * M * N * K, args)
+            bench(name, kernel, checked, (A, B), torch.float16, lambda A=A, B=B: A @ B, A64 @ B64, tol, "TFLOP/s",
+                  2 * M * N * K, args)
         except Exception:  # noqa: BLE001  (report every kernel, then go on)
             print(f"{name:<52} FAILED to build or run:")
             traceback.print_exc(file=sys.stdout)
