@@ -17,12 +17,18 @@ from typing import Any
 import torch
 
 
-def event_median(fn: Callable[[], Any], iters: int, budget_s: float | None = None, warmup: int = 2) -> float:
-    """Median CUDA-event time (ms) of one call of ``fn``, over ``iters`` calls after ``warmup``; with
-    ``budget_s``, fewer calls where one takes long (at least 3, about ``budget_s`` seconds in all)."""
+def event_median(fn: Callable[[], Any], iters: int, budget_s: float | None = None, warmup: int = 2,
+                 warm_s: float = 0.0) -> float:
+    """Median CUDA-event time (ms) of one call of ``fn``, over ``iters`` calls after ``warmup`` calls and after
+    calling it for ``warm_s`` seconds more (so that the card's clock has settled at what this contender draws);
+    with ``budget_s``, fewer calls where one takes long (at least 3, about ``budget_s`` seconds in all)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < warm_s:
+        fn()
+        torch.cuda.synchronize()
     n = iters
     if budget_s is not None:
         t0 = time.perf_counter()

@@ -12,8 +12,9 @@ reference on the GPU (softmax in float32, computed head by head to bound memory)
 (examples/flash_attention.py); every SDPA backend's output is checked against it too. A wrong egtile output is
 not timed. Then the contenders that passed take turns (benchmarks/_timing.py: a card warms and slows, and the one
 timed first on a cool card gains): ``--rounds`` rounds, each timing every contender once, the first one rotating;
-within a round a contender is warmed up, then timed with CUDA events around each call and the median taken
-(``--iters`` calls, fewer when one call takes long: at least 3, about ``--budget`` / ``--rounds`` seconds). A
+in its turn a contender first runs untimed for ``--warm-s`` seconds (the clock settles at what it draws), then is
+timed with CUDA events around each call and the median taken (``--iters`` calls, fewer when one call takes long:
+at least 3, about ``--budget`` / ``--rounds`` seconds); ``--show-rounds`` prints every round's number. A
 contender's number is the median over its rounds; the spread over rounds (max - min over median) is printed
 beside it: a difference smaller than the spread is noise. An egtile call slower than ``--egtile-max-s`` is timed
 once (its second call, marked ``(1 call)``) and takes no turns. TFLOP/s counts ``4 B H S^2 D`` (half of it when
@@ -24,6 +25,7 @@ Without a GPU of compute capability 9.0 it prints that it was skipped and exits 
     python benchmarks/attention.py [--dtypes float16,bfloat16] [--dims 64,128] [--seqs 1024,2048,4096,8192,16384]
                                    [--causal both|yes|no] [--shape B,H,S,D ...] [--blocks auto|128x128] [--threads 256]
                                    [--stages 2] [--configs BMxBNxTxS,...] [--iters 20] [--budget 2.0] [--rounds 5]
+                                   [--warm-s 0.5] [--show-rounds]
                                    [--egtile-max-s 0.3] [--no-egtile] [--no-torch] [--without RULE,...] [--pingpong] [--overlap] [--fa3] [--late-rescale] [--carry]
                                    [--quiet-failures]
 
@@ -114,15 +116,20 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
             torch.cuda.synchronize()
             ok = check(f"torch {name} {head}", out, ref, **tol)
             res[name + "_ok"] = "" if ok else " (outside egtile's bound)"
-            timers[name] = lambda fn=fn: event_median(fn, args.iters, args.budget / args.rounds)
+            timers[name] = lambda fn=fn: event_median(fn, args.iters, args.budget / args.rounds,
+                                                                 warm_s=args.warm_s)
         except Exception as e:  # noqa: BLE001  (a backend may refuse a case)
             res[name] = f"n/a ({type(e).__name__}: {str(e).splitlines()[0][:60] if str(e) else ''})"
     egtile_runs = {cfg: prepare_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, head)
                    for cfg in ([] if args.no_egtile else configs)}
     for cfg, eg in egtile_runs.items():
         if "call" in eg:
-            timers[f"egtile {cfg}"] = lambda c=eg["call"]: event_median(c, args.iters, args.budget / args.rounds)
+            timers[f"egtile {cfg}"] = lambda c=eg["call"]: event_median(c, args.iters, args.budget / args.rounds,
+                                                                             warm_s=args.warm_s)
     got = in_turns(timers, args.rounds)  # type: ignore[arg-type]
+    if args.show_rounds:
+        for name, times in got.items():
+            print(f"    rounds {name}: " + " ".join(f"{tflops(ms):.0f}" for ms in times), flush=True)
     spread: dict[str, float] = {}
     for name, times in got.items():
         ms, spread[name] = summary(times)
@@ -248,6 +255,9 @@ def main() -> int:
                     help="seconds of timed calls per contender, about (over all rounds)")
     ap.add_argument("--rounds", type=int, default=5,
                     help="rounds in which the contenders of a case take turns (benchmarks/_timing.py)")
+    ap.add_argument("--warm-s", type=float, default=0.5,
+                    help="seconds each contender runs, untimed, at the start of its turn (its clock settles)")
+    ap.add_argument("--show-rounds", action="store_true", help="print every contender's TFLOP/s in each round")
     ap.add_argument("--no-egtile", action="store_true", help="torch's backends only")
     ap.add_argument("--no-torch", action="store_true", help="egtile only (no SDPA backend is run or timed)")
     ap.add_argument("--without", default="",
