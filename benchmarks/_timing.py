@@ -3,12 +3,16 @@
 A kernel that keeps the tensor cores busy draws the card to its power limit, and the clock it runs at falls
 as the card warms: the contender timed first, on a cool card, gains. Measured on an H100 (2026-12-06): cuDNN's
 attention at B=4 H=32 S=4096 D=128 read 658.8 TFLOP/s timed alone before egtile's kernel, 607.3 when the two
-took turns. So every contender of a case is timed in each of several rounds, the order rotating from round to
-round, and a contender's number is the median over its rounds; the spread over rounds is reported beside it.
+took turns without settling. The card is power-capped there (700 W, clocks from 1425 to 1965 MHz under
+attention): what a contender draws sets its clock, and what ran just before it sets the clock it starts at. So
+every contender of a case is timed in each of several rounds, in an order drawn afresh per round, each first
+running untimed until its clock settles (``warm_s``); a contender's number is the median over its rounds, and
+the spread over rounds is reported beside it.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -44,14 +48,16 @@ def event_median(fn: Callable[[], Any], iters: int, budget_s: float | None = Non
     return statistics.median(s.elapsed_time(e) for s, e in events)
 
 
-def in_turns(timers: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
-    """Each of ``timers`` (a call that returns one measurement, in ms) once per round, for ``rounds`` rounds;
-    round ``r`` starts at the ``r``-th contender, so that none is always first. Returns each one's measurements."""
+def in_turns(timers: dict[str, Callable[[], float]], rounds: int, seed: int = 0) -> dict[str, list[float]]:
+    """Each of ``timers`` (a call that returns one measurement, in ms) once per round, for ``rounds`` rounds, in an
+    order drawn afresh each round (seeded: the same every run). A fixed cycle, however rotated, would keep each
+    contender behind the same one, and what that one draws decides the clock this one starts at. Returns each
+    one's measurements."""
+    rng = random.Random(seed)
     names = list(timers)
     got: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(rounds if names else 0):
-        k = r % len(names)
-        for n in names[k:] + names[:k]:
+    for _ in range(rounds):
+        for n in rng.sample(names, len(names)):
             got[n].append(timers[n]())
     return got
 

@@ -9,16 +9,16 @@ grid always includes B=4 H=32 S=4096 D=128 (the issue's reference shape).
 
 Method: egtile's output, written into a NaN-poisoned tensor, is checked element by element against a float32
 reference on the GPU (softmax in float32, computed head by head to bound memory) with the example's bound
-(examples/flash_attention.py); every SDPA backend's output is checked against it too. A wrong egtile output is
-not timed. Then the contenders that passed take turns (benchmarks/_timing.py: a card warms and slows, and the one
-timed first on a cool card gains): ``--rounds`` rounds, each timing every contender once, the first one rotating;
-in its turn a contender first runs untimed for ``--warm-s`` seconds (the clock settles at what it draws), then is
-timed with CUDA events around each call and the median taken (``--iters`` calls, fewer when one call takes long:
-at least 3, about ``--budget`` / ``--rounds`` seconds); ``--show-rounds`` prints every round's number. A
-contender's number is the median over its rounds; the spread over rounds (max - min over median) is printed
-beside it: a difference smaller than the spread is noise. An egtile call slower than ``--egtile-max-s`` is timed
-once (its second call, marked ``(1 call)``) and takes no turns. TFLOP/s counts ``4 B H S^2 D`` (half of it when
-causal); ``ratio`` is egtile's TFLOP/s over the best torch backend's (above 1: faster than torch).
+(examples/flash_attention.py); every SDPA backend's output is checked against it too. A wrong egtile output is not
+timed. Then the contenders that passed take turns (benchmarks/_timing.py: a card warms and slows, and the one timed
+first on a cool card gains): ``--rounds`` rounds, each timing every contender once, in an order drawn per round; in
+its turn a contender first runs untimed for ``--warm-s`` seconds (the clock settles at what it draws), then is timed
+with CUDA events around each call and the median taken (``--iters`` calls, fewer when one call takes long: at least
+3, about ``--budget`` / ``--rounds`` seconds); ``--show-rounds`` prints every round's number. A contender's number
+is the median over its rounds; the spread over rounds (max - min over median) is printed beside it: a difference
+smaller than the spread is noise. An egtile call slower than ``--egtile-max-s`` is timed once (its second call,
+marked ``(1 call)``) and takes no turns. TFLOP/s counts ``4 B H S^2 D`` (half of it when causal); ``ratio`` is
+egtile's TFLOP/s over the best torch backend's (above 1: faster than torch).
 
 Without a GPU of compute capability 9.0 it prints that it was skipped and exits 0.
 

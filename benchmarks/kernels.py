@@ -8,19 +8,18 @@ Kernels (their factories are the ones in ``examples/``):
 * ``gemm`` (examples/gemm.py: float16 inputs, float32 accumulation, float16 output) against ``A @ B``
   (cuBLAS).
 
-Method: every side gets the same freshly generated inputs and allocates its output per call (egtile's
-``out_idx``, torch's operator, ``torch.empty_like`` for Triton). Before timing, each side's output is
-checked element by element against a float64 reference with the example's tolerance, Triton's and
-egtile's on an output poisoned with NaN first (egtile through the same kernel compiled without ``out_idx``);
-torch's is not checked. A wrong kernel is reported and not timed. Then the sides of a case (one size) that passed take turns
-(benchmarks/_timing.py: a side timed first on a cool card gains clock speed): in each of ``--rounds`` rounds,
-the first side rotating, each side is warmed up, then called ``--iters`` times back to back with a pair of
-CUDA events around every call, and the round's number is the median of those per-call times. The time
-reported is a side's median over the rounds (ms), with the spread over rounds ((max - min) / median) beside
-it. It includes each side's host-side launch cost when that exceeds the GPU time of the previous call
-(small kernels). The inputs stay resident in L2 where they fit, for all sides alike.
-Elementwise rates are GB/s (3 x M x N x 4 bytes moved); ``ratio`` is a side's median / torch's median
-(above 1: slower than torch).
+Method: every side gets the same freshly generated inputs and allocates its output per call (egtile's ``out_idx``,
+torch's operator, ``torch.empty_like`` for Triton). Before timing, each side's output is checked element by element
+against a float64 reference with the example's tolerance, Triton's and egtile's on an output poisoned with NaN first
+(egtile through the same kernel compiled without ``out_idx``); torch's is not checked. A wrong kernel is reported
+and not timed. Then the sides of a case (one size) that passed take turns (benchmarks/_timing.py: a side timed first
+on a cool card gains clock speed): in each of ``--rounds`` rounds, in an order drawn per round, each side is warmed
+up, then called ``--iters`` times back to back with a pair of CUDA events around every call, and the round's number
+is the median of those per-call times. The time reported is a side's median over the rounds (ms), with the spread
+over rounds ((max - min) / median) beside it. It includes each side's host-side launch cost when that exceeds the
+GPU time of the previous call (small kernels). The inputs stay resident in L2 where they fit, for all sides alike.
+Elementwise rates are GB/s (3 x M x N x 4 bytes moved); ``ratio`` is a side's median / torch's median (above 1:
+slower than torch).
 
 Without a GPU of compute capability 9.0 it prints that it was skipped and exits 0.
 

@@ -8,7 +8,7 @@ Method: torch and egtile get the same fresh random inputs. egtile's output (into
 element by element against a float64 reference with the example's bound (examples/norms.py), and torch's
 against the same reference (reported, not required); a wrong egtile kernel is not timed. Then torch and every
 egtile configuration that passed take turns, as in benchmarks/kernels.py (benchmarks/_timing.py: a side timed
-first on a cool card gains clock speed): in each of ``--rounds`` rounds, the first side rotating, each side is
+first on a cool card gains clock speed): in each of ``--rounds`` rounds, in an order drawn per round, each side is
 warmed up, then timed with CUDA events around each call, the round's number being the median of ``--iters``;
 a side's time is its median over the rounds, with the spread over rounds ((max - min) / median) beside it. The
 inputs are larger than the L2 (60 MB) at the default sizes. GB/s counts the fewest bytes the operation must

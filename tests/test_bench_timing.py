@@ -8,17 +8,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from _timing import in_turns, summary  # noqa: E402
 
 
-def test_each_contender_once_per_round_with_the_first_rotating():
+def test_each_contender_once_per_round_in_orders_that_vary():
     order: list[str] = []
 
     def timer(name, ms):
         return lambda: (order.append(name), ms)[1]
 
-    got = in_turns({"cudnn": timer("cudnn", 1.5), "egtile": timer("egtile", 1.25), "flash": timer("flash", 3.0)}, 4)
-    assert got == {"cudnn": [1.5] * 4, "egtile": [1.25] * 4, "flash": [3.0] * 4}
-    rounds = [order[i:i + 3] for i in range(0, 12, 3)]
-    assert [r[0] for r in rounds] == ["cudnn", "egtile", "flash", "cudnn"]
-    assert all(sorted(r) == ["cudnn", "egtile", "flash"] for r in rounds)
+    names = ("cudnn", "flash", "efficient", "egtile")
+    got = in_turns({n: timer(n, 1.0 + i) for i, n in enumerate(names)}, 12)
+    assert got == {n: [1.0 + i] * 12 for i, n in enumerate(names)}
+    rounds = [tuple(order[i:i + 4]) for i in range(0, 48, 4)]
+    assert all(sorted(r) == sorted(names) for r in rounds)
+    # no contender always follows the same one (a fixed cycle would), and none is always first
+    before = {n: {r[r.index(n) - 1] for r in rounds if r.index(n)} for n in names}
+    assert all(len(b) > 1 for b in before.values())
+    assert len({r[0] for r in rounds}) > 1
+    # seeded: the same orders every run
+    order.clear()
+    in_turns({n: timer(n, 1.0) for n in names}, 12)
+    assert [tuple(order[i:i + 4]) for i in range(0, 48, 4)] == rounds
 
 
 def test_no_contenders_no_rounds():
