@@ -53,6 +53,7 @@ measures the SIMT copy by every thread before the role split.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 import traceback
@@ -88,8 +89,73 @@ def backends():
             ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """egtile's ruleset and arithmetic for one contender: the rule choices the flags of the same names make."""
+
+    pingpong: bool = False
+    overlap: bool = False
+    fa3: bool = False
+    carry: bool = False
+    late_rescale: bool = False
+    strict_math: bool = False
+    without: tuple[str, ...] = ()
+
+    @staticmethod
+    def from_args(args) -> Variant:
+        return Variant(args.pingpong, args.overlap, args.fa3, args.carry, args.late_rescale, args.strict_math,
+                       tuple(r for r in args.without.split(",") if r))
+
+    @staticmethod
+    def parse(text: str) -> Variant:
+        """``default``, or ``+``-joined flags: ``pingpong``, ``overlap``, ``fa3``, ``carry``, ``late-rescale``,
+        ``strict-math``, ``without:RULE`` (e.g. ``fa3+late-rescale``, ``without:pipeline-warp-specialize-pingpong``)."""
+        flags: dict[str, object] = {}
+        without: list[str] = []
+        for part in (p for p in text.split("+") if p != "default"):
+            if part.startswith("without:"):
+                without.append(part[len("without:"):])
+            elif part.replace("-", "_") in Variant.__dataclass_fields__ and part != "without":
+                flags[part.replace("-", "_")] = True
+            else:
+                raise SystemExit(f"benchmarks/attention.py: unknown variant part {part!r} in {text!r}")
+        return Variant(**flags, without=tuple(without))  # type: ignore[arg-type]
+
+    def label(self) -> str:
+        return (f"{', without ' + ','.join(self.without) if self.without else ''}"
+                f"{', ping-pong preferred' if self.pingpong else ''}{', rotation forced' if self.overlap else ''}"
+                f"{', rotation + ping-pong forced' if self.fa3 else ''}{', late rescale' if self.late_rescale else ''}"
+                f"{', P V wait carried' if self.carry else ''}{', strict math' if self.strict_math else ', fast math'}")
+
+    def rules(self):
+        """The ruleset (``None``: egtile's default)."""
+        import egtile
+
+        rules = None
+        if self.pingpong:
+            from egtile.rules import pingpong
+
+            rules = pingpong.preferred()
+        if self.overlap:
+            from egtile.rules import overlap
+
+            rules = overlap.preferred(rules, early=not self.late_rescale)  # FA3's intra-warpgroup rotation forced
+        if self.fa3:
+            from egtile.rules import overlap_pingpong
+
+            # the rotation and the ping-pong together (rules/overlap_pingpong.py)
+            rules = overlap_pingpong.preferred(early=not self.late_rescale)
+        if self.carry:
+            from egtile.rules import pingpong_carry
+
+            rules = pingpong_carry.preferred(rules)  # the ping-pong's turn without a wait (rules/pingpong_carry.py)
+        for r in self.without:
+            rules = (rules or egtile.rules.default()).without(r)
+        return rules
+
+
 def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
-             configs: list[tuple[int, int, int, int]]) -> dict:
+             configs: list[tuple[int, int, int, int]], variants: list[Variant]) -> dict:
     """Check every contender of one case, then time those that passed in turns (benchmarks/_timing.py) and print
     a line per torch backend group and per egtile configuration."""
     import flash_attention as FA
@@ -120,11 +186,11 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
                                                                  warm_s=args.warm_s)
         except Exception as e:  # noqa: BLE001  (a backend may refuse a case)
             res[name] = f"n/a ({type(e).__name__}: {str(e).splitlines()[0][:60] if str(e) else ''})"
-    egtile_runs = {cfg: prepare_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, head)
-                   for cfg in ([] if args.no_egtile else configs)}
-    for cfg, eg in egtile_runs.items():
+    egtile_runs = {(cfg, var): prepare_egtile(B, H, S, D, dt, causal, args, cfg, var, Q, K, V, ref, tol, head)
+                   for cfg in ([] if args.no_egtile else configs) for var in variants}
+    for key, eg in egtile_runs.items():
         if "call" in eg:
-            timers[f"egtile {cfg}"] = lambda c=eg["call"]: event_median(c, args.iters, args.budget / args.rounds,
+            timers[f"egtile {key}"] = lambda c=eg["call"]: event_median(c, args.iters, args.budget / args.rounds,
                                                                              warm_s=args.warm_s)
     got = in_turns(timers, args.rounds)  # type: ignore[arg-type]
     if args.show_rounds:
@@ -142,17 +208,13 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
     if "cudnn" in spread:
         line += f"  (cudnn over {args.rounds} rounds: spread {spread['cudnn']:.1%})"
     print(line, flush=True)
-    for cfg, eg in egtile_runs.items():
-        name = f"egtile {cfg}"
+    for (cfg, var), eg in egtile_runs.items():
+        name = f"egtile {(cfg, var)}"
         if name in got:
             eg["tflops"] = res[name]
         res[name] = eg  # type: ignore[assignment]
         bm, bn, nt, ns = cfg
-        line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){', without ' + args.without if args.without else ''}" \
-               f"{', ping-pong preferred' if args.pingpong else ''}{', rotation forced' if args.overlap else ''}" \
-               f"{', rotation + ping-pong forced' if args.fa3 else ''}{', late rescale' if args.late_rescale else ''}" \
-               f"{', P V wait carried' if args.carry else ''}" \
-               f"{', strict math' if args.strict_math else ', fast math'}:"
+        line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){var.label()}:"
         if isinstance(eg.get("tflops"), float):
             line += f" {eg['tflops']:7.2f} TFLOP/s{eg.get('calls', '')}, compile {eg['compile_s']:.2f} s"
             if name in spread:
@@ -167,8 +229,9 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
     return {"head": head, **res, "best": best}
 
 
-def prepare_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, head) -> dict:
-    """Compile egtile's kernel at ``cfg`` = (block_M, block_N, threads, stages) and check it against ``ref``.
+def prepare_egtile(B, H, S, D, dt, causal, args, cfg, var: Variant, Q, K, V, ref, tol, head) -> dict:
+    """Compile egtile's kernel at ``cfg`` = (block_M, block_N, threads, stages) with ``var``'s rules and arithmetic
+    and check it against ``ref``.
     Returns ``compile_s`` and, for a right kernel, ``call`` (one launch, to be timed); a right kernel slower than
     ``--egtile-max-s`` is measured here, by its second call, and gets ``tflops`` instead; a failure gets the
     reason in ``tflops``."""
@@ -185,36 +248,14 @@ def prepare_egtile(B, H, S, D, dt, causal, args, cfg, Q, K, V, ref, tol, head) -
         t0 = time.perf_counter()
         prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns,
                                         dtype=dt)
-        rules = None
-        if args.pingpong:
-            from egtile.rules import pingpong
-
-            rules = pingpong.preferred()
-        if args.overlap:
-            from egtile.rules import overlap
-
-            rules = overlap.preferred(rules, early=not args.late_rescale)  # FA3's intra-warpgroup rotation forced
-        if args.fa3:
-            from egtile.rules import overlap_pingpong
-
-            # the rotation and the ping-pong together (rules/overlap_pingpong.py)
-            rules = overlap_pingpong.preferred(early=not args.late_rescale)
-        if args.carry:
-            from egtile.rules import pingpong_carry
-
-            rules = pingpong_carry.preferred(rules)  # the ping-pong's turn without a wait (rules/pingpong_carry.py)
-        if args.without:
-            rules = rules or egtile.rules.default()
-            for r in args.without.split(","):
-                rules = rules.without(r)
-        # as TileLang's example asks (pass_configs TL_ENABLE_FAST_MATH); --strict-math: egtile's default
-        kernel = egtile.compile(prim, target="cuda", rules=rules,
-                                pass_configs={egtile.PassConfigKey.TL_ENABLE_FAST_MATH: not args.strict_math})
+        # as TileLang's example asks (pass_configs TL_ENABLE_FAST_MATH); strict math: egtile's default
+        kernel = egtile.compile(prim, target="cuda", rules=var.rules(),
+                                pass_configs={egtile.PassConfigKey.TL_ENABLE_FAST_MATH: not var.strict_math})
         out["compile_s"] = time.perf_counter() - t0
         O = poisoned(tuple(Q.shape), Q.dtype, "cuda")  # noqa: E741
         kernel(Q, K, V, O)
         torch.cuda.synchronize()
-        if not check(f"egtile {head} {bm}x{bn} t{nt} s{ns}", O, ref, **tol):
+        if not check(f"egtile {head} {bm}x{bn} t{nt} s{ns}{var.label()}", O, ref, **tol):
             out["tflops"] = "WRONG: not timed"
             return out
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -278,6 +319,10 @@ def main() -> int:
     ap.add_argument("--strict-math", action="store_true",
                     help="compile egtile's kernel with egtile's default arithmetic instead of the fast math that "
                          "TileLang's example asks for (pass_configs TL_ENABLE_FAST_MATH)")
+    ap.add_argument("--variants", default="",
+                    help="comma-separated egtile variants that take turns in one case (each a Variant.parse string: "
+                         "default, pingpong, overlap, fa3, carry, late-rescale, strict-math, without:RULE, joined "
+                         "with +); instead of the single variant the flags above make")
     ap.add_argument("--egtile-max-s", type=float, default=0.3,
                     help="an egtile call slower than this is timed once (its second call), not repeatedly")
     args = ap.parse_args()
@@ -299,6 +344,8 @@ def main() -> int:
             return [FA.config_for(S, D, causal, dt)]
         return [(*(int(x) for x in args.blocks.split("x")), args.threads, args.stages)]  # type: ignore[list-item]
 
+    variants = ([Variant.parse(v) for v in args.variants.split(",")] if args.variants
+                else [Variant.from_args(args)])
     causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
     if args.shape:
         shapes = [tuple(int(x) for x in s.split(",")) for s in args.shape]
@@ -312,7 +359,7 @@ def main() -> int:
     for dt in args.dtypes.split(","):
         for B, H, S, D in shapes:
             for causal in causals:
-                run_case(B, H, S, D, dt, causal, args, configs_for(S, D, causal, dt))
+                run_case(B, H, S, D, dt, causal, args, configs_for(S, D, causal, dt), variants)
     return 0
 
 
