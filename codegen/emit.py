@@ -100,7 +100,7 @@ def _signature(s: Scheduled, symbol: str, tma: tuple[TmaOperand, ...]) -> str:
             f"{symbol}({', '.join(args)}) {{")
 
 
-def _prologue(s: Scheduled, ctx: Ctx) -> list[str]:
+def _prologue(s: Scheduled, ctx: Ctx, tma: tuple[TmaOperand, ...]) -> list[str]:
     if ctx.smem.base_align > 128:
         # the dynamic shared window is not aligned beyond 16 bytes by itself: round the base up (the layout
         # reserved the slack) so that every swizzle pattern starts where its buffer's offset says
@@ -130,10 +130,16 @@ def _prologue(s: Scheduled, ctx: Ctx) -> list[str]:
         idx = f"(gridDim.{axis} - 1u - blockIdx.{axis})" if d in s.reversed_dims else f"blockIdx.{axis}"
         lines.append(f"const {ctype(v.dtype)} {ident(v.name)} = ({ctype(v.dtype)}){idx};")
         lines.append(f"(void){ident(v.name)};  // a block index the body may not use")
+    # Each tensor map's descriptor is fetched into the TMA unit ahead of the block's first tile copy, which would
+    # otherwise wait for it at the start of every block (a hint: nothing waits on it, no value depends on it).
+    prefetch = [f"eg_tma_prefetch_descriptor(&{t.param});" for t in tma]
     if s.barriers:
         init = [f"eg_mbarrier_init(&{barrier_ident(m.name)}[{i}], {m.arrive_count});"
                 for m in s.barriers for i in range(m.stages)]
-        lines += [f"if ({TID} == 0) {{", *indent(init), "  eg_fence_mbarrier_init();", "}", "__syncthreads();"]
+        lines += [f"if ({TID} == 0) {{", *indent(prefetch + init), "  eg_fence_mbarrier_init();", "}",
+                  "__syncthreads();"]
+    elif prefetch:
+        lines += [f"if ({TID} == 0) {{", *indent(prefetch), "}"]
     return lines
 
 
@@ -196,7 +202,7 @@ def _generate(s: Scheduled) -> Generated:
     symbol = kernel_symbol(s.kernel.name)
     # the file's name only: an absolute path would make the source (and the cache key) machine-dependent
     where = f" ({Path(s.kernel.loc.file).name}:{s.kernel.loc.line})" if s.kernel.loc is not None else ""
-    body = _prologue(s, ctx) + emit_stmts(s.body, ctx)
+    body = _prologue(s, ctx, tma) + emit_stmts(s.body, ctx)
     signature = _signature(s, symbol, tma)
     fp8 = any("__nv_fp8_" in line for line in (signature, *body))
     head = [

@@ -162,11 +162,13 @@ def test_shared_memory_carving_is_aligned():
 
 
 def test_barriers_initialized_by_thread_zero_then_fenced_and_synced():
+    """Thread 0 also prefetches each tensor map's descriptor first (a hint, ahead of the first tile copy)."""
     src = emit(bug2_schedule())
     block = re.search(r"if \(eg_tid == 0\) \{\n((?:.*\n)*?)  \}\n  __syncthreads\(\);", src)
     assert block is not None
     lines = [ln.strip() for ln in block.group(1).splitlines()]
-    assert lines == ["eg_mbarrier_init(&eg_bar_full_0[0], 129);", "eg_mbarrier_init(&eg_bar_full_0[1], 129);",
+    assert lines == ["eg_tma_prefetch_descriptor(&eg_tmap_A_in_0);",
+                     "eg_mbarrier_init(&eg_bar_full_0[0], 129);", "eg_mbarrier_init(&eg_bar_full_0[1], 129);",
                      "eg_mbarrier_init(&eg_bar_empty_0[0], 128);", "eg_mbarrier_init(&eg_bar_empty_0[1], 128);",
                      "eg_fence_mbarrier_init();"]
 

@@ -35,6 +35,19 @@ def test_warp_specialized_seed_uses_tma_mbarrier_and_setmaxnreg(schedule):
     assert _has(ops, "USETMAXREG.TRY_ALLOC"), sorted(ops)          # setmaxnreg.inc (consumer)
 
 
+@pytest.mark.parametrize("schedule", [bug1_schedule, bug2_schedule], ids=["bug1", "bug2"])
+def test_every_tensor_map_is_prefetched_once_before_the_first_tile_copy(schedule):
+    """``prefetch.tensormap`` (``UTMACCTL.PF``) per tensor map, ahead of every TMA copy, so that the block's first
+    copy does not wait for its descriptor."""
+    built = build(schedule())
+    text = sass.disassemble(built.cubin)
+    at = lambda op: [int(m.group(1), 16) for m in re.finditer(rf"/\*([0-9a-f]{{4,}})\*/\s+(?:@!?U?P\w+\s+)?{op}\b",
+                                                                text)]  # noqa: E731
+    assert len(built.tma) >= 1
+    assert len(at(r"UTMACCTL\.PF")) == len(built.tma)
+    assert max(at(r"UTMACCTL\.PF")) < min(at("UTMALDG") + at("UTMASTG"))
+
+
 def test_register_cap_at_entry_lets_setmaxnreg_work():
     usage = sass.resource_usage(build(bug2_schedule()).cubin)
     # ptxas sizes the entry register count for the largest setmaxnreg.inc when a cap exists

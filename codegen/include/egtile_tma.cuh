@@ -9,6 +9,12 @@
 
 #define EG_TMA_TMAP(tmap) reinterpret_cast<eg_u64>(tmap)
 
+// Fetch `tmap`'s descriptor into the TMA unit's cache before its first use (PTX ISA 9.7.9.15, "prefetch",
+// .tensormap with a generic address: sm_90). A hint: no completion, no effect on any value.
+__device__ __forceinline__ void eg_tma_prefetch_descriptor(const CUtensorMap* tmap) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(EG_TMA_TMAP(tmap)) : "memory");
+}
+
 // Global -> shared tile load that completes box-bytes transaction bytes on `bar`
 // (.mbarrier::complete_tx::bytes). Issued by one thread after eg_mbarrier_arrive_expect_tx.
 __device__ __forceinline__ void eg_tma_load_1d(void* dst, const CUtensorMap* tmap, eg_u64* bar, int c0) {

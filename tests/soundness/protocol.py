@@ -372,6 +372,8 @@ def _call_event(s: str, env) -> Event | None:
             return ("fence",)
         case "eg_tma_store_wait":
             return ("tma_store_wait",)
+        case "eg_tma_prefetch_descriptor":
+            return None  # a hint to the TMA unit: no completion, nothing waits on it
     if re.fullmatch(r"eg_tma_load_\dd", name):
         return ("tma_load",) + _bar(args[2], env) + (tuple(c_eval(a, env) for a in args[3:]),)
     if re.fullmatch(r"eg_tma_store_\dd", name):
