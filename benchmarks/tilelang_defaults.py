@@ -1,6 +1,6 @@
 """TileLang's flash-attention example at its own defaults on the H200: correctness, then time (issue 13, item 1).
 
-    python benchmarks/tilelang_defaults.py [--shape 8,32,4096,128] [--iters 10]
+    python benchmarks/tilelang_defaults.py [--shape 8,32,4096,128] [--iters 10] [--rounds 5] [--warm-s 0.5]
 
 The kernel is TileLang's ``examples/flash_attention/example_mha_fwd_bshd.py`` body ported by import change
 (tests/attention_port.py) with the configuration its ``main()`` passes: 128x128 blocks, 1 stage, 128 threads (one
@@ -9,14 +9,15 @@ shape B=8 H=32 S=4096 D=128, causal and not. For scale the same inputs also run 
 (examples/flash_attention.py ``config_for``: 128x128, 256 threads, 2 stages) and torch's SDPA (default backend);
 both egtile kernels with fast math, as the example's ``@tilelang.jit`` asks (``TL_ENABLE_FAST_MATH``).
 Each output, written into a NaN-poisoned tensor, is compared with a float32 reference under the example's bound
-(examples/flash_attention.py ``tolerance``); a wrong output is not timed. Median of ``--iters`` CUDA-event-timed
-calls after two warm-up calls; TFLOP/s = 4 B H S^2 D (halved when causal). Without an sm_90 GPU it says so, exit 0.
+(examples/flash_attention.py ``tolerance``); a wrong output is not timed. The contenders take turns over
+``--rounds`` rounds (benchmarks/_timing.py: an order drawn per round, each turn running ``--warm-s`` seconds untimed
+first), a round's number the median of ``--iters`` CUDA-event-timed calls; the median over rounds is reported with
+its spread. TFLOP/s = 4 B H S^2 D (halved when causal). Without an sm_90 GPU it says so, exit 0.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -26,22 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 
-def _median_ms(fn, iters: int) -> float:
-    for _ in range(2):
-        fn()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for a, b in ev:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in ev)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", default="8,32,4096,128")
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warm-s", type=float, default=0.5)
     args = ap.parse_args()
     from egtile.api import hopper_available
 
@@ -52,6 +43,7 @@ def main() -> int:
     import flash_attention as FA
     from _check import poisoned
     from _devcheck import device_check as check
+    from _timing import event_median, in_turns, summary
     from attention import reference_f32
     from attention_port import flashattn as tilelang_port
 
@@ -73,6 +65,7 @@ def main() -> int:
                 B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns),
         }
         line = [f"{'causal' if causal else 'full':6}"]
+        calls, spills = {}, {}
         for name, prim in kernels.items():
             # fast math, as the example's @tilelang.jit asks (pass_configs TL_ENABLE_FAST_MATH: True)
             k = egtile.compile(prim, target="cuda", pass_configs={egtile.PassConfigKey.TL_ENABLE_FAST_MATH: True})
@@ -82,12 +75,17 @@ def main() -> int:
             if not check(f"{name} {'causal' if causal else 'full'}", O, ref, **tol):
                 line.append(f"{name}: WRONG (not timed)")
                 continue
-            spill = "fragment-registers" in k.explain()
-            ms = _median_ms(lambda: k(Q, K, V, O), args.iters)
-            line.append(f"{name}: {flops / ms / 1e9:7.1f} TFLOP/s{' (spill noted)' if spill else ''}")
+            spills[name] = "fragment-registers" in k.explain()
+            calls[name] = lambda k=k, O=O: k(Q, K, V, O)
         q, kk, v = (x.transpose(1, 2) for x in (Q, K, V))
-        ms = _median_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, kk, v, is_causal=causal), args.iters)
-        line.append(f"torch SDPA default: {flops / ms / 1e9:7.1f}")
+        calls["torch SDPA default"] = lambda: torch.nn.functional.scaled_dot_product_attention(q, kk, v,
+                                                                                              is_causal=causal)
+        got = in_turns({n: lambda fn=fn: event_median(fn, args.iters, warm_s=args.warm_s) for n, fn in calls.items()},
+                       args.rounds)
+        for name, times in got.items():
+            ms, spread = summary(times)
+            line.append(f"{name}: {flops / ms / 1e9:7.1f} TFLOP/s (spread {spread:.1%})"
+                        f"{' (spill noted)' if spills.get(name) else ''}")
         print("  " + " | ".join(line), flush=True)
         del Q, K, V, ref, scale
         torch.cuda.empty_cache()

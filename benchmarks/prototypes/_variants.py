@@ -49,3 +49,44 @@ def check_then_time(kernels: dict[str, Callable], args: tuple, out_like: torch.T
     got = in_turns({name: timed(kernels[name]) for name, t in times.items() if t is not None}, rounds)
     times.update(got)
     return times
+
+
+def add_ab_arguments(ap) -> None:
+    """The options every ``against_cudnn`` prototype takes: the shape, which causalities, and the turns."""
+    ap.add_argument("--shape", default="4,32,4096,128")
+    ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warm-s", type=float, default=0.5)
+
+
+def against_cudnn(kernels: dict[str, Callable], Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool,
+                  ref: torch.Tensor, tol: dict, rounds: int, iters: int, warm_s: float) -> None:
+    """``kernels`` (each called as ``k(Q, K, V, O)``, bshd) and cuDNN's attention on the same inputs: each checked
+    against ``ref`` with ``tol`` (examples/flash_attention.py's bound), then timed in turns (benchmarks/_timing.py),
+    one line each: TFLOP/s, the spread over rounds, the ratio to cuDNN."""
+    from _devcheck import device_check
+    from _timing import event_median, summary
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    B, S, H, D = Q.shape
+    q, k, v = (x.transpose(1, 2) for x in (Q, K, V))
+
+    def cudnn(Q, K, V, O):  # noqa: N803
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal).transpose(1, 2)
+
+    label = "causal" if causal else "full"
+    times = check_then_time({**kernels, "cuDNN": cudnn}, (Q, K, V), Q,
+                            lambda n, got: device_check(f"{n} {label}", got, ref, **tol),
+                            lambda fn: event_median(fn, iters, 0.5, warm_s=warm_s), rounds)
+    flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
+    base = summary(times["cuDNN"])[0] if times.get("cuDNN") else None
+    for name, t in times.items():
+        head = f"B={B} H={H} S={S} D={D} {label:6} {name:30}"
+        if t is None:
+            print(f"{head} WRONG", flush=True)
+            continue
+        ms, spread = summary(t)
+        vs = f", x cuDNN {base / ms:.3f}" if base else ""
+        print(f"{head} {flops / (ms * 1e-3) / 1e12:7.1f} TFLOP/s (spread {spread:.1%}{vs})", flush=True)

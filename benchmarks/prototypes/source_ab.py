@@ -23,21 +23,16 @@ sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks"), str(ROOT / "be
 
 
 def main() -> int:
+    from _variants import add_ab_arguments
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--drop", required=True, help="a regular expression: generated lines that match it are removed")
-    ap.add_argument("--shape", default="4,32,4096,128")
-    ap.add_argument("--causal", choices=("both", "yes", "no"), default="both")
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--warm-s", type=float, default=0.5)
+    add_ab_arguments(ap)
     args = ap.parse_args()
     sys.argv = [sys.argv[0], "--target", "cuda"]
     import flash_attention as FA
-    from _devcheck import device_check
-    from _timing import event_median, summary
-    from _variants import check_then_time, variant
+    from _variants import against_cudnn, variant
     from attention import reference_f32
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     import egtile
 
@@ -56,29 +51,9 @@ def main() -> int:
             return 1
         Q, K, V = (torch.randn(B, S, H, D, dtype=torch.float16, device="cuda") for _ in range(3))
         ref, scale = reference_f32(Q, K, V, causal)
-        tol = FA.tolerance(scale, ref, "float16")
-        q, k, v = (x.transpose(1, 2) for x in (Q, K, V))
-
-        def cudnn(Q, K, V, O, causal=causal):  # noqa: N803
-            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal).transpose(1, 2)
-
-        kernels = {"egtile": kernel, f"egtile without {removed} line(s)": variant(kernel, kept, "dropped",
-                                                                                 fast_math=kernel.fast_math),
-                   "cuDNN": cudnn}
-        label = "causal" if causal else "full"
-        times = check_then_time(kernels, (Q, K, V), Q, lambda n, got: device_check(f"{n} {label}", got, ref, **tol),
-                                lambda fn: event_median(fn, args.iters, 0.5, warm_s=args.warm_s), args.rounds)
-        flops = 4.0 * B * H * S * S * D * (0.5 if causal else 1.0)
-        best = summary(times["cuDNN"])[0] if times.get("cuDNN") else None
-        for name, t in times.items():
-            if t is None:
-                print(f"B={B} H={H} S={S} D={D} {label:6} {name:30} WRONG")
-                continue
-            ms, spread = summary(t)
-            vs = f", x cuDNN {best / ms:.3f}" if best else ""
-            print(f"B={B} H={H} S={S} D={D} {label:6} {name:30} {flops / (ms * 1e-3) / 1e12:7.1f} TFLOP/s "
-                  f"(spread {spread:.1%}{vs})", flush=True)
+        dropped = variant(kernel, kept, "dropped", fast_math=kernel.fast_math)
+        against_cudnn({"egtile": kernel, f"egtile without {removed} line(s)": dropped}, Q, K, V, causal, ref,
+                      FA.tolerance(scale, ref, "float16"), args.rounds, args.iters, args.warm_s)
     return 0
 
 
