@@ -13,12 +13,13 @@ Hardware facts:
 * A swizzled staging tile (:mod:`egtile.rules.swizzle`) spreads the 8 rows of one warp store over the
   banks; its tensor map names the same swizzle (one box per column panel).
 
-The rewrite ``copy-via-tma-store``: a block-level ``copy(sid)`` from a whole 2-D fragment to a 2-D global
-region -> ``copy_tma_store(sid, layout)``: the copy into a fresh shared staging tile of the destination's
-type (converting; by the fragment's layout when it is in registers, else cooperatively), then one elected
-thread's TMA store of the tile, one alternative per staging layout. Legal when a tensor map can describe
-the destination (``tma-store-eligible``: :func:`tma_store_eligibility`, with the kernel's shared memory
-plus the staging tile within the 227 KiB of a block) and the copy's ``prefer_instruction`` allows TMA.
+The rewrite ``copy-via-tma-store``: a block-level ``copy(sid)`` from a whole 2-D fragment to a global region
+that is a 2-D tile once its unit dimensions are dropped (``O[b, rows, h, :]`` of a bshd tensor too) ->
+``copy_tma_store(sid, layout)``: the copy into a fresh shared staging tile of the destination's type
+(converting; by the fragment's layout when it is in registers, else cooperatively), then one elected thread's
+TMA store of the tile, one alternative per staging layout. Legal when a tensor map can describe the destination
+(``tma-store-eligible``: :func:`tma_store_eligibility`, with the kernel's shared memory plus the staging tile
+within the 227 KiB of a block) and the copy's ``prefer_instruction`` allows TMA.
 
 Cost: the staging stores (shared latency, bank conflicts of the layout), the barrier, one TMA issue per
 box and the bytes; against ``copy_simt``'s exposed global latency.
@@ -76,6 +77,16 @@ def shared_upper_bound(ctx) -> int:
     return total + 256
 
 
+def _tile(dst: Region) -> tuple[int, int] | None:
+    """``(rows, cols)`` of a destination region that is one 2-D tile once its unit dimensions are dropped, its
+    columns along the tensor's innermost dimension (a bshd tensor's ``O[b, rows, h, :]``: TMA writes the box
+    innermost first, so the staging tile's rows are the box's); ``None`` otherwise."""
+    tile = tuple(dst.squeezed)
+    if len(tile) != 2 or dst.extents[-1] != tile[1]:
+        return None
+    return tile  # type: ignore[return-value]
+
+
 def tma_store_eligibility(ctx, s) -> tuple[int, list[str]]:
     """The mask of staging layouts (bit ``i`` for ``SW.LAYOUTS[i]``) with which ``T.copy`` ``s`` can be a TMA
     store, and why none when 0 (module docstring)."""
@@ -90,22 +101,25 @@ def tma_store_eligibility(ctx, s) -> tuple[int, list[str]]:
         why.append("not a block-level copy")
     if src.buffer.scope != "fragment" or not _whole(src) or len(src.extents) != 2:
         why.append(f"the source {src.buffer.name} is not a whole 2-D fragment")
-    if dst.buffer.scope != "global" or len(dst.extents) != 2:
-        why.append(f"the destination {dst.buffer.name} is not a 2-D region of a global tensor")
+    tile = _tile(dst)
+    if dst.buffer.scope != "global" or tile is None:
+        why.append(f"the destination {dst.buffer.name} is not a 2-D tile of a global tensor (unit dimensions aside) "
+                   "whose columns are the tensor's innermost dimension")
     d = dtype(dst.buffer.dtype)
     if d.tma is None:
         why.append(f"{d.name} has no CUtensorMapDataType")
-    if tuple(src.extents) != tuple(dst.extents):
+    if tile is not None and tuple(src.extents) != tile:
         why.append(f"source {src.extents} and destination {dst.extents} differ")
-    if not 1 <= dst.extents[0] <= TMA_MAX_BOX:
+    if tile is not None and not 1 <= tile[0] <= TMA_MAX_BOX:
         why.append(f"box {dst.extents}: TMA boxes have 1..{TMA_MAX_BOX} rows")
     shape = dst.buffer.shape
-    if len(shape) == 2 and (shape[1] * d.bytes) % 16:
-        why.append(f"{dst.buffer.name}'s rows are {shape[1] * d.bytes} bytes; TMA needs 16-byte strides")
+    # every outer stride is a multiple of the innermost dimension's length
+    if len(shape) >= 2 and (shape[-1] * d.bytes) % 16:
+        why.append(f"{dst.buffer.name}'s rows are {shape[-1] * d.bytes} bytes; TMA needs 16-byte strides")
     if why:
         ctx._memo[key] = (0, why)
         return 0, why
-    rows, cols = dst.extents
+    rows, cols = tile
     stage_bytes = rows * cols * d.bytes
     if shared_upper_bound(ctx) + stage_bytes > SMEM_LIMIT:
         why.append(f"a {stage_bytes}-byte staging tile does not fit the block's shared memory "
@@ -155,7 +169,7 @@ def copy_tma_store(sid: i64Like, layout: StringLike) -> Stmt:
 
 def staged_cost(kernel, c: Copy, layout: str) -> int:
     """Cycles of the staged epilogue (module docstring)."""
-    rows, cols = c.dst.extents
+    rows, cols = c.dst.squeezed
     eb = dtype(c.dst.buffer.dtype).bytes
     T = kernel.threads
     conflicts = {"swizzle128": 1, "swizzle64": 2, "swizzle32": 4, "linear": 8}[layout]
@@ -167,7 +181,7 @@ def staged_cost(kernel, c: Copy, layout: str) -> int:
 def _lower(n, lw, ctx):
     (layout,) = n.params
     c = lw.stmt(n.sid, ctx)
-    rows, cols = c.dst.extents
+    rows, cols = c.dst.squeezed
     stage = lw.add_buffer(Buffer(f"{c.src.buffer.name}_stage", (rows, cols), c.dst.buffer.dtype, "shared"))
     lw.layouts[stage.name] = str(layout)
     stage = Buffer(stage.name, stage.shape, stage.dtype, "shared", str(layout))

@@ -415,3 +415,60 @@ def test_wgmma_schedule_round_trips_through_the_schedule_cache(tmp_path, monkeyp
     assert hit is not None
     assert hit[0].scheduled == k.scheduled
     assert any(isinstance(x, WgmmaMma) for x in swalk(hit[0].scheduled.body))
+
+
+# ---- the staged TMA store into a tile of a higher-rank tensor ---------------------------------------
+
+
+def _bshd_gemm(heads: int, M: int, N: int, K: int, *, innermost: bool = True):
+    """Per head h: ``C[0, :, h, :] = A[h] @ B[h]`` (``innermost``), the output tile a (1, 64, 1, 64) box of a bshd
+    tensor; else ``C[0, :, :, h]``, whose tile's columns are not the tensor's innermost dimension."""
+    from egtile import language as T
+
+    c_shape = (1, M, heads, N) if innermost else (1, M, N, heads)
+
+    @T.prim_func
+    def gemm(A: T.Tensor((heads, M, K), "float16"), B: T.Tensor((heads, K, N), "float16"),
+             C: T.Tensor(c_shape, "float16")):
+        with T.Kernel(heads, M // 64, threads=128) as (h, by):
+            A_s = T.alloc_shared((64, K), "float16")
+            B_s = T.alloc_shared((K, N), "float16")
+            C_f = T.alloc_fragment((64, N), "float32")
+            T.clear(C_f)
+            T.copy(A[h, by * 64:(by + 1) * 64, :], A_s)
+            T.copy(B[h, :, :], B_s)
+            T.gemm(A_s, B_s, C_f)
+            if innermost:
+                T.copy(C_f, C[0, by * 64:(by + 1) * 64, h, :])
+            else:
+                T.copy(C_f, C[0, by * 64:(by + 1) * 64, :, h])
+
+    return gemm
+
+
+def test_a_fragment_copied_to_a_tile_of_a_bshd_tensor_is_a_staged_tma_store_that_matches_torch():
+    heads, M, N, K = 2, 128, 64, 32
+    pf = _bshd_gemm(heads, M, N, K)
+    assert "copy_tma_store" in _ops(egtile.optimize(pf))
+    kernel = egtile.compile(pf, target="sim")
+    g = torch.Generator().manual_seed(7)
+    A = (torch.randn(heads, M, K, generator=g) / 4).half()
+    B = (torch.randn(heads, K, N, generator=g) / 4).half()
+    C = poisoned((1, M, heads, N), torch.float16, "cpu")
+    kernel(A, B, C)
+    ref = torch.einsum("hmk,hkn->mhn", A.double(), B.double())[None]
+    rabs = torch.einsum("hmk,hkn->mhn", A.double().abs(), B.double().abs())[None]
+    rtol, atol = tolerance(K, "float16", rabs)
+    assert check("C", C, ref, rtol=rtol, atol=atol)
+
+
+def test_a_tile_whose_columns_are_not_innermost_is_not_a_tma_store():
+    from egtile.rules.epilogue import tma_store_eligibility
+    from egtile.schedule.facts import FactContext
+
+    pf = _bshd_gemm(2, 128, 64, 32, innermost=False)
+    ctx = FactContext.of(pf.kernel)
+    copy = [s for s in ctx.stmts.values() if type(s).__name__ == "Copy" and s.dst.buffer.name == "C"][0]
+    mask, why = tma_store_eligibility(ctx, copy)
+    assert mask == 0 and "columns are the tensor's innermost dimension" in why[0]
+    assert "copy_tma_store" not in _ops(egtile.optimize(pf))
