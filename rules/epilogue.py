@@ -56,12 +56,13 @@ def _whole(r: Region) -> bool:
 
 def shared_upper_bound(ctx) -> int:
     """Bytes of shared memory the kernel needs: every shared buffer times the stages of the pipelined loop that
-    may multi-version it, and every fragment that cannot be a wgmma accumulator (those stay in shared memory;
-    an accumulator a wgmma can take is counted as registers), 128-byte aligned, plus the slack of swizzled
-    layouts. A schedule that keeps a wgmma-able accumulator in shared memory and stages its epilogue can
-    still exceed the block: the verifier's L8 then refuses it at compile time."""
+    may multi-version it, and every fragment that no wgmma can keep in registers (those stay in shared memory;
+    the accumulator of a gemm a wgmma can take, and the A operand of one that takes A from registers, are
+    counted as registers), 128-byte aligned, plus the slack of swizzled layouts. A schedule that keeps such a
+    fragment in shared memory and stages its epilogue can still exceed the block: the verifier's L8 then
+    refuses it at compile time."""
     from egtile.ir import For, Gemm
-    from egtile.rules.mma import wgmma_options
+    from egtile.rules.mma import wgmma_options, wgmma_rs_options
 
     stages: dict[str, int] = {}
     for s in ctx.stmts.values():
@@ -69,10 +70,13 @@ def shared_upper_bound(ctx) -> int:
             for b in s.body:
                 for name in ctx.writes(b.sid):
                     stages[name] = max(stages.get(name, 1), max(1, s.num_stages))
-    accumulators = {s.c.buffer.name for s in ctx.stmts.values() if isinstance(s, Gemm) and wgmma_options(ctx, s)[0]}
+    gemms = [s for s in ctx.stmts.values() if isinstance(s, Gemm)]
+    rs = [g for g in gemms if wgmma_rs_options(ctx, g)[0]]
+    registers = {g.c.buffer.name for g in gemms if wgmma_options(ctx, g)[0]} | \
+        {g.c.buffer.name for g in rs} | {g.a.buffer.name for g in rs}
     total = SLACK
     for b in ctx.kernel.allocs:
-        if b.scope == "shared" or (b.scope == "fragment" and b.name not in accumulators):
+        if b.scope == "shared" or (b.scope == "fragment" and b.name not in registers):
             total += -(-b.numel * dtype(b.dtype).bytes * stages.get(b.name, 1) // 128) * 128
     return total + 256
 
