@@ -21,6 +21,14 @@ from typing import Any
 import torch
 
 
+def settle(fn: Callable[[], Any], seconds: float) -> None:
+    """Call ``fn`` back to back, untimed, for about ``seconds``: the card's clock settles at what ``fn`` draws."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        fn()
+        torch.cuda.synchronize()
+
+
 def event_median(fn: Callable[[], Any], iters: int, budget_s: float | None = None, warmup: int = 2,
                  warm_s: float = 0.0) -> float:
     """Median CUDA-event time (ms) of one call of ``fn``, over ``iters`` calls after ``warmup`` calls and after
@@ -29,10 +37,7 @@ def event_median(fn: Callable[[], Any], iters: int, budget_s: float | None = Non
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < warm_s:
-        fn()
-        torch.cuda.synchronize()
+    settle(fn, warm_s)
     n = iters
     if budget_s is not None:
         t0 = time.perf_counter()

@@ -11,13 +11,14 @@ Method (docs/perf.md has the reasons): correctness first, for every contender an
 inputs (normal, scaled by 1/4), the output poisoned with NaN, every element within
 ``2^-8 |AB| + K 2^-22 (|A| @ |B|)`` of a float32 reference (``torch.matmul`` of the float32 inputs, whose
 own error is far below the bound); a contender that fails is reported and not timed. Then ``--rounds``
-interleaved rounds, each timing every contender once with ``triton.testing.do_bench`` (the median of its
-repetitions; it flushes L2 before every call, alike for every contender), so that the H200's power-bound
-clock drift lands on every contender alike. A contender's ratio in a round is cuBLAS's time over its time
+rounds in which the contenders take turns (benchmarks/_timing.py: an order drawn per round, each turn first
+running ``--warm-s`` seconds untimed so that the power-capped clock settles at what that contender draws), each
+timing every contender once with ``triton.testing.do_bench`` (the median of its repetitions; it flushes L2 before
+every call, alike for every contender). A contender's ratio in a round is cuBLAS's time over its time
 in that round (above 1: faster than cuBLAS); the table gives the median ratio over rounds and TFLOP/s from
 the median time. Without Triton, only egtile and cuBLAS; without an sm_90 GPU it says so and exits 0.
 
-    python benchmarks/gemm.py [--rounds 5] [--quick] [--dtypes float16,bfloat16] [--explain] [--jobs N] [--compile-only]
+    python benchmarks/gemm.py [--rounds 5] [--warm-s 0.5] [--quick] [--dtypes float16,bfloat16] [--explain] [--jobs N] [--compile-only]
 
 ``--jobs N`` first compiles every egtile kernel of the run in N processes (the e-graph and the verifier are
 single-threaded; each compile lands in the on-disk schedule cache, which the timed run then reads);
@@ -87,28 +88,21 @@ def triton_matmul():
     return run
 
 
-def timer():
+def timer(warm_s: float = 0.5):
     """``(method, bench)``: ``bench(fn)`` is the median milliseconds of ``fn`` by triton's do_bench, or by CUDA
-    events where triton is missing (``method`` says which)."""
+    events where triton is missing (``method`` says which), after ``fn`` has run ``warm_s`` seconds untimed (its
+    clock settles: benchmarks/_timing.py)."""
+    from _timing import event_median, settle
+
     try:
         from triton.testing import do_bench
 
-        return "do_bench", lambda fn: do_bench(fn, warmup=25, rep=100, return_mode="median")
+        def bench(fn):
+            settle(fn, warm_s)
+            return do_bench(fn, warmup=25, rep=100, return_mode="median")
+        return "do_bench", bench
     except Exception:  # noqa: BLE001 - CUDA events instead
-        def events(fn, n=50):
-            for _ in range(5):
-                fn()
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(n):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                fn()
-                e.record()
-                torch.cuda.synchronize()
-                times.append(s.elapsed_time(e))
-            return statistics.median(times)
-        return "cuda events", events
+        return "cuda events", lambda fn: event_median(fn, 50, warmup=5, warm_s=warm_s)
 
 
 def _compile_one(job: tuple[int, int, int, str]) -> str:
@@ -147,6 +141,8 @@ def correct(what: str, got: torch.Tensor, A: torch.Tensor, B: torch.Tensor, ref:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warm-s", type=float, default=0.5,
+                    help="seconds each contender runs untimed at the start of its turn (its clock settles)")
     ap.add_argument("--quick", action="store_true", help="4096³ only, 3 rounds")
     ap.add_argument("--dtypes", default="float16,bfloat16")
     ap.add_argument("--explain", action="store_true", help="print egtile's schedule decisions for the first shape")
@@ -165,7 +161,9 @@ def main() -> int:
         precompile([(M, N, K, dt) for dt in args.dtypes.split(",") for M, N, K in shapes], max(args.jobs, 1))
         if args.compile_only:
             return 0
-    _how, bench = timer()
+    from _timing import in_turns
+
+    _how, bench = timer(args.warm_s)
     tri = triton_matmul()
     if not callable(tri):
         print(f"Triton skipped: {tri}")
@@ -197,10 +195,7 @@ def main() -> int:
                 ok["triton"] = correct("triton", Ct, A, B, ref, K)
                 contenders["triton"] = lambda A=A, B=B, Ct=Ct: tri(A, B, Ct)
             live = {k: f for k, f in contenders.items() if ok.get(k)}
-            times: dict[str, list[float]] = {k: [] for k in live}
-            for _ in range(rounds):
-                for k, f in live.items():
-                    times[k].append(bench(f))
+            times = in_turns({k: lambda f=f: bench(f) for k, f in live.items()}, rounds)
             flops = 2.0 * M * N * K
             line = f"{dt:8s} {M}x{N}x{K}:"
             for k in contenders:

@@ -11,8 +11,10 @@ constructs), two tiles: 128x256x128 (3 stages, 256 threads) and 128x128x128 (4 s
 Method: correctness first, for every contender: fresh random inputs (normal x 8, in e4m3), the output poisoned
 with NaN, every element within ``2^-7 |ref| + K 2^-12 (|A| @ |B|^T)`` of the float64 product of the decoded values
 (bfloat16 rounding of the output plus the FP8 tensor core's accumulation, egtile.rules.mma); a contender that fails
-is reported and not timed. Then ``--rounds`` interleaved rounds timing each contender once (``triton.testing
-.do_bench`` median when Triton is there, else CUDA events, median of 50); TFLOP/s from the median time over rounds.
+is reported and not timed. Then ``--rounds`` rounds in which the contenders take turns (benchmarks/_timing.py: an
+order drawn per round, each turn first running 0.5 s untimed), each timing every contender once
+(``triton.testing.do_bench`` median when Triton is there, else CUDA events, median of 50); TFLOP/s from the median
+time over rounds.
 
     python benchmarks/gemm_fp8.py [--rounds 3] [--size 4096]
 """
@@ -103,11 +105,10 @@ def main(argv=None) -> int:
         print(f"{name}: correct={good} relative error {rel:.2e}")
         if good:
             ok[name] = fn
+    from _timing import in_turns
+
     how, bench = timer()
-    times = {n: [] for n in ok}
-    for _ in range(args.rounds):
-        for n, fn in ok.items():
-            times[n].append(bench(fn))
+    times = in_turns({n: lambda fn=fn: bench(fn) for n, fn in ok.items()}, args.rounds)
     flops = 2.0 * M * N * K
     print(f"\nFP8 GEMM {M}x{N}x{K} (e4m3 x e4m3 -> bf16), {args.rounds} rounds ({how}), "
           f"{torch.cuda.get_device_name()}:")
