@@ -59,8 +59,8 @@ def shared_upper_bound(ctx) -> int:
     may multi-version it, and every fragment that no wgmma can keep in registers (those stay in shared memory;
     the accumulator of a gemm a wgmma can take, and the A operand of one that takes A from registers, are
     counted as registers), 128-byte aligned, plus the slack of swizzled layouts. A schedule that keeps such a
-    fragment in shared memory and stages its epilogue can still exceed the block: the verifier's L8 then
-    refuses it at compile time."""
+    fragment in shared memory and stages its epilogue can still exceed the block: the declaration's
+    ``spends_shared`` then has the driver extract again without the staged store."""
     from egtile.ir import For, Gemm
     from egtile.rules.mma import wgmma_options, wgmma_rs_options
 
@@ -207,7 +207,9 @@ COPY_TMA_STORE = Decision(
     "copy_tma_store", copy_tma_store, (("sid", i64), ("layout", String)), "decision",
     Cost(lambda c: staged_cost(c.kernel, c.stmt, c.params["layout"]),
          doc="staging stores x bank conflicts + SYNCTHREADS + TMA_ISSUE x boxes + bytes / GLOBAL_BYTES_PER_CYCLE"),
-    lower=_lower, label="staged TMA store", details=_details)
+    lower=_lower, label="staged TMA store", details=_details,
+    # its bound counts every fragment a wgmma can take as registers; the e-graph may keep one in shared memory
+    spends_shared=True)
 
 PREFER_ALLOWS_TMA = Condition("prefer-allows-tma", copy_rules.PREFER_ALLOWS_TMA.doc,
                               copy_rules.PREFER_ALLOWS_TMA.query, derive=copy_rules.ALLOWS,

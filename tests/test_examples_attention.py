@@ -76,3 +76,22 @@ def test_the_benchmark_configuration_stores_o_by_a_staged_tma_store_and_matches_
     assert [s.dst.buffer.name for s in stores] == ["Output"]
     torch.manual_seed(300 + causal)
     assert FA.run_case(1, 1, 256, 64, causal, block_M=128, block_N=128, threads=256, num_stages=2, target="sim")
+
+
+def test_a_staged_store_that_overflows_the_block_is_dropped_and_the_kernel_still_schedules(monkeypatch):
+    """copy-via-tma-store is judged against a shared-memory bound made before the other decisions are known
+    (egtile.rules.epilogue.shared_upper_bound); when the extracted schedule needs more than a block has, the
+    driver extracts again without it (Decision.spends_shared). Here the bound is lifted, and 3 stages of 128x128
+    K and V tiles plus Q leave no room for a 32 KB staging tile: the first extraction takes the staged store and
+    overflows (TileLang's example_gqa_bwd.py met this with the real bound: its acc_o stays in shared memory)."""
+    import egtile
+    import egtile.rules.epilogue as epilogue
+    from egtile.ir import TmaStore, swalk
+    from egtile.verifier.resources import MAX_SHARED_BYTES, shared_bytes
+
+    monkeypatch.setattr(epilogue, "shared_upper_bound", lambda ctx: 0)
+    prim = FA.flashattn.__wrapped__(1, 1, 512, 128, False, block_M=128, block_N=128, threads=256, num_stages=3)
+    r = egtile.optimize(prim)
+    assert not [x for x in swalk(r.scheduled.body) if isinstance(x, TmaStore)]
+    assert shared_bytes(r.scheduled) <= MAX_SHARED_BYTES
+    assert egtile.verify(r.scheduled) == []

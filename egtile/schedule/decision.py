@@ -105,6 +105,10 @@ class Decision:
             ``egtile.layout.Fragment`` puts a fragment in registers, a swizzle ``Layout`` name lays out a
             shared buffer); the lowering collects them from the whole tree before lowering any node, so
             every other statement touching the buffer is lowered for that layout.
+        spends_shared: the node adds shared memory the kernel could do without (a staging tile), judged
+            legal against a bound made before the other decisions are known; when the extracted schedule
+            needs more shared memory than a block has, :func:`egtile.schedule.driver.optimize` extracts again
+            without the rules that chose such nodes.
     """
 
     name: str
@@ -120,6 +124,7 @@ class Decision:
     notes: Callable[..., Any] | None = field(default=None, compare=False)
     threads: Callable[..., int] | None = None
     layouts: Callable[..., Any] | None = field(default=None, compare=False)
+    spends_shared: bool = False
 
     def __post_init__(self) -> None:
         prims = [n for n, s in self.args if s in (i64, String)]

@@ -302,6 +302,18 @@ def saturate(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
     return Saturation(egraph, enc, reports, rs)
 
 
+def _shared_spenders(body, table, made, scheduled) -> list[str]:
+    """The rules whose nodes spend optional shared memory (``Decision.spends_shared``) in a schedule that needs
+    more shared memory than a block has; empty when it fits or no such node was chosen."""
+    from egtile.verifier.resources import MAX_SHARED_BYTES, shared_bytes
+
+    chosen = {(sid, table[op].label) for op, sid in ((n.op, n.subject) for top in body for n in top.walk())
+              if op in table and table[op].spends_shared}
+    if not chosen or shared_bytes(scheduled) <= MAX_SHARED_BYTES:
+        return []
+    return sorted({d.rule for d in made if (d.sid, d.choice) in chosen})
+
+
 def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = None, arch: str = "sm_90a", *,
              limits: Limits | None = None) -> ScheduleResult:
     """Schedule a kernel.
@@ -366,6 +378,13 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
         parts = breakdown(body, ctx)
         ctx.egraph = ctx.enode_costs = None
         t3 = time.perf_counter()
+    spenders = _shared_spenders(body, table, made, scheduled)
+    if spenders:
+        # a decision judged against a bound made before the others were known overflowed the block: the same
+        # kernel without the rules that chose it (explain() still lists them, as rejected by this budget)
+        for name in spenders:
+            rs = rs.without(name)
+        return optimize(kernel, rs, arch, limits=limits)
     # The saturate phase above includes encoding; split it out for the report.
     timings = Timings(encode=enc.seconds, saturate=t1 - t0 - enc.seconds, extract=t2 - t1, decode=t3 - t2)
     result = ScheduleResult(kernel, scheduled, int(total), parts, tuple(sorted(ctx.fired)), rejected, reports,
