@@ -95,3 +95,5 @@ def test_a_staged_store_that_overflows_the_block_is_dropped_and_the_kernel_still
     assert not [x for x in swalk(r.scheduled.body) if isinstance(x, TmaStore)]
     assert shared_bytes(r.scheduled) <= MAX_SHARED_BYTES
     assert egtile.verify(r.scheduled) == []
+    text = r.explain()
+    assert "copy-via-tma-store: not staged TMA store" in text and "scheduled again without copy-via-tma-store" in text

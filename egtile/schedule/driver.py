@@ -24,6 +24,7 @@ from egglog import EGraph, eq
 from egtile.analysis import parallel_races
 from egtile.errors import ArgumentError, RuleError, ScheduleError
 from egtile.ir import Kernel, Scheduled, walk
+from egtile.ir.scheduled import Decision as IrDecision
 from egtile.lower.driver import lower
 from egtile.schedule import costs, schema
 from egtile.schedule.decision import decision_table
@@ -302,16 +303,22 @@ def saturate(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
     return Saturation(egraph, enc, reports, rs)
 
 
-def _shared_spenders(body, table, made, scheduled) -> list[str]:
-    """The rules whose nodes spend optional shared memory (``Decision.spends_shared``) in a schedule that needs
-    more shared memory than a block has; empty when it fits or no such node was chosen."""
+def _shared_spenders(body, table, made, scheduled) -> list[IrDecision]:
+    """The decisions whose nodes spend optional shared memory (``Decision.spends_shared``) in a schedule that needs
+    more shared memory than a block has, each restated as dropped for that reason; empty when it fits or no such
+    node was chosen."""
     from egtile.verifier.resources import MAX_SHARED_BYTES, shared_bytes
 
     chosen = {(sid, table[op].label) for op, sid in ((n.op, n.subject) for top in body for n in top.walk())
               if op in table and table[op].spends_shared}
-    if not chosen or shared_bytes(scheduled) <= MAX_SHARED_BYTES:
+    need = shared_bytes(scheduled) if chosen else 0
+    if need <= MAX_SHARED_BYTES:
         return []
-    return sorted({d.rule for d in made if (d.sid, d.choice) in chosen})
+    return [IrDecision(d.rule, d.sid, f"not {d.choice}",
+                       f"with it the extracted schedule needs {need} bytes of shared memory and a block has "
+                       f"{MAX_SHARED_BYTES}, so the kernel was scheduled again without {d.rule} (its condition "
+                       "judged the added shared memory against a bound made before the other decisions were known)")
+            for d in made if (d.sid, d.choice) in chosen]
 
 
 def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = None, arch: str = "sm_90a", *,
@@ -378,13 +385,14 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
         parts = breakdown(body, ctx)
         ctx.egraph = ctx.enode_costs = None
         t3 = time.perf_counter()
-    spenders = _shared_spenders(body, table, made, scheduled)
-    if spenders:
+    dropped = _shared_spenders(body, table, made, scheduled)
+    if dropped:
         # a decision judged against a bound made before the others were known overflowed the block: the same
-        # kernel without the rules that chose it (explain() still lists them, as rejected by this budget)
-        for name in spenders:
+        # kernel without the rules that chose it, and explain() says why they are missing
+        for name in dict.fromkeys(d.rule for d in dropped):
             rs = rs.without(name)
-        return optimize(kernel, rs, arch, limits=limits)
+        again = optimize(kernel, rs, arch, limits=limits)
+        return replace(again, scheduled=replace(again.scheduled, decisions=(*dropped, *again.scheduled.decisions)))
     # The saturate phase above includes encoding; split it out for the report.
     timings = Timings(encode=enc.seconds, saturate=t1 - t0 - enc.seconds, extract=t2 - t1, decode=t3 - t2)
     result = ScheduleResult(kernel, scheduled, int(total), parts, tuple(sorted(ctx.fired)), rejected, reports,
