@@ -67,6 +67,14 @@ def in_turns(timers: dict[str, Callable[[], float]], rounds: int, seed: int = 0)
     return got
 
 
+def medians_in_turns(calls: dict[str, Callable[[], Any]], rounds: int, iters: int, warmup: int = 2,
+                     warm_s: float = 0.0) -> dict[str, tuple[float, float]]:
+    """``(median ms, spread)`` of each of ``calls`` (all already checked): they take turns over ``rounds`` rounds
+    (:func:`in_turns`), a round's number being :func:`event_median` of ``iters`` calls."""
+    timers = {n: lambda fn=fn: event_median(fn, iters, warmup=warmup, warm_s=warm_s) for n, fn in calls.items()}
+    return {n: summary(times) for n, times in in_turns(timers, rounds).items()}
+
+
 def summary(times: list[float]) -> tuple[float, float]:
     """``(median, spread)`` of one contender's rounds: the spread is (max - min) / median."""
     med = statistics.median(times)

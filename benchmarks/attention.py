@@ -65,6 +65,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
 
 REFERENCE_SHAPE = (4, 32, 4096, 128)
+CAUSALITIES = {"both": (False, True), "yes": (True,), "no": (False,)}
+"""``--causal``'s choices: the causalities each runs (this benchmark's and the prototypes')."""
 
 
 def reference_f32(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool, heads_per_chunk: int = 4):
@@ -182,16 +184,15 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
             torch.cuda.synchronize()
             ok = check(f"torch {name} {head}", out, ref, **tol)
             res[name + "_ok"] = "" if ok else " (outside egtile's bound)"
-            timers[name] = lambda fn=fn: event_median(fn, args.iters, args.budget / args.rounds,
-                                                                 warm_s=args.warm_s)
+            timers[name] = lambda fn=fn: event_median(fn, args.iters, args.budget / args.rounds, warm_s=args.warm_s)
         except Exception as e:  # noqa: BLE001  (a backend may refuse a case)
             res[name] = f"n/a ({type(e).__name__}: {str(e).splitlines()[0][:60] if str(e) else ''})"
     egtile_runs = {(cfg, var): prepare_egtile(B, H, S, D, dt, causal, args, cfg, var, Q, K, V, ref, tol, head)
                    for cfg in ([] if args.no_egtile else configs) for var in variants}
-    for key, eg in egtile_runs.items():
+    for (cfg, var), eg in egtile_runs.items():
         if "call" in eg:
-            timers[f"egtile {key}"] = lambda c=eg["call"]: event_median(c, args.iters, args.budget / args.rounds,
-                                                                             warm_s=args.warm_s)
+            timers[_contender(cfg, var)] = lambda c=eg["call"]: event_median(c, args.iters, args.budget / args.rounds,
+                                                                            warm_s=args.warm_s)
     got = in_turns(timers, args.rounds)  # type: ignore[arg-type]
     if args.show_rounds:
         for name, times in got.items():
@@ -209,12 +210,11 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
         line += f"  (cudnn over {args.rounds} rounds: spread {spread['cudnn']:.1%})"
     print(line, flush=True)
     for (cfg, var), eg in egtile_runs.items():
-        name = f"egtile {(cfg, var)}"
+        name = _contender(cfg, var)
         if name in got:
             eg["tflops"] = res[name]
         res[name] = eg  # type: ignore[assignment]
-        bm, bn, nt, ns = cfg
-        line = f"  egtile {bm}x{bn} {nt} threads {ns} stage(s){var.label()}:"
+        line = f"  {name}:"
         if isinstance(eg.get("tflops"), float):
             line += f" {eg['tflops']:7.2f} TFLOP/s{eg.get('calls', '')}, compile {eg['compile_s']:.2f} s"
             if name in spread:
@@ -227,6 +227,13 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
     del Q, K, V, ref, scale, tol
     torch.cuda.empty_cache()
     return {"head": head, **res, "best": best}
+
+
+def _contender(cfg: tuple[int, int, int, int], var: Variant) -> str:
+    """egtile's contender at ``cfg`` = (block_M, block_N, threads, stages) with ``var``: its name in the turns and
+    in the printed lines."""
+    bm, bn, nt, ns = cfg
+    return f"egtile {bm}x{bn} {nt} threads {ns} stage(s){var.label()}"
 
 
 def prepare_egtile(B, H, S, D, dt, causal, args, cfg, var: Variant, Q, K, V, ref, tol, head) -> dict:
@@ -346,7 +353,7 @@ def main() -> int:
 
     variants = ([Variant.parse(v) for v in args.variants.split(",")] if args.variants
                 else [Variant.from_args(args)])
-    causals = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    causals = CAUSALITIES[args.causal]
     if args.shape:
         shapes = [tuple(int(x) for x in s.split(",")) for s in args.shape]
     else:

@@ -40,14 +40,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
 
-from _timing import event_median, in_turns, summary  # noqa: E402
-
-
-def in_rounds(sides: dict[str, Callable[[], Any]], args: argparse.Namespace) -> dict[str, tuple[float, float]]:
-    """``(median ms, spread)`` of each of ``sides`` (all already checked), the sides taking turns over ``--rounds``
-    rounds (benchmarks/_timing.py): a round's number is the median of ``--iters`` calls after ``--warmup``."""
-    timers = {n: lambda fn=fn: event_median(fn, args.iters, warmup=args.warmup) for n, fn in sides.items()}
-    return {n: summary(times) for n, times in in_turns(timers, args.rounds).items()}
+from _timing import medians_in_turns  # noqa: E402
 
 
 def bench(name: str, kernel: Any, checked: Any, inputs: tuple[torch.Tensor, ...], out_dtype: torch.dtype,
@@ -63,7 +56,7 @@ def bench(name: str, kernel: Any, checked: Any, inputs: tuple[torch.Tensor, ...]
     if not check(name, out, ref, **tol):
         print(f"{name:<52} egtile output WRONG: not timed")
         return
-    t = in_rounds({"egtile": lambda: kernel(*inputs), "torch": torch_fn}, args)
+    t = medians_in_turns({"egtile": lambda: kernel(*inputs), "torch": torch_fn}, args.rounds, args.iters, args.warmup)
     (t_egtile, s_egtile), (t_torch, s_torch) = t["egtile"], t["torch"]
     rate = lambda ms: amount / (ms * 1e-3) / 1e12  # TB/s or TFLOP/s
     print(f"{name:<52} egtile {t_egtile:8.4f} ms ({rate(t_egtile):6.2f} {work}, spread {s_egtile:.1%})   torch "
@@ -125,7 +118,7 @@ def elementwise_case(M: int, N: int, triton: Callable[..., Any] | str, args: arg
             sides[name] = call
         else:
             why_not[name] = call
-    t = in_rounds(sides, args)
+    t = medians_in_turns(sides, args.rounds, args.iters, args.warmup)
     gbs = lambda ms: 3 * M * N * 4 / (ms * 1e-3) / 1e9  # noqa: E731
     t_torch, s_torch = t["torch"]
     line = f"elementwise_add {M}x{N} f32: torch {t_torch:8.4f} ms ({gbs(t_torch):7.0f} GB/s, spread {s_torch:.1%})"

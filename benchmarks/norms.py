@@ -36,7 +36,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
 
-from _timing import event_median, in_turns, summary  # noqa: E402
+from _timing import medians_in_turns  # noqa: E402
 
 #: block configurations: the default first; ``--sweep`` times all of them
 CONFIGS = {
@@ -100,8 +100,7 @@ def run_case(name: str, dt: str, M: int, N: int, args: argparse.Namespace) -> li
             sides[label] = call
         else:
             why_not[label] = call
-    timers = {n: lambda fn=fn: event_median(fn, args.iters, warmup=args.warmup) for n, fn in sides.items()}
-    t = {n: summary(times) for n, times in in_turns(timers, args.rounds).items()}
+    t = medians_in_turns(sides, args.rounds, args.iters, args.warmup)
     gbs = lambda ms: moved_bytes(name, M, N, elem) / (ms * 1e-3) / 1e9  # noqa: E731
     t_torch, s_torch = t["torch"]
     print(f"{head:<34} torch {t_torch:8.4f} ms {gbs(t_torch):7.0f} GB/s (spread {s_torch:.1%})"

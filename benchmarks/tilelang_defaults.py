@@ -43,7 +43,7 @@ def main() -> int:
     import flash_attention as FA
     from _check import poisoned
     from _devcheck import device_check as check
-    from _timing import event_median, in_turns, summary
+    from _timing import medians_in_turns
     from attention import reference_f32
     from attention_port import flashattn as tilelang_port
 
@@ -80,10 +80,7 @@ def main() -> int:
         q, kk, v = (x.transpose(1, 2) for x in (Q, K, V))
         calls["torch SDPA default"] = lambda: torch.nn.functional.scaled_dot_product_attention(q, kk, v,
                                                                                               is_causal=causal)
-        got = in_turns({n: lambda fn=fn: event_median(fn, args.iters, warm_s=args.warm_s) for n, fn in calls.items()},
-                       args.rounds)
-        for name, times in got.items():
-            ms, spread = summary(times)
+        for name, (ms, spread) in medians_in_turns(calls, args.rounds, args.iters, warm_s=args.warm_s).items():
             line.append(f"{name}: {flops / ms / 1e9:7.1f} TFLOP/s (spread {spread:.1%})"
                         f"{' (spill noted)' if spills.get(name) else ''}")
         print("  " + " | ".join(line), flush=True)

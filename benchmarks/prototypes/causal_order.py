@@ -48,7 +48,7 @@ def main() -> int:
     sys.argv = [sys.argv[0], "--target", "cuda"]
     import flash_attention as FA
     from _timing import event_median
-    from attention import reference_f32
+    from attention import CAUSALITIES, reference_f32
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     tmp = Path(tempfile.mkdtemp())
@@ -56,7 +56,7 @@ def main() -> int:
     B, H, S, D = (int(x) for x in args.shape.split(","))
     torch.manual_seed(0)
     Q, K, V = (torch.randn(B, S, H, D, dtype=torch.float16, device="cuda") for _ in range(3))
-    for causal in {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]:
+    for causal in CAUSALITIES[args.causal]:
         bm, bn, threads, stages = FA.config_for(S, D, causal, "float16")
         flops = 4 * B * H * S * S * D / (2 if causal else 1)
         ref, pv = reference_f32(Q, K, V, causal)

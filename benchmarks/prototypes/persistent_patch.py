@@ -167,7 +167,7 @@ def main() -> int:
     import flash_attention as FA
     from _devcheck import device_check
     from _timing import event_median
-    from attention import reference_f32
+    from attention import CAUSALITIES, reference_f32
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from _variants import check_then_time, variant
@@ -179,7 +179,7 @@ def main() -> int:
     torch.manual_seed(0)
     for shape in args.shape or ["4,32,4096,128"]:
         B, H, S, D = (int(x) for x in shape.split(","))
-        for causal in {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]:
+        for causal in CAUSALITIES[args.causal]:
             prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=128, block_N=128, threads=256, num_stages=2)
             k0 = egtile.compile(prim, target="cuda", pass_configs=FA.PASS_CONFIGS)
             built = k0._built
