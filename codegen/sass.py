@@ -63,9 +63,21 @@ def resource_usage(cubin: bytes) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"(\w+(?:\[\d+\])?):(\d+)", text)}
 
 
+_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)")
+"""One instruction of a disassembly: its address, then (past a predicate) its opcode with modifiers."""
+
+
+def instructions(sass: str) -> list[tuple[int, str]]:
+    """``(address, opcode)`` of every instruction of a disassembly, the opcode with its modifiers."""
+    return [(int(m.group(1), 16), m.group(2)) for m in _INSTRUCTION.finditer(sass)]
+
+
 def opcodes(sass: str) -> set[str]:
     """The opcodes (with modifiers, e.g. ``SYNCS.ARRIVE.TRANS64``) appearing in a disassembly."""
-    ops = set()
-    for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass):
-        ops.add(m.group(1))
-    return ops
+    return {op for _, op in instructions(sass)}
+
+
+def addresses(sass: str, opcode: str) -> list[int]:
+    """Addresses of the instructions whose opcode is ``opcode``, with or without further modifiers (``HGMMA``
+    finds ``HGMMA.64x128x16.F32``)."""
+    return [a for a, op in instructions(sass) if op == opcode or op.startswith(opcode + ".")]

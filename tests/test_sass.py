@@ -3,8 +3,6 @@ machine code. Skipped when cuobjdump/nvdisasm are not installed (pip extra ``tes
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from egtile.codegen import build, sass
@@ -41,11 +39,10 @@ def test_every_tensor_map_is_prefetched_once_before_the_first_tile_copy(schedule
     copy does not wait for its descriptor."""
     built = build(schedule())
     text = sass.disassemble(built.cubin)
-    at = lambda op: [int(m.group(1), 16) for m in re.finditer(rf"/\*([0-9a-f]{{4,}})\*/\s+(?:@!?U?P\w+\s+)?{op}\b",
-                                                                text)]  # noqa: E731
+    prefetches = sass.addresses(text, "UTMACCTL.PF")
     assert len(built.tma) >= 1
-    assert len(at(r"UTMACCTL\.PF")) == len(built.tma)
-    assert max(at(r"UTMACCTL\.PF")) < min(at("UTMALDG") + at("UTMASTG"))
+    assert len(prefetches) == len(built.tma)
+    assert max(prefetches) < min(sass.addresses(text, "UTMALDG") + sass.addresses(text, "UTMASTG"))
 
 
 def test_register_cap_at_entry_lets_setmaxnreg_work():
@@ -80,6 +77,6 @@ def test_wgmma_descriptors_stay_on_the_uniform_datapath():
     kernel = egtile.compile(prim, target="cuda", pass_configs=FA.PASS_CONFIGS)
     assert "eg_warpgroup_of(" in kernel.get_kernel_source()
     text = sass.disassemble(kernel._built.cubin)
-    count = lambda op: len(re.findall(rf"/\*[0-9a-f]{{4,}}\*/\s+(?:@!?U?P\w+\s+)?{op}\b", text))  # noqa: E731
+    count = lambda op: len(sass.addresses(text, op))  # noqa: E731
     assert count("HGMMA") == 16
     assert count("R2UR") < count("HGMMA"), (count("R2UR"), count("HGMMA"))
