@@ -53,7 +53,9 @@ measures the SIMT copy by every thread before the role split.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import os
 import sys
 import time
 import traceback
@@ -102,6 +104,8 @@ class Variant:
     late_rescale: bool = False
     strict_math: bool = False
     without: tuple[str, ...] = ()
+    lowering: tuple[str, ...] = ()
+    """optional lowering passes switched on (``EGTILE_WITH_LOWERING``, egtile.lower.switches) for this compile"""
 
     @staticmethod
     def from_args(args) -> Variant:
@@ -111,20 +115,25 @@ class Variant:
     @staticmethod
     def parse(text: str) -> Variant:
         """``default``, or ``+``-joined flags: ``pingpong``, ``overlap``, ``fa3``, ``carry``, ``late-rescale``,
-        ``strict-math``, ``without:RULE`` (e.g. ``fa3+late-rescale``, ``without:pipeline-warp-specialize-pingpong``)."""
+        ``strict-math``, ``without:RULE``, ``lowering:PASS`` (e.g. ``fa3+late-rescale``,
+        ``without:pipeline-warp-specialize-pingpong``, ``lowering:heaviest-first``)."""
         flags: dict[str, object] = {}
         without: list[str] = []
+        lowering: list[str] = []
         for part in (p for p in text.split("+") if p != "default"):
             if part.startswith("without:"):
                 without.append(part[len("without:"):])
+            elif part.startswith("lowering:"):
+                lowering.append(part[len("lowering:"):])
             elif part.replace("-", "_") in Variant.__dataclass_fields__ and part != "without":
                 flags[part.replace("-", "_")] = True
             else:
                 raise SystemExit(f"benchmarks/attention.py: unknown variant part {part!r} in {text!r}")
-        return Variant(**flags, without=tuple(without))  # type: ignore[arg-type]
+        return Variant(**flags, without=tuple(without), lowering=tuple(lowering))  # type: ignore[arg-type]
 
     def label(self) -> str:
         return (f"{', without ' + ','.join(self.without) if self.without else ''}"
+                f"{', with lowering ' + ','.join(self.lowering) if self.lowering else ''}"
                 f"{', ping-pong preferred' if self.pingpong else ''}{', rotation forced' if self.overlap else ''}"
                 f"{', rotation + ping-pong forced' if self.fa3 else ''}{', late rescale' if self.late_rescale else ''}"
                 f"{', P V wait carried' if self.carry else ''}{', strict math' if self.strict_math else ', fast math'}")
@@ -229,6 +238,21 @@ def run_case(B: int, H: int, S: int, D: int, dt: str, causal: bool, args,
     return {"head": head, **res, "best": best}
 
 
+@contextlib.contextmanager
+def lowering_switched_on(passes: tuple[str, ...]):
+    """``EGTILE_WITH_LOWERING`` names ``passes`` (with any it named already) while the block runs."""
+    old = os.environ.get("EGTILE_WITH_LOWERING")
+    if passes:
+        os.environ["EGTILE_WITH_LOWERING"] = ",".join(filter(None, (old, *passes)))
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("EGTILE_WITH_LOWERING", None)
+        else:
+            os.environ["EGTILE_WITH_LOWERING"] = old
+
+
 def _contender(cfg: tuple[int, int, int, int], var: Variant) -> str:
     """egtile's contender at ``cfg`` = (block_M, block_N, threads, stages) with ``var``: its name in the turns and
     in the printed lines."""
@@ -256,8 +280,9 @@ def prepare_egtile(B, H, S, D, dt, causal, args, cfg, var: Variant, Q, K, V, ref
         prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns,
                                         dtype=dt)
         # as TileLang's example asks (pass_configs TL_ENABLE_FAST_MATH); strict math: egtile's default
-        kernel = egtile.compile(prim, target="cuda", rules=var.rules(),
-                                pass_configs={egtile.PassConfigKey.TL_ENABLE_FAST_MATH: not var.strict_math})
+        with lowering_switched_on(var.lowering):
+            kernel = egtile.compile(prim, target="cuda", rules=var.rules(),
+                                    pass_configs={egtile.PassConfigKey.TL_ENABLE_FAST_MATH: not var.strict_math})
         out["compile_s"] = time.perf_counter() - t0
         O = poisoned(tuple(Q.shape), Q.dtype, "cuda")  # noqa: E741
         kernel(Q, K, V, O)
@@ -328,7 +353,7 @@ def main() -> int:
                          "TileLang's example asks for (pass_configs TL_ENABLE_FAST_MATH)")
     ap.add_argument("--variants", default="",
                     help="comma-separated egtile variants that take turns in one case (each a Variant.parse string: "
-                         "default, pingpong, overlap, fa3, carry, late-rescale, strict-math, without:RULE, joined "
+                         "default, pingpong, overlap, fa3, carry, late-rescale, strict-math, without:RULE, lowering:PASS, joined "
                          "with +); instead of the single variant the flags above make")
     ap.add_argument("--egtile-max-s", type=float, default=0.3,
                     help="an egtile call slower than this is timed once (its second call), not repeatedly")

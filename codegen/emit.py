@@ -13,7 +13,7 @@ Shape of the generated kernel::
       eg_u64* eg_bar_<name> = ...;                                        // mbarrier arrays
       unsigned char* eg_scratch_<name> = smem + <offset>;                  // statements' scratch areas
       <ctype> <local>[<numel>];                                           // local buffers, per thread
-      const int eg_tid = threadIdx.x; const int <block var> = blockIdx.{x,y,z} (or gridDim - 1 - blockIdx: reversed_dims);
+      const int eg_tid = threadIdx.x; const int <block var> = blockIdx.{x,y,z} (or their expressions of the launch position: Scheduled.dispatch);
       if (eg_tid == 0) { mbarrier.init each barrier; fence.mbarrier_init }  __syncthreads();
       <body>
     }
@@ -33,12 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from egtile import __version__
+from egtile.ir.dispatch import LAUNCH
 from egtile.ir.dtypes import dtype
 from egtile.ir.scheduled import Scheduled, ThreadRange, swalk
 
 from egtile.codegen import ops  # noqa: F401  (registers egtile's own emitters)
 from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
+from egtile.codegen import exprs
 from egtile.codegen.exprs import ctype
 from egtile.codegen.layout import SMEM_BASE_ALIGN, TmaOperand, collect_tma, plan_smem, scratch_ident
 from egtile.codegen.names import barrier_ident, ident, kernel_symbol, schedule_scope
@@ -125,10 +127,16 @@ def _prologue(s: Scheduled, ctx: Ctx, tma: tuple[TmaOperand, ...]) -> list[str]:
     lines.append(f"const int {TID} = (int)threadIdx.x;")
     if len(s.kernel.block_vars) > len(_GRID_AXES):
         raise codegen_error(ctx, f"grid has {len(s.kernel.block_vars)} dimensions; CUDA supports 3")
-    for d, (v, axis) in enumerate(zip(s.kernel.block_vars, _GRID_AXES)):
-        # a reversed dimension starts its heaviest block first (egtile.analysis.dispatch_order): a bijection
-        idx = f"(gridDim.{axis} - 1u - blockIdx.{axis})" if d in s.reversed_dims else f"blockIdx.{axis}"
-        lines.append(f"const {ctype(v.dtype)} {ident(v.name)} = ({ctype(v.dtype)}){idx};")
+    if s.dispatch is None:
+        bound = [f"blockIdx.{axis}" for axis in _GRID_AXES[:len(s.kernel.block_vars)]]
+    else:
+        # the block indices of another start order (egtile.ir.dispatch): the same map the simulator evaluates
+        lin = " + ".join(f"{_launch_stride(s, d)}u * blockIdx.{axis}" if d else f"blockIdx.{axis}"
+                         for d, axis in enumerate(_GRID_AXES[:len(s.kernel.block_vars)]))
+        lines.append(f"const int {ident(LAUNCH)} = (int)({lin});")
+        bound = [exprs.emit(e, ctx) for e in s.dispatch.indices()]
+    for v, idx in zip(s.kernel.block_vars, bound):
+        lines.append(f"const {ctype(v.dtype)} {ident(v.name)} = ({ctype(v.dtype)})({idx});")
         lines.append(f"(void){ident(v.name)};  // a block index the body may not use")
     # Each tensor map's descriptor is fetched into the TMA unit ahead of the block's first tile copy, which would
     # otherwise wait for it at the start of every block (a hint: nothing waits on it, no value depends on it).
@@ -141,6 +149,14 @@ def _prologue(s: Scheduled, ctx: Ctx, tma: tuple[TmaOperand, ...]) -> list[str]:
     elif prefetch:
         lines += [f"if ({TID} == 0) {{", *indent(prefetch), "}"]
     return lines
+
+
+def _launch_stride(s: Scheduled, d: int) -> int:
+    """Blocks of the launch position per step of grid dimension ``d`` (``x`` fastest)."""
+    n = 1
+    for m in s.kernel.grid[:d]:
+        n *= int(m)
+    return n
 
 
 def _param_specs(s: Scheduled, ctx: Ctx, tma: tuple[TmaOperand, ...]) -> tuple[ParamSpec, ...]:

@@ -24,58 +24,100 @@ def heaviest_first(monkeypatch):
     monkeypatch.setenv("EGTILE_WITH_LOWERING", "heaviest-first")
 
 
-def triangle(n: int = 4, rows: int = 16, atomic: bool = False, reads_output: bool = False):
-    """Block ``bx`` sums the first ``bx + 1`` row blocks of X (a trip count growing with ``bx``)."""
+def triangle(n: int = 4, rows: int = 16, atomic: bool = False, reads_output: bool = False, heads: int = 1):
+    """Block ``(bx, by)`` sums the first ``bx + 1`` row blocks of ``X[by]`` (a trip count growing with ``bx``)."""
 
     @T.prim_func
-    def main(X: T.Tensor((n * rows, 32), "float32"), Y: T.Tensor((n * rows, 32), "float32")):
-        with T.Kernel(n, threads=128) as bx:
+    def main(X: T.Tensor((heads, n * rows, 32), "float32"), Y: T.Tensor((heads, n * rows, 32), "float32")):
+        with T.Kernel(n, heads, threads=128) as (bx, by):
             acc = T.alloc_fragment((rows, 32), "float32")
             T.clear(acc)
             for k in T.serial(bx + 1):
                 for i, j in T.Parallel(rows, 32):
-                    acc[i, j] += X[k * rows + i, j]
+                    acc[i, j] += X[by, k * rows + i, j]
             if atomic:
                 for i, j in T.Parallel(rows, 32):
-                    T.atomic_add(Y[bx * rows + i, j], acc[i, j])
+                    T.atomic_add(Y[by, bx * rows + i, j], acc[i, j])
             elif reads_output:
                 for i, j in T.Parallel(rows, 32):
-                    Y[bx * rows + i, j] = acc[i, j] + Y[((bx + 1) % n) * rows + i, j]
+                    Y[by, bx * rows + i, j] = acc[i, j] + Y[by, ((bx + 1) % n) * rows + i, j]
             else:
-                T.copy(acc, Y[bx * rows:(bx + 1) * rows, :])
+                T.copy(acc, Y[by, bx * rows:(bx + 1) * rows, :])
 
     return main
 
 
 def _reference(x: torch.Tensor, n: int, rows: int) -> torch.Tensor:
-    blocks = x.double().view(n, rows, 32).cumsum(0)
-    return blocks.reshape(n * rows, 32)
+    heads = x.shape[0]
+    return x.double().view(heads, n, rows, 32).cumsum(1).reshape(heads, n * rows, 32)
 
 
-def test_a_loop_growing_with_the_block_index_reverses_that_dimension_and_stays_correct():
-    prim = triangle()
+def _run_sim(sched, n: int, rows: int, heads: int) -> None:
+    x = torch.randn(heads, n * rows, 32)
+    y = torch.full((heads, n * rows, 32), float("nan"))
+    res = egtile.simulate(sched, x, y)
+    assert res.ok
+    torch.testing.assert_close(res.outputs[1].double(), _reference(x, n, rows), rtol=1e-5, atol=1e-5)
+
+
+def _order(grid, heavy, group):
+    from egtile.ir.dispatch import DispatchOrder
+
+    return DispatchOrder(tuple(grid), heavy, group)
+
+
+def test_a_loop_growing_with_the_block_index_starts_its_heaviest_blocks_first_and_stays_correct():
+    prim = triangle(heads=3)
     p = plan(prim.kernel)
-    assert p is not None and p.reversed_dims == (0,)
+    assert p is not None and (p.heavy, p.group) == (0, 3)  # 4 x 3 blocks: too few for a group to fill 132 SMs
     k = egtile.compile(prim, target="sim")
-    assert k.scheduled.reversed_dims == (0,)
+    assert k.scheduled.dispatch == p
     assert any(d.rule == "heaviest-first" for d in k.scheduled.decisions)
     assert "heaviest" in k.explain()
-    x = torch.randn(64, 32)
-    y = torch.full((64, 32), float("nan"))
+    x = torch.randn(3, 64, 32)
+    y = torch.full((3, 64, 32), float("nan"))
     k(x, y)
     torch.testing.assert_close(y.double(), _reference(x, 4, 16), rtol=1e-5, atol=1e-5)
 
 
-def test_the_cuda_source_binds_the_reversed_index():
-    k = egtile.compile(triangle(), target="cuda")
-    assert "(gridDim.x - 1u - blockIdx.x)" in k.get_kernel_source()
+def test_the_group_is_the_fewest_rows_that_fill_the_sms_once():
+    from egtile.analysis.dispatch_order import group_for
+
+    assert group_for(32, 128) == 8  # causal attention B=4 H=32 S=4096 at 128-row blocks: 8 heads, 256 blocks
+    assert group_for(128, 32) == 2  # B=1 S=16384
+    assert group_for(37, 8) == 4
+    assert group_for(4, 6) == 6  # a grid smaller than one wave: one group
+    assert plan(triangle(n=37, heads=8).kernel).group == 4
+
+
+def test_the_launch_order_starts_each_group_at_its_heaviest_blocks():
+    from egtile.sim.execute import block_coords
+
+    sched = replace(egtile.optimize(triangle(heads=4)).scheduled, dispatch=_order((4, 4), 0, 2))
+    coords = list(block_coords(sched))
+    assert coords[:8] == [(3, 0), (3, 1), (2, 0), (2, 1), (1, 0), (1, 1), (0, 0), (0, 1)]
+    assert coords[8:10] == [(3, 2), (3, 3)] and sorted(coords) == sorted(set(coords)) and len(coords) == 16
+
+
+@pytest.mark.parametrize("group", [1, 2, 4])
+def test_every_block_runs_once_in_groups_on_the_simulator(group):
+    sched = replace(egtile.optimize(triangle(heads=4)).scheduled, dispatch=_order((4, 4), 0, group))
+    assert not [v for v in verify(sched) if v.property == "L10"]
+    _run_sim(sched, 4, 16, 4)
+
+
+def test_the_cuda_source_binds_the_indices_to_the_launch_position():
+    k = egtile.compile(triangle(n=37, heads=8), target="cuda")
+    src = k.get_kernel_source()
+    assert "blockIdx.x + 37u * blockIdx.y" in src
+    assert "(36 - (" in src.replace("(int)", "")  # the heavy index counts down from n - 1
 
 
 def test_the_default_keeps_the_launch_order(monkeypatch):
     monkeypatch.delenv("EGTILE_WITH_LOWERING")
     monkeypatch.setenv("EGTILE_DISABLE_CACHE", "1")
     k = egtile.compile(triangle(), target="cuda")
-    assert k.scheduled.reversed_dims == () and "gridDim.x - 1u" not in k.get_kernel_source()
+    assert k.scheduled.dispatch is None and "eg_launch" not in k.get_kernel_source()
 
 
 @pytest.mark.parametrize("kw", [{"atomic": True}, {"reads_output": True}])
@@ -83,8 +125,8 @@ def test_blocks_that_observe_each_other_keep_the_launch_order_and_the_verifier_r
     prim = triangle(**kw)
     assert plan(prim.kernel) is None
     sched = egtile.optimize(prim).scheduled
-    assert sched.reversed_dims == () and not [v for v in verify(sched) if v.property == "L10"]
-    mutant = replace(sched, reversed_dims=(0,))
+    assert sched.dispatch is None and not [v for v in verify(sched) if v.property == "L10"]
+    mutant = replace(sched, dispatch=_order((4, 1), 0, 1))
     found = [v for v in verify(mutant) if v.property == "L10"]
     assert found and ("atomic" in found[0].message if "atomic" in kw else "written" in found[0].message)
 
@@ -94,21 +136,31 @@ def test_a_uniform_loop_or_a_non_causal_attention_keeps_the_launch_order():
 
     causal = FA.flashattn.__wrapped__(1, 2, 512, 64, True, block_M=64, block_N=64, threads=128, num_stages=2)
     full = FA.flashattn.__wrapped__(1, 2, 512, 64, False, block_M=64, block_N=64, threads=128, num_stages=2)
-    assert plan(causal.kernel).reversed_dims == (0,)
+    assert plan(causal.kernel).heavy == 0
     assert plan(full.kernel) is None
 
 
-def test_a_reversed_dimension_outside_the_grid_is_refused():
-    sched = egtile.optimize(triangle()).scheduled
-    assert [v for v in verify(replace(sched, reversed_dims=(3,))) if v.property == "L10"]
+@pytest.mark.parametrize(("order", "why"), [
+    (((4, 4), 0, 3), "never run"),  # a group that does not divide the rows: blocks repeat and others never run
+    (((4, 4), 3, 1), "not a dimension"),  # a dimension outside the grid
+    (((4, 2), 0, 1), "grid"),  # an order made for another grid
+])
+def test_an_order_that_misses_or_repeats_a_block_is_refused_and_the_simulator_sees_it(order, why):
+    sched = egtile.optimize(triangle(heads=4)).scheduled
+    mutant = replace(sched, dispatch=_order(*order))
+    found = [v for v in verify(mutant) if v.property == "L10"]
+    assert found and why in found[0].message
+    if why == "never run":  # the poisoned rows of the blocks that never ran
+        with pytest.raises(AssertionError):
+            _run_sim(mutant, 4, 16, 4)
 
 
 @pytest.mark.gpu
-def test_the_reversed_dispatch_computes_every_block_on_the_gpu():
-    n, rows = 37, 16  # more blocks than a power of two, so a wrong bound would skip or repeat one
-    k = egtile.compile(triangle(n, rows), target="cuda")
-    assert k.scheduled.reversed_dims == (0,)
-    x = torch.randn(n * rows, 32)
-    y = torch.full((n * rows, 32), float("nan"), device="cuda")
+def test_the_grouped_dispatch_computes_every_block_on_the_gpu():
+    n, rows, heads = 37, 16, 8  # groups of 4 rows; 37: a bound off by one would skip or repeat a block
+    k = egtile.compile(triangle(n, rows, heads=heads), target="cuda")
+    assert k.scheduled.dispatch is not None and k.scheduled.dispatch.group == 4
+    x = torch.randn(heads, n * rows, 32)
+    y = torch.full((heads, n * rows, 32), float("nan"), device="cuda")
     k(x.cuda(), y)
     torch.testing.assert_close(y.double().cpu(), _reference(x, n, rows), rtol=1e-4, atol=1e-4)

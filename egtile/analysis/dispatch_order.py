@@ -1,47 +1,45 @@
-"""Heaviest blocks first: the dispatch order of a grid dimension whose blocks do more work the higher their index.
+"""Heaviest blocks first, in groups of rows: the dispatch order of a grid whose blocks do more work the higher
+their index along one dimension.
 
-Hardware fact: the block scheduler starts a grid's blocks in increasing linear ``blockIdx`` order (``x``
-fastest) as SMs free up. When the trip count of a block's loop grows with its index along a grid dimension
-(causal attention: query block ``i`` runs ``i + 1`` key blocks), the heaviest blocks of that dimension start
-last, and at the end of the grid the SMs that finished idle while the last heavy blocks run. Binding the
-block index as ``n - 1 - blockIdx`` instead starts the heaviest block of each row of the grid first, so the
-blocks left at the end are the light ones (FlashAttention-3 schedules causal tiles longest-first for the same
-reason). Measured on the H200 (2026-12-02, ``docs/perf.md``): **neutral** on egtile's causal forward at B=4 H=32
-S=4096 D=128 (``benchmarks/attention.py``: 460.3 TFLOP/s with it, 461.3 without), so it is off by default and
-opt-in with ``EGTILE_WITH_LOWERING=heaviest-first``. (A first prototype seemed to gain 7-9%; re-run with the order
-already reversed, its "reversed" variant was again the faster one, so that gain was not the order.)
+Hardware fact: the block scheduler starts a grid's blocks in increasing linear launch position (``x`` fastest) as
+SMs free up. When the trip count of a block's loop grows with its index along a grid dimension (causal attention:
+query block ``i`` runs ``i + 1`` key blocks), launch order leaves heavy blocks among the last to start, and at the
+end of the grid the SMs that finished idle while they run. :class:`egtile.ir.dispatch.DispatchOrder` binds the
+block indices to another permutation of the launch positions: groups of ``group`` rows (a row: one value of the
+other grid dimensions: a head of one batch), and inside a group the heavy index from highest to lowest, the rows
+fastest. That is longest-processing-time-first list scheduling inside each group (FlashAttention-3 schedules its
+causal tiles longest-first for the same reason), and the group keeps the blocks in flight on a few rows, whose
+shared inputs (a head's K and V) stay in L2. The group is the fewest rows whose blocks fill the target's SMs
+(:data:`egtile.device.TARGET_NUM_SMS`) once: fewer would leave a group too small to balance, more would spread the
+blocks in flight over more rows than one wave needs.
 
-Legality: the map ``b -> n - 1 - b`` is a bijection of ``0..n-1``, so the same set of blocks runs and each
-computes what it computed before; only *when* each block runs changes. That is unobservable exactly when
-blocks do not communicate: no atomics and no opaque (impure) externs, and no global buffer that the kernel
-both writes and reads (a block could read another block's result, or spin on a flag an earlier-launched
-block sets: orders that a program may rely on for progress, e.g. decoupled look-back). Those are the
-conditions :func:`plan` checks, and :func:`egtile.verifier.dispatch.check_dispatch` re-checks them on the
-scheduled kernel.
+List scheduling of B=4 H=32 S=4096 causal attention at 128x128 blocks (4096 blocks of 1 to 32 iterations) on
+132 SMs: launch order ends 4.1% after the balanced finish, each row reversed (the form measured neutral on the
+H200 on 2026-12-02, when this switch reversed one dimension only) 3.5%, heaviest first in groups of 8 heads 0%.
+Off by default, opt-in with ``EGTILE_WITH_LOWERING=heaviest-first`` (:mod:`egtile.lower.switches`), until a
+measurement says which.
 
-When: a serial or pipelined loop of the kernel whose bounds depend on exactly one block index (and
-constants) and whose trip count, evaluated at every value of that index, never decreases and ends higher
-than it starts. The first such dimension is reversed, when ``EGTILE_WITH_LOWERING=heaviest-first`` asks for it
-(:mod:`egtile.lower.switches`).
+Legality: the map is a bijection of the launch positions, so the same set of blocks runs and each computes what it
+computed before; only *when* each block runs changes. That is unobservable exactly when blocks do not
+communicate: no atomics and no opaque (impure) externs, and no global buffer that the kernel both writes and reads
+(a block could read another block's result, or spin on a flag an earlier-launched block sets: orders that a
+program may rely on for progress, e.g. decoupled look-back). Those are the conditions :func:`plan` checks, and
+:func:`egtile.verifier.dispatch.check_dispatch` re-checks them and the bijection on the scheduled kernel.
+
+When: a serial or pipelined loop of the kernel whose bounds depend on exactly one block index (and constants) and
+whose trip count, evaluated at every value of that index, never decreases and ends higher than it starts. The first
+such dimension is the heavy one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from egtile.analysis.access import ANY_BUFFER, free_vars, own_reads, own_writes, reads, walk_expr, writes
+from egtile.device import TARGET_NUM_SMS
+from egtile.ir.dispatch import DispatchOrder
 from egtile.ir.kernel import AtomicAdd, Expr, Extern, Fill, For, Gemm, Kernel, Load, Reduce, walk
 
 RULE = "heaviest-first"
 MAX_EVALUATED = 1 << 16  # block indices whose trip count is evaluated (larger grids are not reordered)
-
-
-@dataclass(frozen=True)
-class DispatchPlan:
-    """Grid dimensions whose block index is bound reversed, and why (for ``explain()``)."""
-
-    reversed_dims: tuple[int, ...]
-    reason: str
 
 
 def communication(kernel: Kernel) -> str | None:
@@ -88,8 +86,13 @@ def _trips(loop: For, var: str, n: int) -> list[int] | None:
         return None
 
 
-def plan(kernel: Kernel) -> DispatchPlan | None:
-    """The heaviest-first plan of ``kernel``, or None (module docstring)."""
+def group_for(heavy: int, rows: int, sms: int = TARGET_NUM_SMS) -> int:
+    """Rows per group: the fewest, dividing ``rows``, whose ``heavy`` blocks each fill ``sms`` SMs once."""
+    return next((g for g in range(1, rows + 1) if rows % g == 0 and g * heavy >= sms), rows)
+
+
+def plan(kernel: Kernel) -> DispatchOrder | None:
+    """The heaviest-first order of ``kernel``'s grid, or None (module docstring)."""
     dims = {v.name: (d, n) for d, (v, n) in enumerate(zip(kernel.block_vars, kernel.grid))}
     for loop in (s for s in walk(kernel.body) if isinstance(s, For) and s.kind != "parallel"):
         names = [_vars(loop.start), _vars(loop.stop)]
@@ -108,12 +111,19 @@ def plan(kernel: Kernel) -> DispatchPlan | None:
         why = communication(kernel)
         if why is not None:
             return None
+        grid = tuple(int(x) for x in kernel.grid)
+        rows = 1
+        for e, m in enumerate(grid):
+            rows *= m if e != d else 1
+        group = group_for(n, rows)
         axis = "xyz"[d] if d < 3 else str(d)
-        return DispatchPlan((d,), f"the loop at sid {loop.sid} runs {trips[0]} .. {trips[-1]} iterations as {var} "
-                                  f"goes 0 .. {n - 1}: {var} is bound as {n - 1} - blockIdx.{axis}, so each row of the "
-                                  "grid starts with its heaviest block (no block reads another's writes, no atomics: "
-                                  "the order is unobservable; egtile.analysis.dispatch_order)")
+        return DispatchOrder(grid, d, group, (
+            f"the loop at sid {loop.sid} runs {trips[0]} .. {trips[-1]} iterations as {var} goes 0 .. {n - 1}: blocks "
+            f"start in groups of {group} of the {rows} row(s) of the other grid dimension(s), each group with its "
+            f"highest {var} (blockIdx.{axis}'s heaviest) first, so the blocks left at the end of the grid are short "
+            "ones (no block reads another's writes, no atomics: the order is unobservable; "
+            "egtile.analysis.dispatch_order)"))
     return None
 
 
-__all__ = ["RULE", "DispatchPlan", "communication", "plan"]
+__all__ = ["RULE", "communication", "group_for", "plan"]

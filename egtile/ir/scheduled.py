@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
+from egtile.ir.dispatch import DispatchOrder
 from egtile.ir.kernel import (
     AtomicAdd, Buffer, Copy, Expr, Extern, Fill, Gemm, Kernel, Layout, Reduce, Region, Store, Var,
 )
@@ -398,8 +399,9 @@ class Scheduled:
         decisions: the decisions that produced it, for ``explain()``.
         fragments: ``(buffer name, layout)`` of each fragment placed in registers
             (:class:`egtile.layout.Fragment` over threads ``[0, layout.num_threads)``).
-        reversed_dims: grid dimensions whose block index is bound as ``n - 1 - blockIdx`` (heaviest blocks
-            dispatched first: :mod:`egtile.analysis.dispatch_order`); the same blocks run, in another order.
+        dispatch: the order the grid's blocks start in, when it is not the launch order (heaviest first in
+            groups: :mod:`egtile.ir.dispatch`, chosen by :mod:`egtile.analysis.dispatch_order`); the same blocks
+            run, in another order.
     """
 
     kernel: Kernel
@@ -410,7 +412,7 @@ class Scheduled:
     staged: tuple[tuple[str, int], ...] = ()
     decisions: tuple[Decision, ...] = ()
     fragments: tuple[tuple[str, Fragment | RowFragment], ...] = ()
-    reversed_dims: tuple[int, ...] = ()
+    dispatch: DispatchOrder | None = None
 
     def fragment(self, name: str) -> Fragment | None:
         """The register layout of fragment ``name`` (``None``: it is not in registers)."""

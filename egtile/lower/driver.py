@@ -369,15 +369,12 @@ def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, De
     if "clear-into-scale-d" in switches:
         stmts, folded = fold_clears(stmts, facts.kernel)
         notes += folded
-    # the heaviest blocks of a grid dimension dispatched first (egtile.analysis.dispatch_order)
-    reversed_dims: tuple[int, ...] = ()
-    if "heaviest-first" in switches:
-        order = dispatch_plan(facts.kernel)
-        if order is not None:
-            reversed_dims = order.reversed_dims
-            notes += (ScheduleNote(DISPATCH_RULE, None, "heaviest first", order.reason),)
+    # the heaviest blocks of a grid dimension dispatched first, in groups of rows (egtile.analysis.dispatch_order)
+    order = dispatch_plan(facts.kernel) if "heaviest-first" in switches else None
+    if order is not None:
+        notes += (ScheduleNote(DISPATCH_RULE, None, "heaviest first", order.reason),)
     return Scheduled(facts.kernel, total, buffers, tuple(lw.barriers), stmts, staged=tuple(lw.stages.items()),
-                     fragments=fragments, decisions=notes, reversed_dims=reversed_dims)
+                     fragments=fragments, decisions=notes, dispatch=order)
 
 
 __all__ = ["IssueCtx", "LowerCtx", "Lowerer", "collect_layouts", "launch_threads", "lower", "role_tails"]

@@ -9,6 +9,8 @@ import numpy as np
 
 from egtile import limits
 from egtile.errors import ArgumentError, DTypeError, ShapeError
+from egtile.evaluate import evaluate
+from egtile.ir.dispatch import LAUNCH
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import Kernel
 from egtile.ir.scheduled import Scheduled
@@ -19,6 +21,26 @@ from egtile.sim.report import SimResult
 
 MAX_STEPS = limits.DEFAULTS["EGTILE_MAX_CPU_STEPS"]  # default of the knob (egtile.limits)
 
+
+
+def block_coords(sched: Scheduled):
+    """The block indices of each block, in the order the blocks run here: the launch order of the schedule's
+    dispatch (:mod:`egtile.ir.dispatch`: its expressions evaluated at each launch position, the map the CUDA kernel
+    computes, so a map that misses a block leaves its output poisoned here too), else every index tuple."""
+    grid = tuple(int(g) for g in sched.kernel.grid)
+    if sched.dispatch is None:
+        yield from itertools.product(*(range(g) for g in grid))
+        return
+    exprs = sched.dispatch.indices()
+    n = 1
+    for g in grid:
+        n *= g
+
+    def no_load(*_):
+        raise KeyError("a dispatch order reads no memory")
+
+    for lin in range(n):
+        yield tuple(int(evaluate(e, {LAUNCH: lin}, no_load)) for e in exprs)
 
 def _schedule_of(obj: Any) -> Scheduled:
     if isinstance(obj, Scheduled):
@@ -111,7 +133,7 @@ def simulate(kernel_or_schedule: Any, *tensors: Any, policy: str = "round_robin"
     steps = 0
     budget = [max_steps]  # statements of all threads of all blocks (Block.run), the same knob
     with np.errstate(all="ignore"):
-        for coords in itertools.product(*(range(g) for g in kernel.grid)):
+        for coords in block_coords(sched):
             block = Block(prog, coords, globals_, log, budget)
             while True:
                 choice = pol.pick(block)
