@@ -24,9 +24,15 @@ from the per-statement oracle ``frag-register-blocker``):
 
 * a row reduction ``T.reduce_*(X, r, dim=1)`` into a 1-D fragment (a row fragment, replicated over the
   threads holding the row: :class:`egtile.layout.RowFragment`), a ``T.Parallel(M, N)`` nest accessing rows
-  ``r[i]`` with ``X[i, j]``, a ``T.Parallel(M)`` over row fragments that writes only fragments and locals,
-  a whole ``T.copy`` between two fragments of one shape (a cast keeps the layout), and a ``T.gemm`` whose A
-  is a 16-bit fragment when a register-A wgmma fits (``wgmma-rs-options``, :mod:`egtile.rules.mma`);
+  ``r[i]`` with ``X[i, j]``, a ``T.Parallel(M)`` over row fragments that writes only fragments and locals (every
+  replica runs row ``i``), a whole ``T.copy`` between two fragments of one shape (a cast keeps the layout), and a
+  ``T.gemm`` whose A is a 16-bit fragment when a register-A wgmma fits (``wgmma-rs-options``,
+  :mod:`egtile.rules.mma`);
+* a row fragment stored to memory: a ``T.Parallel(M)`` over row fragments that writes only global or shared memory,
+  and a ``T.copy`` of a whole row fragment into one row of memory (``T.copy(logsum, Lse[b, h, rows])``): row ``i``
+  is stored by its first replica alone (``LayoutLoop.once``: the thread whose replication digits are 0), a clipped
+  copy's rows past the tensor's edge not at all; a nest that writes registers *and* memory stays in shared memory
+  (every replica must write the registers, one may store);
 * a read of a *column vector* in a ``T.Parallel(M, N)`` nest: a 1-D fragment that some nest indexes by another
   variable than its first (``S[i, j] = T.if_then_else(mask[j], ...)``,
   :func:`egtile.lower.fragment_layouts.column_vectors`). It has no row layout, so it is tied to no fragment
@@ -40,7 +46,7 @@ decision's (:mod:`egtile.lower.fragment_layouts`).
 
 Everything else keeps the group in shared memory (egtile's default placement, always legal): a reduction
 along another dim, a pointer to it (``T.address_of``), a partial region, an element access at another
-index, a block-level scalar access, a ``T.copy`` out of a 1-D fragment (each replica would store it), a
+index, a block-level scalar access, a ``T.copy`` out of a 1-D fragment into anything but one row of memory, a
 fragment as a gemm operand B. Two statements that fix different layouts of one fragment are
 a :class:`~egtile.errors.ScheduleError` naming both (no conversion is implemented).
 
@@ -129,24 +135,36 @@ def _nest_blocker(ctx, outer: For, extents: tuple[int, ...]) -> str | None:
     its shape (the layout that says which thread runs ``(i, j)``)."""
     from egtile.ir import walk
 
+    frags, nonlocal_writes, register_writes = _nest_accesses(outer)
+    two = [f for f in frags if len(ctx.kernel.buffer(f).shape) == 2]
+    if two:
+        return None
+    if len(extents) != 1:
+        return f"a T.Parallel over {extents} touches only row fragments ({', '.join(sorted(frags))}), no 2-D fragment"
+    if nonlocal_writes and register_writes:
+        return (f"a T.Parallel over row fragments ({', '.join(sorted(frags))}) writes registers "
+                f"({', '.join(sorted(register_writes))}), which every replica of a row must write, and "
+                f"{', '.join(sorted(nonlocal_writes))}, which only one replica may store")
+    return None  # registers only: every replica; memory only: the first replica of each row (LayoutLoop.once)
+
+
+def _nest_accesses(outer: For) -> tuple[set[str], set[str], set[str]]:
+    """The fragments a ``T.Parallel`` nest touches, the global/shared buffers it writes, and the fragments and
+    locals it writes."""
+    from egtile.ir import walk
+
     frags: set[str] = set()
-    nonlocal_writes: set[str] = set()
+    memory: set[str] = set()
+    registers: set[str] = set()
     for st in walk(outer.body):
         if isinstance(st, For):
             continue
         for a in (*own_reads(st), *own_writes(st)):
             if a.scope == "fragment":
                 frags.add(a.buffer)
-        nonlocal_writes |= {a.buffer for a in own_writes(st) if a.scope not in ("fragment", "local")}
-    two = [f for f in frags if len(ctx.kernel.buffer(f).shape) == 2]
-    if two:
-        return None
-    if len(extents) != 1:
-        return f"a T.Parallel over {extents} touches only row fragments ({', '.join(sorted(frags))}), no 2-D fragment"
-    if nonlocal_writes:
-        return (f"a T.Parallel over row fragments ({', '.join(sorted(frags))}) runs each row on every replica, and it "
-                f"writes {', '.join(sorted(nonlocal_writes))}, which every replica would write again")
-    return None
+        for a in own_writes(st):
+            (registers if a.scope in ("fragment", "local") else memory).add(a.buffer)
+    return frags, memory, registers
 
 
 def register_blocker(ctx, s) -> Verdict:
@@ -219,9 +237,10 @@ def register_blocker(ctx, s) -> Verdict:
             if any(not _whole(r, ctx.kernel.buffer(r.buffer.name)) for r in regions):
                 return Verdict(True, ("touches a part of a fragment",))
             if isinstance(s, Copy) and s.src.buffer.scope == "fragment" and len(s.src.buffer.shape) == 1 \
-                    and s.dst.buffer.scope != "fragment" and s.src.buffer.name not in _column_vectors(ctx):
-                return Verdict(True, (f"a T.copy out of 1-D fragment {s.src.buffer.name}: as a row fragment it is "
-                                      "replicated over the threads holding its row, and each replica would store it",))
+                    and s.dst.buffer.scope != "fragment" and s.src.buffer.name not in _column_vectors(ctx) \
+                    and tuple(e for e in s.dst.extents if e != 1) != tuple(s.src.buffer.shape):
+                return Verdict(True, (f"a T.copy out of 1-D fragment {s.src.buffer.name} into a region of "
+                                      f"{s.dst.buffer.name} that is not one row of its length",))
             if isinstance(s, Copy) and s.src.buffer.scope == "fragment" and s.dst.buffer.scope == "fragment" \
                     and tuple(s.src.buffer.shape) != tuple(s.dst.buffer.shape):
                 return Verdict(True, ("copies one fragment into another of a different shape (two layouts)",))
@@ -664,6 +683,9 @@ def tile_by_layout(sid: int, lw, ctx) -> list | None:
         raise ScheduleError(f"T.gemm (sid {sid}) takes A from register fragment {src.a.buffer.name}: only a register-A "
                             "wgmma can read it (each thread holds a part of A), but the schedule lowers it otherwise",
                             src.loc)
+    if isinstance(src, Copy) and isinstance(lw.fragment(src.src.buffer.name), RowFragment) \
+            and src.dst.buffer.scope != "fragment":
+        return _row_store(stmt, lw, ctx)
     hit = _the_fragment(src, lw, f"statement sid {sid}")
     if hit is None:
         return None
@@ -672,6 +694,28 @@ def tile_by_layout(sid: int, lw, ctx) -> list | None:
         raise ScheduleError(f"{type(stmt).__name__} (sid {sid}) cannot run by the layout of register fragment {name}",
                             lw.facts.stmts[sid].loc)
     return [FragmentOp(stmt, name, _threads(f, ctx, sid, lw))]
+
+
+def _row_store(stmt: Copy, lw, ctx) -> list:
+    """``T.copy(rows, dst)`` out of a row register fragment into one row of global or shared memory: element ``i``
+    stored by the first replica of row ``i`` (a :class:`LayoutLoop` with ``once``), under the region's edge guard when
+    it is clipped (elements past the tensor's edge are not written)."""
+    from egtile.ir import BinOp, Const, Load, SIf
+    from egtile.ir.scheduled import Leaf
+
+    name = stmt.src.buffer.name
+    f = lw.fragment(name)
+    i = Var(f"eg_row_{stmt.sid}")
+    (axis,) = [d for d, e in enumerate(stmt.dst.extents) if e != 1]
+    at = tuple(BinOp("+", o, i) if d == axis else o for d, o in enumerate(stmt.dst.offsets))
+    body = (Leaf(Store(stmt.sid, stmt.dst.buffer, at, Load(lw.facts.kernel.buffer(name), (i,)), stmt.loc)),)
+    if stmt.dst.clip:
+        inside = None
+        for d, e in enumerate(at):
+            c = BinOp("and", BinOp(">=", e, Const(0, "int32")), BinOp("<", e, Const(int(stmt.dst.buffer.shape[d]), "int32")))
+            inside = c if inside is None else BinOp("and", inside, c)
+        body = (SIf(inside, body),)
+    return [LayoutLoop((i,), (f.rows,), name, _threads(f, ctx, stmt.sid, lw), body, sid=stmt.sid, once=True)]
 
 
 def _reduce_by_layout(stmt: Reduce, lw, ctx) -> list | None:
@@ -756,8 +800,10 @@ def parallel_by_layout(n, lw, ctx, loops: list) -> list | None:
                             f"fragment {name} {shape}", src.loc)
     row_names = tuple(sorted(rows if two else set(rows) - {name}))
     peers = tuple(sorted(set(two) - {name}))
+    # over row fragments alone, a nest that writes only memory stores each row once (its first replica)
+    once = not two and not _nest_accesses(src)[2]
     return [LayoutLoop(tl.vars, tl.extents, name, _threads(f, ctx, n.sid, lw), tl.body, sid=n.sid, rows=row_names,
-                       peers=peers)]
+                       peers=peers, once=once)]
 
 
 def _unbits(f):

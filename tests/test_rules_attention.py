@@ -134,23 +134,45 @@ def _row_copy_out():
     return k
 
 
-def test_without_the_group_condition_a_replicated_store_is_caught_by_both():
-    from egtile.rules import builtin
+def test_a_row_store_on_every_replica_is_caught_by_both():
+    """``T.copy(r_f, R[0])`` out of a row fragment is stored by each row's first replica (``LayoutLoop.once``); the
+    same loop run on every replica (the mutant) stores each element four times."""
+    from dataclasses import replace
+
     from egtile.sim import simulate
 
     pf = _row_copy_out()
-    assert egtile.optimize(pf).scheduled.fragment("r_f") is None
-    r = egtile.optimize(pf, rules=builtin().without_condition("gemm-to-wgmma", "fragment-users-admit-registers"))
-    assert isinstance(r.scheduled.fragment("r_f"), RowFragment)
-    assert egtile.verify(r.scheduled) != []
+    sched = egtile.optimize(pf).scheduled
+    assert isinstance(sched.fragment("r_f"), RowFragment)
+    loops = [x for x in swalk(sched.body) if isinstance(x, LayoutLoop) and x.fragment == "r_f"]
+    assert [x.once for x in loops] == [True]
+    assert egtile.verify(sched) == []
+
+    def unmark(stmts):
+        out = []
+        for x in stmts:
+            if isinstance(x, LayoutLoop) and x.once:
+                x = replace(x, once=False)
+            elif hasattr(x, "body") and isinstance(getattr(x, "body"), tuple):
+                x = replace(x, body=unmark(x.body))
+            elif hasattr(x, "roles"):
+                x = replace(x, roles=tuple(replace(r, body=unmark(r.body)) for r in x.roles))
+            out.append(x)
+        return tuple(out)
+
+    bad = replace(sched, body=unmark(sched.body))
+    assert [v for v in egtile.verify(bad) if "every replica" in v.message]
     A = torch.randn(64, 32, dtype=torch.float16)
     B = torch.randn(32, 64, dtype=torch.float16)
     R = poisoned((64,), torch.float32, "cpu")
     try:
-        errors = [str(e) for e in simulate(r.scheduled, A, B, R, seed=1).errors()]
+        errors = [str(e) for e in simulate(bad, A, B, R, seed=1).errors()]
     except SimulationError as e:
         errors = [str(e)]
     assert errors
+    good = simulate(sched, A, B, R, seed=1)
+    assert good.ok
+    torch.testing.assert_close(good.outputs[2].double(), (A.double() @ B.double()).sum(1), rtol=1e-4, atol=1e-3)
 
 
 # ---- machine code -----------------------------------------------------------------------------------

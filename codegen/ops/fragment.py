@@ -229,6 +229,12 @@ def layout_loop(s: LayoutLoop, ctx: Ctx) -> list[str]:
         sub = inner.substituted(vars=binds, loads=loads).ranged(
             *((var.name, 0, ext) for var, ext in zip(s.vars, s.extents)))
         body += ["{", *indent(emit_stmts(s.body, sub)), "}"]
+    if s.once:
+        if not rows_only:
+            raise codegen_error(ctx, f"{what}: 'once' needs a row fragment (a replicated layout)", s.sid)
+        # each row stored by its first replica (LayoutLoop.once): the thread's replication digits are 0
+        t = TID if s.threads.begin == 0 else f"({TID} - {s.threads.begin})"
+        body = [f"if ({f.first_replica_expr(t)}) {{", *indent(body), "}"]
     return [f"// {what} on threads [{s.threads.begin}, {s.threads.end})", "{",
             *indent(guarded(parts + body, s.threads, ctx, what, s.sid, exact=True)), "}"]
 

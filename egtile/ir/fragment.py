@@ -38,7 +38,9 @@ differ), accessed at ``[i, j]``. A peer's element ``(i, j)`` is held by the same
 as the loop fragment's, so the iteration reads and writes it in that thread's registers (flash-attention
 backward's ``dsT_cast[i, j] = P[i, j] * (dP[i, j] - delta[j])`` combines two wgmma accumulators that way). A
 ``LayoutLoop`` over a row fragment (1-D) runs iteration ``i`` on *every* replica of ``i``, so its body may
-write only row fragments of that layout (the replicas then agree).
+write only row fragments of that layout (the replicas then agree); one marked ``once`` runs iteration ``i`` on the
+first replica of ``i`` alone, and its body writes only global or shared memory (``T.copy(logsum, Lse[...])``: each
+row stored once).
 
 All are synchronous for the running thread: its own later accesses see what it wrote. Two statements by
 layout over the same fragment need no CTA barrier between them (each element stays with one thread);
@@ -84,6 +86,11 @@ class LayoutLoop:
     peers: tuple[str, ...] = ()
     """2-D register fragments of the loop's layout the body accesses at the iteration's element (module
     docstring)."""
+    once: bool = False
+    """Over a row fragment (a replicated layout): each row's iteration runs on its first replica only
+    (:meth:`egtile.layout.RowFragment.first_replica`), for a body that stores the row to a buffer every thread
+    shares (global or shared memory) and writes no register: the other replicas would store the same element
+    again."""
 
 
 @dataclass(frozen=True)

@@ -322,6 +322,27 @@ class RowFragment:
                 return v
         return None
 
+    def _replication(self) -> tuple[tuple[int, int], ...]:
+        """``(divisor, size)`` of each replication digit of the thread index (a digit that moves no row)."""
+        out, div = [], 1
+        for m in self.thread_modes:
+            if m.size > 1 and not m.row:
+                out.append((div, m.size))
+            div *= m.size
+        return tuple(out)
+
+    def first_replica(self, thread: int) -> bool:
+        """Whether ``thread`` is the first (lowest-numbered) replica of every row it holds: each replication digit
+        of its index is 0 (a digit's steps are positive, so zeroing it lowers the index)."""
+        return all((thread // div) % size == 0 for div, size in self._replication())
+
+    def first_replica_expr(self, thread: str) -> str:
+        """C condition: the thread whose index in the layout is the C expression ``thread`` is the first replica
+        of its rows (:meth:`first_replica`)."""
+        terms = [f"((({thread}) / {div}) % {size} == 0)" if div > 1 else f"(({thread}) % {size} == 0)"
+                 for div, size in self._replication()]
+        return " && ".join(terms) or "true"
+
     def slot_of(self, parent_value: int, parent_modes: tuple[Mode, ...]) -> int:
         """The row slot holding the row of parent slot ``parent_value`` (a literal for every thread: the row
         slot is the parent slot's row-moving value digits)."""

@@ -207,6 +207,12 @@ def _fragment_op(s: FragmentOp, ctx: Ctx) -> None:
             _by_owner(c, rc, "w", sid, frag, s.threads)
 
 
+def _first_replica(frag, t: int) -> bool:
+    """Whether thread ``t`` of a row fragment's layout is the lowest-numbered thread holding each of its rows
+    (read off the layout's owner table, not its replication digits)."""
+    return all(frag.owners(r)[0] == t for _v, r, _c in frag.elements(t))
+
+
 def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
     tracer = ctx.tracer
     frag = tracer.sched.fragment(s.fragment)
@@ -228,6 +234,8 @@ def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
     try:
         n = 0
         for t in range(b, e):
+            if s.once and not _first_replica(frag, t - s.threads.begin):
+                continue  # the row's other replicas skip the iteration (LayoutLoop.once)
             for _v, r, c in frag.elements(t - s.threads.begin):
                 for name, val in zip(names, (r, c) if len(names) == 2 else (r,)):
                     env[name] = val
@@ -310,7 +318,9 @@ def _wgmma_wait(s: WgmmaWait, ctx: Ctx) -> None:
 
 
 def _layout_loop_effects(s: LayoutLoop, w, lo: int, hi: int, loop) -> None:
-    # each element's iteration runs once, on its owner: a one-thread region, as a partitioned ThreadLoop
+    # each element's iteration runs once, on its owner: a one-thread region, as a partitioned ThreadLoop (a row
+    # fragment's replicas each write their own registers; a memory write on every replica is the L1 check's,
+    # _leaf_fragment_problem)
     b, e = max(lo, s.threads.begin), min(hi, s.threads.end)
     if b < e:
         w.walk(s.body, b, b + 1, None)
@@ -559,7 +569,13 @@ def _leaf_fragment_problem(st, regs: set[str], loop: LayoutLoop | None, sched: S
         case _:
             return None
     replicated = loop is not None and sched is not None and isinstance(sched.fragment(loop.fragment), RowFragment)
-    if replicated:
+    if replicated and loop.once:
+        # the row's first replica alone runs it: memory it may store (once), registers it may not write (the other
+        # replicas' copies would go stale)
+        if isinstance(st, (Store, AtomicAdd)) and (st.buffer.name in regs or st.buffer.scope == "local"):
+            return (f"statement {st.sid} in the loop by the row fragment {loop.fragment}, run by each row's first "
+                    f"replica alone, writes {st.buffer.name} in registers, which the row's other replicas then miss")
+    elif replicated:
         rows_ok = _rows_of(sched, loop) | {loop.fragment}
         if isinstance(st, Extern) or isinstance(st, AtomicAdd) or (
                 st.buffer.name not in rows_ok and st.buffer.scope != "local"):

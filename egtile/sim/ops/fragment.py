@@ -173,6 +173,8 @@ def layout_loop(m, s: LayoutLoop, th):
     env_key = tuple(th.env.items())
     outer_effect = th.effect
     elements = f.elements(th.tid - s.threads.begin)
+    if s.once and not f.first_replica(th.tid - s.threads.begin):
+        elements = []  # each row's iteration on its first replica alone (LayoutLoop.once)
     if len(elements) >= batch.MIN_ITERATIONS:  # the whole loop as numpy batches, where equivalent (egtile.sim.batch)
         rc = np.asarray([(r, c) for _v, r, c in elements], dtype=np.int64)
         cols = {names[0]: rc[:, 0]} if len(names) == 1 else {names[0]: rc[:, 0], names[1]: rc[:, 1]}

@@ -118,6 +118,8 @@ def _layout_loop(tr, s: LayoutLoop, a, lo, hi, env, path, loop_sid) -> None:
     saved = [env.get(n) for n in names]
     outer, tr.merge = tr.merge, {}
     for t in range(b, e):
+        if s.once and any(frag.owners(r)[0] != t - s.threads.begin for _v, r, _c in frag.elements(t - s.threads.begin)):
+            continue  # a row's iteration on its lowest-numbered owner alone (LayoutLoop.once)
         for _v, r, c in frag.elements(t - s.threads.begin):
             env[names[0]] = r
             if len(names) > 1:
