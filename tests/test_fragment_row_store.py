@@ -124,3 +124,33 @@ def test_rows_are_stored_once_on_the_gpu(m, threads):
     ref_mx, ref_sm = _reference(A, B)
     torch.testing.assert_close(mx.double().cpu(), ref_mx, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(sm.double().cpu(), ref_sm, rtol=1e-4, atol=1e-3)
+
+
+def test_a_row_stored_to_shared_memory_is_read_back_after_a_barrier():
+    """The row lands in shared memory by its first replica; every thread then reads it (the CTA barrier between
+    comes from the accesses, egtile.lower.sync; the simulator reports a missing one as a race)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((64, 32), "float16"), Out: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((64, 32), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            mx = T.alloc_fragment((64,), "float32")
+            mx_s = T.alloc_shared((64,), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.clear(acc)
+            T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.reduce_max(acc, mx, dim=1)
+            T.copy(mx, mx_s)
+            for i in T.Parallel(64):
+                Out[63 - i] = mx_s[i] + 1
+
+    sched = egtile.optimize(main).scheduled
+    assert _once_loops(sched) == [("mx", True)]
+    A, B = torch.randn(64, 32, dtype=torch.float16), torch.randn(64, 32, dtype=torch.float16)
+    res = egtile.simulate(sched, A, B, poisoned((64,), torch.float32, "cpu"))
+    assert res.ok, res
+    torch.testing.assert_close(res.outputs[2].double(), (A.double() @ B.double().T).max(1).values.flip(0) + 1,
+                               rtol=1e-5, atol=1e-5)
