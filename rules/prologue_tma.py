@@ -307,7 +307,10 @@ WS_PROLOGUE = Decision(
     "ws_prologue", ws_prologue, (("sid", i64), ("copy", i64), ("load", Stmt), ("loop", Stmt)), "decision",
     Cost(lambda c: C.MBARRIER_OP, doc="one mbarrier op (the consumers' wait) + the loop's extracted schedule + the "
                                       "issued load (copy_cost(copy, 'tma', 128))"),
-    lower=prologue_lowering(), label="prologue copy by TMA", notes=_notes, threads=W.WS.threads)
+    lower=prologue_lowering(), label="prologue copy by TMA", notes=_notes)
+# No threads of its own: the producer warpgroup is its loop's, present only where extraction took a warp-specialized
+# schedule for the loop (egtile.lower.driver.launch_threads and role_tails read the node's subtree); where it took a
+# serial or software-pipelined one, the lowering falls back to the SIMT copy and the block keeps the kernel's threads.
 
 # ----------------------------------------------------------------------------------------------------
 # The rule

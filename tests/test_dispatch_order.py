@@ -109,7 +109,7 @@ def test_every_block_runs_once_in_groups_on_the_simulator(group):
 def test_the_cuda_source_binds_the_indices_to_the_launch_position():
     k = egtile.compile(triangle(n=37, heads=8), target="cuda")
     src = k.get_kernel_source()
-    assert "blockIdx.x + 37u * blockIdx.y" in src
+    assert "blockIdx.x + 37u * blockIdx.y" in src and "const int bx = (int)(blockIdx.x);" not in src
     assert "(36 - (" in src.replace("(int)", "")  # the heavy index counts down from n - 1
 
 
@@ -117,7 +117,8 @@ def test_the_default_keeps_the_launch_order(monkeypatch):
     monkeypatch.delenv("EGTILE_WITH_LOWERING")
     monkeypatch.setenv("EGTILE_DISABLE_CACHE", "1")
     k = egtile.compile(triangle(), target="cuda")
-    assert k.scheduled.dispatch is None and "eg_launch" not in k.get_kernel_source()
+    src = k.get_kernel_source()
+    assert k.scheduled.dispatch is None and "const int bx = (int)(blockIdx.x);" in src and "_launch %" not in src
 
 
 @pytest.mark.parametrize("kw", [{"atomic": True}, {"reads_output": True}])

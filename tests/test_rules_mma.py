@@ -91,9 +91,10 @@ def test_accumulator_beyond_the_register_budget_stays_simt_and_the_oracle_says_w
     assert any("exceed the budget" in w and "threads" in w for w in why), why
 
 
-def test_copy_out_of_a_row_fragment_keeps_the_accumulator_group_in_shared_memory():
-    # the row reduction itself runs in registers (tests/test_rules_attention.py); storing the replicated row
-    # fragment with T.copy would store every element once per replica, so the whole group stays shared
+def test_a_row_fragment_stored_and_rescaled_in_one_nest_keeps_the_accumulator_group_in_shared_memory():
+    # the row reduction itself runs in registers (tests/test_rules_attention.py), and a row fragment stored to memory
+    # alone is stored by one replica per row (tests/test_fragment_row_store.py); a nest that also writes the row
+    # fragment needs every replica for the register and one for the store, so the whole group stays shared
     from egtile import language as T
 
     @T.prim_func
@@ -107,12 +108,14 @@ def test_copy_out_of_a_row_fragment_keeps_the_accumulator_group_in_shared_memory
             T.copy(B[0, 0], B_s)
             T.gemm(A_s, B_s, C_f, clear_accum=True)
             T.reduce_sum(C_f, r_f, dim=1)
-            T.copy(r_f, R[0])
+            for i in T.Parallel(64):
+                R[i] = r_f[i]
+                r_f[i] = r_f[i] * 2.0
 
     r = egtile.optimize(k)
     assert "wgmma" not in _ops(r)
     assert r.scheduled.fragment("C_f") is None
-    assert "fragment-users-admit-registers" in r.explain() and "T.copy out of 1-D fragment r_f" in r.explain()
+    assert "fragment-users-admit-registers" in r.explain() and "only one replica may store" in r.explain()
     assert "tied to the accumulator" in r.explain()
 
 

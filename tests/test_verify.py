@@ -215,7 +215,7 @@ def test_violation_reports_are_readable_and_deduplicated():
     assert len(vs) == len({v.key() for v in vs})
     text = str(vs[0])
     assert text.startswith("L1 read after async write") and "B_shared" in text and "sid 3, 5" in text
-    assert set(PROPERTIES) == {f"L{i}" for i in range(1, 11)}
+    assert set(PROPERTIES) == {f"L{i}" for i in range(1, 12)}
 
 
 def test_verify_rejects_non_schedules():

@@ -294,8 +294,9 @@ def role_tails(body: tuple[Node, ...], facts: FactContext, lw: Lowerer) -> tuple
         n = body[i]
         out.append(n)
         i += 1
-        d = lw.decisions.get(n.op)
-        if d is None or d.threads is None:
+        # a loop whose schedule splits roles: its own node, or a node wrapping it (the prologue TMA load around
+        # whichever schedule extraction took for the loop: a serial one has no consumer role to hold the tail)
+        if not _splits_roles(n, lw):
             continue
         last = None
         for j in range(i, len(body)):
@@ -309,6 +310,11 @@ def role_tails(body: tuple[Node, ...], facts: FactContext, lw: Lowerer) -> tuple
             lw.tails[n.sid] = tuple(body[i:last + 1])
             i = last + 1
     return tuple(out)
+
+
+def _splits_roles(n: Node, lw: Lowerer) -> bool:
+    """Node ``n`` (a top-level item) lowers to a role split: a node of its tree adds threads (a producer warpgroup)."""
+    return any((d := lw.decisions.get(k.op)) is not None and d.threads is not None for k in n.walk())
 
 
 def _escapes_local(n: Node, later: tuple[Node, ...], facts: FactContext) -> bool:

@@ -1,13 +1,15 @@
 """Static legality verifier of scheduled kernels, independent of the rules that built them.
 
-``verify(scheduled) -> list[Violation]`` checks properties L1-L10 (``docs/soundness.md``):
+``verify(scheduled) -> list[Violation]`` checks properties L1-L11 (``docs/soundness.md``):
 
+* :mod:`.coverage` L11 (every statement of the kernel is in the schedule);
 * :mod:`.effects` L5 (nonlocal statements run once per instance);
 * :mod:`.structure` L7 (barriers in divergent code, named barrier counts) and data-dependent L3, with
   block-uniform conditions derived by :mod:`.uniform`;
 * :mod:`.resources` L8 (threads, shared memory, setmaxnreg);
 * :mod:`.versions` L9 (a versioned statement's fast version is its general one under the guard);
-* :mod:`.dispatch` L10 (a reversed block order is unobservable: no block reads another's writes);
+* :mod:`.dispatch` L10 (a changed block order runs every block once and is unobservable: no block reads another's
+  writes);
 * :mod:`.handshake` L3/L7 of the warpgroup handshakes (named-barrier rounds, deadlock freedom by a model check
   of the warpgroups' interleavings);
 * :mod:`.mma` register-fragment ownership, layout agreement (wgmma descriptors, TMA tensor maps) and
@@ -57,6 +59,7 @@ from egtile.verifier.uniform import branches
 from egtile.verifier.tripcount import check_runtime_loops, representative_counts, runtime_loops
 from egtile.verifier.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
 from egtile.verifier.valueflow import check_value_flow
+from egtile.verifier.coverage import check_coverage
 from egtile.verifier.dispatch import check_dispatch
 from egtile.verifier.versions import check_folds, check_versions
 from egtile.verifier.violation import PROPERTIES, Violation
@@ -95,6 +98,7 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
         raise TypeError(f"verify expects an ir.Scheduled, got {type(scheduled).__name__}")
     limits = limits if limits is not None else default_limits()
     found: list[Violation] = []
+    found += check_coverage(scheduled)
     found += check_effects(scheduled)
     found += check_structure(scheduled)
     found += check_resources(scheduled)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-Property: TypeAlias = Literal["L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8", "L9", "L10"]
+Property: TypeAlias = Literal["L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8", "L9", "L10", "L11"]
 
 PROPERTIES: dict[str, str] = {
     "L1": "read after async write",
@@ -18,6 +18,7 @@ PROPERTIES: dict[str, str] = {
     "L8": "resources",
     "L9": "versioned statements",
     "L10": "dispatch order",
+    "L11": "statement coverage",
 }
 
 
@@ -26,7 +27,7 @@ class Violation:
     """One failed legality property of a schedule.
 
     Attributes:
-        property: ``"L1"`` .. ``"L10"`` (see :data:`PROPERTIES` and ``docs/soundness.md``).
+        property: ``"L1"`` .. ``"L11"`` (see :data:`PROPERTIES` and ``docs/soundness.md``).
         message: what is wrong, with expected and actual values, in words.
         sids: the statements involved (tile-IR sids, or the scheduled construct's sid).
         buffer: the buffer concerned, if any.

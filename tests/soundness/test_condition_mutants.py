@@ -366,9 +366,13 @@ def _gemm(bk: int = 32, dtype: str = "float16", reduce: bool = False, simt_a: bo
                     for i in T.Parallel(64):
                         X_s[i] = T.float32(A_s[i, 0])
             if reduce:
+                # a row fragment stored to memory and rescaled in one nest: every replica must write the registers,
+                # one may store, so the accumulator's group stays in shared memory (egtile.rules.fragment)
                 r_f = T.alloc_fragment((64,), "float32")
                 T.reduce_sum(C_f, r_f, dim=1)
-                T.copy(r_f, R[0])
+                for i in T.Parallel(64):
+                    R[i] = r_f[i]
+                    r_f[i] = r_f[i] * 2.0
             T.copy(C_f, C[0, 0])
 
     return main.kernel
@@ -428,7 +432,9 @@ def _chained_gemm(n: int = 64, simt_v: bool = False, reduce: bool = False, tail:
             if reduce:
                 r_f = T.alloc_fragment((64,), "float32")
                 T.reduce_sum(O_f, r_f, dim=1)
-                T.copy(r_f, R[0])
+                for i in T.Parallel(64):
+                    R[i] = r_f[i]
+                    r_f[i] = r_f[i] * 2.0
             T.copy(O_f, O[0, 0])
 
     return main.kernel

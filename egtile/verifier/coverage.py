@@ -1,0 +1,76 @@
+"""L11: every statement of the kernel is in its schedule.
+
+A schedule may run a statement on other threads, with another instruction, in another place or twice (the
+versions of a versioned statement), but never drop it: a dropped store leaves its output unwritten, a dropped
+fill leaves a buffer holding what it held before. Checked here from ``ir.Scheduled`` alone: every tile-IR
+statement of the kernel that does something (a store, copy, fill, gemm, reduction, atomic, extern call, or a
+barrier operation of a hand-written protocol) must appear in the schedule, as the statement itself inside a
+scheduled node or as the ``sid`` of the node that implements it. The one sanctioned absence: the zero writer (a
+``T.fill`` or a ``T.Parallel`` store) of a wgmma accumulator folded into the wgmma's ``scale-d = 0`` (a ``WgmmaMma``
+that clears where its kernel's ``T.gemm`` accumulates; L9's fold check proves the writer wrote 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+
+from egtile.ir.kernel import AtomicAdd, Copy, Extern, Fill, For, Gemm, If, Reduce, Store, walk
+from egtile.ir.protocol import BarrierArrive, BarrierExpectTx, BarrierWait
+from egtile.ir.scheduled import Scheduled
+from egtile.ir.wgmma import WgmmaMma
+from egtile.verifier.violation import Violation
+
+_DOING = (Store, Copy, Fill, Gemm, Reduce, AtomicAdd, Extern, BarrierWait, BarrierArrive, BarrierExpectTx)
+
+
+def _scheduled_sids(obj: object, out: set[int], seen: set[int]) -> None:
+    """Every ``sid`` named anywhere in the scheduled tree ``obj`` (nodes and the tile statements they carry)."""
+    if isinstance(obj, (tuple, list)):
+        for x in obj:
+            _scheduled_sids(x, out, seen)
+        return
+    if not is_dataclass(obj) or isinstance(obj, type) or id(obj) in seen:
+        return
+    seen.add(id(obj))
+    sid = getattr(obj, "sid", None)
+    if isinstance(sid, int) and not isinstance(sid, bool):
+        out.add(sid)
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, (tuple, list)) or (is_dataclass(value) and not isinstance(value, type)):
+            _scheduled_sids(value, out, seen)
+
+
+def _folded_fills(sched: Scheduled) -> set[str]:
+    """Accumulators whose zero fill a wgmma's ``scale-d = 0`` replaces (the kernel's gemm accumulates)."""
+    gemms = {s.sid: s for s in walk(sched.kernel.body) if isinstance(s, Gemm)}
+    out: set[str] = set()
+    todo = list(sched.body)
+    while todo:
+        s = todo.pop()
+        if isinstance(s, WgmmaMma) and s.gemm.clear_accum and s.sid in gemms and not gemms[s.sid].clear_accum:
+            out.add(s.gemm.c.buffer.name)
+        for f in fields(s) if is_dataclass(s) else ():
+            v = getattr(s, f.name)
+            if isinstance(v, tuple):
+                todo.extend(x for x in v if is_dataclass(x) and hasattr(x, "__dataclass_fields__"))
+    return out
+
+
+def check_coverage(sched: Scheduled) -> list[Violation]:
+    """L11 violations of ``sched``: one per kernel statement the schedule does not hold."""
+    present: set[int] = set()
+    _scheduled_sids(sched.body, present, set())
+    folded = _folded_fills(sched)
+    out: list[Violation] = []
+    for s in walk(sched.kernel.body):
+        if isinstance(s, (For, If)) or not isinstance(s, _DOING) or s.sid in present:
+            continue
+        if (isinstance(s, Fill) and s.dst.buffer.name in folded) or (isinstance(s, Store) and s.buffer.name in folded):
+            continue  # the zero writer a scale-d = 0 wgmma replaces (L9 proves it wrote 0)
+        out.append(Violation("L11", f"statement {s.sid} ({type(s).__name__}) of the kernel is not in the schedule: "
+                                    "its effect would never happen", (s.sid,)))
+    return out
+
+
+__all__ = ["check_coverage"]
