@@ -30,6 +30,7 @@ included, in a fixed order, so that the source of a kernel does not depend on wh
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 from pathlib import Path
 
 from egtile import __version__
@@ -153,10 +154,7 @@ def _prologue(s: Scheduled, ctx: Ctx, tma: tuple[TmaOperand, ...]) -> list[str]:
 
 def _launch_stride(s: Scheduled, d: int) -> int:
     """Blocks of the launch position per step of grid dimension ``d`` (``x`` fastest)."""
-    n = 1
-    for m in s.kernel.grid[:d]:
-        n *= int(m)
-    return n
+    return prod(int(m) for m in s.kernel.grid[:d])
 
 
 def _param_specs(s: Scheduled, ctx: Ctx, tma: tuple[TmaOperand, ...]) -> tuple[ParamSpec, ...]:

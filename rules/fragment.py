@@ -700,7 +700,7 @@ def _row_store(stmt: Copy, lw, ctx) -> list:
     """``T.copy(rows, dst)`` out of a row register fragment into one row of global or shared memory: element ``i``
     stored by the first replica of row ``i`` (a :class:`LayoutLoop` with ``once``), under the region's edge guard when
     it is clipped (elements past the tensor's edge are not written)."""
-    from egtile.ir import BinOp, Const, Load, SIf
+    from egtile.ir import BinOp, Load, SIf
     from egtile.ir.scheduled import Leaf
 
     name = stmt.src.buffer.name

@@ -33,6 +33,8 @@ such dimension is the heavy one.
 
 from __future__ import annotations
 
+from math import prod
+
 from egtile.analysis.access import ANY_BUFFER, free_vars, own_reads, own_writes, reads, walk_expr, writes
 from egtile.device import TARGET_NUM_SMS
 from egtile.ir.dispatch import DispatchOrder
@@ -112,9 +114,7 @@ def plan(kernel: Kernel) -> DispatchOrder | None:
         if why is not None:
             return None
         grid = tuple(int(x) for x in kernel.grid)
-        rows = 1
-        for e, m in enumerate(grid):
-            rows *= m if e != d else 1
+        rows = prod(m for e, m in enumerate(grid) if e != d)
         group = group_for(n, rows)
         axis = "xyz"[d] if d < 3 else str(d)
         return DispatchOrder(grid, d, group, (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,6 @@ from egtile.sim.report import SimResult
 MAX_STEPS = limits.DEFAULTS["EGTILE_MAX_CPU_STEPS"]  # default of the knob (egtile.limits)
 
 
-
 def block_coords(sched: Scheduled):
     """The block indices of each block, in the order the blocks run here: the launch order of the schedule's
     dispatch (:mod:`egtile.ir.dispatch`: its expressions evaluated at each launch position, the map the CUDA kernel
@@ -32,14 +32,11 @@ def block_coords(sched: Scheduled):
         yield from itertools.product(*(range(g) for g in grid))
         return
     exprs = sched.dispatch.indices()
-    n = 1
-    for g in grid:
-        n *= g
 
     def no_load(*_):
         raise KeyError("a dispatch order reads no memory")
 
-    for lin in range(n):
+    for lin in range(prod(grid)):
         yield tuple(int(evaluate(e, {LAUNCH: lin}, no_load)) for e in exprs)
 
 def _schedule_of(obj: Any) -> Scheduled:

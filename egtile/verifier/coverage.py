@@ -16,7 +16,7 @@ from dataclasses import fields, is_dataclass
 
 from egtile.ir.kernel import AtomicAdd, Copy, Extern, Fill, For, Gemm, If, Reduce, Store, walk
 from egtile.ir.protocol import BarrierArrive, BarrierExpectTx, BarrierWait
-from egtile.ir.scheduled import Scheduled
+from egtile.ir.scheduled import Scheduled, swalk
 from egtile.ir.wgmma import WgmmaMma
 from egtile.verifier.violation import Violation
 
@@ -44,17 +44,8 @@ def _scheduled_sids(obj: object, out: set[int], seen: set[int]) -> None:
 def _folded_fills(sched: Scheduled) -> set[str]:
     """Accumulators whose zero fill a wgmma's ``scale-d = 0`` replaces (the kernel's gemm accumulates)."""
     gemms = {s.sid: s for s in walk(sched.kernel.body) if isinstance(s, Gemm)}
-    out: set[str] = set()
-    todo = list(sched.body)
-    while todo:
-        s = todo.pop()
-        if isinstance(s, WgmmaMma) and s.gemm.clear_accum and s.sid in gemms and not gemms[s.sid].clear_accum:
-            out.add(s.gemm.c.buffer.name)
-        for f in fields(s) if is_dataclass(s) else ():
-            v = getattr(s, f.name)
-            if isinstance(v, tuple):
-                todo.extend(x for x in v if is_dataclass(x) and hasattr(x, "__dataclass_fields__"))
-    return out
+    return {s.gemm.c.buffer.name for s in swalk(sched.body)
+            if isinstance(s, WgmmaMma) and s.gemm.clear_accum and s.sid in gemms and not gemms[s.sid].clear_accum}
 
 
 def check_coverage(sched: Scheduled) -> list[Violation]:
