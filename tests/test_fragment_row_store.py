@@ -154,3 +154,40 @@ def test_a_row_stored_to_shared_memory_is_read_back_after_a_barrier():
     assert res.ok, res
     torch.testing.assert_close(res.outputs[2].double(), (A.double() @ B.double().T).max(1).values.flip(0) + 1,
                                rtol=1e-5, atol=1e-5)
+
+
+def test_rows_and_the_accumulator_stored_at_rows_read_from_data():
+    """``T.copy(acc, Out[row:row + 64, :])`` and ``T.copy(m, Lse[row:row + 64])`` with ``row`` read from a tensor
+    (sparse attention's gathered tokens): the verifier records the by-layout stores as accesses it cannot place,
+    the simulator places them."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((64, 32), "float16"), Idx: T.Tensor((2,), "int32"),
+             Out: T.Tensor((256, 64), "float32"), Lse: T.Tensor((256,), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((64, 32), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.clear(acc)
+            T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.reduce_max(acc, m, dim=1)
+            row = Idx[bx]
+            T.copy(acc, Out[row:row + 64, :])
+            T.copy(m, Lse[row:row + 64])
+
+    r = egtile.optimize(main)
+    assert r.scheduled.fragment("acc") is not None and egtile.verify(r.scheduled) == []
+    A, B = torch.randn(64, 32, dtype=torch.float16), torch.randn(64, 32, dtype=torch.float16)
+    idx = torch.tensor([128, 0], dtype=torch.int32)
+    res = egtile.simulate(r.scheduled, A, B, idx, poisoned((256, 64), torch.float32, "cpu"),
+                          poisoned((256,), torch.float32, "cpu"))
+    assert res.ok
+    s = A.double() @ B.double().T
+    out, lse = res.outputs[3].double(), res.outputs[4].double()
+    for r0 in (0, 128):
+        torch.testing.assert_close(out[r0:r0 + 64], s, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(lse[r0:r0 + 64], s.max(1).values, rtol=1e-5, atol=1e-5)
+    assert torch.isnan(out[64:128]).all() and torch.isnan(lse[192:]).all()  # rows no block names stay poisoned

@@ -70,7 +70,7 @@ from egtile.verifier import registry
 from egtile.verifier.covariance import Cov
 from egtile.verifier.regions import flat_strides
 from egtile.verifier.registry import register_model
-from egtile.verifier.trace import Ctx, _restore, _Scope, loads_in
+from egtile.verifier.trace import Ctx, NotConstant, _restore, _Scope, loads_in
 from egtile.verifier.violation import Violation
 
 NODES = (FragmentOp, LayoutLoop, RowReduce, RowCombine, WgmmaMma, WgmmaWait)
@@ -107,7 +107,14 @@ def _by_owner(ctx: Ctx, r: Region, mode: str, sid, frag, threads, proxy: str = "
     pos, own = _owned(frag, threads.begin, b, e)
     if not len(pos):
         return
-    offs = [ctx.value(o, f"an offset of {name}", sid) for o in r.offsets]
+    try:
+        offs = [int(tracer.const(o, ctx.env)) for o in r.offsets]
+    except NotConstant:
+        # a region placed by data (a gathered row: Output[TokenIndices[...], ...]): some elements, which ones
+        # unknown here, as the trace records any region whose offsets it cannot evaluate
+        stage = tracer.stage_const(name, r.offsets[0] if r.offsets else None, ctx.env)
+        tracer.record(ctx, name, mode, sid, stage=stage, proxy=proxy, unknown=True, tid=None)
+        return
     st = flat_strides(tracer.shape(name))
     rem, flat = pos.copy(), np.zeros_like(pos)
     inside = np.ones(len(pos), dtype=bool)
