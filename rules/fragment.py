@@ -130,11 +130,9 @@ def _own_index(a, vars_: tuple[Var, ...]) -> bool:
 
 def _nest_blocker(ctx, outer: For, extents: tuple[int, ...]) -> str | None:
     """Why the whole ``T.Parallel`` nest ``outer`` cannot run by a register layout (``None``: it can). A nest
-    that touches row fragments and no 2-D fragment of its shape runs each row on every replica, so it may
-    write only fragments (each replica its own copy) and locals; a 2-D nest must touch a 2-D fragment of
-    its shape (the layout that says which thread runs ``(i, j)``)."""
-    from egtile.ir import walk
-
+    that touches row fragments and no 2-D fragment of its shape writes either registers (fragments and locals:
+    every replica runs each row, each on its own copy) or memory (the first replica of each row stores it), not
+    both; a 2-D nest must touch a 2-D fragment of its shape (the layout that says which thread runs ``(i, j)``)."""
     frags, nonlocal_writes, register_writes = _nest_accesses(outer)
     two = [f for f in frags if len(ctx.kernel.buffer(f).shape) == 2]
     if two:
