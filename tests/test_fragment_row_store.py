@@ -69,6 +69,7 @@ def test_rows_are_stored_once_from_registers_and_match_float64(m, threads):
     assert [g.gemm.c.buffer.name for g in swalk(sched.body) if isinstance(g, WgmmaMma)] == ["acc"]
     assert isinstance(sched.fragment("mx"), RowFragment) and isinstance(sched.fragment("sm"), RowFragment)
     assert _once_loops(sched) == [("mx", True), ("sm", True)]
+    assert k.explain().count("fragment-row-store: stored by one replica per row") == 2
     torch.manual_seed(m + threads)
     A, B = torch.randn(m, 32, dtype=torch.float16), torch.randn(64, 32, dtype=torch.float16)
     mx, sm = poisoned((m,), torch.float32, "cpu"), poisoned((m,), torch.float32, "cpu")

@@ -312,6 +312,20 @@ def role_tails(body: tuple[Node, ...], facts: FactContext, lw: Lowerer) -> tuple
     return tuple(out)
 
 
+def _row_store_notes(stmts: tuple[SStmt, ...], facts: FactContext) -> tuple[ScheduleNote, ...]:
+    """explain()'s note on each row fragment stored to memory by one replica per row (``LayoutLoop.once``, lowered by
+    :func:`egtile.rules.fragment.tile_by_layout` / ``parallel_by_layout``)."""
+    from egtile.ir.fragment import LayoutLoop
+    from egtile.ir.scheduled import swalk
+
+    return tuple(
+        ScheduleNote("fragment-row-store", x.sid, "stored by one replica per row",
+                     f"{describe(facts.stmts[x.sid])} stores row fragment {x.fragment}, which every thread holding a "
+                     "row holds: row i is stored by its first replica alone (egtile.rules.fragment), so the "
+                     "fragment's group stays in registers")
+        for x in swalk(stmts) if isinstance(x, LayoutLoop) and x.once and x.sid in facts.stmts)
+
+
 def _splits_roles(n: Node, lw: Lowerer) -> bool:
     """Node ``n`` (a top-level item) lowers to a role split: a node of its tree adds threads (a producer warpgroup)."""
     return any((d := lw.decisions.get(k.op)) is not None and d.threads is not None for k in n.walk())
@@ -375,6 +389,7 @@ def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, De
     if "clear-into-scale-d" in switches:
         stmts, folded = fold_clears(stmts, facts.kernel)
         notes += folded
+    notes += _row_store_notes(stmts, facts)
     # the heaviest blocks of a grid dimension dispatched first, in groups of rows (egtile.analysis.dispatch_order)
     order = dispatch_plan(facts.kernel) if "heaviest-first" in switches else None
     if order is not None:
