@@ -157,10 +157,9 @@ def test_a_row_stored_to_shared_memory_is_read_back_after_a_barrier():
                                rtol=1e-5, atol=1e-5)
 
 
-def test_rows_and_the_accumulator_stored_at_rows_read_from_data():
-    """``T.copy(acc, Out[row:row + 64, :])`` and ``T.copy(m, Lse[row:row + 64])`` with ``row`` read from a tensor
-    (sparse attention's gathered tokens): the verifier records the by-layout stores as accesses it cannot place,
-    the simulator places them."""
+def _gathered_rows():
+    """Per block, ``A B^T`` and its row maxima stored at rows read from a tensor (sparse attention's gathered
+    tokens)."""
 
     @T.prim_func
     def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((64, 32), "float16"), Idx: T.Tensor((2,), "int32"),
@@ -179,16 +178,37 @@ def test_rows_and_the_accumulator_stored_at_rows_read_from_data():
             T.copy(acc, Out[row:row + 64, :])
             T.copy(m, Lse[row:row + 64])
 
-    r = egtile.optimize(main)
+    return main
+
+
+def _check_gathered(out, lse, A, B):
+    s = A.double() @ B.double().T
+    for r0 in (0, 128):
+        torch.testing.assert_close(out[r0:r0 + 64], s, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(lse[r0:r0 + 64], s.max(1).values, rtol=1e-5, atol=1e-5)
+    assert torch.isnan(out[64:128]).all() and torch.isnan(lse[192:]).all()  # rows no block names stay poisoned
+
+
+def test_rows_and_the_accumulator_stored_at_rows_read_from_data():
+    """``T.copy(acc, Out[row:row + 64, :])`` and ``T.copy(m, Lse[row:row + 64])`` with ``row`` read from a tensor
+    (sparse attention's gathered tokens): the verifier records the by-layout stores as accesses it cannot place,
+    the simulator places them."""
+
+    r = egtile.optimize(_gathered_rows())
     assert r.scheduled.fragment("acc") is not None and egtile.verify(r.scheduled) == []
     A, B = torch.randn(64, 32, dtype=torch.float16), torch.randn(64, 32, dtype=torch.float16)
     idx = torch.tensor([128, 0], dtype=torch.int32)
     res = egtile.simulate(r.scheduled, A, B, idx, poisoned((256, 64), torch.float32, "cpu"),
                           poisoned((256,), torch.float32, "cpu"))
     assert res.ok
-    s = A.double() @ B.double().T
-    out, lse = res.outputs[3].double(), res.outputs[4].double()
-    for r0 in (0, 128):
-        torch.testing.assert_close(out[r0:r0 + 64], s, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(lse[r0:r0 + 64], s.max(1).values, rtol=1e-5, atol=1e-5)
-    assert torch.isnan(out[64:128]).all() and torch.isnan(lse[192:]).all()  # rows no block names stay poisoned
+    _check_gathered(res.outputs[3].double(), res.outputs[4].double(), A, B)
+
+
+@pytest.mark.gpu
+def test_rows_and_the_accumulator_stored_at_rows_read_from_data_on_the_gpu():
+    k = egtile.compile(_gathered_rows(), target="cuda")
+    A, B = torch.randn(64, 32, dtype=torch.float16), torch.randn(64, 32, dtype=torch.float16)
+    idx = torch.tensor([128, 0], dtype=torch.int32)
+    out, lse = poisoned((256, 64), torch.float32, "cuda"), poisoned((256,), torch.float32, "cuda")
+    k(A.cuda(), B.cuda(), idx.cuda(), out, lse)
+    _check_gathered(out.double().cpu(), lse.double().cpu(), A, B)
