@@ -19,8 +19,6 @@ observe another's order. Chosen by :mod:`egtile.analysis.dispatch_order`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
-
 from egtile.ir.kernel import BinOp, Const, Expr, Var
 
 LAUNCH = "eg_launch"
@@ -46,11 +44,6 @@ class DispatchOrder:
     heavy: int
     group: int
     reason: str = ""
-
-    @property
-    def rows(self) -> int:
-        """The number of rows: the product of the grid dimensions other than ``heavy``."""
-        return prod(n for d, n in enumerate(self.grid) if d != self.heavy)
 
     def indices(self) -> tuple[Expr, ...]:
         """Each user block index, in grid order, as an expression of ``Var(LAUNCH)`` (integer ``/`` and ``%``:

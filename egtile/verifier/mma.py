@@ -214,7 +214,7 @@ def _fragment_op(s: FragmentOp, ctx: Ctx) -> None:
             _by_owner(c, rc, "w", sid, frag, s.threads)
 
 
-def _first_replica(frag, t: int) -> bool:
+def first_replica(frag, t: int) -> bool:
     """Whether thread ``t`` of a row fragment's layout is the lowest-numbered thread holding each of its rows
     (read off the layout's owner table, not its replication digits)."""
     return all(frag.owners(r)[0] == t for _v, r, _c in frag.elements(t))
@@ -241,7 +241,7 @@ def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
     try:
         n = 0
         for t in range(b, e):
-            if s.once and not _first_replica(frag, t - s.threads.begin):
+            if s.once and not first_replica(frag, t - s.threads.begin):
                 continue  # the row's other replicas skip the iteration (LayoutLoop.once)
             for _v, r, c in frag.elements(t - s.threads.begin):
                 for name, val in zip(names, (r, c) if len(names) == 2 else (r,)):

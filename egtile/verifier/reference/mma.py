@@ -24,6 +24,7 @@ from egtile.ir.fragment import FragmentOp, LayoutLoop, RowCombine, RowReduce
 from egtile.ir.kernel import Copy, Fill, Gemm
 from egtile.ir.scheduled import swalk
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
+from egtile.verifier.mma import first_replica
 
 
 def _positions(frag, t: int) -> list[int]:
@@ -118,7 +119,7 @@ def _layout_loop(tr, s: LayoutLoop, a, lo, hi, env, path, loop_sid) -> None:
     saved = [env.get(n) for n in names]
     outer, tr.merge = tr.merge, {}
     for t in range(b, e):
-        if s.once and any(frag.owners(r)[0] != t - s.threads.begin for _v, r, _c in frag.elements(t - s.threads.begin)):
+        if s.once and not first_replica(frag, t - s.threads.begin):
             continue  # a row's iteration on its lowest-numbered owner alone (LayoutLoop.once)
         for _v, r, c in frag.elements(t - s.threads.begin):
             env[names[0]] = r
