@@ -29,7 +29,8 @@ from egtile.lower import fragment_layouts
 from egtile.lower.clear_accum import fold_clears
 from egtile.lower.switches import current as lowering_switches
 from egtile.analysis.dispatch_order import RULE as DISPATCH_RULE, plan as dispatch_plan
-from egtile.ir.scheduled import Decision as ScheduleNote
+from egtile.ir.fragment import LayoutLoop
+from egtile.ir.scheduled import Decision as ScheduleNote, swalk
 from egtile.lower import mma_access  # noqa: F401  (access summaries of the fragment and wgmma nodes)
 from egtile.lower.mma_wait import place_deferred_waits
 from egtile.lower.sync import NonUniformBarrier, place_syncs
@@ -315,9 +316,6 @@ def role_tails(body: tuple[Node, ...], facts: FactContext, lw: Lowerer) -> tuple
 def _row_store_notes(stmts: tuple[SStmt, ...], facts: FactContext) -> tuple[ScheduleNote, ...]:
     """explain()'s note on each row fragment stored to memory by one replica per row (``LayoutLoop.once``, lowered by
     :func:`egtile.rules.fragment.tile_by_layout` / ``parallel_by_layout``)."""
-    from egtile.ir.fragment import LayoutLoop
-    from egtile.ir.scheduled import swalk
-
     return tuple(
         ScheduleNote("fragment-row-store", x.sid, "stored by one replica per row",
                      f"{describe(facts.stmts[x.sid])} stores row fragment {x.fragment}, which every thread holding a "
