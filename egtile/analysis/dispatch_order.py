@@ -16,8 +16,10 @@ blocks in flight over more rows than one wave needs.
 List scheduling of B=4 H=32 S=4096 causal attention at 128x128 blocks (4096 blocks of 1 to 32 iterations) on
 132 SMs: launch order ends 4.1% after the balanced finish, each row reversed (the form measured neutral on the
 H200 on 2026-12-02, when this switch reversed one dimension only) 3.5%, heaviest first in groups of 8 heads 0%.
-Off by default, opt-in with ``EGTILE_WITH_LOWERING=heaviest-first`` (:mod:`egtile.lower.switches`), until a
-measurement says which.
+Measured on an H100 (2026-12-06, ``docs/perf.md``, a per-block timeline read from the GPU): the tail drops from 3.5%
+to under 1% of SM time, but under the 700 W cap the busy SMs clock higher while others idle, so the time gained is
+0.5-2%, within the benchmark's spread. Off by default, opt-in with ``EGTILE_WITH_LOWERING=heaviest-first``
+(:mod:`egtile.lower.switches`).
 
 Legality: the map is a bijection of the launch positions, so the same set of blocks runs and each computes what it
 computed before; only *when* each block runs changes. That is unobservable exactly when blocks do not
