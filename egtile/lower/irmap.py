@@ -1,6 +1,7 @@
 """Structural rewriting of tile-IR statements: buffer accesses (for multi-versioned buffers) and variables.
 
-Used by the lowering only; every function returns new frozen IR and leaves its input untouched.
+Used by the lowering and by ``egtile.analysis.shared_reuse``; every function returns new frozen IR and leaves
+its input untouched.
 """
 
 from __future__ import annotations
@@ -121,6 +122,14 @@ def restage(stmt: Stmt, staged: Mapping[str, tuple[Buffer, Expr]]) -> Stmt:
         return nb, (stage, *idx)
 
     return _Mapper(access=access).stmt(stmt)
+
+
+def rename_buffers(stmt: Stmt, to: Mapping[str, Buffer]) -> Stmt:
+    """``stmt`` with every access of a buffer named in ``to`` made to that buffer instead, at the same indices
+    (``egtile.analysis.shared_reuse``; a ``T.reduce_*`` operand is left as it is)."""
+    if not to:
+        return stmt
+    return _Mapper(access=lambda b, idx: (to.get(b.name, b), idx)).stmt(stmt)
 
 
 def substitute(stmt: Stmt, mapping: Mapping[str, Expr]) -> Stmt:

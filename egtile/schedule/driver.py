@@ -21,7 +21,7 @@ from typing import Any
 
 from egglog import EGraph, eq
 
-from egtile.analysis import parallel_races
+from egtile.analysis import parallel_races, shared_reuse
 from egtile.errors import ArgumentError, RuleError, ScheduleError
 from egtile.ir import Kernel, Scheduled, walk
 from egtile.ir.scheduled import Decision as IrDecision
@@ -321,6 +321,14 @@ def _shared_spenders(body, table, made, scheduled) -> list[IrDecision]:
             for d in made if (d.sid, d.choice) in chosen]
 
 
+def _shared_reuse(kernel: Kernel, scheduled) -> tuple[shared_reuse.Reuse, ...]:
+    """The renamings of :mod:`egtile.analysis.shared_reuse` for a schedule that needs more shared memory than a block
+    has; empty when it fits."""
+    from egtile.verifier.resources import MAX_SHARED_BYTES, shared_bytes
+
+    return shared_reuse.candidates(kernel) if shared_bytes(scheduled) > MAX_SHARED_BYTES else ()
+
+
 def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = None, arch: str = "sm_90a", *,
              limits: Limits | None = None) -> ScheduleResult:
     """Schedule a kernel.
@@ -393,6 +401,14 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
             rs = rs.without(name)
         again = optimize(kernel, rs, arch, limits=limits)
         return replace(again, scheduled=replace(again.scheduled, decisions=(*dropped, *again.scheduled.decisions)))
+    reuse = _shared_reuse(kernel, scheduled)
+    if reuse:
+        # the block's shared buffers laid side by side do not fit: the same kernel with dead buffers' space reused
+        # (a renaming that keeps the program's meaning, egtile.analysis.shared_reuse), scheduled again
+        again = optimize(shared_reuse.apply(kernel, reuse), rs, arch, limits=limits)
+        notes = tuple(IrDecision(shared_reuse.RULE, r.first, f"{r.buffer} in {r.space}", shared_reuse.describe(r))
+                      for r in reuse)
+        return replace(again, scheduled=replace(again.scheduled, decisions=(*notes, *again.scheduled.decisions)))
     # The saturate phase above includes encoding; split it out for the report.
     timings = Timings(encode=enc.seconds, saturate=t1 - t0 - enc.seconds, extract=t2 - t1, decode=t3 - t2)
     result = ScheduleResult(kernel, scheduled, int(total), parts, tuple(sorted(ctx.fired)), rejected, reports,

@@ -1,0 +1,136 @@
+"""Which shared buffers may share one allocation: TileLang's ``MergeSharedMemoryAllocations``, restricted to what a
+renaming proves.
+
+A block's shared buffers are laid out side by side (``egtile.verifier.resources``). TileLang lays a buffer in the
+space of one that is dead by then; its flash-attention decodes depend on it (``O_shared``, written after the key
+loop, in the space of ``Q_shared``, last read in it). egtile does the same by *renaming*: buffer ``B`` becomes
+buffer ``A`` in the tile program, so every later stage (the e-graph's conditions, barrier placement, the verifier,
+the simulator) sees one buffer with both lives and orders them as it orders any two accesses of one buffer: the
+wgmma reads of ``Q_shared`` in the last iteration complete before a thread writes ``O`` into that space, because
+that is a write after read of one buffer. What this module must prove is only that the renaming keeps the program's
+meaning. ``B`` may take ``A``'s place when (each a named condition of :func:`candidates`):
+
+* ``same-type``: both are ``shared`` buffers of one shape and dtype (a renaming, not a reinterpretation of bytes);
+* ``lives-apart``: in the block's top-level statement order, every statement that touches ``A`` comes before the
+  first statement that touches ``B`` (a loop or ``if`` touches what its body touches), so no value of ``A`` is read
+  after ``B``'s first write and no value of ``B`` before it;
+* ``first-write-whole``: the first statement touching ``B`` is a top-level ``T.copy`` or ``T.fill`` that writes all
+  of ``B`` and reads nothing of it or ``A`` (a read of ``B`` before any write would see ``A``'s stale values
+  instead of an uninitialized buffer, which the simulator reports);
+* ``written-outside-loops``: neither is written inside a loop (the software pipeline multi-versions what a loop
+  writes; a renamed buffer would be staged for both lives);
+* ``named-accesses``: no statement between them touches memory through a pointer of unknown target, and neither is
+  an operand of ``T.reduce_*`` (whose buffers the IR mapping leaves as they are).
+
+The schedule driver applies a plan only to a kernel whose extracted schedule does not fit a block's shared memory
+(``egtile.schedule.driver.optimize``), so kernels that fit keep their schedules, and says so in ``explain()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from egtile.analysis.access import ANY_BUFFER, names, reads, writes
+from egtile.ir import Buffer, Const, Copy, Fill, For, Kernel, Reduce, Region, Stmt, walk
+from egtile.ir.dtypes import dtype as lookup_dtype
+from egtile.lower.irmap import rename_buffers
+
+RULE = "shared-reuse"
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """Buffer ``buffer`` is stored in ``space``'s allocation.
+
+    Attributes:
+        buffer: the buffer renamed away (its first write is statement ``first``).
+        space: the buffer whose allocation it takes (its last top-level statement is ``last``).
+        first: sid of ``buffer``'s first write.
+        last: sid of the last top-level statement that touches ``space``.
+        bytes: the shared memory saved.
+    """
+
+    buffer: str
+    space: str
+    first: int
+    last: int
+    bytes: int
+
+
+def _touched(s: Stmt) -> frozenset[str]:
+    return names(reads(s)) | names(writes(s))
+
+
+def _written_in_loops(body: tuple[Stmt, ...]) -> frozenset[str]:
+    out: set[str] = set()
+    for s in walk(body):
+        if isinstance(s, For):
+            out |= names(writes(s))
+    return frozenset(out)
+
+
+def _reduce_operands(body: tuple[Stmt, ...]) -> frozenset[str]:
+    return frozenset(n for s in walk(body) if isinstance(s, Reduce) for n in (s.src.name, s.dst.name))
+
+
+def _whole(r: Region, b: Buffer) -> bool:
+    return (r.buffer.name == b.name and tuple(r.extents) == tuple(b.shape)
+            and all(isinstance(o, Const) and o.value == 0 for o in r.offsets))
+
+
+def _first_write_whole(s: Stmt, b: Buffer) -> bool:
+    # the space's earlier buffers are dead here by lives-apart: only a read of b itself can see a stale value
+    return isinstance(s, (Copy, Fill)) and _whole(s.dst, b) and b.name not in names(reads(s))
+
+
+def candidates(kernel: Kernel) -> tuple[Reuse, ...]:
+    """The renamings that keep ``kernel``'s meaning (module docstring), chosen greedily: each buffer, in the order of
+    its first statement, takes the space of the earliest-dead buffer of its type whose life ended before it starts
+    (an interval colouring: a space serves a chain of buffers one after another)."""
+    body = kernel.body
+    touched = [_touched(s) for s in body]
+    if any(ANY_BUFFER in t for t in touched):
+        return ()
+    looped = _written_in_loops(body)
+    reduced = _reduce_operands(body)
+    span: dict[str, tuple[int, int]] = {}
+    for i, t in enumerate(touched):
+        for n in t:
+            lo, _ = span.get(n, (i, i))
+            span[n] = (lo, i)
+    shared = [b for b in kernel.allocs
+              if b.scope == "shared" and b.name in span and b.name not in looped and b.name not in reduced]
+    shared.sort(key=lambda b: span[b.name][0])
+    # space name -> (its type, the top-level index after which it is free)
+    spaces: dict[str, tuple[tuple, int]] = {}
+    out: list[Reuse] = []
+    for b in shared:
+        key = (tuple(b.shape), b.dtype)
+        first, last = span[b.name]
+        free = [(end, name) for name, (k, end) in spaces.items() if k == key and end < first]
+        if free and _first_write_whole(body[first], b):
+            end, name = min(free)
+            out.append(Reuse(b.name, name, body[first].sid, body[end].sid,
+                             b.numel * lookup_dtype(b.dtype).bytes))
+            spaces[name] = (key, last)
+        else:
+            spaces[b.name] = (key, last)
+    return tuple(out)
+
+
+def apply(kernel: Kernel, plan: tuple[Reuse, ...]) -> Kernel:
+    """``kernel`` with each planned buffer renamed to the buffer whose space it takes (and no longer allocated)."""
+    if not plan:
+        return kernel
+    into = {r.buffer: r.space for r in plan}
+    bufs = {b.name: b for b in kernel.allocs}
+    to = {name: bufs[space] for name, space in into.items()}
+    return replace(kernel, allocs=tuple(b for b in kernel.allocs if b.name not in into),
+                   body=tuple(rename_buffers(s, to) for s in kernel.body))
+
+
+def describe(r: Reuse) -> str:
+    """The explain() line of one renaming."""
+    return (f"{r.buffer} is stored in {r.space}'s space ({r.bytes} bytes saved): the extracted schedule did not fit a "
+            f"block's shared memory, and {r.space}'s last statement (id {r.last}) comes before {r.buffer}'s first "
+            f"write (id {r.first}), which writes all of it")
