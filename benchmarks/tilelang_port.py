@@ -557,6 +557,11 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
         ("    S=2048,", "    S=128,"), ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 64, S]"),
         # 8 heads of dim 64 (2026-12-05: at 16 x 128 past 600 s of wall time on the shared machine)
         ("    H=16,\n    D=128,", "    H=8,\n    D=64,")]},
+    # 130 tokens in segments of 64 and 66 (the fewest for which each segment holds topk = 64 keys, one block_I) and
+    # one block of 64 heads; its dims 512 + 64 kept (its reference asserts them) (2026-12-06: at its own sizes, 4096
+    # tokens of 128 heads with topk 1024, the simulator's step limit ran out in block 14 after 25 minutes)
+    "dsa_sparse_finetune/sparse_mla_fwd.py": {"sizes": [
+        ("        S=4096,\n        H=128,", "        S=130,\n        H=64,"), ("        topk=1024,", "        topk=64,")]},
     # 128 tokens in two segments of 64, each token's top 64 keys (two block_I of 32), value dim 128 (2026-12-05: at
     # S = 256, D = 512, topk = 128 the simulation takes about 400 s of CPU, past the time limit on the shared machine)
     "dsa_sparse_finetune/sparse_mla_topk_reducesum.py": {"sizes": [
