@@ -44,7 +44,7 @@ Side conditions:
   other transposition of an 8-bit operand stays the SIMT gemm (a transposing copy into a K-major tile would be
   another statement's decision; egtile does not make it), which ``explain()`` says;
 * ``wgmma-eligible`` (hardware oracle :func:`wgmma_options`, which requires the two above): A and B are whole
-  2-D shared tiles; C is a whole 2-D f32 fragment; K a multiple of the instruction's K (16, 32 for 8-bit
+  2-D shared tiles or column slices of them (``wgmma-operand-slice`` below); C is a whole 2-D f32 fragment; K a multiple of the instruction's K (16, 32 for 8-bit
   types); the kernel's threads whole
   warpgroups; some (split, swa, swb) is legal: the tiling exists, its accumulator registers can be held while
   the wgmma is in flight (``setmaxnreg`` plan less ``egtile.rules.fragment.INFLIGHT_RESERVE``: in-flight
@@ -58,6 +58,15 @@ Side conditions:
   (:func:`egtile.rules.fragment.cross_warp_reduce`; TileLang's ``GemmWarpPolicy.FullCol``); that split is an
   alternative only where the M split cannot hold the rows (``rows % (64 W) != 0``: 64 rows over two
   warpgroups), so a group's gemms, which share their rows, all take the one split that exists;
+* ``wgmma-operand-slice`` (:func:`operand_columns`, checked per swizzle in :func:`_in_layout_problems`): an operand
+  given as a slice ``buf[:, c0:c0 + n]`` of a 2-D shared buffer (TileLang's ``Q_shared[:, :D]`` and ``Q_shared[:, D:]``
+  of a query tile with a rope tail) covers all the buffer's rows, at constant columns, in a swizzled layout whose
+  column panels it starts on (``c0`` a multiple of the panel's columns). A tile is stored as column panels of the
+  swizzle span, ``rows x span`` bytes each and back to back (:class:`egtile.layout.SmemTile`), and a panel starts on
+  a whole swizzle pattern (8-row groups), so the slice's bytes are the panels ``c0 / pc ..`` of the buffer exactly as
+  the tile ``rows x n`` would lay them out: its descriptors are that tile's, based at the slice's first element
+  (``tests/test_layout_smem.py`` checks the byte addresses element by element). The columns are the contiguous
+  dimension, so a slice is along K for a K-major operand and along M or N for an MN-major one;
 * ``fragment-users-admit-registers``: every other statement touching C can run by the register layout
   (:mod:`egtile.rules.fragment`);
 * ``fragment-peers-in-lockstep``: a ``T.Parallel`` that touches several 2-D fragments of C's group (peers:
@@ -207,6 +216,30 @@ def _whole(r, buf) -> bool:
     return tuple(r.extents) == tuple(buf.shape) and all(isinstance(o, Const) and o.value == 0 for o in r.offsets)
 
 
+SLICE = "wgmma-operand-slice"
+"""The named condition of an operand given as a column slice of its shared buffer (module docstring)."""
+
+
+def operand_columns(r, buf) -> tuple[int, int] | None:
+    """``(c0, n)`` when region ``r`` of 2-D buffer ``buf`` is all its rows at columns ``[c0, c0 + n)`` with constant
+    offsets (a whole buffer is ``(0, cols)``); ``None`` for any other region (``wgmma-operand-slice``)."""
+    from egtile.ir import Const
+
+    if len(buf.shape) != 2 or len(r.extents) != 2 or not all(isinstance(o, Const) for o in r.offsets):
+        return None
+    r0, c0 = (int(o.value) for o in r.offsets)
+    rows, n = r.extents
+    if r0 != 0 or rows != buf.shape[0] or c0 < 0 or n <= 0 or c0 + n > buf.shape[1]:
+        return None
+    return c0, n
+
+
+def matrix_k(g: Gemm) -> int:
+    """The K of ``T.gemm`` ``g``: its A region's columns (rows when transposed)."""
+    rows, cols = g.a.extents[-2:]
+    return rows if g.trans_a else cols
+
+
 def max_accumulators(threads: int) -> int:
     """Accumulator registers a consumer thread may hold: its ``setmaxnreg`` allocation under warp
     specialization (:func:`egtile.rules.warp_specialize.consumer_regs`) less :data:`ACC_RESERVE`."""
@@ -254,15 +287,18 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
     why += [f"wgmma-8bit-k-major: {x}" for x in k_major_problems(g, A.dtype, B.dtype)]
     if dtype(Cb.dtype).name != "float32":
         why.append(f"accumulator type {Cb.dtype}: wgmma accumulates in float32 here")
-    if any(len(b.shape) != 2 for b in (A, B, Cb)) or not all(_whole(r, b) for r, b in ((g.a, A), (g.b, B), (g.c, Cb))):
-        why.append("A, B and C must be whole 2-D buffers")
+    if any(len(b.shape) != 2 for b in (A, B, Cb)) or not _whole(g.c, Cb):
+        why.append("A, B and C must be 2-D buffers, C whole")
+    elif operand_columns(g.a, A) is None or operand_columns(g.b, B) is None:
+        why.append(f"{SLICE}: A and B must be whole shared buffers or slices of their columns (every row, constant "
+                   "column offsets)")
     if k.threads % 128 or k.threads < 128:
         why.append(f"the kernel has {k.threads} threads; wgmma runs on whole warpgroups (multiples of 128)")
     if why:
         ctx._memo[key] = (0, why)
         return 0, why
     M, N = Cb.shape
-    K = A.shape[0] if g.trans_a else A.shape[1]
+    K = matrix_k(g)
     ks = k_step(A.dtype)
     if K % ks:
         why.append(f"K = {K} is not a multiple of {ks} (wgmma k{ks} for {A.dtype})")
@@ -285,12 +321,12 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
             why += [f"{split} split: {x}" for x in p]
             continue
         for la in SW.LAYOUTS:
-            pa = _in_layout_problems(ctx, g, "A", A, la, tiling, K)
+            pa = _in_layout_problems(ctx, g, "A", la, tiling, K)
             if pa:
                 why.append(f"{split} split, A {la}: {pa[0]}")
                 continue
             for lb in SW.LAYOUTS:
-                pb = _in_layout_problems(ctx, g, "B", B, lb, tiling, K)
+                pb = _in_layout_problems(ctx, g, "B", lb, tiling, K)
                 if pb:
                     why.append(f"{split} split, B {lb}: {pb[0]}")
                     continue
@@ -358,17 +394,53 @@ def wgmma(sid: i64Like, split: StringLike, swa: StringLike, swb: StringLike) -> 
     warpgroups and its operands in shared layouts ``swa`` / ``swb``."""
 
 
-def _in_layout_problems(ctx, g: Gemm, role: str, buf, layout: str, tiling: AccumulatorTiling, K: int) -> list[str]:
-    """Why shared operand ``role`` (buffer ``buf``) cannot be read by the tiling's instructions in swizzle
-    ``layout``: the buffer cannot take the mode, or some instruction's operand is not expressible by a
-    descriptor in it."""
-    problems = SW.buffer_problems(ctx, buf.name, layout)
+def _on_a_panel(buf, c0: int, layout: str) -> bool:
+    """Whether column ``c0`` of 2-D shared buffer ``buf`` starts a column panel of swizzled ``layout``."""
+    if layout == "linear":
+        return False
+    try:
+        return c0 % SW.smem_tile(*buf.shape, buf.dtype, layout).panel_cols == 0
+    except LayoutError:
+        return False
+
+
+def _other_slices_problems(ctx, buf, layout: str) -> list[str]:
+    """``wgmma-operand-slice`` across gemms: a buffer has one layout, so each ``T.gemm`` that reads a column slice
+    of ``buf`` at a column some swizzle's panels start on restricts ``buf`` to those swizzles (the wgmma options
+    of two gemms that read one buffer then share their layouts, and extraction, whose swizzle costs order the
+    layouts alike for one buffer, gives both the same). A slice on no panel of any swizzle stays SIMT whatever the
+    layout and restricts nothing."""
+    for sid, s in ctx.stmts.items():
+        if not isinstance(s, Gemm):
+            continue
+        for r in (s.a, s.b):
+            cols = operand_columns(r, buf) if r.buffer.name == buf.name else None
+            if cols is None or cols == (0, buf.shape[1]) or _on_a_panel(buf, cols[0], layout):
+                continue
+            if any(_on_a_panel(buf, cols[0], other) for other in SW.LAYOUTS):
+                return [f"{SLICE}: the T.gemm of sid {sid} reads {buf.name}[:, {cols[0]}:{cols[0] + cols[1]}], which "
+                        f"starts on no column panel of {layout}; a buffer has one layout"]
+    return []
+
+
+def _in_layout_problems(ctx, g: Gemm, role: str, layout: str, tiling: AccumulatorTiling, K: int) -> list[str]:
+    """Why shared operand ``role`` cannot be read by the tiling's instructions in swizzle ``layout``: its buffer
+    cannot take the mode, a column slice does not start on one of the mode's panels (``wgmma-operand-slice``), or
+    some instruction's operand is not expressible by a descriptor in it."""
+    r = g.a if role == "A" else g.b
+    buf = ctx.kernel.buffer(r.buffer.name)
+    problems = SW.buffer_problems(ctx, buf.name, layout) or _other_slices_problems(ctx, buf, layout)
     if problems:
         return problems
+    c0, n = operand_columns(r, buf)
     try:
-        return _operand_problems(g, role, SW.smem_tile(*buf.shape, buf.dtype, layout), tiling, K)
+        whole = SW.smem_tile(*buf.shape, buf.dtype, layout)
+        if (c0, n) != (0, buf.shape[1]) and (layout == "linear" or c0 % whole.panel_cols):
+            return [f"{SLICE}: {buf.name}[:, {c0}:{c0 + n}] does not start on a column panel of {layout} "
+                    f"({whole.panel_cols} columns a panel; a slice of an unswizzled tile is not a tile a descriptor reads)"]
+        return _operand_problems(g, role, SW.smem_tile(buf.shape[0], n, buf.dtype, layout), tiling, K)
     except LayoutError as e:
-        return [str(e)]
+        return [f"{SLICE}: {e}" if n != buf.shape[1] else str(e)]
 
 
 ROWS_ACROSS_WARPGROUPS = "wgmma-rows-across-warpgroups"
@@ -400,8 +472,7 @@ def tiling_of(kernel, g: Gemm, split: str) -> AccumulatorTiling:
 
 
 def _k_of(kernel, g: Gemm) -> int:
-    a = kernel.buffer(g.a.buffer.name)
-    return a.shape[0] if g.trans_a else a.shape[1]
+    return matrix_k(g)
 
 
 def wgmma_cost(kernel, g: Gemm, split: str, swa: str, swb: str) -> int:
@@ -578,8 +649,11 @@ def wgmma_rs_options(ctx, g) -> tuple[int, list[str]]:
                    "register A, four .b32 of 8-bit values per k32 step, is not implemented)")
     if g.trans_a:
         why.append("a transposed register A (register A is K-major)")
-    if any(len(b.shape) != 2 for b in (A, B, Cb)) or not all(_whole(r, b) for r, b in ((g.a, A), (g.b, B), (g.c, Cb))):
-        why.append("A, B and C must be whole 2-D buffers")
+    if any(len(b.shape) != 2 for b in (A, B, Cb)) or not (_whole(g.a, A) and _whole(g.c, Cb)):
+        why.append("A and C must be whole 2-D buffers")
+    elif operand_columns(g.b, B) is None:
+        why.append(f"{SLICE}: B must be a whole shared buffer or a slice of its columns (every row, constant column "
+                   "offsets)")
     if k.threads % 128 or k.threads < 128:
         why.append(f"the kernel has {k.threads} threads; wgmma runs on whole warpgroups")
     if why:
@@ -613,7 +687,7 @@ def wgmma_rs_options(ctx, g) -> tuple[int, list[str]]:
             why += [f"{split} split: {x}" for x in p]
             continue
         for lb in SW.LAYOUTS:
-            pb = _in_layout_problems(ctx, g, "B", B, lb, tiling, K)
+            pb = _in_layout_problems(ctx, g, "B", lb, tiling, K)
             if pb:
                 why.append(f"{split} split, B {lb}: {pb[0]}")
                 continue

@@ -1,7 +1,8 @@
 """wgmma (PTX ISA 9.7.15) as CUDA C++ on ``egtile_wgmma.cuh``.
 
 ``WgmmaMma``: each warpgroup ``eg_wg`` of the node's threads builds the descriptors of the A and B tiles it
-reads (the stage's base address; LBO, SBO and swizzle from :meth:`egtile.layout.WgmmaOperand.descriptor`),
+reads (the address of the operand region's first element: the stage's base, or a column slice's first panel;
+LBO, SBO and swizzle from :meth:`egtile.layout.WgmmaOperand.descriptor`),
 fences its accumulators against the compiler (``eg_wgmma_fence_operand``), issues ``wgmma.fence``, then for
 each k16 step and instruction ``(mi, ni)`` of the tiling one ``eg_wgmma_ss<n, T, TA, TB>`` on the
 instruction's ``n / 2`` accumulator registers (a contiguous slice of the fragment's per-thread array, slot
@@ -26,6 +27,7 @@ from __future__ import annotations
 from egtile.ir.dtypes import dtype
 from egtile.ir.wgmma import WgmmaMma, WgmmaWait
 from egtile.layout import LayoutError
+from egtile.tilemath import matrix_shape
 
 from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
@@ -50,7 +52,9 @@ def _operand(s: WgmmaMma, role: str, ctx: Ctx):
         raise codegen_error(ctx, f"wgmma (sid {s.sid}): operand {role} descriptors are {swz} but {buf.name} is laid out "
                                  f"{buf.layout}; the descriptor and every other reader must use the buffer's layout",
                             s.sid)
-    rows, cols = buf.shape[-2:]
+    # a column slice of the buffer (rules/mma.py, wgmma-operand-slice) is the tile of its own columns, based at its
+    # first element: a slice starts on a panel, and panels are laid back to back in both
+    rows, cols = matrix_shape(r)
     try:
         return operand(s.gemm, role, smem_tile(rows, cols, buf.dtype, swz)), buf
     except LayoutError as e:
