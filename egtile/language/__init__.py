@@ -24,7 +24,7 @@ from egtile.language.expr import (
     exp, exp2, fabs, floordiv, floormod, if_then_else, infinity, likely, log, log2, max, max_value, min, min_value,
     reinterpret, rsqrt, shift_left, shift_right, select, sigmoid, sin, sqrt, tanh, truncdiv, truncmod,
 )
-from egtile.language.extern import address_of, atomic_add, call_extern, import_source
+from egtile.language.extern import address_of, atomic_add, atomic_addx2, atomic_addx4, call_extern, import_source
 from egtile.language.fill_op import clear, fill
 from egtile.language.gemm_op import GemmWarpPolicy, gemm, wait_wgmma, wgmma_gemm
 from egtile.language.hints import (
@@ -67,6 +67,7 @@ __all__ = [
     "Parallel", "Pipelined", "PrimFunc", "Ref", "RegionRef", "Select", "Serial", "Tensor", "Then", "TileBuffer",
     "Persistent", "Unroll", "Value", "Vectorized", "WarpSpecialize", "abs", "address_of", "alloc_fragment", "alloc_global", "alloc_local", "alloc_shared",
     "alloc_barrier", "alloc_var", "annotate_compile_flags", "annotate_l2_hit_ratio", "annotate_layout", "annotate_restrict_buffers",
+    "atomic_addx2", "atomic_addx4",
     "annotate_safe_value", "assume", "async_copy", "atomic_add", "barrier_arrive", "barrier_wait", "bf16", "bfloat16", "bitwise_and", "bitwise_or",
     "bitwise_xor", "bool", "call_extern", "cast", "cdiv", "ceildiv", "clamp", "clear", "const", "copy", "cos",
     "disable_warp_group_reg_alloc", "double", "dtype", "dynamic", "empty", "exp", "exp2", "f16", "f32", "f64",

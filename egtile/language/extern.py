@@ -1,4 +1,5 @@
-"""Extern code and atomics: ``T.call_extern``, ``T.address_of``, ``T.import_source``, ``T.atomic_add``.
+"""Extern code and atomics: ``T.call_extern``, ``T.address_of``, ``T.import_source``, ``T.atomic_add``,
+``T.atomic_addx2`` / ``T.atomic_addx4``.
 
 ``T.call_extern(ret_dtype, name, *args)`` is recorded as a statement (its result, if any, is discarded:
 extern calls used as values are not supported). An ``T.address_of(buf[i])`` argument hands the callee a
@@ -134,6 +135,57 @@ def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_pre
         return
     check_region(ld.buffer, ld.indices, (1,) * len(ld.indices), f"T.atomic_add ({ld.buffer.name})", loc)
     trace.emit(AtomicAdd(trace.sid(), ld.buffer, ld.indices, as_expr(value, ld.buffer.dtype), loc), "T.atomic_add")
+
+
+def _lanes(x: Any, n: int, name: str, what: str, loc) -> tuple[Any, tuple[Any, ...]]:
+    """The buffer and first element of ``n`` consecutive elements of the last dimension named by ``x``: an element
+    (``B[i, j]``, the first of the ``n``) or a region of extent ``n`` in the last dimension and 1 in the others
+    (``B[i, j:j + n]``)."""
+    from egtile.language.buffer import RegionRef
+
+    x = lvalue(x)
+    if isinstance(x, Value) and isinstance(x.expr, Load):
+        return x.expr.buffer, tuple(x.expr.indices)
+    if isinstance(x, RegionRef):
+        r = x.region
+        if tuple(r.extents[:-1]) == (1,) * (len(r.extents) - 1) and r.extents[-1] == n:
+            return r.buffer, tuple(r.offsets)
+        raise ShapeError(f"{name}: the {what} region of {r.buffer.name} has extents {tuple(r.extents)}; it must be {n} "
+                         "consecutive elements of the last dimension", loc)
+    raise UnsupportedError(f"{name}: the {what} must be an element or {n} consecutive elements of a buffer "
+                           f"(buf[i, j] or buf[i, j:j + {n}])", loc)
+
+
+def _vector_atomic_add(n: int):
+    name = f"T.atomic_addx{n}"
+
+    def atomic_addxn(dst: Any, value: Any, return_prev: bool = False) -> None:
+        loc = tracer.user_loc()
+        trace = tracer.current(name)
+        trace.require_kernel(name)
+        if return_prev:
+            raise UnsupportedError(f"{name}(return_prev=True): egtile's atomics return nothing", loc)
+        db, di = _lanes(dst, n, name, "destination", loc)
+        vb, vi = _lanes(value, n, name, "value", loc)
+        if db.dtype != vb.dtype:
+            raise UnsupportedError(f"{name}: {db.name} is {db.dtype} and {vb.name} {vb.dtype}; the vector atomic "
+                                   "adds lanes of one type", loc)
+        # each lane is one atomic read-modify-write, as in the vector atomics TileLang emits (atomicAdd on a
+        # float2/float4 or half2 is atomic per element, not as a whole: CUDA C++ Programming Guide, atomicAdd)
+        for k in range(n):
+            lane = lambda idx: tuple(as_expr(Value(i) + k if d == len(idx) - 1 else Value(i), "int32")
+                                     for d, i in enumerate(idx))
+            atomic_add(Value(Load(db, lane(di))), Value(Load(vb, lane(vi))))
+
+    atomic_addxn.__name__ = atomic_addxn.__qualname__ = f"atomic_addx{n}"
+    atomic_addxn.__doc__ = (f"``{name}(dst[i, j], src[i, j])``: ``dst[i, j + k] += src[i, j + k]`` for k < {n}, each "
+                            "lane one atomic (TileLang's vector atomic; egtile emits the lanes' element atomics, "
+                            "the same result).")
+    return atomic_addxn
+
+
+atomic_addx2 = _vector_atomic_add(2)
+atomic_addx4 = _vector_atomic_add(4)
 
 
 def _tile_atomic_add(ld: Load, src: Any, loc) -> None:

@@ -42,7 +42,7 @@ _FP8 = ("egtile's floating-point formats below 16 bits are T.float8_e4m3fn (Tile
         "convert on the host with torch")
 _MULTI = ("grid-wide synchronization inside one kernel is not supported: split the work into several `with T.Kernel` "
           "blocks of the prim_func (launched one after another), sharing a T.alloc_global scratch tensor")
-_ATOMIC = "only T.atomic_add (one element, no return value) is supported"
+_ATOMIC = "only T.atomic_add and T.atomic_addx2 / T.atomic_addx4 (no return value) are supported"
 _VIEW = ("tensors made from raw device pointers are not supported: egtile's buffers are the kernel's parameters and "
          "allocations, which it checks for races and ranges; pass each tensor as a parameter (several kernels, or one "
          "stacked tensor indexed by the group), or view one with T.reshape / T.view")
@@ -89,7 +89,7 @@ NOT_YET: dict[str, str] = {
     "get_warp_idx_sync": "write per-thread code with T.get_thread_binding() (warp = thread // 32)",
     "get_lane_idx": "write per-thread code with T.get_thread_binding() (lane = thread % 32)",
     "annotate_padding": _LAYOUT,
-    "atomic_max": _ATOMIC, "atomic_min": _ATOMIC, "atomic_addx2": _ATOMIC, "atomic_addx4": _ATOMIC,
+    "atomic_max": _ATOMIC, "atomic_min": _ATOMIC,
     "atomic_load": _ATOMIC, "atomic_store": _ATOMIC, "atomic_or": _ATOMIC,
     "cummax": "use a T.serial loop",
     "reduce": "use T.reduce_sum / reduce_max / reduce_min / reduce_abssum / reduce_absmax",
