@@ -67,6 +67,10 @@ Side conditions:
   the tile ``rows x n`` would lay them out: its descriptors are that tile's, based at the slice's first element
   (``tests/test_layout_smem.py`` checks the byte addresses element by element). The columns are the contiguous
   dimension, so a slice is along K for a K-major operand and along M or N for an MN-major one;
+* ``wgmma-buffer-one-layout`` (:func:`_one_layout_problems`): an option reading shared buffer ``X`` in layout ``l``
+  is kept only when every other ``T.gemm`` reading ``X`` that has wgmma options of its own admits ``l``: a buffer has
+  one layout, and two gemms reading it in different roles (a K-major B here, an MN-major B of an N-split tile there)
+  may admit different swizzles;
 * ``fragment-users-admit-registers``: every other statement touching C can run by the register layout
   (:mod:`egtile.rules.fragment`);
 * ``fragment-peers-in-lockstep``: a ``T.Parallel`` that touches several 2-D fragments of C's group (peers:
@@ -269,10 +273,31 @@ def _operand_problems(g: Gemm, role: str, tile, tiling: AccumulatorTiling, k: in
 
 def wgmma_options(ctx, g) -> tuple[int, list[str]]:
     """The mask of legal ``(split, swa, swb)`` options of ``T.gemm`` ``g`` (:func:`option_bit`) and, when it is
-    0, why (module docstring, ``wgmma-eligible``)."""
+    0, why (module docstring, ``wgmma-eligible``): its own options (:func:`_ss_local`) whose operand layouts every
+    other gemm reading the same buffer can take (``wgmma-buffer-one-layout``, :func:`_one_layout_problems`)."""
     if not isinstance(g, Gemm):
         return 0, ["not a T.gemm"]
     key = ("wgmma-options", g.sid)
+    if key in ctx._memo:
+        return ctx._memo[key]
+    mask, why = _ss_local(ctx, g)
+    kept = 0
+    for sp, la, lb in OPTIONS:
+        bit = option_bit(sp, la, lb)
+        if mask & bit:
+            p = _one_layout_problems(ctx, g, ((g.a, la), (g.b, lb)))
+            if p:
+                why.append(f"{sp} split, A {la}, B {lb}: {p[0]}")
+            else:
+                kept |= bit
+    out = (kept, [] if kept else why)
+    ctx._memo[key] = out
+    return out
+
+
+def _ss_local(ctx, g) -> tuple[int, list[str]]:
+    """The options of ``g`` on its own (types, tiles, warpgroups, registers, descriptors), and why none."""
+    key = ("wgmma-options-local", g.sid)
     if key in ctx._memo:
         return ctx._memo[key]
     k = ctx.kernel
@@ -327,6 +352,8 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
                 continue
             for lb in SW.LAYOUTS:
                 pb = _in_layout_problems(ctx, g, "B", lb, tiling, K)
+                if not pb and A.name == B.name and la != lb:
+                    pb = [f"{ONE_LAYOUT}: A and B are both {A.name}, which has one layout"]
                 if pb:
                     why.append(f"{split} split, B {lb}: {pb[0]}")
                     continue
@@ -394,32 +421,47 @@ def wgmma(sid: i64Like, split: StringLike, swa: StringLike, swb: StringLike) -> 
     warpgroups and its operands in shared layouts ``swa`` / ``swb``."""
 
 
-def _on_a_panel(buf, c0: int, layout: str) -> bool:
-    """Whether column ``c0`` of 2-D shared buffer ``buf`` starts a column panel of swizzled ``layout``."""
-    if layout == "linear":
-        return False
-    try:
-        return c0 % SW.smem_tile(*buf.shape, buf.dtype, layout).panel_cols == 0
-    except LayoutError:
-        return False
+ONE_LAYOUT = "wgmma-buffer-one-layout"
+"""The named condition that every gemm reading one shared buffer on the tensor cores reads it in one layout."""
 
 
-def _other_slices_problems(ctx, buf, layout: str) -> list[str]:
-    """``wgmma-operand-slice`` across gemms: a buffer has one layout, so each ``T.gemm`` that reads a column slice
-    of ``buf`` at a column some swizzle's panels start on restricts ``buf`` to those swizzles (the wgmma options
-    of two gemms that read one buffer then share their layouts, and extraction, whose swizzle costs order the
-    layouts alike for one buffer, gives both the same). A slice on no panel of any swizzle stays SIMT whatever the
-    layout and restricts nothing."""
-    for sid, s in ctx.stmts.items():
-        if not isinstance(s, Gemm):
+def _local_layouts(ctx, g: Gemm, name: str) -> frozenset[str] | None:
+    """The swizzles in which ``g``'s own wgmma options (shared A or register A) read shared buffer ``name``; ``None``
+    when ``g`` has none, so it runs on the SIMT cores, which read any layout."""
+    ss, _ = _ss_local(ctx, g)
+    rs, _ = _rs_local(ctx, g)
+    if not (ss or rs):
+        return None
+    out: set[str] = set()
+    for sp, la, lb in OPTIONS:
+        if ss & option_bit(sp, la, lb):
+            out |= {la} if g.a.buffer.name == name else set()
+            out |= {lb} if g.b.buffer.name == name else set()
+    for sp, lb in RS_BITS:
+        if rs & rs_bit(sp, lb) and g.b.buffer.name == name:
+            out.add(lb)
+    return frozenset(out)
+
+
+def _one_layout_problems(ctx, g: Gemm, operands) -> list[str]:
+    """``wgmma-buffer-one-layout``: a buffer has one layout (its tensor maps, descriptors and SIMT addresses all use
+    it), so an option of ``g`` that reads shared buffer ``X`` in layout ``l`` is kept only when every other ``T.gemm``
+    reading ``X`` that can run on the tensor cores at all can read it in ``l`` too. Each gemm's options for ``X`` are
+    then the layouts all of them admit, and extraction, whose swizzle cost orders one buffer's layouts alike in every
+    gemm (wider spans: fewer TMA boxes, fewer bank conflicts), gives each the same one. Found on TileLang's sparse MLA
+    backward: ``KV_tail_shared`` is the K-major B of one gemm (128-byte swizzle) and the MN-major B of another
+    (64-byte swizzle at most)."""
+    for r, layout in operands:
+        name = r.buffer.name
+        if ctx.kernel.buffer(name).scope != "shared":
             continue
-        for r in (s.a, s.b):
-            cols = operand_columns(r, buf) if r.buffer.name == buf.name else None
-            if cols is None or cols == (0, buf.shape[1]) or _on_a_panel(buf, cols[0], layout):
+        for sid, s in ctx.stmts.items():
+            if not isinstance(s, Gemm) or s.sid == g.sid or name not in (s.a.buffer.name, s.b.buffer.name):
                 continue
-            if any(_on_a_panel(buf, cols[0], other) for other in SW.LAYOUTS):
-                return [f"{SLICE}: the T.gemm of sid {sid} reads {buf.name}[:, {cols[0]}:{cols[0] + cols[1]}], which "
-                        f"starts on no column panel of {layout}; a buffer has one layout"]
+            theirs = _local_layouts(ctx, s, name)
+            if theirs is not None and layout not in theirs:
+                return [f"{ONE_LAYOUT}: {name} is read by the T.gemm of sid {sid} too, which can read it only as "
+                        f"{', '.join(sorted(theirs)) or 'no swizzle'}; a buffer has one layout"]
     return []
 
 
@@ -429,7 +471,7 @@ def _in_layout_problems(ctx, g: Gemm, role: str, layout: str, tiling: Accumulato
     some instruction's operand is not expressible by a descriptor in it."""
     r = g.a if role == "A" else g.b
     buf = ctx.kernel.buffer(r.buffer.name)
-    problems = SW.buffer_problems(ctx, buf.name, layout) or _other_slices_problems(ctx, buf, layout)
+    problems = SW.buffer_problems(ctx, buf.name, layout)
     if problems:
         return problems
     c0, n = operand_columns(r, buf)
@@ -578,8 +620,31 @@ def split_notes(n, ctx):
                  "between the stores and the loads")]
 
 
+def layout_notes(n, ctx) -> list:
+    """``explain()``'s note on an operand buffer that takes a narrower swizzle than its gemm alone would: another gemm
+    reading the buffer admits only that one (``wgmma-buffer-one-layout``)."""
+    from egtile.ir import Decision as Made
+
+    g = ctx.facts.stmts.get(n.sid)
+    if not isinstance(g, Gemm):
+        return []
+    chosen = ((g.a, str(n.params[1])), (g.b, str(n.params[2]))) if len(n.params) == 3 else ((g.b, str(n.params[1])),)
+    out = []
+    for r, layout in chosen:
+        own = _local_layouts(ctx.facts, g, r.buffer.name) or frozenset()
+        best = next((x for x in SW.LAYOUTS if x in own), layout)
+        if best == layout:
+            continue
+        others = [f"sid {s.sid}" for s in ctx.facts.stmts.values() if isinstance(s, Gemm) and s.sid != g.sid
+                  and r.buffer.name in (s.a.buffer.name, s.b.buffer.name)]
+        out.append(Made(ONE_LAYOUT, n.sid, f"{r.buffer.name} {layout}",
+                        f"{r.buffer.name} takes {layout}, not {best}: a buffer has one layout, and the T.gemm of "
+                        f"{', '.join(others)} reads it too and admits no wider swizzle"))
+    return out
+
+
 def _wgmma_notes(n, ctx):
-    return [*F.spill_notes(n, ctx), *split_notes(n, ctx)]
+    return [*F.spill_notes(n, ctx), *split_notes(n, ctx), *layout_notes(n, ctx)]
 
 
 WGMMA = Decision("wgmma", wgmma, (("sid", i64), ("split", String), ("swa", String), ("swb", String)), "decision",
@@ -622,17 +687,39 @@ def rs_bit(split: str, swb: str) -> int:
 
 
 def wgmma_rs_options(ctx, g) -> tuple[int, list[str]]:
-    """The mask of legal ``(split, swb)`` options of ``T.gemm`` ``g`` with A from registers (:func:`rs_bit`) and,
-    when it is 0, why (``wgmma-rs-eligible``): A is a whole 2-D 16-bit fragment, not transposed (register A is
-    K-major), of C's rows; B a whole 2-D shared tile of A's type; C a whole 2-D f32 fragment; K a multiple of 16
+    """The mask of legal ``(split, swb)`` register-A options of ``T.gemm`` ``g`` (:func:`rs_bit`) and, when it is 0,
+    why: its own options (:func:`_rs_local`) whose B layout every other gemm reading B's buffer can take
+    (``wgmma-buffer-one-layout``)."""
+    if not isinstance(g, Gemm):
+        return 0, ["not a T.gemm"]
+    key = ("wgmma-rs-options", g.sid)
+    if key in ctx._memo:
+        return ctx._memo[key]
+    mask, why = _rs_local(ctx, g)
+    kept = 0
+    for sp, lb in RS_BITS:
+        bit = rs_bit(sp, lb)
+        if mask & bit:
+            p = _one_layout_problems(ctx, g, ((g.b, lb),))
+            if p:
+                why.append(f"{sp} split, B {lb}: {p[0]}")
+            else:
+                kept |= bit
+    out = (kept, [] if kept else why)
+    ctx._memo[key] = out
+    return out
+
+
+def _rs_local(ctx, g) -> tuple[int, list[str]]:
+    """The register-A options of ``T.gemm`` ``g`` on its own and, when there is none, why (``wgmma-rs-eligible``): A
+    is a whole 2-D 16-bit fragment, not transposed (register A is K-major), of C's rows; B a 2-D shared tile of A's
+    type (whole or a column slice); C a whole 2-D f32 fragment; K a multiple of 16
     and at most 256; whole warpgroups; the split gives each warpgroup its own rows of C (M split, or one
     warpgroup), so its A registers are rows it holds (:func:`egtile.layout.operand_a.rs_a_layout`); accumulator
     plus A registers within the budget; B expressible by a descriptor in some swizzle."""
     from egtile.layout.operand_a import rs_a_layout, rs_a_problems
 
-    if not isinstance(g, Gemm):
-        return 0, ["not a T.gemm"]
-    key = ("wgmma-rs-options", g.sid)
+    key = ("wgmma-rs-options-local", g.sid)
     if key in ctx._memo:
         return ctx._memo[key]
     k = ctx.kernel
@@ -784,7 +871,7 @@ WGMMA_RS = Decision("wgmma_rs", wgmma_rs, (("sid", i64), ("split", String), ("sw
                          doc="M N K / WGMMA_MACS_PER_CYCLE + B's shared bytes / (4 SMEM_BYTES_PER_CYCLE) + WGMMA_GROUP + "
                              "swizzle_cost(B) + spill share (egtile.rules.fragment.spill_cost)"),
                     lower=wgmma_rs_lowering(), label="wgmma (A from registers)", details=_rs_details, layouts=_rs_layouts,
-                    notes=F.spill_notes)
+                    notes=lambda n, ctx: [*F.spill_notes(n, ctx), *layout_notes(n, ctx)])
 
 gemm_to_wgmma_rs = Rule(
     name="gemm-to-wgmma-rs", stage="partition",
