@@ -475,6 +475,9 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
          "_run_varlen_case([128], heads=1, dim=64, dllm_block=dllm_block, block_size=block_size)"),
         ("_run_varlen_case([512, 1024], heads=2, dim=128, dllm_block=dllm_block, block_size=block_size)",
          "_run_varlen_case([256], heads=1, dim=128, dllm_block=dllm_block, block_size=block_size)")]},
+    # 64 tokens of hidden size 1280 (two token blocks, five hidden blocks), one case of its 12 (2026-12-06)
+    "deepseek_mhc/example_mhc_pre.py": {"sizes": [("for n1 in [512, 1024, 2048, 8192]:", "for n1 in [64]:"),
+                                                  ("for hidden_size in [1280, 2560, 4096]:", "for hidden_size in [1280]:")]},
     "deepseek_mhc/example_mhc_post.py": {"sizes": [("for h in [1280, 2560, 7168]:", "for h in [1280]:"),
                                                    ("for n in [4096]:", "for n in [64]:"),
                                                    # what __main__ runs (main() is commented out there)
@@ -567,6 +570,11 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
         ("        S=4096,\n        H=128,", "        S=130,\n        H=64,"), ("        topk=1024,", "        topk=64,")]},
     # 128 tokens in two segments of 64, each token's top 64 keys (two block_I of 32), value dim 128 (2026-12-05: at
     # S = 256, D = 512, topk = 128 the simulation takes about 400 s of CPU, past the time limit on the shared machine)
+    # 128 tokens, each token's top 64 keys (one block), its head count and dims kept (2026-12-06: its forward,
+    # sparse_mla_fwd.py, needs about 10 minutes of simulation at 130 tokens)
+    "dsa_sparse_finetune/sparse_mla_bwd.py": {"sizes": [
+        ("    test_sparse_mla_bwd(B=1, S=2048, H=64, HKV=1, DQKV=576, DV=512, topk=512,",
+         "    test_sparse_mla_bwd(B=1, S=128, H=64, HKV=1, DQKV=576, DV=512, topk=64,")]},
     "dsa_sparse_finetune/sparse_mla_topk_reducesum.py": {"sizes": [
         ("    S=2048,", "    S=128,"), ("    D=512,", "    D=128,"), ("    topk=128,", "    topk=64,"),
         ("offsets = torch.tensor([0, 1023, S]", "offsets = torch.tensor([0, 64, S]")]},
