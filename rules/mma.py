@@ -44,8 +44,8 @@ Side conditions:
   other transposition of an 8-bit operand stays the SIMT gemm (a transposing copy into a K-major tile would be
   another statement's decision; egtile does not make it), which ``explain()`` says;
 * ``wgmma-eligible`` (hardware oracle :func:`wgmma_options`, which requires the two above): A and B are whole
-  2-D shared tiles or column slices of them (``wgmma-operand-slice`` below); C is a whole 2-D f32 fragment; K a multiple of the instruction's K (16, 32 for 8-bit
-  types); the kernel's threads whole
+  2-D shared tiles or column slices of them (``wgmma-operand-slice`` below); C is a whole 2-D f32 fragment; K a
+  multiple of the instruction's K (16, 32 for 8-bit types); the kernel's threads whole
   warpgroups; some (split, swa, swb) is legal: the tiling exists, its accumulator registers can be held while
   the wgmma is in flight (``setmaxnreg`` plan less ``egtile.rules.fragment.INFLIGHT_RESERVE``: in-flight
   accumulators cannot spill; the rest of the fragment group may, at a cost, see below), each operand buffer can take its mode
@@ -65,12 +65,13 @@ Side conditions:
   swizzle span, ``rows x span`` bytes each and back to back (:class:`egtile.layout.SmemTile`), and a panel starts on
   a whole swizzle pattern (8-row groups), so the slice's bytes are the panels ``c0 / pc ..`` of the buffer exactly as
   the tile ``rows x n`` would lay them out: its descriptors are that tile's, based at the slice's first element
-  (``tests/test_layout_smem.py`` checks the byte addresses element by element). The columns are the contiguous
+  (``tests/test_wgmma_slices.py`` checks the byte addresses element by element). The columns are the contiguous
   dimension, so a slice is along K for a K-major operand and along M or N for an MN-major one;
 * ``wgmma-buffer-one-layout`` (:func:`_one_layout_problems`): an option reading shared buffer ``X`` in layout ``l``
   is kept only when every other ``T.gemm`` reading ``X`` that has wgmma options of its own admits ``l``: a buffer has
   one layout, and two gemms reading it in different roles (a K-major B here, an MN-major B of an N-split tile there)
-  may admit different swizzles;
+  may admit different swizzles. The filter takes each gemm's layouts over all its splits: two gemms that agree on a
+  layout only under splits extraction does not take are refused at lowering, naming both (``needs two layouts``);
 * ``fragment-users-admit-registers``: every other statement touching C can run by the register layout
   (:mod:`egtile.rules.fragment`);
 * ``fragment-peers-in-lockstep``: a ``T.Parallel`` that touches several 2-D fragments of C's group (peers:
