@@ -278,17 +278,23 @@ def wgmma_options(ctx, g) -> tuple[int, list[str]]:
     other gemm reading the same buffer can take (``wgmma-buffer-one-layout``, :func:`_one_layout_problems`)."""
     if not isinstance(g, Gemm):
         return 0, ["not a T.gemm"]
-    key = ("wgmma-options", g.sid)
+    return _one_layout_options(ctx, g, "wgmma-options", _ss_local(ctx, g), (
+        (option_bit(sp, la, lb), f"{sp} split, A {la}, B {lb}", ((g.a, la), (g.b, lb))) for sp, la, lb in OPTIONS))
+
+
+def _one_layout_options(ctx, g: Gemm, name: str, local: tuple[int, list[str]], options) -> tuple[int, list[str]]:
+    """The bits of ``local``'s mask whose operand layouts pass :func:`_one_layout_problems`, and why none does;
+    ``options`` gives each bit with its label and its ``(region, layout)`` pairs (memoized per gemm as ``name``)."""
+    key = (name, g.sid)
     if key in ctx._memo:
         return ctx._memo[key]
-    mask, why = _ss_local(ctx, g)
+    mask, why = local
     kept = 0
-    for sp, la, lb in OPTIONS:
-        bit = option_bit(sp, la, lb)
+    for bit, label, operands in options:
         if mask & bit:
-            p = _one_layout_problems(ctx, g, ((g.a, la), (g.b, lb)))
+            p = _one_layout_problems(ctx, g, operands)
             if p:
-                why.append(f"{sp} split, A {la}, B {lb}: {p[0]}")
+                why.append(f"{label}: {p[0]}")
             else:
                 kept |= bit
     out = (kept, [] if kept else why)
@@ -693,22 +699,8 @@ def wgmma_rs_options(ctx, g) -> tuple[int, list[str]]:
     (``wgmma-buffer-one-layout``)."""
     if not isinstance(g, Gemm):
         return 0, ["not a T.gemm"]
-    key = ("wgmma-rs-options", g.sid)
-    if key in ctx._memo:
-        return ctx._memo[key]
-    mask, why = _rs_local(ctx, g)
-    kept = 0
-    for sp, lb in RS_BITS:
-        bit = rs_bit(sp, lb)
-        if mask & bit:
-            p = _one_layout_problems(ctx, g, ((g.b, lb),))
-            if p:
-                why.append(f"{sp} split, B {lb}: {p[0]}")
-            else:
-                kept |= bit
-    out = (kept, [] if kept else why)
-    ctx._memo[key] = out
-    return out
+    return _one_layout_options(ctx, g, "wgmma-rs-options", _rs_local(ctx, g), (
+        (rs_bit(sp, lb), f"{sp} split, B {lb}", ((g.b, lb),)) for sp, lb in RS_BITS))
 
 
 def _rs_local(ctx, g) -> tuple[int, list[str]]:
