@@ -59,6 +59,56 @@ def test_the_lanes_compile_to_atomics():
         assert "REDG.E.ADD.F32" in text and "ATOM.E." in text
 
 
+def edge_kernel():
+    """Lanes at columns read from data, some past the tensors' edge: TileLang masks an atomic there (it adds
+    nothing) and reads zero for a value past the edge, as for an element store and load."""
+
+    @T.prim_func
+    def main(col: T.Tensor((M,), "int32"), A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(M):
+                T.atomic_addx4(B[i, col[i]], A[i, 0])
+                T.atomic_addx4(C[i, 0:4], A[i, col[i]:col[i] + 4])
+                T.atomic_add(C[i, col[i] + 8], A[i, 1])
+
+    return main
+
+
+def _edge_reference(col, A, B0, C0):
+    B, C = B0.double().clone(), C0.double().clone()
+    for i, c in enumerate(col.tolist()):
+        for k in range(4):
+            if 0 <= c + k < N:
+                B[i, c + k] += A[i, k].double()
+                C[i, k] += A[i, c + k].double()
+        if 0 <= c + 8 < N:
+            C[i, c + 8] += A[i, 1].double()
+    return B, C
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_lanes_past_the_edge_add_nothing_and_read_zero(target):
+    k = egtile.compile(edge_kernel(), target=target)
+    g = torch.Generator().manual_seed(13)
+    col = torch.tensor([0, 4, 60, 62, 63, 56, 61, 30], dtype=torch.int32)
+    A, B0, C0 = (torch.randn(M, N, generator=g) for _ in range(3))
+    B, C = B0.clone(), C0.clone()
+    k(col, A, B, C)
+    rb, rc = _edge_reference(col, A, B0, C0)
+    torch.testing.assert_close(B.double(), rb, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(C.double(), rc, rtol=1e-6, atol=1e-6)
+
+
+def test_a_constant_lane_past_the_edge_is_refused_at_the_users_line():
+    with pytest.raises(ShapeError, match=r"T.atomic_addx4 \(value A\)"):
+        @T.prim_func
+        def bad(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                for i in T.Parallel(M):
+                    T.atomic_addx4(B[i, 0], A[i, N - 2])
+
+
 def test_a_region_of_the_wrong_width_names_the_construct():
     with pytest.raises(ShapeError, match=r"T.atomic_addx4: the destination region of B has extents \(1, 2\)"):
         @T.prim_func
@@ -80,3 +130,12 @@ def test_return_prev_is_refused_by_name():
 @pytest.mark.gpu
 def test_vector_atomics_on_the_gpu():
     _run("cuda", "cuda", seed=12)
+    k = egtile.compile(edge_kernel(), target="cuda")
+    g = torch.Generator().manual_seed(14)
+    col = torch.tensor([0, 4, 60, 62, 63, 56, 61, 30], dtype=torch.int32)
+    A, B0, C0 = (torch.randn(M, N, generator=g) for _ in range(3))
+    B, C = B0.cuda(), C0.cuda()
+    k(col.cuda(), A.cuda(), B, C)
+    rb, rc = _edge_reference(col, A, B0, C0)
+    torch.testing.assert_close(B.cpu().double(), rb, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(C.cpu().double(), rc, rtol=1e-6, atol=1e-6)

@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from egtile.errors import DSLError, ShapeError, UnsupportedError
-from egtile.ir.kernel import AddressOf, AtomicAdd, Extern, Load
+from egtile.ir.kernel import AddressOf, AtomicAdd, Extern, If, Load
 from egtile.language import tracer
 from egtile.language.expr import Value, as_expr
 from egtile.language.kernel import check_dtype
-from egtile.language.buffer import check_region
+from egtile.language.buffer import check_region, past_edge
 from egtile.language.letbind import lvalue
 
 
@@ -133,8 +133,21 @@ def atomic_add(dst: Any, value: Any, memory_order: str | None = None, return_pre
     if isinstance(value, TileBuffer):
         _tile_atomic_add(ld, value, loc)
         return
-    check_region(ld.buffer, ld.indices, (1,) * len(ld.indices), f"T.atomic_add ({ld.buffer.name})", loc)
-    trace.emit(AtomicAdd(trace.sid(), ld.buffer, ld.indices, as_expr(value, ld.buffer.dtype), loc), "T.atomic_add")
+    _element_atomic(ld, value, loc, "T.atomic_add")
+
+
+def _element_atomic(ld: Load, value: Any, loc, what: str) -> None:
+    """One element atomic ``ld += value``. TileLang masks an atomic into a global tensor whose index it cannot prove
+    inside, as it masks a store (:func:`egtile.language.buffer.past_edge`): outside the edge it adds nothing."""
+    trace = tracer.current(what)
+    edge = past_edge(ld.buffer, ld.indices) if ld.buffer.scope == "global" else None
+    if edge is None:
+        check_region(ld.buffer, ld.indices, (1,) * len(ld.indices), f"{what} ({ld.buffer.name})", loc)
+    stmt = AtomicAdd(trace.sid(), ld.buffer, ld.indices, as_expr(value, ld.buffer.dtype), loc)
+    if edge is not None:
+        trace.emit(If(trace.sid(), edge, (stmt,), (), loc), what)
+        return
+    trace.emit(stmt, what)
 
 
 def _lanes(x: Any, n: int, name: str, what: str, loc) -> tuple[Any, tuple[Any, ...]]:
@@ -170,12 +183,19 @@ def _vector_atomic_add(n: int):
         if db.dtype != vb.dtype:
             raise UnsupportedError(f"{name}: {db.name} is {db.dtype} and {vb.name} {vb.dtype}; the vector atomic "
                                    "adds lanes of one type", loc)
+        lanes = (1,) * (len(di) - 1) + (n,)
+        for b, idx, what in ((db, di, "destination"), (vb, vi, "value")):
+            if b.scope != "global" or past_edge(b, idx) is None:
+                check_region(b, idx, lanes, f"{name} ({what} {b.name})", loc)
         # each lane is one atomic read-modify-write, as in the vector atomics TileLang emits (atomicAdd on a
-        # float2/float4 or half2 is atomic per element, not as a whole: CUDA C++ Programming Guide, atomicAdd)
+        # float2/float4 or half2 is atomic per element, not as a whole: CUDA C++ Programming Guide, atomicAdd); a
+        # lane of a global tensor past its edge reads zero and adds nothing, as an element load and atomic do
+        from egtile.language import safeload
+
         for k in range(n):
             lane = lambda idx: tuple(as_expr(Value(i) + k if d == len(idx) - 1 else Value(i), "int32")
                                      for d, i in enumerate(idx))
-            atomic_add(Value(Load(db, lane(di))), Value(Load(vb, lane(vi))))
+            _element_atomic(Load(db, lane(di)), safeload.load(vb, lane(vi)), loc, name)
 
     atomic_addxn.__name__ = atomic_addxn.__qualname__ = f"atomic_addx{n}"
     atomic_addxn.__doc__ = (f"``{name}(dst[i, j], src[i, j])``: ``dst[i, j + k] += src[i, j + k]`` for k < {n}, each "
