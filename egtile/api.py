@@ -145,6 +145,7 @@ def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
     what the hardware would: L8 (shared memory, threads, registers) raises ResourceError; any other
     property means the scheduler produced an illegal schedule, which is egtile's bug, never the user's,
     and raises ScheduleError rather than running it."""
+    from egtile.analysis import shared_reuse
     from egtile.verifier import verify
     from egtile.verifier.resources import resource_loc
 
@@ -153,7 +154,7 @@ def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
         return
     listing = "\n  ".join(str(v) for v in violations)
     if all(v.property == "L8" for v in violations):
-        why = _why_accumulators_in_shared(kernel) if "shared memory" in listing else []
+        why = [*_why_accumulators_in_shared(kernel), *shared_reuse.why_not(kernel)] if "shared memory" in listing else []
         raise ResourceError(f"kernel {kernel.name!r} exceeds a per-block limit of sm_90:\n  {listing}" +
                             "".join(f"\n  {w}" for w in why), resource_loc(kernel, violations))
     from egtile.ir.kernel import walk

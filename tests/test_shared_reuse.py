@@ -92,8 +92,45 @@ def test_over_the_limit_kernel_runs_in_reused_space_and_matches_float64():
 
 
 def test_without_a_dead_buffer_the_limit_is_still_named():
-    with pytest.raises(ResourceError, match="shared memory"):
+    # Q_s is read after O_s's first write; KV_s, dead by then, is versioned by the pipeline: the error says both
+    with pytest.raises(ResourceError, match="shared-reuse: O_s cannot take KV_s's space: KV_s written-outside-pipelines"):
         egtile.compile(decode_kernel(variant="q-read-after"), target="sim")
+
+
+def test_the_limit_names_the_condition_that_kept_a_pair_apart():
+    with pytest.raises(ResourceError, match="shared-reuse: O_s cannot take Q_s's space: first-write-whole"):
+        egtile.compile(decode_kernel(variant="partial"), target="sim")
+
+
+def test_a_buffer_updated_by_a_parallel_loop_after_its_first_copy_takes_a_dead_space():
+    # found by a fresh user: "written outside loops" refused any loop, where only a T.Pipelined loop versions a buffer
+    R, C = 64, 512
+
+    @T.prim_func
+    def main(X: T.Tensor((R, C), "float16"), Y: T.Tensor((R, C), "float16"), O1: T.Tensor((R, C), "float16"),
+             O2: T.Tensor((R, C), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((R, C), "float16")
+            B_s = T.alloc_shared((R, C), "float16")
+            C_s = T.alloc_shared((R, C), "float16")
+            D_s = T.alloc_shared((R, C), "float16")
+            T.copy(X, A_s)
+            T.copy(Y, B_s)
+            T.copy(X, C_s)
+            T.copy(A_s, O1)
+            T.copy(Y, D_s)
+            for i, j in T.Parallel(R, C):
+                D_s[i, j] = D_s[i, j] + B_s[i, j] * C_s[i, j]
+            T.copy(D_s, O2)
+
+    k = egtile.compile(main, target="sim")
+    assert "shared-reuse: D_s in A_s" in k.explain()
+    g = torch.Generator().manual_seed(7)
+    X, Y = ((torch.randn(R, C, generator=g) / 2).to(torch.float16) for _ in range(2))
+    o1, o2 = poisoned((R, C), torch.float16, "cpu"), poisoned((R, C), torch.float16, "cpu")
+    k(X, Y, o1, o2)
+    assert torch.equal(o1, X)
+    torch.testing.assert_close(o2.double(), (Y.double() + Y.double() * X.double()), rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.gpu

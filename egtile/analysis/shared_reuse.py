@@ -17,8 +17,9 @@ meaning. ``B`` may take ``A``'s place when (each a named condition of :func:`can
 * ``first-write-whole``: the first statement touching ``B`` is a top-level ``T.copy`` or ``T.fill`` that writes all
   of ``B`` and reads nothing of it or ``A`` (a read of ``B`` before any write would see ``A``'s stale values
   instead of an uninitialized buffer, which the simulator reports);
-* ``written-outside-loops``: neither is written inside a loop (the software pipeline multi-versions what a loop
-  writes; a renamed buffer would be staged for both lives);
+* ``written-outside-pipelines``: neither is written inside a ``T.Pipelined`` loop (the software pipeline
+  multi-versions what its loop writes; a renamed buffer would be staged for both lives); a ``T.Parallel`` or serial
+  loop keeps one version;
 * ``named-accesses``: no statement between them touches memory through a pointer of unknown target, and neither is
   an operand of ``T.reduce_*`` (whose buffers the IR mapping leaves as they are).
 
@@ -61,10 +62,10 @@ def _touched(s: Stmt) -> frozenset[str]:
     return names(reads(s)) | names(writes(s))
 
 
-def _written_in_loops(body: tuple[Stmt, ...]) -> frozenset[str]:
+def _written_in_pipelines(body: tuple[Stmt, ...]) -> frozenset[str]:
     out: set[str] = set()
     for s in walk(body):
-        if isinstance(s, For):
+        if isinstance(s, For) and s.kind == "pipelined":
             out |= names(writes(s))
     return frozenset(out)
 
@@ -83,39 +84,83 @@ def _first_write_whole(s: Stmt, b: Buffer) -> bool:
     return isinstance(s, (Copy, Fill)) and _whole(s.dst, b) and b.name not in names(reads(s))
 
 
-def candidates(kernel: Kernel) -> tuple[Reuse, ...]:
-    """The renamings that keep ``kernel``'s meaning (module docstring), chosen greedily: each buffer, in the order of
-    its first statement, takes the space of the earliest-dead buffer of its type whose life ended before it starts
-    (an interval colouring: a space serves a chain of buffers one after another)."""
+@dataclass(frozen=True)
+class _Lives:
+    """The facts both :func:`candidates` and :func:`why_not` read: each shared buffer's first and last top-level
+    statement, and the buffers a condition excludes whatever their partner."""
+
+    body: tuple[Stmt, ...]
+    span: dict[str, tuple[int, int]]
+    shared: tuple[Buffer, ...]
+    excluded: dict[str, str]
+    pointer: Stmt | None
+
+
+def _lives(kernel: Kernel) -> _Lives:
     body = kernel.body
     touched = [_touched(s) for s in body]
-    if any(ANY_BUFFER in t for t in touched):
-        return ()
-    looped = _written_in_loops(body)
-    reduced = _reduce_operands(body)
+    pointer = next((s for s, t in zip(body, touched) if ANY_BUFFER in t), None)
     span: dict[str, tuple[int, int]] = {}
     for i, t in enumerate(touched):
         for n in t:
             lo, _ = span.get(n, (i, i))
             span[n] = (lo, i)
-    shared = [b for b in kernel.allocs
-              if b.scope == "shared" and b.name in span and b.name not in looped and b.name not in reduced]
-    shared.sort(key=lambda b: span[b.name][0])
+    excluded = {n: "named-accesses: it is an operand of a T.reduce_*" for n in _reduce_operands(body)}
+    excluded.update({n: "written-outside-pipelines: a T.Pipelined loop writes it" for n in _written_in_pipelines(body)})
+    shared = sorted((b for b in kernel.allocs if b.scope == "shared" and b.name in span), key=lambda b: span[b.name][0])
+    return _Lives(body, span, tuple(shared), excluded, pointer)
+
+
+def candidates(kernel: Kernel) -> tuple[Reuse, ...]:
+    """The renamings that keep ``kernel``'s meaning (module docstring), chosen greedily: each buffer, in the order of
+    its first statement, takes the space of the earliest-dead buffer of its type whose life ended before it starts
+    (an interval colouring: a space serves a chain of buffers one after another)."""
+    lv = _lives(kernel)
+    if lv.pointer is not None:
+        return ()
     # space name -> (its type, the top-level index after which it is free)
     spaces: dict[str, tuple[tuple, int]] = {}
     out: list[Reuse] = []
-    for b in shared:
+    for b in (b for b in lv.shared if b.name not in lv.excluded):
         key = (tuple(b.shape), b.dtype)
-        first, last = span[b.name]
+        first, last = lv.span[b.name]
         free = [(end, name) for name, (k, end) in spaces.items() if k == key and end < first]
-        if free and _first_write_whole(body[first], b):
+        if free and _first_write_whole(lv.body[first], b):
             end, name = min(free)
-            out.append(Reuse(b.name, name, body[first].sid, body[end].sid,
+            out.append(Reuse(b.name, name, lv.body[first].sid, lv.body[end].sid,
                              b.numel * lookup_dtype(b.dtype).bytes))
             spaces[name] = (key, last)
         else:
             spaces[b.name] = (key, last)
     return tuple(out)
+
+
+def why_not(kernel: Kernel, most: int = 3) -> list[str]:
+    """For a kernel over the shared-memory limit: why no (further) buffer takes a dead one's space, as lines for the
+    error: the first failed condition of up to ``most`` pairs of one shape and dtype whose lives are apart, or that no
+    such pair exists."""
+    lv = _lives(kernel)
+    if lv.pointer is not None:
+        line = f" (line {lv.pointer.loc.line})" if lv.pointer.loc is not None else ""
+        return [f"{RULE}: not tried: a statement{line} touches memory through a pointer of unknown target "
+                "(named-accesses)"]
+    out: list[str] = []
+    for a in lv.shared:
+        for b in lv.shared:
+            if a is b or (tuple(a.shape), a.dtype) != (tuple(b.shape), b.dtype) or \
+                    lv.span[a.name][1] >= lv.span[b.name][0]:
+                continue
+            first = lv.body[lv.span[b.name][0]]
+            why = next((f"{n} {lv.excluded[n]}" for n in (a.name, b.name) if n in lv.excluded), None)
+            if why is None and not _first_write_whole(first, b):
+                line = f" (line {first.loc.line})" if first.loc is not None else ""
+                why = f"first-write-whole: its first statement{line} is not a T.copy or T.fill that writes all of it"
+            if why is not None:
+                out.append(f"{RULE}: {b.name} cannot take {a.name}'s space: {why}")
+    if not out:
+        return [f"{RULE}: no two shared buffers of one shape and dtype have lives apart in the block's top-level "
+                "statements, so none can take another's space"]
+    return out[:most]
 
 
 def apply(kernel: Kernel, plan: tuple[Reuse, ...]) -> Kernel:
