@@ -769,3 +769,16 @@ def test_tfloat32_is_float32_storage_computed_in_float32():
     egtile.compile(main, target="sim")(A, B, C)
     # float32 accumulation of 32 exact products: far inside TF32's 2^-11 relative input rounding
     torch.testing.assert_close(C.double(), A.double() @ B.double(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_negative_slice_end_is_refused_with_the_index_to_write():
+    # found by a fresh user: Q_s[:, -64:] was reported as "extent 192 ... outside 1..128"
+    with pytest.raises(ShapeError, match=r"slice -64: of Q_s \(dimension 1\) has a negative end -64.*write 64"):
+        @T.prim_func
+        def main(A: T.Tensor((64, 128), "float16"), C: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                Q_s = T.alloc_shared((64, 128), "float16")
+                S = T.alloc_fragment((64, 64), "float32")
+                T.copy(A, Q_s)
+                T.gemm(Q_s[:, -64:], Q_s[:, -64:], S, transpose_B=True)
+                T.copy(S, C)

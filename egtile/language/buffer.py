@@ -275,6 +275,13 @@ class TileBuffer:
             if isinstance(k, slice):
                 if k.step not in (None, 1):
                     raise UnsupportedError(f"strided slice of {self.buffer.name} (step {k.step!r})", loc)
+                for end in (k.start, k.stop):
+                    if isinstance(end, int) and not isinstance(end, bool) and end < 0:
+                        # Python counts a negative end from the back; a tile region's ends are indices
+                        raise ShapeError(f"slice {k.start if k.start is not None else ''}:"
+                                         f"{k.stop if k.stop is not None else ''} of {self.buffer.name} (dimension "
+                                         f"{dim}) has a negative end {end}: region ends are indices, not counted from "
+                                         f"the back as in Python; write {size + end} for the same place", loc)
                 start = _index_expr(0 if k.start is None else k.start, self.buffer, loc)
                 stop = _index_expr(size if k.stop is None else k.stop, self.buffer, loc)
                 ext = static_value(BinOp("-", stop, start))
