@@ -275,13 +275,14 @@ class TileBuffer:
             if isinstance(k, slice):
                 if k.step not in (None, 1):
                     raise UnsupportedError(f"strided slice of {self.buffer.name} (step {k.step!r})", loc)
-                for end in (k.start, k.stop):
+                for end in (k.start, k.stop) if self.buffer.scope != "global" else ():
                     if isinstance(end, int) and not isinstance(end, bool) and end < 0:
-                        # Python counts a negative end from the back; a tile region's ends are indices
+                        # Python counts a negative end from the back; a tile region's ends are indices (a global
+                        # tensor's copy region may run past its edge: T.copy names a negative start itself)
                         raise ShapeError(f"slice {k.start if k.start is not None else ''}:"
                                          f"{k.stop if k.stop is not None else ''} of {self.buffer.name} (dimension "
-                                         f"{dim}) has a negative end {end}: region ends are indices, not counted from "
-                                         f"the back as in Python; write {size + end} for the same place", loc)
+                                         f"{dim}): constant {end} is negative; region ends are indices, not counted "
+                                         f"from the back as in Python (write {size + end} for that place)", loc)
                 start = _index_expr(0 if k.start is None else k.start, self.buffer, loc)
                 stop = _index_expr(size if k.stop is None else k.stop, self.buffer, loc)
                 ext = static_value(BinOp("-", stop, start))
