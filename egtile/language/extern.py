@@ -239,11 +239,9 @@ def _tile_atomic_add(ld: Load, src: Any, loc) -> None:
 def _region_atomic_add(r: Any, src: Any, loc) -> None:
     """``T.atomic_add(dQ[a:b, h, :], dq)``: the tile atomic into a region of a global tensor, element ``i`` of the
     tile (row-major) into the region's element of the same position over its non-unit dimensions. Elements
-    outside the tensor are skipped, as a ``T.copy`` past the edge never writes them; the guard is traced only
-    when the region is not provably inside (``egtile.language.copy_op.bounded``)."""
-    from egtile.language.control import If
+    outside the tensor are skipped, as a ``T.copy`` past the edge never writes them: each element atomic carries the
+    edge guard where its index is not provably inside (:func:`_element_atomic`)."""
     from egtile.language.copy_op import bounded
-    from egtile.language.expr import And
     from egtile.language.loop import Parallel
 
     trace = tracer.current("T.atomic_add")
@@ -258,13 +256,4 @@ def _region_atomic_add(r: Any, src: Any, loc) -> None:
         idx = idx if isinstance(idx, tuple) else (idx,)
         at = dict(zip(wide, (idx[t] for t in tile_dims)))
         dst = tuple(Value(o) + at[d] if d in at else Value(o) for d, o in enumerate(r.offsets))
-        target = Value(Load(r.buffer, tuple(as_expr(x, "int32") for x in dst)))
-        if r.clip:
-            inside = None
-            for d in wide:
-                c = And(dst[d] >= 0, dst[d] < r.buffer.shape[d])
-                inside = c if inside is None else And(inside, c)
-            with If(inside):
-                atomic_add(target, src[idx])
-        else:
-            atomic_add(target, src[idx])
+        atomic_add(Value(Load(r.buffer, tuple(as_expr(x, "int32") for x in dst))), src[idx])
