@@ -143,3 +143,24 @@ def test_reused_space_on_the_gpu_matches_float64():
     out = poisoned((H, D), torch.float16, "cuda")
     k(Q, KV, out)
     torch.testing.assert_close(out.cpu().double(), _reference(Q.cpu(), KV.cpu(), n), rtol=2e-3, atol=2e-3)
+
+
+def test_a_renaming_that_breaks_lives_apart_is_caught_by_the_value_check():
+    """The checkers check the renamed program, not the renaming (docs/soundness.md): what stands behind a renaming is
+    the analysis's conditions and this file's value checks. Planted here: O_s into Q_s although Q_s is read after O_s's
+    first write (the condition lives-apart refuses it); the renamed kernel is a legal program, so the simulator reports
+    nothing, and its output differs from the float64 reference exactly where the late read of Q_s lands."""
+    n = 128
+    kernel = decode_kernel(n, variant="q-read-after").kernel
+    assert shared_reuse.candidates(kernel) == ()
+    planted = shared_reuse.apply(kernel, (shared_reuse.Reuse("O_s", "Q_s", 0, 0, H * D * 2),))
+    torch.manual_seed(8)
+    Q = (torch.randn(H, D) / 8).to(torch.float16)
+    KV = (torch.randn(n, D) / 8).to(torch.float16)
+    res = egtile.simulate(egtile.optimize(planted).scheduled, Q, KV, poisoned((H, D), torch.float16, "cpu"))
+    assert not res.races and res.deadlock is None
+    out = res.outputs[2].double()
+    ref = _reference(Q, KV, n)
+    ref[:, :8] = Q[:, :8].double()  # the program's meaning: the late copy reads Q
+    torch.testing.assert_close(out[:, 8:], ref[:, 8:], rtol=2e-3, atol=2e-3)
+    assert not torch.allclose(out[:, :8], ref[:, :8], rtol=2e-3, atol=2e-3)
