@@ -32,7 +32,6 @@ from math import ceil
 from egglog import String, StringLike, eq, function, i64, i64Like, ne, relation, rule, var
 
 from egtile.ir import Buffer, Copy, Elect, Region, TileOp, TmaStore, dtype
-from egtile.ir.kernel import Const
 from egtile.layout import LayoutError
 from egtile.rules import copy as copy_rules
 from egtile.rules import fragment as F
@@ -48,10 +47,6 @@ SMEM_LIMIT = 232448
 SLACK = 1024
 """The alignment slack of a kernel with swizzled buffers (egtile.codegen.layout)."""
 TMA_MAX_BOX = 256
-
-
-def _whole(r: Region) -> bool:
-    return tuple(r.extents) == tuple(r.buffer.shape) and all(isinstance(o, Const) and o.value == 0 for o in r.offsets)
 
 
 def shared_upper_bound(ctx) -> int:
@@ -103,7 +98,7 @@ def tma_store_eligibility(ctx, s) -> tuple[int, list[str]]:
     src, dst = s.src, s.dst
     if ctx.context.get(s.sid) != "block":
         why.append("not a block-level copy")
-    if src.buffer.scope != "fragment" or not _whole(src) or len(src.extents) != 2:
+    if src.buffer.scope != "fragment" or not src.whole or len(src.extents) != 2:
         why.append(f"the source {src.buffer.name} is not a whole 2-D fragment")
     tile = _tile(dst)
     if dst.buffer.scope != "global" or tile is None:

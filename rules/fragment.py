@@ -86,11 +86,6 @@ from egtile.verdict import Verdict
 # The per-statement oracle
 
 
-def _whole(r, buf) -> bool:
-    return (tuple(r.extents) == tuple(buf.shape)
-            and all(isinstance(o, Const) and int(o.value) == 0 for o in r.offsets))
-
-
 def nest_of(ctx, sid: int) -> tuple[For, tuple[Var, ...], tuple[int, ...], frozenset[int]] | None:
     """The block-level ``T.Parallel`` around statement ``sid`` of a parallel body, with the variables and
     extents of its folded nest (perfectly nested static parallel loops, as the thread mapping folds them)
@@ -227,12 +222,12 @@ def register_blocker(ctx, s) -> Verdict:
                     return Verdict(True, ("a fragment is a T.gemm operand A and no register-A wgmma fits: "
                                           + "; ".join(why[:3]),))
                 return Verdict.fail("A from registers (register-A wgmma)")
-            if not _whole(rc, ctx.kernel.buffer(rc.buffer.name)):
+            if not rc.whole:
                 return Verdict(True, ("the T.gemm accumulator is a part of the fragment",))
             return Verdict.fail("accumulates into the whole fragment")
         case Copy() | Fill():
             regions = [r for r in ((s.src, s.dst) if isinstance(s, Copy) else (s.dst,)) if r.buffer.scope == "fragment"]
-            if any(not _whole(r, ctx.kernel.buffer(r.buffer.name)) for r in regions):
+            if any(not r.whole for r in regions):
                 return Verdict(True, ("touches a part of a fragment",))
             if isinstance(s, Copy) and s.src.buffer.scope == "fragment" and len(s.src.buffer.shape) == 1 \
                     and s.dst.buffer.scope != "fragment" and s.src.buffer.name not in _column_vectors(ctx) \
@@ -477,7 +472,7 @@ def _kills(kernel, s, names: frozenset[str]) -> frozenset[str]:
                     out.add(a.buffer)
         return frozenset(out)
     for a in writes(s):
-        if a.buffer in names and a.region is not None and _whole(a.region, kernel.buffer(a.buffer)):
+        if a.buffer in names and a.region is not None and a.region.whole:
             out.add(a.buffer)
     return frozenset(out)
 

@@ -215,12 +215,6 @@ def option_bit(split: str, swa: str, swb: str) -> int:
 OPTIONS = tuple((sp, a, b) for sp in SPLITS for a in SW.LAYOUTS for b in SW.LAYOUTS)
 
 
-def _whole(r, buf) -> bool:
-    from egtile.ir import Const
-
-    return tuple(r.extents) == tuple(buf.shape) and all(isinstance(o, Const) and o.value == 0 for o in r.offsets)
-
-
 SLICE = "wgmma-operand-slice"
 """The named condition of an operand given as a column slice of its shared buffer (module docstring)."""
 
@@ -319,7 +313,7 @@ def _ss_local(ctx, g) -> tuple[int, list[str]]:
     why += [f"wgmma-8bit-k-major: {x}" for x in k_major_problems(g, A.dtype, B.dtype)]
     if dtype(Cb.dtype).name != "float32":
         why.append(f"accumulator type {Cb.dtype}: wgmma accumulates in float32 here")
-    if any(len(b.shape) != 2 for b in (A, B, Cb)) or not _whole(g.c, Cb):
+    if any(len(b.shape) != 2 for b in (A, B, Cb)) or not g.c.whole:
         why.append("A, B and C must be 2-D buffers, C whole")
     elif operand_columns(g.a, A) is None or operand_columns(g.b, B) is None:
         why.append(f"{SLICE}: A and B must be whole shared buffers or slices of their columns (every row, constant "
@@ -729,7 +723,7 @@ def _rs_local(ctx, g) -> tuple[int, list[str]]:
                    "register A, four .b32 of 8-bit values per k32 step, is not implemented)")
     if g.trans_a:
         why.append("a transposed register A (register A is K-major)")
-    if any(len(b.shape) != 2 for b in (A, B, Cb)) or not (_whole(g.a, A) and _whole(g.c, Cb)):
+    if any(len(b.shape) != 2 for b in (A, B, Cb)) or not (g.a.whole and g.c.whole):
         why.append("A and C must be whole 2-D buffers")
     elif operand_columns(g.b, B) is None:
         why.append(f"{SLICE}: B must be a whole shared buffer or a slice of its columns (every row, constant column "

@@ -30,7 +30,7 @@ legal.
 from __future__ import annotations
 
 from egtile import analysis
-from egtile.ir import Copy, Region, dtype
+from egtile.ir import Copy, dtype
 from egtile.layout import LayoutError, SmemTile, Swizzle
 from egtile.schedule import cost as C
 
@@ -63,12 +63,6 @@ def smem_tile(rows: int, cols: int, dt: str, layout: str) -> SmemTile:
     return SmemTile(rows, cols, dtype(dt).bytes, mode_of(layout))
 
 
-def _whole(r: Region) -> bool:
-    from egtile.ir import Const
-
-    return tuple(r.extents) == tuple(r.buffer.shape) and all(isinstance(o, Const) and o.value == 0 for o in r.offsets)
-
-
 def buffer_problems(ctx, name: str, layout: str) -> list[str]:
     """Why shared buffer ``name`` of the kernel cannot take ``layout`` ([] if it can; module docstring)."""
     buf = ctx.kernel.buffer(name)
@@ -85,7 +79,7 @@ def buffer_problems(ctx, name: str, layout: str) -> list[str]:
     if layout != "linear":
         for sid, s in ctx.stmts.items():
             if isinstance(s, Copy) and s.dst.buffer.name == name and analysis.tma_eligibility(s).ok \
-                    and not _whole(s.dst):
+                    and not s.dst.whole:
                 out.append(f"sid {sid} fills a part of {name} by TMA; a swizzled tile is written one whole panel per box")
     return out
 

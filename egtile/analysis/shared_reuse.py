@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from egtile.analysis.access import ANY_BUFFER, names, reads, writes
-from egtile.ir import Buffer, Const, Copy, Fill, For, Kernel, Reduce, Region, Stmt, walk
+from egtile.ir import Buffer, Copy, Fill, For, Kernel, Reduce, Stmt, walk
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.lower.irmap import rename_buffers
 
@@ -74,14 +74,9 @@ def _reduce_operands(body: tuple[Stmt, ...]) -> frozenset[str]:
     return frozenset(n for s in walk(body) if isinstance(s, Reduce) for n in (s.src.name, s.dst.name))
 
 
-def _whole(r: Region, b: Buffer) -> bool:
-    return (r.buffer.name == b.name and tuple(r.extents) == tuple(b.shape)
-            and all(isinstance(o, Const) and o.value == 0 for o in r.offsets))
-
-
 def _first_write_whole(s: Stmt, b: Buffer) -> bool:
     # the space's earlier buffers are dead here by lives-apart: only a read of b itself can see a stale value
-    return isinstance(s, (Copy, Fill)) and _whole(s.dst, b) and b.name not in names(reads(s))
+    return isinstance(s, (Copy, Fill)) and s.dst.buffer.name == b.name and s.dst.whole and b.name not in names(reads(s))
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,12 @@ class Region:
         return n
 
     @property
+    def whole(self) -> bool:
+        """Whether the region is its whole buffer: every offset the constant 0, every extent the buffer's."""
+        return tuple(self.extents) == tuple(self.buffer.shape) and all(
+            isinstance(o, Const) and o.value == 0 for o in self.offsets)
+
+    @property
     def squeezed(self) -> tuple[int, ...]:
         """Extents with unit dimensions dropped: two regions copy into each other iff these match."""
         return tuple(e for e in self.extents if e != 1)
