@@ -50,8 +50,10 @@ def _bound(x: Any, what: str, loc) -> Expr:
 class _LoopNest:
     """An iterable that records a nest of ``For`` loops around the body of the Python ``for``."""
 
-    def __init__(self, kind: LoopKind, bounds: list[tuple[Expr, Expr]], what: str, num_stages: int = 0) -> None:
+    def __init__(self, kind: LoopKind, bounds: list[tuple[Expr, Expr]], what: str, num_stages: int = 0,
+                 name: str | None = None) -> None:
         self.loc = tracer.user_loc()
+        self.name = name  # the variable's name when no `for <name> in` stands on the line (a counted `while`)
         self.trace = tracer.current(what)
         self.kind = kind
         self.bounds = bounds
@@ -66,7 +68,7 @@ class _LoopNest:
         self.used = True
         trace.require_kernel(self.what)
         depth = len(self.bounds)
-        wanted = tracer.for_target_names(loc, depth) or [None] * depth
+        wanted = tracer.for_target_names(loc, depth) or [self.name] * depth
         levels = []
         for d, ((start, stop), w) in enumerate(zip(self.bounds, wanted)):
             var = Var(trace.fresh_var_name(w, _FALLBACK[d % len(_FALLBACK)]))
@@ -166,9 +168,10 @@ def _reads_data(x: Any) -> bool:
     return isinstance(x, Value) and bool(loads_in(as_expr(x, "int32")))
 
 
-def _stepped(kind: LoopKind, start: Any, stop: Any, step: Any, what: str, loc, num_stages: int = 0) -> Any:
+def _stepped(kind: LoopKind, start: Any, stop: Any, step: Any, what: str, loc, num_stages: int = 0,
+             name: str | None = None) -> Any:
     """A loop with step 1 (``_LoopNest``) or a :class:`_Stepped` one (a step other than 1, or a start read from
-    tensor data).
+    tensor data). ``name`` names the loop variable where the line has no ``for <name> in``.
 
     Raises:
         DSLError: a step that is not a Python int, or 0.
@@ -179,7 +182,7 @@ def _stepped(kind: LoopKind, start: Any, stop: Any, step: Any, what: str, loc, n
         raise DSLError(f"{what}: the step must be a non-zero Python int, got {step!r}", loc)
     lo, hi = (0, start) if stop is None else (start, stop)
     if step == 1 and not _reads_data(lo):
-        return _LoopNest(kind, [_start_stop(start, stop, what, loc)], what, num_stages)
+        return _LoopNest(kind, [_start_stop(start, stop, what, loc)], what, num_stages, name)
     for b in (lo, hi):
         _bound(b, what, loc)  # an int or an integer expression, named at the user's line
     if _reads_data(lo) and not isinstance(lo, letbind.LetValue):
@@ -192,7 +195,7 @@ def _stepped(kind: LoopKind, start: Any, stop: Any, step: Any, what: str, loc, n
         count = (hi - lo + step - 1) // step if step > 0 else (lo - hi + (-step) - 1) // (-step)
     # Python's range (and TVM's For with a negative extent): an empty loop, never a negative count
     count = max(count, 0) if isinstance(count, int) else expr_max(count, 0)
-    return _Stepped(_LoopNest(kind, [_start_stop(0, count, what, loc)], what, num_stages), lo, step)
+    return _Stepped(_LoopNest(kind, [_start_stop(0, count, what, loc)], what, num_stages, name), lo, step)
 
 
 def serial(start: Any, stop: Any = None, step: Any = None, annotations: Any = None) -> Any:

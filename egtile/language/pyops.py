@@ -9,6 +9,8 @@ TileLang's meaning on traced ones (:class:`~egtile.language.expr.Value`, ``T.all
 * ``and`` / ``or`` / ``not`` are ``T.And`` / ``T.Or`` / ``T.Not`` of the operands' truth (``x != 0`` for a
   number), folded when one side is a Python value, short-circuit as in Python otherwise;
 * ``x if c else y`` is ``T.if_then_else(c, x, y)``;
+* ``while v < bound: ...; v = v + step`` on a traced test is a serial loop over its computed trip count
+  (:mod:`egtile.language.counted`); any other ``while`` on a traced test is refused, naming the condition it fails;
 * ``range`` with a traced bound is ``T.serial`` (any static step);
 * ``v = e`` stores into ``v`` when ``v`` is a ``T.alloc_var`` variable, and binds the value of ``e`` read
   there when ``e`` reads memory (a let-binding, :mod:`egtile.language.letbind`).
@@ -176,22 +178,25 @@ def check_jump(kind: str, line: int, *branches: Branch) -> None:
 # ---- while and range ---------------------------------------------------------------------------------------
 
 
-def while_cond(test: Any, line: int) -> Any:
-    """The test of a Python ``while``; a traced one is refused.
+def while_cond(test: Any, line: int, reason: str | None = None) -> Any:
+    """The test of a Python ``while`` that is not counted (``reason``: the condition of
+    :mod:`egtile.language.counted` it fails); a traced one is refused with that reason and the alternatives.
 
     Raises:
         UnsupportedError: ``test`` is a traced value.
     """
     if _traced(test):
-        raise UnsupportedError(
-            "`while` on a runtime value: egtile has no loop whose exit is decided inside its body. Every egtile loop "
-            "has a trip count computed when it starts (a count read from tensor data included): the verifier checks "
-            "the barriers of a data-dependent loop at representative trip counts from a block-uniform count every "
-            "role agrees on (egtile/verifier/tripcount.py), and the pipelined and warp-specialized schedules issue "
-            "the next iterations' copies before the current one ends. Compute the count first: a strided "
-            "`while v < n: ...; v = v + s` is `for k in T.serial(T.ceildiv(n - v0, s)):` with `v = v0 + k * s`; "
-            "otherwise bound it: `for k in T.serial(max_iterations):` with `if <condition>:` inside", tracer.user_loc())
+        from egtile.language.counted import refusal
+
+        raise UnsupportedError(refusal(reason), tracer.user_loc())
     return test
+
+
+def counted_while(var: str, op: str, var_left: bool, line: int) -> Any:
+    """A ``while`` whose source is counted (:class:`egtile.language.counted.CountedWhile`)."""
+    from egtile.language.counted import CountedWhile
+
+    return CountedWhile(var, op, var_left, line)
 
 
 def range_(rng: Any, *args: Any) -> Any:

@@ -14,7 +14,9 @@ and column numbers, so every error still points at the user's line and column. R
    ``break`` / ``continue`` / ``return`` inside a runtime branch are refused (the branch is traced once).
 2. ``and``, ``or``, ``not``, ``x if c else y`` and comparison chains: Python's short-circuit semantics on
    Python values, ``T.And`` / ``T.Or`` / ``T.Not`` / ``T.if_then_else`` on traced ones.
-3. ``while c:`` on a traced value is refused with the alternative; on Python values it is Python's loop.
+3. ``while c:`` on Python values is Python's loop. On a traced value, a counted ``while v < bound: ...;
+   v = v + step`` (:mod:`egtile.language.counted`) is a serial loop over its computed trip count; any other is
+   refused with the condition it fails and the alternative.
 4. ``for i in range(...)``: with Python ints the loop unrolls while tracing, as before (the statements are
    the same a serial loop would run); with a traced bound it is ``T.serial`` (with its step).
 5. Assignments to names (``v = e``, ``v += e``, ``v: T = e``, tuple targets) go through
@@ -35,6 +37,7 @@ name bound to an expression is re-evaluated at each use (write ``T.alloc_var`` t
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import linecache
 import os
@@ -345,13 +348,56 @@ class _Rewriter(ast.NodeTransformer):
             out.append(ast.copy_location(ast.If(test=dynamic, body=rebinds, orelse=[]), head))
         return out
 
-    def visit_While(self, node: ast.While) -> ast.While:  # noqa: N802
-        node.test = _call("while_cond", [self.visit(node.test), _const(node.lineno, node)], node.test)
+    def visit_While(self, node: ast.While) -> ast.stmt | list[ast.stmt]:  # noqa: N802
+        from egtile.language.counted import recognize
+
+        shape = recognize(node)
+        if isinstance(shape, str):
+            node.test = _call("while_cond", [self.visit(node.test), _const(node.lineno, node),
+                                             _const(shape, node)], node.test)
+            self._open.append(None)
+            node.body = self._body(node.body)
+            self._open.pop()
+            node.orelse = self._body(node.orelse) if node.orelse else []
+            return node
+        return self._counted_while(node, shape)
+
+    def _counted_while(self, node: ast.While, shape: Any) -> list[ast.stmt]:
+        """A counted-shaped ``while`` (:mod:`egtile.language.counted`): its Python loop, with the counted
+        lowering taken when the first test is a runtime value (``CountedWhile``'s docstring shows the code)."""
+        w, h = self.fresh("w"), self.fresh("h")
+        head = _head(node, node.test)
+        counted_body = copy.deepcopy(node.body[:-1])  # copied before the visits below change the nodes
+        step = copy.deepcopy(shape.step)
+        test = node.test
+        assert isinstance(test, ast.Compare)
+        left, right = self.visit(test.left), self.visit(test.comparators[0])
+        make = ast.copy_location(ast.Assign(targets=[ast.Name(id=w, ctx=ast.Store())], value=_call(
+            "counted_while", [_const(shape.var, head), _const(shape.op, head), _const(shape.var_left, head),
+                              _const(node.lineno, head)], head)), head)
+
+        def var(ctx: ast.expr_context) -> ast.Name:
+            return ast.copy_location(ast.Name(id=shape.var, ctx=ctx), head)
+
+        top = ast.copy_location(ast.Assign(targets=[var(ast.Store())], value=_method(
+            w, "top", head, [var(ast.Load()), ast.copy_location(ast.Name(id=h, ctx=ast.Load()), head)])), head)
         self._open.append(None)
-        node.body = self._body(node.body)
+        inner = self._body(counted_body)
+        body = self._body(node.body)
         self._open.pop()
-        node.orelse = self._body(node.orelse) if node.orelse else []
-        return node
+        loop = ast.copy_location(ast.For(target=ast.Name(id=h, ctx=ast.Store()),
+                                         iter=_method(w, "loop", head, [self.visit(step)]),
+                                         body=[top] + inner, orelse=[]), head)
+        finish = ast.copy_location(ast.Assign(targets=[var(ast.Store())],
+                                              value=_method(w, "finish", head, [var(ast.Load())])), head)
+        counted = ast.copy_location(ast.If(
+            test=ast.copy_location(ast.Attribute(value=ast.Name(id=w, ctx=ast.Load()), attr="counted",
+                                                 ctx=ast.Load()), head),
+            body=[loop, finish, ast.copy_location(ast.Break(), head)], orelse=[]), head)
+        node.test = _method(w, "test", test, [left, right])
+        node.body = [counted] + body
+        node.orelse = []
+        return [make, node]
 
     def visit_For(self, node: ast.For) -> ast.For:  # noqa: N802
         it = self.visit(node.iter)
