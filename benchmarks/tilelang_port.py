@@ -33,9 +33,14 @@ ported copy; nothing else changes), and benchmarks (``do_bench``) return NaN wit
 simulator is not a performance model. A run counts the kernel calls and the example's own comparisons against
 its reference that passed (``torch.testing.assert_close``, ``torch.allclose``, ``Profiler.assert_allclose``,
 ``torch_assert_close``, ``numpy.testing.assert_allclose``): *matched* means at least one kernel ran and at
-least one such comparison passed, and none failed.
+least one such comparison passed, and none failed. The similarity checks of the examples' own helper modules
+(``assert_similar``, ``assert_tensors_similar``) count as such comparisons, judged asserting even when called with
+``raise_assert=False``; the comparisons those helpers only print (kda's ``compare_tensors``, dsa's
+``get_err_ratio``) get the *porter's check*, FLA's error ratio below 0.005 (``port_standins/port_checks.py``), and a
+file whose only comparisons are printed ones that pass it is *checked*, never *matched*. A file whose ``__main__``
+only benchmarks may name in :data:`SMALL` the ``entry`` that TileLang's own test of it calls (``main()``).
 
-Each file ends in one outcome: ``compiled`` / ``matched`` / ``ran``, ``refused: <egtile error and construct>``
+Each file ends in one outcome: ``compiled`` / ``matched`` / ``checked`` / ``ran``, ``refused: <egtile error and construct>``
 (at the file's line), ``needs: <module>`` (a third-party library), ``mismatch``, ``timeout`` or ``error: <text>``.
 ``benchmarks/tilelang_port_table.py`` turns the JSON reports into the closing table of docs/porting-tilelang.md.
 
@@ -143,6 +148,10 @@ torch.cuda.get_device_properties = lambda *a, **k: types.SimpleNamespace(
     max_threads_per_block=egtile.device.get_max_threads_per_block(), regs_per_block=egtile.device.get_registers_per_block())
 torch.cuda.manual_seed_all = lambda *a, **k: None  # torch.manual_seed seeds the CPU generator the tensors come from
 torch.cuda.manual_seed = lambda *a, **k: None
+_fork_rng = torch.random.fork_rng
+def _fork_cpu_rng(devices=None, enabled=True, *a, **k):  # the CPU generator only: the tensors come from it
+    return _fork_rng([], enabled, *a, **{kk: v for kk, v in k.items() if kk != "device_type"})
+torch.random.fork_rng = _fork_cpu_rng
 # the target is there for the example (egtile's H200, as the queries above answer; its work runs on the simulator);
 # egtile's and torch's own code still see this machine (egtile's target="auto" picks the simulator from it)
 def _for_example(real, stand_in):
@@ -247,6 +256,15 @@ if os.environ.get("TRITON_INTERPRET") == "1":
             import port_triton_fills
             TRITON_FILLED = port_triton_fills.fill()
 
+# the examples' own helper modules (under the ported examples' folder): their asserting similarity checks count as
+# the example's comparisons; the comparisons they only print get the porter's check (port_standins/port_checks.py)
+TALLY = None
+if _STANDINS and os.environ.get("EGTILE_PORT_STAGE") == "run":
+    import port_checks
+    TALLY = port_checks.Tally()
+    HELPERS = port_checks.ExampleHelpers(TALLY)
+    sys.meta_path.insert(0, HELPERS)
+
 def _headline(message: str, limit: int = 900) -> str:
     """A message's first line; one that ends in ':' introduces a listing, so the listing's lines follow it."""
     lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
@@ -297,13 +315,16 @@ def _alarm(*_):
     raise Timeout()
 signal.signal(signal.SIGALRM, _alarm)
 
-def one(path, argv, timeout):
+def one(path, argv, timeout, entry=""):
     sys.argv = [path] + argv
     here = os.path.dirname(path)
     sys.path.insert(0, here)
     before = set(sys.modules)
     signal.alarm(int(timeout))
     CALLS["kernel"] = CALLS["checks"] = CALLS["failed"] = 0
+    if TALLY is not None:
+        TALLY.clear()
+        HELPERS.root = os.path.dirname(here) + os.sep
     CALLS_REF["triton"] = 0
     STANDINS_CALLED.clear()
     prof = None
@@ -312,7 +333,10 @@ def one(path, argv, timeout):
         prof = cProfile.Profile()
         prof.enable()
     try:
-        runpy.run_path(path, run_name="__main__")
+        if entry:  # the call TileLang's own test of the example makes, its `__main__` only benchmarking (SMALL)
+            eval(entry, runpy.run_path(path, run_name="__egtile_port__"))
+        else:
+            runpy.run_path(path, run_name="__main__")
     except Reached as r:
         return ("traced " if STAGE == "trace" else "compiled ") + str(r.args[0])
     except Timeout:
@@ -357,27 +381,42 @@ def one(path, argv, timeout):
     if STAGE == "run":
         if not CALLS["kernel"]:
             return "finished without calling a kernel"
+        if TALLY is not None:  # the helpers' comparisons (port_standins/port_checks.py)
+            CALLS["checks"] += TALLY.own
+            CALLS["failed"] += TALLY.own_failed
+        porter = "; ".join(TALLY.said) if TALLY is not None else ""
         if CALLS["failed"]:
             return (f"mismatch | {CALLS['failed']} comparison(s) against its reference returned False "
                     f"({CALLS['checks']} passed; {CALLS['kernel']} kernel call(s)){_against()}")
+        if not CALLS["checks"] and TALLY is not None and TALLY.porter_failed:
+            return (f"mismatch (the porter's check) | {TALLY.porter_failed} of the example's printed comparison(s) "
+                    f"miss FLA's error ratio < {port_checks.RATIO} ({CALLS['kernel']} kernel call(s)){_against()}: "
+                    f"{porter}")
+        if not CALLS["checks"] and TALLY is not None and TALLY.porter:
+            return (f"checked{_against()}: {CALLS['kernel']} kernel call(s); the example only prints its "
+                    f"{TALLY.porter} comparison(s) against its reference, and each passes the porter's check "
+                    f"(FLA's error ratio < {port_checks.RATIO}): {porter}")
         if not CALLS["checks"]:
             return f"ran {CALLS['kernel']} kernel call(s); the example compares nothing against a reference"
+        also = (f"; of the comparisons it only prints, {TALLY.porter_failed} miss the porter's check: {porter}"
+                if TALLY is not None and TALLY.porter_failed else "")
         return (f"matched{_against()}: {CALLS['kernel']} kernel call(s), {CALLS['checks']} comparison(s) against its "
-                "reference passed")
+                f"reference passed{also}")
     return "finished without calling a kernel"
 
 timeout = float(sys.argv[1])
 for spec in sys.stdin:
-    path, *argv = spec.rstrip("\n").split("\t")
+    path, entry, *argv = spec.rstrip("\n").split("\t")
     os.chdir(os.path.dirname(path))
-    print("EGTILE-PORT:", path, "\t", one(path, argv, timeout), flush=True)
+    print("EGTILE-PORT:", path, "\t", one(path, argv, timeout, entry), flush=True)
 '''
 
 
 #: Sizes the CPU simulator affords, per file (``--stage run``): command-line arguments for the files that take
 #: them (argparse), or exact-text size changes in the ported copy (``sizes``: each must occur in the file). Nothing
-#: else in a file changes; the examples' own ``main`` compares against their own torch references.
-SMALL: dict[str, list[str] | dict[str, list]] = {
+#: else in a file changes; the examples' own ``main`` compares against their own torch references. ``entry``: the call
+#: TileLang's own test of the example makes (its ``test_*.py``), run instead of a ``__main__`` that only benchmarks.
+SMALL: dict[str, list[str] | dict[str, list | str]] = {
     "elementwise/example_elementwise_add.py": ["--m", "256", "--n", "128"],
     # its head dim 512 kept (the 64 x 512 accumulator over two warpgroups is what it exercises); 2 queries, 2 key blocks
     "deepseek_v4/sparse_attn_fwd_sm90.py": ["--h", "64", "--n_ctx", "2", "--n_kv", "256", "--topk", "128"],
@@ -517,6 +556,12 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
                                                  "--dv", "128"],
     "deepseek_mla/amd/benchmark_mla_decode_amd_tilelang.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256",
                                                               "--dim", "128", "--pe_dim", "64"],
+    # the counted `while bx < num_q_blocks` over row blocks (2026-12-06): one head of 128 tokens, two row blocks of
+    # the first configuration's 64 spread over num_split_q programs (most run no iteration)
+    "amd/example_amd_flash_attn_fwd.py": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
+    # after its comparisons it times the whole forward and backward 110 times: one call each on the CPU
+    "amd/example_amd_flash_attn_bwd.py": {"argv": ["--batch", "1", "--heads", "1", "--seq_len", "128", "--dim", "64"],
+                                          "sizes": [("warmup=10, repeat=100", "warmup=0, repeat=1")]},
     # T.dynamic sizes bound at call time and scalar kernel parameters (2026-12-02); after their comparison each times
     # its kernel and flash_attn 10 + 100 times: one call each on the CPU, which times nothing (2026-12-05)
     "blocksparse_attention/example_tilelang_sparse_gqa_decode_varlen_indice.py": {"argv": [
@@ -548,6 +593,11 @@ SMALL: dict[str, list[str] | dict[str, list]] = {
     "flash_attention/example_gqa_bwd_tma_reduce_varlen.py": ["--batch", "1", "--h", "2", "--n_ctx", "128",
                                                              "--d_head_qk", "64", "--d_head_v", "64", "--groups", "2"],
     # the example's own `torch.cuda.is_available()` check now passes (2026-12-02, branch port-views)
+    # its `__main__` only benchmarks (its test call is commented out there); TileLang's own test file,
+    # flash_decoding/test_example_flash_decoding.py, calls `main()`, which asserts against its reference
+    "flash_decoding/example_gqa_decode_varlen_logits.py": {"entry": "main()", "sizes": [
+        ("        q_heads=32,\n        kv_heads=8,\n        k_seqlen=8192,",
+         "        q_heads=8,\n        kv_heads=2,\n        k_seqlen=512,")]},
     "flash_decoding/example_gqa_decode.py": ["--heads", "8", "--groups", "1", "--kv_seqlen", "1024", "--dim", "64"],
     "dsa_hisa/block_sparse_mqa_fp8.py": {"sizes": [  # T.reshape (2026-12-02, branch port-views): one block of 64 keys
         ("        (1024, 64, 128, 128, 64, 1),\n        (4096, 64, 128, 128, 64, 1),\n        (4096, 64, 128, 128, 64, 4),\n"
@@ -711,7 +761,7 @@ def main() -> None:
                 ported = ported.replace(old, new)
             copy.write_text(ported)
             results[rel] = {"missing": missing, "outcome": "no outcome (the runner stopped)", "src": ported}
-            jobs.append((rel, copy, argv))
+            jobs.append((rel, copy, [small.get("entry", "") if isinstance(small, dict) else "", *argv]))
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="", EGTILE_PORT_STAGE=args.stage,
                    EGTILE_PORT_STANDINS=str(STANDINS))
         if importlib.util.find_spec("triton") is not None:  # the examples' triton / fla references, on the CPU

@@ -18,6 +18,8 @@ from pathlib import Path
 
 CLASSES = [
     ("matched", "ran on the simulator and matched the example's own reference"),
+    ("checked", "ran on the simulator; the example only prints its comparison against its reference, and each "
+                "printed pair passes the porter's check (FLA's error ratio < 0.005)"),
     ("ran", "ran on the simulator; the example compares nothing against a reference"),
     ("mismatch", "ran on the simulator and did not match its reference"),
     ("compiled", "compiled (traced, scheduled, verified) but not run on the simulator"),
