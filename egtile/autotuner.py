@@ -231,7 +231,7 @@ class _Tuned:
         jk = kernel
         ins_params = [p for i, p in enumerate(jk.kernel.params) if i not in jk.out_idx]
         if supply_prog is not None:
-            return list(supply_prog(ins_params))
+            return list(supply_prog([_supply_param(p) for p in ins_params]))
         return Profiler(jk, self.options["supply_type"])._inputs(with_output=False)
 
     def _search(self, args: tuple[Any, ...], kwargs: dict[str, Any], configs: list[dict[str, Any]]) -> AutotuneResult:
@@ -516,3 +516,15 @@ class AutoTuner:
 
 
 __all__ = ["AutoTuner", "AutotuneResult", "autotune", "get_autotune_inputs", "set_autotune_inputs"]
+
+
+def _supply_param(p: Any) -> Any:
+    """A kernel parameter as a ``supply_prog`` sees it: its ``dtype`` a dtype constant (``T.float16``: a string with
+    TileLang's ``.as_torch()``, which supply functions call), everything else the parameter's own."""
+    import dataclasses
+
+    from egtile.language.expr import DTypeName
+
+    if dataclasses.is_dataclass(p) and isinstance(getattr(p, "dtype", None), str):
+        return dataclasses.replace(p, dtype=DTypeName(p.dtype))
+    return p

@@ -117,3 +117,19 @@ def test_manual_check_prog_gets_the_kernels_outputs_and_the_references_as_lists(
     assert seen == [(1, 1), (1, 1)] and kernel.config == configs[1]
     a = torch.randn(8, 4)
     assert torch.equal(kernel(a), a * 3.0)
+
+
+def test_supply_prog_sees_each_parameters_dtype_with_as_torch(tmp_path, monkeypatch):
+    """TileLang's supply functions build inputs with `param.dtype.as_torch()` (its AMD flash-attention examples);
+    the check then compares the kernel on those inputs against the reference, so inputs of another dtype fail."""
+    monkeypatch.setenv("EGTILE_CACHE_DIR", str(tmp_path))
+    seen = []
+
+    def supply(params):
+        seen.extend(p.dtype.as_torch() for p in params)
+        return [torch.randn([int(s) for s in p.shape], dtype=p.dtype.as_torch()) for p in params]
+
+    tuned = egtile.autotune(configs=[{"factor": 3.0}], supply_prog=supply, ref_prog=lambda a: a * 3.0, atol=0,
+                            rtol=0)(scaled)
+    kernel = tuned(8, 4)
+    assert seen == [torch.float32] and kernel.config == {"factor": 3.0}
