@@ -132,11 +132,15 @@ def _why_accumulators_in_shared(kernel: Kernel) -> list[str]:
     for g in walk(kernel.body):
         if not isinstance(g, Gemm) or kernel.buffer(g.c.buffer.name).scope != "fragment":
             continue
-        mask, why = mma.wgmma_options(ctx, g)
+        a_in_registers = kernel.buffer(g.a.buffer.name).scope == "fragment"
+        # A in registers: the register-A form is the one that could take it (the shared-A form's reasons would
+        # only say that A is not shared)
+        mask, why = (mma.wgmma_rs_options if a_in_registers else mma.wgmma_options)(ctx, g)
         if mask == 0 and why:
             line = f" (line {g.loc.line})" if g.loc is not None else ""
             out.append(f"T.gemm into {g.c.buffer.name}{line} runs on the SIMT cores, its accumulator in shared "
-                       f"memory: no wgmma form fits: {'; '.join(dict.fromkeys(why[:3]))}")
+                       f"memory: no {'register-A ' if a_in_registers else ''}wgmma form fits: "
+                       f"{'; '.join(dict.fromkeys(why[:3]))}")
     return out
 
 
