@@ -38,7 +38,9 @@ from the per-statement oracle ``frag-register-blocker``):
   :func:`egtile.lower.fragment_layouts.column_vectors`). It has no row layout, so it is tied to no fragment
   and stays in shared memory, where the thread running ``(i, j)`` reads it like any shared buffer (the CTA
   barrier after its writers comes from :mod:`egtile.lower.sync`); a reduction into one keeps its source's
-  group in shared memory.
+  group in shared memory. So does a *gathered* fragment, one of two or more dimensions that a nest only reads at
+  another element than the iteration's own (``B_local[i, j // 2]``, unpacking a packed operand) and that nothing else
+  ties (:func:`egtile.lower.fragment_layouts.gathered`).
 
 Fragments tied by such statements form a *group* (``frag_link``, derived in the e-graph): the condition
 judges every user of every fragment of the accumulator's group, and their layouts follow from the
@@ -177,12 +179,12 @@ def register_blocker(ctx, s) -> Verdict:
             return Verdict(True, ("touches a fragment inside a T.Parallel whose nest is not static from 0",))
         outer, vars_, extents, _ = nest
         peers = len(nest_fragments_2d(ctx, outer)) > 1
-        columns = _column_vectors(ctx)
+        resident = _shared_resident(ctx)
         for a, _w in frags:
             buf = ctx.kernel.buffer(a.buffer)
             shape = tuple(buf.shape)
-            if a.buffer in columns:
-                continue  # a column vector stays in shared memory, read by whichever thread runs (i, j)
+            if a.buffer in resident:
+                continue  # a column vector or gathered fragment stays in shared memory, read by whichever thread runs (i, j)
             if peers and len(shape) == 2:
                 continue  # peer fragments: judged by frag-peer-blocker (fragment-peers-in-lockstep)
             if len(shape) == 1 and shape[0] == extents[0]:
@@ -255,6 +257,17 @@ def _column_vectors(ctx) -> frozenset[str]:
     return ctx._memo[key]
 
 
+def _shared_resident(ctx) -> frozenset[str]:
+    """Column vectors and gathered fragments (:func:`egtile.lower.fragment_layouts.shared_resident`): they stay in
+    shared memory, where a ``T.Parallel`` iteration reads them at any element."""
+    from egtile.lower.fragment_layouts import shared_resident
+
+    key = ("shared-resident",)
+    if key not in ctx._memo:
+        ctx._memo[key] = shared_resident(ctx.kernel)
+    return ctx._memo[key]
+
+
 def nest_fragments_2d(ctx, outer: For) -> frozenset[str]:
     """The 2-D fragments the ``T.Parallel`` nest ``outer`` touches (more than one: they are *peers*)."""
     from egtile.ir import walk
@@ -267,6 +280,7 @@ def nest_fragments_2d(ctx, outer: For) -> frozenset[str]:
                 continue
             names |= {a.buffer for a in (*own_reads(st), *own_writes(st))
                       if a.scope == "fragment" and len(ctx.kernel.buffer(a.buffer).shape) == 2}
+        names -= _shared_resident(ctx)  # read like shared buffers: no register layout to keep in lockstep
         ctx._memo[key] = frozenset(names)
     return ctx._memo[key]
 

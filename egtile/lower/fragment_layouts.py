@@ -11,6 +11,9 @@ used *with* it inherit theirs, mechanically, from the statements that tie them (
   fragments accessed at ``[i]`` by one nest;
 * a 1-D fragment that a nest indexes by its column variable (a *column vector*, :func:`column_vectors`) is tied to
   nothing: it stays in shared memory;
+* so is a fragment of two or more dimensions that a nest reads at another element than the iteration's own and that
+  nothing else ties (a *gathered* fragment, :func:`gathered`: a packed operand unpacked at ``B_local[i, j // 2]``):
+  every thread reads it like a shared buffer;
 * a 2-D fragment tied only through rows to a laid-out one (``acc_o[i, j] *= scale[i]`` with ``scale`` the rows
   of the wgmma accumulator ``S``) takes the accumulator layout of the same tiling at its own width.
 
@@ -91,12 +94,80 @@ def column_vectors(kernel) -> frozenset[str]:
     return frozenset(out)
 
 
+def gathered(kernel) -> frozenset[str]:
+    """Fragments of two or more dimensions that a ``T.Parallel`` nest *reads* at another element than the iteration's
+    own (``B_local[i, j // 2]``, or a shape other than the nest's) and that no statement ties to another fragment:
+    never a ``T.gemm`` operand or accumulator, a reduction's source or destination, one side of a fragment-to-fragment
+    ``T.copy``, a pointer handed to an extern call, nor written inside a ``T.Parallel`` nest (its writers are whole
+    ``T.copy`` / ``T.fill`` statements from memory). No register layout serves such a read (the element is another
+    thread's), and nothing asks the fragment for one, so it stays in shared memory, read there like any shared buffer
+    by whichever thread runs the iteration, and the register layout of the fragments it is read with is unaffected.
+    Before, the read kept every fragment of the nest's group in shared memory (a dequantized operand's
+    accumulator with it)."""
+    from egtile.analysis import own_reads, own_writes
+    from egtile.analysis.vector import nest
+    from egtile.ir import Fill
+
+    reads: set[str] = set()
+    barred: set[str] = set()
+    inner: set[int] = set()  # loops of a nest, and loops inside a nest's body: judged with their outermost loop
+    for st in walk(kernel.body):
+        if isinstance(st, For) and st.kind == "parallel" and id(st) not in inner:
+            loops = nest(st, static=False)[0]
+            names = tuple(x.var.name for x in loops)
+            extents = tuple(_extent(x) for x in loops)
+            for leaf in walk(st.body):
+                inner.add(id(leaf))
+                if isinstance(leaf, For):
+                    continue
+                for a in own_writes(leaf):
+                    if a.scope == "fragment":
+                        barred.add(a.buffer)
+                for a in own_reads(leaf):
+                    if a.scope != "fragment" or a.region is None or len(kernel.buffer(a.buffer).shape) < 2:
+                        continue
+                    own = len(a.region.offsets) == len(names) and all(
+                        isinstance(o, Var) and o.name == v for o, v in zip(a.region.offsets, names))
+                    if not own or tuple(kernel.buffer(a.buffer).shape) != extents:
+                        reads.add(a.buffer)
+            continue
+        if isinstance(st, For) or id(st) in inner:
+            continue
+        frag = [a for a in (*own_reads(st), *own_writes(st)) if a.scope == "fragment"]
+        if any(a.via_pointer for a in frag):
+            barred |= {a.buffer for a in frag if a.via_pointer}
+        match st:
+            case Gemm() | Reduce():
+                barred |= {a.buffer for a in frag}
+            case Copy(src=a, dst=b) if a.buffer.scope == "fragment" and b.buffer.scope == "fragment":
+                barred |= {a.buffer.name, b.buffer.name}
+            case Copy() | Fill():
+                pass
+            case _:
+                barred |= {a.buffer for a in frag}
+    return frozenset(reads - barred)
+
+
+def _extent(loop: For) -> int | None:
+    from egtile.ir import Const
+
+    if isinstance(loop.start, Const) and isinstance(loop.stop, Const) and int(loop.start.value) == 0:
+        return int(loop.stop.value)
+    return None
+
+
+def shared_resident(kernel) -> frozenset[str]:
+    """The fragments that stay in shared memory whatever the decisions: column vectors (:func:`column_vectors`) and
+    gathered fragments (:func:`gathered`). They tie to no fragment (:func:`links`)."""
+    return column_vectors(kernel) | gathered(kernel)
+
+
 def links(kernel) -> tuple[Link, ...]:
     """Every tie between fragments in ``kernel`` (module docstring), in program order; a column vector
-    (:func:`column_vectors`) is tied to none."""
+    (:func:`column_vectors`) or gathered fragment (:func:`gathered`) is tied to none."""
     out: list[Link] = []
     seen_nests: set[int] = set()
-    columns = column_vectors(kernel)
+    columns = shared_resident(kernel)
 
     def visit(stmts, in_par: bool) -> None:
         for s in stmts:
@@ -266,4 +337,4 @@ def kernel_loc(kernel, sid: int | None):
     return None
 
 
-__all__ = ["Link", "column_vectors", "derive", "group_of", "has_rows", "links", "widen"]
+__all__ = ["Link", "column_vectors", "derive", "gathered", "group_of", "has_rows", "links", "shared_resident", "widen"]
