@@ -160,6 +160,92 @@ class Branch:
                         "T.if_then_else(cond, a, b)", self.loc)
 
 
+# ---- for (a loop traced once) -------------------------------------------------------------------------
+
+
+class Loop:
+    """``for target in it:`` in a kernel, rewritten as ``l = Loop(it, carried, locals(), line)``, ``for target in
+    l:``, then, when ``l.traced``, every name the body (or the target) assigns rebound to ``l.after(name,
+    locals())``.
+
+    A loop is *traced* when iterating ``it`` opens a loop of the kernel (``T.serial``, ``T.Pipelined``,
+    ``T.Parallel``, ``T.unroll``, ``T.Persistent``, ``range`` with a runtime bound, a counted ``while``): its body is
+    traced once and runs on the GPU as many times as the loop says. A Python name then holds one traced value for
+    every iteration, so it cannot carry a value from one iteration to the next (``x = x + 2`` would read the value
+    from before the loop in every iteration) nor out of the loop (after it, the name would hold an expression of the
+    loop's variable, which has no value there). Both are refused at the user's line, naming the variable and the
+    alternative, ``T.alloc_var``, whose assignments store into the variable and so do carry. A Python loop (``range``
+    of Python ints) runs its body once per iteration while tracing and keeps Python's meaning exactly.
+    """
+
+    def __init__(self, it: Any, carried: tuple[tuple[str, int], ...], scope: dict[str, Any], line: int) -> None:
+        self.it, self.carried, self.line = it, carried, line
+        self.snapshot = dict(scope)
+        self.traced = False
+        self.runs: int | None = None  # the trip count when it is a constant
+        self.loc = tracer.user_loc()
+
+    def __iter__(self) -> Any:
+        trace = tracer.active()
+        depth = len(trace.frames) if trace is not None else 0
+        first = True
+        for item in self.it:
+            if first:
+                first = False
+                self.traced = trace is not None and len(trace.frames) > depth
+                if self.traced:
+                    self._check_carried()
+            yield item
+        self.runs = _static_trips(self.it)
+
+    def _check_carried(self) -> None:
+        from egtile.language.buffer import VarBuffer
+
+        for name, at in self.carried:
+            pre = self.snapshot.get(name, UNBOUND)
+            if pre is UNBOUND or isinstance(pre, (VarBuffer, Unusable)):
+                continue  # unbound before the loop: Python's own NameError; a T.alloc_var carries
+            raise UnsupportedError(
+                f"`{name}` is read in the loop at line {self.line} before the loop body assigns it (line {at}), so "
+                "it would carry a value from one iteration to the next; but the loop runs on the GPU and its body is "
+                f"traced once, so a Python name holds one value for every iteration (here, `{name}`'s value from "
+                f"before the loop). Declare it before the loop with `{name} = T.alloc_var(dtype)` (and assign its "
+                "first value), whose assignments store into the variable and carry", self.loc)
+
+    def after(self, name: str, scope: dict[str, Any]) -> Any:
+        """What ``name`` means after a traced loop: unchanged if the body left it alone (a ``T.alloc_var`` assigned
+        inside keeps its identity), else :class:`Unusable`."""
+        from egtile.language.letbind import LetValue
+
+        cur, pre = scope.get(name, UNBOUND), self.snapshot.get(name, UNBOUND)
+        if cur is pre and cur is not UNBOUND:
+            return cur
+        if isinstance(cur, LetValue) and pre is UNBOUND and self.runs:
+            # a let-binding lives in a local written by every iteration: after a loop that runs, the last one's
+            # value (egtile.language.letbind); a loop that may run zero times would leave it unwritten
+            return cur
+        return Unusable(name, f"is assigned inside the loop at line {self.line}, which runs on the GPU (its body is "
+                        "traced once), so it has no value after the loop; to carry a value out of a loop, declare it "
+                        f"before the loop with `{name} = T.alloc_var(dtype)` and assign it in the body", self.loc)
+
+
+def _static_trips(it: Any) -> int | None:
+    """The trip count of a traced loop object when its bounds are constants (``None``: not known)."""
+    from egtile.language.buffer import static_value
+    from egtile.language.loop import _LoopNest, _Stepped
+
+    nest = it.nest if isinstance(it, _Stepped) else it
+    if not isinstance(nest, _LoopNest):
+        return None
+    n = 1
+    for start, stop in nest.bounds:
+        lo, hi = static_value(start), static_value(stop)
+        if lo is None or hi is None:
+            return None
+        n *= max(hi - lo, 0)
+    return n
+
+
 def check_jump(kind: str, line: int, *branches: Branch) -> None:
     """Refuse ``break`` / ``continue`` / ``return`` that would leave a runtime branch.
 

@@ -18,7 +18,10 @@ and column numbers, so every error still points at the user's line and column. R
    v = v + step`` (:mod:`egtile.language.counted`) is a serial loop over its computed trip count; any other is
    refused with the condition it fails and the alternative.
 4. ``for i in range(...)``: with Python ints the loop unrolls while tracing, as before (the statements are
-   the same a serial loop would run); with a traced bound it is ``T.serial`` (with its step).
+   the same a serial loop would run); with a traced bound it is ``T.serial`` (with its step). Every ``for``
+   iterates a :class:`~egtile.language.pyops.Loop`: when the loop runs on the GPU (its body traced once), a name
+   the body reads before assigning it is refused, and the names it assigns have no value after it (but a
+   let-binding after a loop that runs).
 5. Assignments to names (``v = e``, ``v += e``, ``v: T = e``, tuple targets) go through
    :func:`~egtile.language.pyops.assign`: a name bound to ``T.alloc_var`` stores into the variable; a value
    that reads memory is a let-binding, evaluated once where it stands (:mod:`egtile.language.letbind`);
@@ -275,6 +278,91 @@ def _assigned_in(stmts: list[ast.stmt]) -> list[str]:
     return list(seen)
 
 
+def _loads(node: ast.AST) -> list[str]:
+    """Names ``node`` reads, not descending into nested functions, lambdas or classes."""
+    out: list[str] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) and n is not node:
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            out.append(n.id)
+        stack.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _carried(target: ast.expr, body: list[ast.stmt]) -> list[tuple[str, int]]:
+    """The names a loop body reads before it assigns them in the same iteration (in execution order; an ``if``
+    assigns a name only when both branches do, a nested loop never, since it may not run), among the names it
+    assigns: the values that would carry from one iteration to the next, each with the line of its first
+    assignment (:class:`egtile.language.pyops.Loop`)."""
+    assigned = set(_assigned_in(body))
+    first: dict[str, int] = {}
+    for s in body:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                first.setdefault(n.id, n.lineno)
+    out: dict[str, int] = {}
+
+    def check(node: ast.AST | None, done: set[str]) -> None:
+        if node is None:
+            return
+        for n in _loads(node):
+            if n in assigned and n not in done and n not in out and not n.startswith("_egtile"):
+                out[n] = first.get(n, 0)
+
+    def run(stmts: list[ast.stmt], done: set[str]) -> set[str]:
+        for s in stmts:
+            match s:
+                case ast.If():
+                    check(s.test, done)
+                    done = done | (run(s.body, set(done)) & run(s.orelse, set(done)))
+                case ast.For() | ast.AsyncFor():
+                    check(s.iter, done)
+                    run(s.body, done | set(_target_names(s.target)))
+                    run(s.orelse, set(done))
+                case ast.While():
+                    check(s.test, done)
+                    run(s.body, set(done))
+                    run(s.orelse, set(done))
+                case ast.With() | ast.AsyncWith():
+                    for item in s.items:
+                        check(item.context_expr, done)
+                        if item.optional_vars is not None:
+                            done = done | set(_target_names(item.optional_vars))
+                    done = run(s.body, done)
+                case ast.Try():
+                    done = run(s.body, done)
+                    for h in s.handlers:
+                        run(h.body, set(done))
+                    run(s.orelse, set(done))
+                    done = run(s.finalbody, done)
+                case ast.Assign():
+                    check(s.value, done)
+                    for t in s.targets:
+                        if not isinstance(t, ast.Name):
+                            check(t, done)  # subscripts and attributes read their base and indices
+                    done = done | {n for t in s.targets for n in _target_names(t)}
+                case ast.AugAssign():
+                    check(s.value, done)
+                    check(ast.copy_location(ast.Name(id=s.target.id, ctx=ast.Load()), s.target)
+                          if isinstance(s.target, ast.Name) else s.target, done)
+                    done = done | set(_target_names(s.target))
+                case ast.AnnAssign():
+                    check(s.value, done)
+                    if s.value is not None:
+                        done = done | set(_target_names(s.target))
+                case ast.FunctionDef() | ast.AsyncFunctionDef() | ast.ClassDef():
+                    done = done | {s.name}
+                case _:
+                    check(s, done)
+        return done
+
+    run(body, set(_target_names(target)))
+    return sorted(out.items(), key=lambda kv: kv[1])
+
+
 class _Rewriter(ast.NodeTransformer):
     """The rewrite of one function body (module docstring). ``_open`` holds the branch variables of the
     ``if`` statements that lexically enclose the node being visited, with a marker per loop and function,
@@ -381,36 +469,66 @@ class _Rewriter(ast.NodeTransformer):
 
         top = ast.copy_location(ast.Assign(targets=[var(ast.Store())], value=_method(
             w, "top", head, [var(ast.Load()), ast.copy_location(ast.Name(id=h, ctx=ast.Load()), head)])), head)
+        # the serial loop is traced once, as any other (pyops.Loop): names the body assigns carry nothing between
+        # iterations or out of it; `v` itself is the loop's (top / finish)
+        carried = [(n, ln) for n, ln in _carried(ast.Name(id=shape.var, ctx=ast.Store()), counted_body)]
+        names = [n for n in _assigned_in(counted_body) if n != shape.var]
+        make_l, loop_it, after = self._loop(node, _method(w, "loop", head, [self.visit(step)]), carried, names,
+                                            node.test)
         self._open.append(None)
         inner = self._body(counted_body)
         body = self._body(node.body)
         self._open.pop()
-        loop = ast.copy_location(ast.For(target=ast.Name(id=h, ctx=ast.Store()),
-                                         iter=_method(w, "loop", head, [self.visit(step)]),
+        loop = ast.copy_location(ast.For(target=ast.Name(id=h, ctx=ast.Store()), iter=loop_it,
                                          body=[top] + inner, orelse=[]), head)
         finish = ast.copy_location(ast.Assign(targets=[var(ast.Store())],
                                               value=_method(w, "finish", head, [var(ast.Load())])), head)
         counted = ast.copy_location(ast.If(
             test=ast.copy_location(ast.Attribute(value=ast.Name(id=w, ctx=ast.Load()), attr="counted",
                                                  ctx=ast.Load()), head),
-            body=[loop, finish, ast.copy_location(ast.Break(), head)], orelse=[]), head)
+            body=[make_l, loop, *after, finish, ast.copy_location(ast.Break(), head)], orelse=[]), head)
         node.test = _method(w, "test", test, [left, right])
         node.body = [counted] + body
         node.orelse = []
         return [make, node]
 
-    def visit_For(self, node: ast.For) -> ast.For:  # noqa: N802
+    def visit_For(self, node: ast.For) -> list[ast.stmt]:  # noqa: N802
+        carried = _carried(node.target, node.body)
+        names = list(dict.fromkeys(_target_names(node.target) + _assigned_in(node.body)))
         it = self.visit(node.iter)
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords \
                 and not any(isinstance(a, ast.Starred) for a in it.args):
             it = _call("range_", [ast.copy_location(ast.Name(id="range", ctx=ast.Load()), it)] + it.args, it)
-        node.iter = it
+        make, loop, after = self._loop(node, it, carried, names, node.iter)
+        node.iter = loop
         node.target = self.visit(node.target)
         self._open.append(None)
         node.body = self._body(node.body)
         self._open.pop()
         node.orelse = self._body(node.orelse) if node.orelse else []
-        return node
+        return [make, node, *after]
+
+    def _loop(self, node: ast.stmt, it: ast.expr, carried: list[tuple[str, int]], names: list[str],
+              at: ast.AST) -> tuple[ast.stmt, ast.expr, list[ast.stmt]]:
+        """The :class:`~egtile.language.pyops.Loop` around iterable ``it``: its construction, the name the ``for``
+        iterates, and the rebinding of ``names`` after the loop when it was traced."""
+        lv = self.fresh("l")
+        head = _head(node, at)
+        pairs = ast.copy_location(ast.Tuple(elts=[ast.copy_location(ast.Tuple(elts=[_const(n, head), _const(ln, head)],
+                                                                             ctx=ast.Load()), head)
+                                                  for n, ln in carried], ctx=ast.Load()), head)
+        make = ast.copy_location(ast.Assign(targets=[ast.Name(id=lv, ctx=ast.Store())], value=_call(
+            "Loop", [it, pairs, _locals(head), _const(node.lineno, head)], head)), head)
+        names = [n for n in names if not n.startswith("_egtile")]
+        after: list[ast.stmt] = []
+        if names:
+            rebinds = [ast.copy_location(ast.Assign(
+                targets=[ast.Name(id=n, ctx=ast.Store())],
+                value=_method(lv, "after", head, [_const(n, head), _locals(head)])), head) for n in names]
+            traced = ast.copy_location(ast.Attribute(value=ast.Name(id=lv, ctx=ast.Load()), attr="traced",
+                                                     ctx=ast.Load()), head)
+            after.append(ast.copy_location(ast.If(test=traced, body=rebinds, orelse=[]), head))
+        return make, ast.copy_location(ast.Name(id=lv, ctx=ast.Load()), head), after
 
     def _jump(self, node: ast.stmt, kind: str) -> list[ast.stmt]:
         """``break``/``continue``/``return`` preceded by a check that no runtime branch is left by it."""
