@@ -384,3 +384,37 @@ def test_an_uncounted_test_is_still_refused_with_the_alternative():
                     v = v + 1
 
     assert e.value.loc.line == line_of("# mark-ne")
+
+
+def strided_rows_augassign(n_rows: int, block: int, n_split: int, cols: int):
+    """`strided_rows` with the last statement written `bx += n_split` (the same counted loop)."""
+    n_blocks = T.ceildiv(n_rows, block)
+
+    @T.prim_func
+    def main(X: T.Tensor((n_rows, cols), "float32"), Y: T.Tensor((n_rows, cols), "float32"),
+             Last: T.Tensor((n_split,), "int32")):
+        with T.Kernel(n_split, threads=64) as b:
+            s = T.alloc_shared((block, cols), "float32")
+            bx = T.alloc_var(T.int32)
+            bx = b
+            while bx < n_blocks:
+                T.copy(X[bx * block:(bx + 1) * block, :], s)
+                for i, j in T.Parallel(block, cols):
+                    Y[bx * block + i, j] = s[i, j] * 2.0 + bx
+                bx += n_split
+            Last[b] = bx
+
+    return main
+
+
+@pytest.mark.parametrize("target", CPU)
+@pytest.mark.parametrize("rows,block,n_split", SHAPES)
+def test_an_augmented_step_is_the_same_counted_loop(target, rows, block, n_split):
+    cols = 16
+    x = torch.randn(rows, cols)
+    y = torch.full((rows, cols), float("nan"))
+    last = torch.full((n_split,), -12345, dtype=torch.int32)
+    run(strided_rows_augassign(rows, block, n_split, cols), x, y, last, target=target)
+    want_y, want_last = reference(x, block, n_split, rows // block)
+    torch.testing.assert_close(y.double(), want_y, rtol=0, atol=1e-6)
+    assert torch.equal(last, want_last), (last, want_last)

@@ -154,3 +154,10 @@ def test_a_register_accumulator_wrongly_gathered_is_caught_not_run(monkeypatch):
     with pytest.raises(egtile.errors.ScheduleError, match="another element than the iteration's own"):
         # a ruleset of its own: the schedule cache would hand back the sound schedule of the test above
         egtile.compile(_transposed_read(), target="sim", rules=egtile.rules.default())(a, b, out)
+
+
+def test_the_listing_says_where_a_gathered_fragment_lives_and_why():
+    text = egtile.compile(_dequant_gemm(256), target="sim").explain()
+    assert "W_local: fragment uint8[128, 32], in shared memory (gathered: a T.Parallel reads it at another element" \
+        in text
+    assert "W_deq: fragment float16[128, 64], registers wgmma.A" in text

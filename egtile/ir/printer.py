@@ -376,6 +376,16 @@ def _role_split(s: RoleSplit) -> list[str]:
     return out
 
 
+def _shared_resident(k) -> dict[str, str]:
+    """Why each fragment that stays in shared memory whatever the decisions does (egtile.lower.fragment_layouts)."""
+    from egtile.lower.fragment_layouts import column_vectors, gathered
+
+    cols, gath = column_vectors(k), gathered(k)
+    why = {n: " (a column vector: a T.Parallel reads it at its column)" for n in cols}
+    why.update({n: " (gathered: a T.Parallel reads it at another element than the iteration's own)" for n in gath})
+    return why
+
+
 def format_scheduled(s: Scheduled, *, decisions: bool = True) -> str:
     """The scheduled kernel: launch shape, buffers, mbarriers, body, decisions.
 
@@ -389,11 +399,14 @@ def format_scheduled(s: Scheduled, *, decisions: bool = True) -> str:
     out = [f"scheduled {k.name}: grid {k.grid}, {s.threads} threads per block "
            f"(block index {', '.join(v.name for v in k.block_vars)})"]
     out.append("buffers:")
+    resident = _shared_resident(k)
     for b in s.buffers:
         st = f", {staged[b.name]} stages" if b.name in staged else ""
         lay = "" if b.layout == "linear" else f", {b.layout}"
         frag = s.fragment(b.name)
         lay += f", registers {frag.name}" if frag is not None else ""
+        if frag is None and b.scope == "fragment":
+            lay += f", in shared memory{resident.get(b.name, '')}"
         out.append(f"{_INDENT}{b.name}: {b.scope} {b.dtype}{list(b.shape)}{st}{lay}")
     if s.barriers:
         out.append("mbarriers:")

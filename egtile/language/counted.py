@@ -12,8 +12,9 @@ the condition it fails.
 Definition. A ``while`` is *counted* when, read from its source (:func:`recognize`):
 
 1. its test is ``v < bound`` or ``v <= bound`` (or ``bound > v``, ``bound >= v``), ``v`` a plain name;
-2. the body assigns ``v`` exactly once, as its last top-level statement: not inside a nested ``if`` / ``for`` /
-   ``while`` / ``with`` / function, not by an augmented assignment, a walrus, ``del``, ``global`` or ``nonlocal``;
+2. the body assigns ``v`` exactly once, as its last top-level statement (``v += step`` there counts as
+   ``v = v + step``): not inside a nested ``if`` / ``for`` / ``while`` / ``with`` / function, not by an augmented
+   assignment elsewhere, a walrus, ``del``, ``global`` or ``nonlocal``;
 3. that assignment is ``v = v + step`` or ``v = step + v``, or ``v = w + step`` where ``w`` is assigned exactly
    once in the body, at its top level, as ``w = v`` (``current_bx = bx``);
 4. neither ``step`` nor ``bound`` reads a name the body assigns;
@@ -63,7 +64,7 @@ def refusal(reason: str | None) -> str:
         "checks the barriers of a data-dependent loop at representative trip counts from a block-uniform count "
         "every role agrees on (egtile/verifier/tripcount.py), and the pipelined and warp-specialized schedules "
         "issue the next iterations' copies before the current one ends. A counted `while v < bound:` (or `<=`) "
-        "whose last statement is `v = v + step` (step a Python int > 0; `v` assigned nowhere else in the body, "
+        "whose last statement is `v = v + step` or `v += step` (step a Python int > 0; `v` assigned nowhere else in the body, "
         "`bound` not changed by it, no break/continue) is lowered as such a loop (docs/language.md, 'The source "
         "front end'). Otherwise compute the count first: `for k in T.serial(T.ceildiv(n - v0, s)):` with "
         "`v = v0 + k * s`; or bound it: `for k in T.serial(max_iterations):` with `if <condition>:` inside")
@@ -133,7 +134,16 @@ def _jumps(body: list[ast.stmt]) -> tuple[str, int] | None:
 
 
 def recognize(node: ast.While) -> Shape | str:
-    """The counted shape of ``node`` (module docstring, conditions 1-5), or the first condition it fails."""
+    """The counted shape of ``node`` (module docstring, conditions 1-5), or the first condition it fails. A last
+    statement ``v += step`` reads as ``v = v + step``."""
+    last = node.body[-1] if node.body else None
+    if isinstance(last, ast.AugAssign) and isinstance(last.op, ast.Add) and isinstance(last.target, ast.Name):
+        v = last.target.id
+        same = ast.copy_location(ast.Assign(targets=[ast.copy_location(ast.Name(id=v, ctx=ast.Store()), last.target)],
+                                            value=ast.copy_location(ast.BinOp(
+                                                left=ast.copy_location(ast.Name(id=v, ctx=ast.Load()), last.target),
+                                                op=ast.Add(), right=last.value), last)), last)
+        node = ast.copy_location(ast.While(test=node.test, body=[*node.body[:-1], same], orelse=node.orelse), node)
     test = node.test
     if node.orelse:
         return f"it has an `else:` clause (line {node.orelse[0].lineno})"
