@@ -98,12 +98,13 @@ SHAPES = [(40, 8, 3), (24, 8, 5)]
 
 @pytest.mark.parametrize("target", CPU)
 @pytest.mark.parametrize("rows,block,n_split", SHAPES)
-def test_a_grid_strided_while_visits_each_block_once(target, rows, block, n_split):
+@pytest.mark.parametrize("make", ["strided_rows", "strided_rows_augassign"])
+def test_a_grid_strided_while_visits_each_block_once(target, rows, block, n_split, make):
     cols = 16
     x = torch.randn(rows, cols)
     y = torch.full((rows, cols), float("nan"))
     last = torch.full((n_split,), -12345, dtype=torch.int32)
-    run(strided_rows(rows, block, n_split, cols), x, y, last, target=target)
+    run(globals()[make](rows, block, n_split, cols), x, y, last, target=target)
     want_y, want_last = reference(x, block, n_split, rows // block)
     torch.testing.assert_close(y.double(), want_y, rtol=0, atol=1e-6)
     assert torch.equal(last, want_last), (last, want_last)
@@ -406,15 +407,3 @@ def strided_rows_augassign(n_rows: int, block: int, n_split: int, cols: int):
 
     return main
 
-
-@pytest.mark.parametrize("target", CPU)
-@pytest.mark.parametrize("rows,block,n_split", SHAPES)
-def test_an_augmented_step_is_the_same_counted_loop(target, rows, block, n_split):
-    cols = 16
-    x = torch.randn(rows, cols)
-    y = torch.full((rows, cols), float("nan"))
-    last = torch.full((n_split,), -12345, dtype=torch.int32)
-    run(strided_rows_augassign(rows, block, n_split, cols), x, y, last, target=target)
-    want_y, want_last = reference(x, block, n_split, rows // block)
-    torch.testing.assert_close(y.double(), want_y, rtol=0, atol=1e-6)
-    assert torch.equal(last, want_last), (last, want_last)
