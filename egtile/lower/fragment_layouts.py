@@ -134,8 +134,7 @@ def gathered(kernel) -> frozenset[str]:
         if isinstance(st, For) or id(st) in inner:
             continue
         frag = [a for a in (*own_reads(st), *own_writes(st)) if a.scope == "fragment"]
-        if any(a.via_pointer for a in frag):
-            barred |= {a.buffer for a in frag if a.via_pointer}
+        barred |= {a.buffer for a in frag if a.via_pointer}
         match st:
             case Gemm() | Reduce():
                 barred |= {a.buffer for a in frag}
