@@ -471,7 +471,7 @@ class _Rewriter(ast.NodeTransformer):
             w, "top", head, [var(ast.Load()), ast.copy_location(ast.Name(id=h, ctx=ast.Load()), head)])), head)
         # the serial loop is traced once, as any other (pyops.Loop): names the body assigns carry nothing between
         # iterations or out of it; `v` itself is the loop's (top / finish)
-        carried = [(n, ln) for n, ln in _carried(ast.Name(id=shape.var, ctx=ast.Store()), counted_body)]
+        carried = _carried(ast.Name(id=shape.var, ctx=ast.Store()), counted_body)
         names = [n for n in _assigned_in(counted_body) if n != shape.var]
         make_l, loop_it, after = self._loop(node, _method(w, "loop", head, [self.visit(step)]), carried, names,
                                             node.test)
