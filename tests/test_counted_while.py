@@ -309,6 +309,21 @@ def test_a_variable_assigned_inside_an_if_is_refused():
     assert f"inside the `if` at line {line_of('# mark-if-inner')}" in str(e.value)
 
 
+def test_a_continue_as_the_last_statement_is_named_as_a_jump():
+    with _refused(r"the body has a `continue` at line (\d+)") as e:
+        @T.prim_func
+        def main(A: T.Tensor((8,), "float32")):
+            with T.Kernel(2, threads=32) as b:
+                v = b
+                while v < 4:  # mark-continue
+                    A[v] = 1.0
+                    v = v + 1
+                    continue  # mark-continue-inner
+
+    assert e.value.loc.line == line_of("# mark-continue")
+    assert f"`continue` at line {line_of('# mark-continue-inner')}" in str(e.value)
+
+
 def test_a_break_in_the_body_is_refused():
     with _refused(r"the body has a `break` at line (\d+)") as e:
         @T.prim_func

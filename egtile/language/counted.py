@@ -156,6 +156,9 @@ def recognize(node: ast.While) -> Shape | str:
         var, var_left, bound = right.id, False, left
     else:
         return "its test is not `v < bound` or `v <= bound` with `v` a plain name"
+    jump = _jumps(node.body)  # named first: a `continue` as the last statement is a jump, not a missing step
+    if jump is not None:
+        return f"the body has a `{jump[0]}` at line {jump[1]}"
     stores = _stores(node.body, var)
     for line, how in stores:
         if how != "top":
@@ -178,9 +181,6 @@ def recognize(node: ast.While) -> Shape | str:
         if changed:
             where = min(line for line, _ in _stores(node.body, changed[0]))
             return f"the {what} `{ast.unparse(e)}` reads `{changed[0]}`, which the body assigns (line {where})"
-    jump = _jumps(node.body)
-    if jump is not None:
-        return f"the body has a `{jump[0]}` at line {jump[1]}"
     return Shape(var, op, var_left, step)
 
 
