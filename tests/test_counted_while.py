@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import egtile
 from egtile import language as T
 from egtile.errors import UnsupportedError
+from test_frontend import run
 
 HERE = Path(__file__).resolve()
 CPU = ("interp", "sim")
@@ -27,18 +27,6 @@ def line_of(marker: str) -> int:
         if marker in text and "line_of(" not in text:
             return n
     raise AssertionError(marker)
-
-
-def run(func, *tensors, target):
-    """Run on ``target``; on "cuda" the tensors go to the GPU and the results come back into them."""
-    if target != "cuda":
-        egtile.compile(func, target=target)(*tensors)
-        return
-    on_gpu = [t.cuda() for t in tensors]
-    egtile.compile(func, target="cuda")(*on_gpu)
-    torch.cuda.synchronize()
-    for t, d in zip(tensors, on_gpu):
-        t.copy_(d.cpu())
 
 
 def visits(n_blocks: int, n_split: int, le: bool = False) -> dict[int, list[int]]:
