@@ -269,7 +269,7 @@ class CountedWhile:
                 bound reads.
         """
         from egtile.language.buffer import VarBuffer
-        from egtile.language.loop import _LoopNest, _Stepped, _stepped
+        from egtile.language.loop import _LoopNest, _reads_data, _Stepped, _stepped
         from egtile.language.pyops import _value
 
         loc = tracer.user_loc()
@@ -279,7 +279,7 @@ class CountedWhile:
         trace = tracer.current("while")
         var = self._v if isinstance(self._v, VarBuffer) else None
         v0 = _value(self._v)
-        if isinstance(v0, Value) and _reads(v0) and not isinstance(v0, letbind.LetValue):
+        if _reads_data(v0) and not isinstance(v0, letbind.LetValue):
             v0 = letbind.bind(trace, "loop_start", v0)  # the value when the loop starts, as the loop's own start
         bound = _value(self._bound)
         stop = bound + 1 if self.op in ("LtE", "GtE") else bound
@@ -346,10 +346,6 @@ def _describe(x: Any) -> str:
     from egtile.language.pyops import _traced, _value
 
     return f"dtype {_value(x).dtype}" if _traced(x) else f"{type(x).__name__} {x!r}"
-
-
-def _reads(v: Value) -> bool:
-    return bool(letbind._expr_reads(v.expr))
 
 
 def _loop_body(trace: tracer.Trace, var: Any) -> tuple[Stmt, ...]:

@@ -163,6 +163,21 @@ class _Stepped:
             yield self.start + k * self.step
 
 
+def static_trips(it: Any) -> int | None:
+    """The trip count of loop object ``it`` (``T.serial`` / ``T.Parallel`` / ... before or after it ran) when its
+    bounds are constants; ``None`` when they are not, or ``it`` is not such an object."""
+    nest = it.nest if isinstance(it, _Stepped) else it
+    if not isinstance(nest, _LoopNest):
+        return None
+    n = 1
+    for start, stop in nest.bounds:
+        lo, hi = static_value(start), static_value(stop)
+        if lo is None or hi is None:
+            return None
+        n *= max(hi - lo, 0)
+    return n
+
+
 def _reads_data(x: Any) -> bool:
     """Whether the loop bound ``x`` (an int or a traced value) reads memory."""
     return isinstance(x, Value) and bool(loads_in(as_expr(x, "int32")))

@@ -196,7 +196,9 @@ class Loop:
                 if self.traced:
                     self._check_carried()
             yield item
-        self.runs = _static_trips(self.it)
+        from egtile.language.loop import static_trips
+
+        self.runs = static_trips(self.it)
 
     def _check_carried(self) -> None:
         from egtile.language.buffer import VarBuffer
@@ -227,23 +229,6 @@ class Loop:
         return Unusable(name, f"is assigned inside the loop at line {self.line}, which runs on the GPU (its body is "
                         "traced once), so it has no value after the loop; to carry a value out of a loop, declare it "
                         f"before the loop with `{name} = T.alloc_var(dtype)` and assign it in the body", self.loc)
-
-
-def _static_trips(it: Any) -> int | None:
-    """The trip count of a traced loop object when its bounds are constants (``None``: not known)."""
-    from egtile.language.buffer import static_value
-    from egtile.language.loop import _LoopNest, _Stepped
-
-    nest = it.nest if isinstance(it, _Stepped) else it
-    if not isinstance(nest, _LoopNest):
-        return None
-    n = 1
-    for start, stop in nest.bounds:
-        lo, hi = static_value(start), static_value(stop)
-        if lo is None or hi is None:
-            return None
-        n *= max(hi - lo, 0)
-    return n
 
 
 def check_jump(kind: str, line: int, *branches: Branch) -> None:
