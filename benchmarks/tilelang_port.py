@@ -549,6 +549,9 @@ SMALL: dict[str, list[str] | dict[str, list | str]] = {
     "deepseek_mla/example_mla_decode.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256", "--dim", "128",
                                            "--pe_dim", "64"],
     "gemm/example_gemm_persistent.py": ["--M", "256", "--N", "512", "--K", "128"],  # T.Persistent (2026-12-02)
+    # T.sync_grid between the split-KV pass and the combine (2026-12-06): one batch of 64 heads over 256 keys
+    "deepseek_mla/example_mla_decode_persistent.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256", "--dim",
+                                                      "128", "--pe_dim", "64"],
     # one batch of 64 heads over 128 keys (2026-12-06: it compiles since shared buffers reuse dead ones' space; its
     # __main__ only benchmarks, so the run checks that the kernel runs)
     "deepseek_mla/experimental/example_mla_decode_kv_fp8.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "128"],

@@ -38,6 +38,7 @@ from egtile.language.macro import FragmentBuffer, LocalBuffer, Ref, SharedBuffer
 from egtile.language.scan_op import cumsum
 from egtile.language.reduce_op import reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum
 from egtile.language.bufview import reshape, view
+from egtile.language.grid_sync import sync_grid
 from egtile.language.threads import (
     get_block_binding, get_block_bindings, get_block_extent, get_block_extents, get_thread_binding, get_thread_bindings,
     get_thread_extent, get_thread_extents, sync_threads, thread_binding, vectorized,
@@ -78,7 +79,7 @@ __all__ = [
     "make_swizzled_layout", "max", "mbarrier_arrive", "mbarrier_arrive_expect_tx",
     "mbarrier_expect_tx", "mbarrier_wait_parity", "max_value", "min", "min_value", "no_set_max_nreg", "parallel", "prim_func",
     "reduce_absmax", "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "rsqrt", "serial", "shift_left",
-    "shift_right", "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "thread_binding", "tma_copy", "truncdiv",
+    "shift_right", "sigmoid", "sin", "sqrt", "symbolic", "sync_grid", "sync_threads", "tanh", "thread_binding", "tma_copy", "truncdiv",
     "truncmod", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "unroll", "use_swizzle",
     "vectorized", "ws", "fence_proxy_async", "wgmma_gemm", "wait_wgmma", "set_max_nreg", "inc_max_nreg",
     "dec_max_nreg", "annotate_producer_reg_dealloc", "annotate_consumer_reg_alloc",

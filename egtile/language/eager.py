@@ -546,7 +546,7 @@ class EagerJIT:
     def _trace(self, given: dict[str, Any], bind: Builder) -> tuple[Any, tuple[int, ...], Any]:
         from egtile.ir.kernel import Buffer
         from egtile.language.buffer import TileBuffer
-        from egtile.language.kernel import PrimFunc, _def_loc, build_kernel
+        from egtile.language.kernel import PrimFunc, _def_loc, build_kernel, build_kernels
 
         loc = _def_loc(self.fn)
         trace = tracer.Trace(self.fn.__name__, loc)
@@ -575,8 +575,7 @@ class EagerJIT:
         if trace.parts:  # several T.Kernel blocks (TileLang's fused MoE): launched one after another (kernelseq)
             for t in trace.parts:  # every kernel has every parameter, the T.empty outputs too
                 t.params = list(trace.params)
-            kernels = [build_kernel(t, self.fn.__name__ if i == 0 else f"{self.fn.__name__}_{i}", loc)
-                       for i, t in enumerate([*trace.parts, trace])]
+            kernels = build_kernels([*trace.parts, trace], self.fn.__name__, loc)
             kernel, more = kernels[0], tuple(kernels[1:])
         else:
             kernel = build_kernel(trace, self.fn.__name__, loc)

@@ -227,7 +227,7 @@ def trace_prim_func(fn: Callable[..., Any], annotations: dict[str, Any], loc: So
         parts = [*trace.parts, trace]
         for t in parts:  # every kernel has every parameter, the scratch ones too (T.alloc_global comes first)
             t.params = list(trace.params)
-        kernels = [build_kernel(t, fn.__name__ if i == 0 else f"{fn.__name__}_{i}", loc) for i, t in enumerate(parts)]
+        kernels = build_kernels(parts, fn.__name__, loc)
         return PrimFunc(kernels[0], fn, tuple(kernels[1:]), len(trace.hidden))
     kernel = build_kernel(trace, fn.__name__, loc)
     trace_memo.put(memo_key, kernel)
@@ -255,6 +255,21 @@ def build_kernel(trace: tracer.Trace, name: str, loc: SourceLoc | None) -> IRKer
     depth = check_traced(kernel)
     limits.ensure_recursion(max(depth, 4 * trace.deepest))
     return kernel
+
+
+def build_kernels(parts: list[tracer.Trace], name: str, loc: SourceLoc | None) -> list[IRKernel]:
+    """The ``ir.Kernel`` of each part of a prim_func with several kernels (``T.Kernel`` blocks, or a block split at
+    ``T.sync_grid()``), named ``name``, ``name_1``...; a block split at a grid barrier declares only the buffers
+    each kernel uses and carries no block state across it (:mod:`egtile.language.grid_sync`)."""
+    from egtile.language import grid_sync
+
+    kernels = [build_kernel(t, name if i == 0 else f"{name}_{i}", loc) for i, t in enumerate(parts)]
+    for i, t in enumerate(parts):
+        if t.after_grid_sync is not None:
+            grid_sync.check_state_not_carried(kernels[i - 1], kernels[i], parts[i - 1].lets, t.after_grid_sync)
+        if t.after_grid_sync is not None or (i + 1 < len(parts) and parts[i + 1].after_grid_sync is not None):
+            kernels[i] = grid_sync.prune(kernels[i])
+    return kernels
 
 
 def check_traced(kernel: IRKernel) -> int:

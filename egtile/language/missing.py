@@ -40,7 +40,8 @@ _FP8 = ("egtile's floating-point formats below 16 bits are T.float8_e4m3fn (Tile
         "T.float8_e5m2 (storage, T.cast / T.copy conversion, T.gemm operands); the AMD fnuz variants, e8m0, float6, "
         "float4 and 4-bit integers are not supported: keep the data in one of those, float16/bfloat16 or int8, or "
         "convert on the host with torch")
-_MULTI = ("grid-wide synchronization inside one kernel is not supported: split the work into several `with T.Kernel` "
+_MULTI = ("a grid-wide barrier in the middle of a kernel's code is only T.sync_grid() at the T.Kernel body's top level "
+          "(egtile launches the code after it as a second kernel); or split the work into several `with T.Kernel` "
           "blocks of the prim_func (launched one after another), sharing a T.alloc_global scratch tensor")
 _ATOMIC = "only T.atomic_add and T.atomic_addx2 / T.atomic_addx4 (no return value) are supported"
 _VIEW = ("tensors made from raw device pointers are not supported: egtile's buffers are the kernel's parameters and "
@@ -74,7 +75,7 @@ NOT_YET: dict[str, str] = {
     "alloc_reducer": "use T.alloc_fragment and T.reduce_*", "finalize_reducer": "use T.alloc_fragment and T.reduce_*",
     "alloc_tmem": _BLACKWELL, "deallocate_tmem": _BLACKWELL,
     "alloc_descriptor": "egtile builds TMA descriptors itself for T.copy",
-    "sync_grid": _MULTI, "sync_global": _MULTI,
+    "sync_global": _MULTI,
     "allocate": "use T.alloc_shared / "
     "T.alloc_fragment / T.alloc_local", "decl_buffer": _VIEW, "buffer_decl": _VIEW, "match_buffer": _VIEW,
     "create_list_of_mbarrier": _SYNC,
