@@ -116,6 +116,24 @@ def test_allocations_scopes_names_dtypes():
                  Buffer("loc_", (2,), "int32", "local"), Buffer("s2", (16,), "bfloat16", "shared"))
 
 
+def test_an_allocations_scope_argument_names_its_storage_as_in_tilelang():
+    # TileLang's alloc_fragment/alloc_local are T.alloc_buffer(shape, dtype, scope=scope)
+    @T.prim_func
+    def k(X: T.Tensor((16,), "float32")):
+        with T.Kernel(1):
+            a = T.alloc_fragment((1,), T.int32, "local")
+            b = T.alloc_fragment((1, 16), "float32", scope="shared")
+            c = T.alloc_local((4,), "float32", "local.var")
+            T.clear(a), T.clear(b), T.clear(c)
+
+    assert [(b.name, b.scope) for b in k.kernel.allocs] == [("a", "local"), ("b", "shared"), ("c", "local")]
+    with pytest.raises(DSLError, match=r"T.alloc_fragment\(\.\.\., scope='global'\): expected one of"):
+        @T.prim_func
+        def bad(X: T.Tensor((16,), "float32")):
+            with T.Kernel(1):
+                T.alloc_fragment((1,), T.int32, "global")
+
+
 def test_allocation_names_are_unique_per_kernel():
     @T.prim_func
     def k(X: T.Tensor((16,), "float16")):

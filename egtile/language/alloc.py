@@ -42,14 +42,36 @@ def alloc_shared(shape: Any, dtype: Any, scope: str = "shared.dyn") -> TileBuffe
     return _alloc("shared", shape, dtype, "T.alloc_shared")
 
 
+_SCOPES: dict[str, Scope] = {"local.fragment": "fragment", "local": "local", "local.var": "local",
+                             "shared": "shared", "shared.dyn": "shared"}
+
+
+def _scope(scope: Any, what: str) -> Scope:
+    """The storage TileLang's ``scope`` argument names: TileLang's ``alloc_fragment`` / ``alloc_local`` are
+    ``T.alloc_buffer(shape, dtype, scope=scope)``, so ``T.alloc_fragment(shape, dtype, "local")`` is a per-thread
+    buffer, not a fragment (TileLang's stream-K example keeps its loop counter in one).
+
+    Raises:
+        DSLError: a scope that is none of TileLang's on-chip scopes.
+    """
+    from egtile.errors import DSLError
+
+    if not isinstance(scope, str) or scope not in _SCOPES:
+        raise DSLError(f"{what}(..., scope={scope!r}): expected one of {', '.join(map(repr, _SCOPES))}",
+                       tracer.user_loc())
+    return _SCOPES[scope]
+
+
 def alloc_fragment(shape: Any, dtype: Any, scope: str = "local.fragment") -> TileBuffer:
-    """A tile distributed over the block's threads (stored in shared memory by the current backend)."""
-    return _alloc("fragment", shape, dtype, "T.alloc_fragment")
+    """A tile distributed over the block's threads (in registers when its users admit a register layout, else in
+    shared memory); another ``scope`` is that storage (:func:`_scope`)."""
+    return _alloc(_scope(scope, "T.alloc_fragment"), shape, dtype, "T.alloc_fragment")
 
 
 def alloc_local(shape: Any, dtype: Any, scope: str = "local") -> TileBuffer:
-    """Per-thread registers: every thread holds the whole ``shape``."""
-    return _alloc("local", shape, dtype, "T.alloc_local")
+    """Per-thread registers: every thread holds the whole ``shape``; another ``scope`` is that storage
+    (:func:`_scope`)."""
+    return _alloc(_scope(scope, "T.alloc_local"), shape, dtype, "T.alloc_local")
 
 
 def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None) -> VarBuffer:

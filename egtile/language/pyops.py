@@ -249,18 +249,12 @@ def check_jump(kind: str, line: int, *branches: Branch) -> None:
 # ---- while and range ---------------------------------------------------------------------------------------
 
 
-def while_cond(test: Any, line: int, reason: str | None = None) -> Any:
-    """The test of a Python ``while`` that is not counted (``reason``: the condition of
-    :mod:`egtile.language.counted` it fails); a traced one is refused with that reason and the alternatives.
+def guarded_while(line: int, reason: str, jump: str | None) -> Any:
+    """A ``while`` that is not counted (:class:`egtile.language.guarded.GuardedWhile`; ``reason``: the counted
+    condition it fails, ``jump``: its first break/continue/return or else clause)."""
+    from egtile.language.guarded import GuardedWhile
 
-    Raises:
-        UnsupportedError: ``test`` is a traced value.
-    """
-    if _traced(test):
-        from egtile.language.counted import refusal
-
-        raise UnsupportedError(refusal(reason), tracer.user_loc())
-    return test
+    return GuardedWhile(line, reason, jump)
 
 
 def counted_while(var: str, op: str, var_left: bool, line: int) -> Any:

@@ -441,14 +441,43 @@ class _Rewriter(ast.NodeTransformer):
 
         shape = recognize(node)
         if isinstance(shape, str):
-            node.test = _call("while_cond", [self.visit(node.test), _const(node.lineno, node),
-                                             _const(shape, node)], node.test)
-            self._open.append(None)
-            node.body = self._body(node.body)
-            self._open.pop()
-            node.orelse = self._body(node.orelse) if node.orelse else []
-            return node
+            return self._guarded_while(node, shape)
         return self._counted_while(node, shape)
+
+    def _guarded_while(self, node: ast.While, reason: str) -> list[ast.stmt]:
+        """A ``while`` that is not counted: its Python loop, with the guarded lowering (:mod:`egtile.language.guarded`)
+        taken when the first test is a runtime value (``GuardedWhile``'s docstring shows the code); ``reason`` is
+        the counted condition it fails, for the refusal."""
+        from egtile.language.counted import _jumps
+
+        g, h = self.fresh("g"), self.fresh("h")
+        head = _head(node, node.test)
+        found = _jumps(node.body)
+        jump = f"`{found[0]}` at line {found[1]}" if found else None
+        if node.orelse:
+            jump = f"`else:` clause (line {node.orelse[0].lineno})"
+        guarded_body = copy.deepcopy(node.body)  # copied before the visits below change the nodes
+        make = ast.copy_location(ast.Assign(targets=[ast.Name(id=g, ctx=ast.Store())], value=_call(
+            "guarded_while", [_const(node.lineno, head), _const(reason, head), _const(jump, head)], head)), head)
+        # the pass loop is traced once, as any other (pyops.Loop); the test is read at the top of each pass
+        test_stmt = ast.copy_location(ast.Expr(value=copy.deepcopy(node.test)), node.test)
+        carried = _carried(ast.Name(id="_egtile_none", ctx=ast.Store()), [test_stmt] + guarded_body)
+        names = _assigned_in(guarded_body)
+        make_l, loop_it, after = self._loop(node, _method(g, "loop", head), carried, names, node.test)
+        self._open.append(None)
+        inner = self._body(guarded_body)
+        body = self._body(node.body)
+        self._open.pop()
+        loop = ast.copy_location(ast.For(target=ast.Name(id=h, ctx=ast.Store()), iter=loop_it, body=inner,
+                                         orelse=[]), head)
+        guarded = ast.copy_location(ast.If(
+            test=ast.copy_location(ast.Attribute(value=ast.Name(id=g, ctx=ast.Load()), attr="guarded",
+                                                 ctx=ast.Load()), head),
+            body=[make_l, loop, *after, ast.copy_location(ast.Break(), head)], orelse=[]), head)
+        node.test = _method(g, "test", node.test, [self.visit(node.test)])
+        node.body = [guarded] + body
+        node.orelse = self._body(node.orelse) if node.orelse else []
+        return [make, node]
 
     def _counted_while(self, node: ast.While, shape: Any) -> list[ast.stmt]:
         """A counted-shaped ``while`` (:mod:`egtile.language.counted`): its Python loop, with the counted

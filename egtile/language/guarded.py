@@ -1,0 +1,367 @@
+"""A ``while`` on a runtime value whose exit is decided in its body, lowered when its progress is provable.
+
+TileLang's stream-K GEMM walks its share of the K iterations with ``while start_iter[0] < last_iter:``, each pass
+covering the rest of one output tile: ``end_iter[0] = T.min(start_iter[0] + (iters_per_tile - start_iter[0] %
+iters_per_tile), last_iter)``, ..., ``start_iter[0] = end_iter[0]``. How many passes run depends on where the
+share starts, so the loop is not counted (:mod:`egtile.language.counted`), and egtile has no loop whose exit is
+decided inside its body (every loop has a trip count when it starts: the verifier reasons about it and the
+pipelined schedules issue copies ahead of it).
+
+Such a loop still has a trip count egtile can compute when it starts, if each pass moves the loop's variable up
+by at least one: then ``while v < bound: body`` runs at most ``bound - v0`` passes, and it means exactly::
+
+    for _ in T.serial(max(bound - v0, 0)):
+        if v < bound:
+            body
+
+(once the test fails, no pass runs, so nothing the test reads changes and it keeps failing). That is the
+lowering here, taken only when the progress is proved from the traced body (:func:`progress`).
+
+Definition. A *guarded* ``while`` is one that is not counted and whose test, the first time it is a runtime value
+(:class:`GuardedWhile`), is ``v < bound`` or ``v <= bound`` (or ``bound > v``, ``bound >= v``) where
+
+1. ``v`` is an element of a local variable (``T.alloc_var``, or a ``T.alloc_local`` / local fragment at constant
+   indices): the loop's state lives in memory the body updates, not in a Python name;
+2. the body has no ``break``/``continue``/``return`` of its own, and the ``while`` no ``else:``;
+3. the body writes no buffer that ``bound`` reads;
+4. *progress*: symbolically executing the body's top-level statements from the iteration's start, ``v``'s element
+   ends as an expression ``e`` with ``e - v >= 1`` whenever the test holds, proved by interval reasoning over
+   ``+``, ``-``, ``min``, ``max``, ``floormod`` / ``%`` by a positive constant and the test itself (``bound - v >= 1``
+   for ``<``). A store to a tracked element inside a nested loop or branch, or any other write to its buffer,
+   makes its value unknown, and the proof fails.
+
+Anything else is refused with what failed. Python names the body assigns follow the rule of every loop that runs on
+the GPU (:class:`egtile.language.pyops.Loop`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from egtile.errors import UnsupportedError
+from egtile.ir.kernel import BinOp, Cast, Const, Expr, For, If, Load, Select, Stmt, Store
+from egtile.language import letbind, tracer
+from egtile.language.expr import Value, as_expr
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def refusal(counted: str | None, guarded: str) -> str:
+    """The message for a ``while`` on a runtime value that is neither counted (``counted``: the condition of
+    :mod:`egtile.language.counted` it fails) nor guarded (``guarded``: the condition here it fails)."""
+    from egtile.language.counted import refusal as counted_refusal
+
+    return (counted_refusal(counted) + ". A `while v < bound:` whose variable `v` is a local variable's element "
+            "(T.alloc_var, T.alloc_local) that the body provably moves up by at least 1 each pass is lowered as "
+            f"`for _ in T.serial(bound - v0): if v < bound: ...` (egtile/language/guarded.py); this one is not: {guarded}")
+
+
+@dataclass(frozen=True)
+class _Test:
+    var: Load  # v: a local element
+    bound: Expr
+    strict: bool  # v < bound (else v <= bound)
+
+
+def _local_element(e: Expr) -> bool:
+    return isinstance(e, Load) and e.buffer.scope == "local" and all(isinstance(i, Const) for i in e.indices)
+
+
+def _shape(e: Expr) -> _Test | str:
+    if isinstance(e, Cast) and e.dtype == "bool":
+        e = e.value
+    if not (isinstance(e, BinOp) and e.op in _FLIP):
+        return "its test is not `v < bound` or `v <= bound`"
+    op, a, b = e.op, e.a, e.b
+    if op in (">", ">="):
+        op, a, b = _FLIP[op], b, a
+    if not _local_element(a):
+        return (f"the variable side of its test is not an element of a local variable (T.alloc_var, T.alloc_local) "
+                "at constant indices")
+    d = a.buffer.dtype
+    if not (d.startswith("int") or d.startswith("uint")):
+        return f"its variable is not an integer (dtype {d})"
+    return _Test(a, b, op == "<")
+
+
+class GuardedWhile:
+    """One ``while`` that is not counted, at run time. The front end rewrites it as::
+
+        g = GuardedWhile(line, counted_reason, jump)
+        while g.test(<test>):            # the test, evaluated as Python evaluates it
+            if g.guarded:                # its first evaluation was a runtime value of the guarded shape
+                for _ in g.loop():       # T.serial(max(bound - v0, 0)) with `if <test>:` inside
+                    <the body>
+                break
+            <the body, as written>
+    """
+
+    def __init__(self, line: int, counted: str | None, jump: str | None) -> None:
+        self.line, self.counted_reason, self.jump = line, counted, jump
+        self.guarded = False
+        self.iterations = 0
+        self._test: _Test | None = None
+        self._cond: Expr | None = None
+
+    def _refuse(self, why: str) -> UnsupportedError:
+        return UnsupportedError(refusal(self.counted_reason, why), tracer.user_loc())
+
+    def test(self, test: Any) -> Any:
+        """The test's value; the first time it is a runtime value of the guarded shape, the loop is guarded.
+
+        Raises:
+            UnsupportedError: a runtime test after Python iterations, or not of the guarded shape.
+        """
+        from egtile.language.pyops import _traced, _value
+
+        if not _traced(test):
+            self.iterations += 1
+            return test
+        if self.iterations:
+            raise self._refuse(f"its test was a Python value for {self.iterations} iteration(s) and then a runtime "
+                               "value")
+        if self.jump is not None:
+            raise self._refuse(f"the body has a {self.jump}")
+        cond = as_expr(_value(test))
+        shape = _shape(cond)
+        if isinstance(shape, str):
+            raise self._refuse(shape)
+        self.guarded, self._test, self._cond = True, shape, cond
+        return True
+
+    def loop(self) -> Iterator[Value]:
+        """``T.serial`` over ``max(bound - v0, 0)`` passes (``+ 1`` for ``<=``), each guarded by the test; after the
+        body, checks conditions 3 and 4 (module docstring).
+
+        Raises:
+            UnsupportedError: the body writes what the bound reads, or its progress is not proved.
+        """
+        from egtile.language.control import If as TIf
+        from egtile.language.loop import _LoopNest, _Stepped, _stepped
+
+        assert self._test is not None and self._cond is not None
+        t = self._test
+        loc = tracer.user_loc()
+        trace = tracer.current("while")
+        v0 = Value(t.var, t.var.buffer.dtype)
+        bound = Value(t.bound, t.var.buffer.dtype)
+        it = _stepped("serial", v0, bound if t.strict else bound + 1, 1, "while", loc, name="_pass")
+        nest = it.nest if isinstance(it, _Stepped) else it
+        assert isinstance(nest, _LoopNest)
+        kvar: Any = None
+        guard: TIf | None = None
+        for k in nest:
+            kvar = k.expr
+            guard = TIf(Value(self._cond, "bool"))
+            with guard:
+                yield k
+        assert guard is not None
+        body = _guarded_body(trace, kvar, guard.sid)
+        written = {b for st in _walk(body) for b in letbind.writes(st)}
+        for b in letbind._expr_reads(t.bound):
+            if b in written:
+                raise UnsupportedError(refusal(self.counted_reason,
+                                               f"the body writes {b.name}, which the bound reads"), loc)
+        why = progress(body, t)
+        if why is not None:
+            raise UnsupportedError(refusal(self.counted_reason, why), loc)
+
+
+def _guarded_body(trace: tracer.Trace, kvar: Any, sid: int) -> tuple[Stmt, ...]:
+    for frame in reversed(trace.frames):
+        for st in _walk(tuple(frame.stmts)):
+            if isinstance(st, For) and st.var == kvar:
+                for s in st.body:
+                    if isinstance(s, If) and s.sid == sid:
+                        return s.then_body
+    raise AssertionError("the guarded while's loop was not emitted")
+
+
+def _walk(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    stack = list(stmts)
+    while stack:
+        st = stack.pop()
+        yield st
+        stack.extend(s for _, ss in letbind._children(st) for s in ss)
+
+
+# ---- the progress proof ------------------------------------------------------------------------------------
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _key(ld: Load | Store) -> tuple[str, tuple[int, ...]]:
+    return ld.buffer.name, tuple(int(i.value) for i in ld.indices)  # type: ignore[union-attr]
+
+
+def _end_values(body: tuple[Stmt, ...]) -> tuple[dict[tuple[str, tuple[int, ...]], Expr | None], set[str]]:
+    """The local elements the body's top-level statements store, each as an expression of the values at the
+    iteration's start (``None``: unknown), and the buffers written where this reading cannot follow (a nested
+    statement, a tile op): their elements are unknown unless a later top-level store sets them again."""
+    env: dict[tuple[str, tuple[int, ...]], Expr | None] = {}
+    dirty: set[str] = set()
+    for st in body:
+        if isinstance(st, Store) and st.buffer.scope == "local" and all(isinstance(i, Const) for i in st.indices):
+            try:
+                env[_key(st)] = _subst(st.value, env, dirty)
+            except _Unknown:
+                env[_key(st)] = None
+            continue
+        for inner in _walk((st,)):
+            for b in letbind.writes(inner):
+                dirty.add(b.name)
+                for key in [k for k in env if k[0] == b.name]:
+                    env[key] = None
+    return env, dirty
+
+
+def _subst(e: Expr, env: dict, dirty: set[str]) -> Expr:
+    if isinstance(e, Load) and _local_element(e) and _key(e) in env:
+        v = env[_key(e)]
+        if v is None:
+            raise _Unknown
+        return v
+    if isinstance(e, Load) and e.buffer.name in dirty:
+        raise _Unknown
+    if isinstance(e, BinOp):
+        return BinOp(e.op, _subst(e.a, env, dirty), _subst(e.b, env, dirty))
+    if isinstance(e, Cast):
+        return Cast(e.dtype, _subst(e.value, env, dirty), e.bitcast)
+    if isinstance(e, Select):
+        return Select(_subst(e.cond, env, dirty), _subst(e.a, env, dirty), _subst(e.b, env, dirty))
+    if isinstance(e, Load):
+        return Load(e.buffer, tuple(_subst(i, env, dirty) for i in e.indices))
+    return e
+
+
+def progress(body: tuple[Stmt, ...], t: _Test) -> str | None:
+    """``None`` when each pass of ``body`` provably moves ``t.var`` up by at least 1 while the test holds
+    (module docstring, condition 4); otherwise why not."""
+    name = f"{t.var.buffer.name}[{', '.join(str(int(i.value)) for i in t.var.indices)}]"  # type: ignore[union-attr]
+    env, dirty = _end_values(body)
+    end = env.get(_key(t.var), None if t.var.buffer.name in dirty else t.var)
+    if end is None:
+        return f"the body writes {name} where its value cannot be followed (inside a loop or branch, or by a tile op)"
+    if end == t.var:
+        return f"the body does not change {name} at its top level"
+    d = _diff_lb(end, t)
+    if d is None or d < 1:
+        return (f"egtile cannot prove that a pass moves {name} up by at least 1 (it ends as "
+                f"{_show(end)}, at least {d} more than at the pass's start)" if d is not None else
+                f"egtile cannot prove that a pass moves {name} up by at least 1 (it ends as {_show(end)})")
+    return None
+
+
+def _show(e: Expr) -> str:
+    from egtile.ir.printer import format_expr
+
+    try:
+        return format_expr(e)
+    except Exception:  # noqa: BLE001 - a message, never worth failing over
+        return repr(e)
+
+
+def _strip(e: Expr) -> Expr:
+    while isinstance(e, Cast) and not e.bitcast and (e.dtype.startswith("int") or e.dtype.startswith("uint")):
+        e = e.value
+    return e
+
+
+def _diff_lb(e: Expr, t: _Test) -> int | None:
+    """A lower bound of ``e - v`` while the test holds, or ``None``."""
+    e = _strip(e)
+    if e == t.var:
+        return 0
+    off = _offset_from_bound(e, _strip(t.bound))
+    if off is not None:
+        return (1 if t.strict else 0) + off
+    if isinstance(e, BinOp):
+        if e.op == "+":
+            for x, y in ((e.a, e.b), (e.b, e.a)):
+                dx, ly = _diff_lb(x, t), _lb(y)
+                if dx is not None and ly is not None:
+                    return dx + ly
+            return None
+        if e.op == "-":
+            dx, uy = _diff_lb(e.a, t), _ub(e.b)
+            return dx - uy if dx is not None and uy is not None else None
+        if e.op == "min":
+            da, db = _diff_lb(e.a, t), _diff_lb(e.b, t)
+            return min(da, db) if da is not None and db is not None else None
+        if e.op == "max":
+            got = [d for d in (_diff_lb(e.a, t), _diff_lb(e.b, t)) if d is not None]
+            return max(got) if got else None
+    if isinstance(e, Select):
+        da, db = _diff_lb(e.a, t), _diff_lb(e.b, t)
+        return min(da, db) if da is not None and db is not None else None
+    return None
+
+
+def _offset_from_bound(e: Expr, bound: Expr) -> int | None:
+    """``c`` when ``e`` is ``bound + c`` structurally (``bound`` itself, or ``bound`` written ``x - c`` / ``x + c``
+    with ``e`` being ``x``), else ``None``."""
+    if e == bound:
+        return 0
+    if isinstance(bound, BinOp) and bound.op in ("+", "-") and _strip(bound.a) == e:
+        c = _const_int(bound.b)
+        if c is not None:
+            return c if bound.op == "-" else -c
+    return None
+
+
+def _const_int(e: Expr) -> int | None:
+    e = _strip(e)
+    return int(e.value) if isinstance(e, Const) and not isinstance(e.value, float) else None
+
+
+def _lb(e: Expr) -> int | None:
+    e = _strip(e)
+    c = _const_int(e)
+    if c is not None:
+        return c
+    if isinstance(e, BinOp):
+        m = _const_int(e.b)
+        if e.op == "floormod" and m is not None and m > 0:
+            return 0
+        if e.op == "%" and m is not None and m > 0:
+            return -(m - 1)
+        if e.op == "+":
+            a, b = _lb(e.a), _lb(e.b)
+            return a + b if a is not None and b is not None else None
+        if e.op == "-":
+            a, b = _lb(e.a), _ub(e.b)
+            return a - b if a is not None and b is not None else None
+        if e.op == "min":
+            a, b = _lb(e.a), _lb(e.b)
+            return min(a, b) if a is not None and b is not None else None
+        if e.op == "max":
+            got = [x for x in (_lb(e.a), _lb(e.b)) if x is not None]
+            return max(got) if got else None
+    return None
+
+
+def _ub(e: Expr) -> int | None:
+    e = _strip(e)
+    c = _const_int(e)
+    if c is not None:
+        return c
+    if isinstance(e, BinOp):
+        m = _const_int(e.b)
+        if e.op in ("floormod", "%") and m is not None and m > 0:
+            return m - 1
+        if e.op == "+":
+            a, b = _ub(e.a), _ub(e.b)
+            return a + b if a is not None and b is not None else None
+        if e.op == "-":
+            a, b = _ub(e.a), _lb(e.b)
+            return a - b if a is not None and b is not None else None
+        if e.op == "max":
+            a, b = _ub(e.a), _ub(e.b)
+            return max(a, b) if a is not None and b is not None else None
+        if e.op == "min":
+            got = [x for x in (_ub(e.a), _ub(e.b)) if x is not None]
+            return min(got) if got else None
+    return None
