@@ -198,6 +198,7 @@ class Trace:
     role_chains: dict = field(default_factory=dict)  # id(RoleBlock) -> (groups, universe) of an `if` role
     parts: list = field(default_factory=list)  # the finished T.Kernel blocks before this one (see next_kernel)
     hidden: list = field(default_factory=list)  # T.alloc_global scratch: trailing params the caller does not pass
+    rng_state: Buffer | None = None  # the per-thread Philox state T.rng_init set up (egtile.language.random)
 
     def next_kernel(self) -> None:
         """A second (third...) ``with T.Kernel`` in one prim_func: keep the finished block as a trace of its
@@ -211,6 +212,7 @@ class Trace:
         self.body, self.grid, self.block_vars = None, None, ()
         self.allocs, self.lets, self.hints = [], [], []
         self.role_tid = None
+        self.rng_state = None
 
     # -- ids and names ---------------------------------------------------------------------------
 
