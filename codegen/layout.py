@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from egtile.errors import ResourceError
 from egtile.ir.dtypes import dtype
-from egtile.ir.kernel import Buffer
+from egtile.ir.kernel import PARTIAL_WARPS, Buffer, block_size_ok
 from egtile.ir.scheduled import Scheduled
 
 from egtile.codegen.names import ident
@@ -166,10 +166,10 @@ def plan_smem(s: Scheduled, needs: KernelNeeds | None = None) -> SmemLayout:
             f"kernel {s.kernel.name!r} needs {off} bytes of shared memory (buffers "
             f"{', '.join(n for n, _ in bufs)} and {len(bars)} mbarrier arrays{extra}); an sm_90 block may use at "
             f"most {MAX_DYNAMIC_SMEM_SM90} bytes", s.kernel.loc)
-    if s.threads > MAX_THREADS_PER_BLOCK or s.threads <= 0 or s.threads % 32:
+    if not block_size_ok(s.threads) or s.threads > MAX_THREADS_PER_BLOCK:
         raise ResourceError(
             f"kernel {s.kernel.name!r} launches {s.threads} threads per block; expected a multiple of 32 in "
-            f"[32, {MAX_THREADS_PER_BLOCK}]", s.kernel.loc)
+            f"[32, {MAX_THREADS_PER_BLOCK}] or a partial warp of {', '.join(map(str, PARTIAL_WARPS))}", s.kernel.loc)
     if base_align > BUFFER_ALIGN:  # offsets are from the rounded-up base; the slack came first
         bufs = [(n, o - base_align) for n, o in bufs]
         bars = [(n, o - base_align) for n, o in bars]

@@ -119,16 +119,30 @@ class Pointer:
     numbers; stores and atomic additions round to ``dtype`` as a store does.
     """
 
-    __slots__ = ("buffer", "index", "dtype", "_load", "_store", "_atomic_add")
+    __slots__ = ("buffer", "index", "dtype", "_load", "_store", "_atomic_add", "_at")
 
     def __init__(self, buffer: str, index: tuple[int, ...], *, load: Callable[[], Any],
-                 store: Callable[[Any], None], atomic_add: Callable[[Any], Any], dtype: str | None = None) -> None:
+                 store: Callable[[Any], None], atomic_add: Callable[[Any], Any], dtype: str | None = None,
+                 at: Callable[[int], Pointer] | None = None) -> None:
         self.buffer = buffer
         self.index = tuple(index)
         self.dtype = dtype
         self._load = load
         self._store = store
         self._atomic_add = atomic_add
+        self._at = at
+
+    def at(self, k: int) -> Pointer:
+        """``ptr + k``: the element ``k`` places after this one in the buffer's row-major order (C's pointer
+        arithmetic within the buffer the pointer points into).
+
+        Raises:
+            SimulationError / ShapeError (from the executor): the element is outside the buffer.
+            TypeError: the executor that made this pointer gives no pointer arithmetic.
+        """
+        if self._at is None:
+            raise TypeError(f"{self!r}: this executor gives extern models no pointer arithmetic")
+        return self._at(int(k))
 
     def load(self) -> Any:
         """``*ptr``."""

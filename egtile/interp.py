@@ -84,7 +84,17 @@ class _Block:
         buf = ld.buffer
         idx = tuple(int(self.ev(i)) for i in ld.indices)
         self._check(buf, idx)
+        return self._pointer(buf, idx)
+
+    def _pointer(self, buf: Buffer, idx: tuple[int, ...]) -> externs.Pointer:
         arr = self.memory[buf.name]
+
+        def at(k: int) -> externs.Pointer:
+            g = int(np.ravel_multi_index(idx, arr.shape)) + k  # pointer arithmetic within the buffer
+            if not 0 <= g < arr.size:
+                raise ShapeError(f"an extern's pointer into {buf.name} moved to flat element {g}, outside its "
+                                 f"{arr.size} elements (buffer shape {arr.shape})")
+            return self._pointer(buf, tuple(int(x) for x in np.unravel_index(g, arr.shape)))
 
         def atomic_add(value: Any) -> Any:
             old = arr[idx].item()
@@ -93,7 +103,7 @@ class _Block:
 
         return externs.Pointer(
             buf.name, idx, dtype=buf.dtype, load=lambda: arr[idx].item(),
-            store=lambda v: arr.__setitem__(idx, round_to(buf.dtype, v)), atomic_add=atomic_add)
+            store=lambda v: arr.__setitem__(idx, round_to(buf.dtype, v)), atomic_add=atomic_add, at=at)
 
     # -- statements ---------------------------------------------------------------------------------
 

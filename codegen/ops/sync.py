@@ -34,11 +34,11 @@ def arrive_expect_tx(s: ArriveExpectTx, ctx: Ctx) -> list[str]:
 
 @register_emitter(SyncThreads, headers=("egtile_sync.cuh",))
 def sync_threads(s: SyncThreads, ctx: Ctx) -> list[str]:
+    if s.threads == ThreadRange(0, ctx.sched.threads) and s.barrier_id == 0:
+        return ["__syncthreads();"]  # no count: every thread of the CTA, a partial warp (threads=1..16) too
     if s.threads.count % 32 or not 0 <= s.barrier_id < 16:
         raise codegen_error(ctx, f"CTA barrier {s.barrier_id} over {s.threads.count} threads; bar.sync needs an id in "
                                  f"0..15 and a multiple of 32 threads (PTX ISA 9.7.13.1)")
-    if s.threads == ThreadRange(0, ctx.sched.threads) and s.barrier_id == 0:
-        return ["__syncthreads();"]
     return [f"eg_named_barrier_sync({s.barrier_id}, {s.threads.count});"]
 
 

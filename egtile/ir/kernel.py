@@ -334,6 +334,18 @@ class If:
 Stmt: TypeAlias = Store | Copy | Fill | Gemm | Reduce | AtomicAdd | Extern | For | If
 
 
+#: Block sizes below a warp a kernel may have: a partial warp of 1, 2, 4, 8 or 16 threads (TileLang's ``rand_uint``
+#: example runs ``threads=1``). CUDA launches any block size; egtile keeps to the powers of two that divide a warp, so
+#: that a ``T.Parallel``'s share per thread and the serial forms of the warp-collective constructs stay exact. Other
+#: blocks are whole warps, 32..1024 threads.
+PARTIAL_WARPS = (1, 2, 4, 8, 16)
+
+
+def block_size_ok(threads: int) -> bool:
+    """Whether a block of ``threads`` threads is one egtile runs: whole warps up to 1024, or :data:`PARTIAL_WARPS`."""
+    return threads in PARTIAL_WARPS or (threads % 32 == 0 and 32 <= threads <= 1024)
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One traced ``@T.prim_func`` with its launch configuration.

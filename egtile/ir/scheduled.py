@@ -308,7 +308,8 @@ class CpAsyncArrive:
 @dataclass(frozen=True)
 class SyncThreads:
     """CTA barrier among ``threads``: ``bar.sync id, count`` (``__syncthreads`` when ``threads`` is the
-    whole block and ``barrier_id == 0``). ``count`` must be a multiple of 32 (PTX ISA 9.7.13.4)."""
+    whole block and ``barrier_id == 0``, which has no count and so serves a block of 1..16 threads too). A
+    ``count`` must be a multiple of 32 (PTX ISA 9.7.13.4)."""
 
     threads: ThreadRange
     barrier_id: int = 0

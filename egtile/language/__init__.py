@@ -2,7 +2,7 @@
 
 This module only re-exports; each family of builtins lives in its own module (``kernel``, ``alloc``,
 ``loop``, ``copy_op``, ``gemm_op``, ``fill_op``, ``reduce_op``, ``extern``, ``control``, ``expr``, ``eager``,
-``threads``, ``macro``, ``hints``, ``barrier``); ``source``, ``pyops`` and ``letbind`` are the source front end.
+``threads``, ``macro``, ``hints``, ``barrier``, ``random``); ``source``, ``pyops`` and ``letbind`` are the source front end.
 """
 
 from egtile.language.alloc import alloc_buffer, alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var
@@ -36,6 +36,7 @@ from egtile.language.kernel import Kernel, PrimFunc, Tensor, prim_func
 from egtile.language.loop import Parallel, Persistent, Pipelined, Serial, Unroll, serial, unroll
 from egtile.language.macro import FragmentBuffer, LocalBuffer, Ref, SharedBuffer, macro
 from egtile.language.scan_op import cumsum
+from egtile.language.random import rng_init, rng_rand
 from egtile.language.reduce_op import reduce_abssum, reduce_absmax, reduce_max, reduce_min, reduce_sum
 from egtile.language.bufview import reshape, view
 from egtile.language.grid_sync import sync_grid
@@ -78,7 +79,7 @@ __all__ = [
     "infinity", "int", "int16", "int32", "int64", "int8", "likely", "log", "log2", "long", "macro",
     "make_swizzled_layout", "max", "mbarrier_arrive", "mbarrier_arrive_expect_tx",
     "mbarrier_expect_tx", "mbarrier_wait_parity", "max_value", "min", "min_value", "no_set_max_nreg", "parallel", "prim_func",
-    "reduce_absmax", "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "rsqrt", "serial", "shift_left",
+    "reduce_absmax", "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "rng_init", "rng_rand", "rsqrt", "serial", "shift_left",
     "shift_right", "sigmoid", "sin", "sqrt", "symbolic", "sync_grid", "sync_threads", "tanh", "thread_binding", "tma_copy", "truncdiv",
     "truncmod", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "unroll", "use_swizzle",
     "vectorized", "ws", "fence_proxy_async", "wgmma_gemm", "wait_wgmma", "set_max_nreg", "inc_max_nreg",

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from egtile import limits
 from egtile.errors import DSLError, DTypeError, ResourceError, ShapeError, SourceLoc, UnsupportedError, public
 from egtile.ir.dtypes import dtype as lookup_dtype
-from egtile.ir.kernel import Buffer, Kernel as IRKernel, Var
+from egtile.ir.kernel import PARTIAL_WARPS, Buffer, Kernel as IRKernel, Var, block_size_ok
 from egtile.language import letbind, source, trace_memo, tracer
 from egtile.language.buffer import TileBuffer, static_value
 from egtile.language.expr import DTypeName, Value, as_expr, dtype_text
@@ -335,6 +335,24 @@ def _operands(st: Any) -> list[Any]:
     return []
 
 
+
+
+def check_threads(threads: int, loc: SourceLoc | None) -> None:
+    """Refuse a block size egtile cannot run: whole warps up to 1024 threads, or a partial warp of
+    :data:`egtile.ir.kernel.PARTIAL_WARPS` threads. What a partial warp cannot run (wgmma, warp specialization, a
+    hand-written barrier protocol, a named barrier) is refused where it is chosen or written (``docs/language.md``,
+    "Blocks smaller than a warp").
+
+    Raises:
+        DSLError: any other count (named barriers count whole warps, PTX ISA 9.7.13.4; a partial warp of another
+            size would leave thread partitions uneven).
+    """
+    if block_size_ok(threads):
+        return
+    raise DSLError(f"T.Kernel threads={threads}: expected a multiple of 32 (whole warps) in [32, 1024], or a partial "
+                   f"warp of {', '.join(map(str, PARTIAL_WARPS))} threads", loc)
+
+
 GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
 """Maximum grid extent per dimension (x, y, z) on compute capability 9.0."""
 
@@ -389,11 +407,7 @@ class Kernel:
             threads *= d  # threads=(x, y, z): x*y*z threads, x fastest (egtile.language.threads)
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise DSLError(f"T.Kernel threads must be a positive int, got {threads!r}", self._loc)
-        # Roles, named barriers (bar.sync counts, PTX ISA 9.7.13.4) and warpgroup partitioning all work
-        # in whole warps; a partial warp would also run differently on the GPU and in the simulator.
-        if threads % 32 or threads > 1024:
-            raise DSLError(f"T.Kernel threads={threads}: expected a multiple of 32 (whole warps) in [32, 1024]",
-                           self._loc)
+        check_threads(threads, self._loc)
         if prelude is not None:
             raise UnsupportedError("T.Kernel(prelude=...); use T.import_source(src)", self._loc)
         self._grid = tuple(extents)

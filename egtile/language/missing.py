@@ -67,7 +67,9 @@ _VECTOR = ("vector dtypes and explicit vector loads are not supported: use T.Par
 _TVMSCRIPT = ("a TVMScript/TIR construct outside TileLang's tile language: write the kernel with T.Kernel, "
               "T.Parallel, T.serial, T.alloc_* and the tile ops")
 _TIR_NODE = "a TVM IR node class; egtile kernels build expressions with Python operators and the T.* functions"
-_RANDOM = "random numbers on the device are not supported: generate them on the host (torch) and pass a tensor"
+_RANDOM = ("curand's float transforms (curand_uniform, curand_normal) are not implemented: T.rng_init / T.rng_rand "
+           "give curand's Philox4_32_10 integer stream (egtile.language.random); convert its words yourself, or "
+           "generate the numbers on the host (torch) and pass a tensor")
 
 #: TileLang constructs egtile knows about but does not implement, with what to use instead.
 NOT_YET: dict[str, str] = {

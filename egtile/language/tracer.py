@@ -199,6 +199,7 @@ class Trace:
     parts: list = field(default_factory=list)  # the finished T.Kernel blocks before this one (see next_kernel)
     hidden: list = field(default_factory=list)  # T.alloc_global scratch: trailing params the caller does not pass
     after_grid_sync: SourceLoc | None = None  # this kernel is a block's code after T.sync_grid() (grid_sync)
+    rng_state: Buffer | None = None  # the per-thread Philox state T.rng_init set up (egtile.language.random)
 
     def next_kernel(self) -> None:
         """A second (third...) ``with T.Kernel`` in one prim_func: keep the finished block as a trace of its
@@ -213,6 +214,7 @@ class Trace:
         self.allocs, self.lets, self.hints = [], [], []
         self.role_tid = None
         self.after_grid_sync = None
+        self.rng_state = None
 
     # -- ids and names ---------------------------------------------------------------------------
 

@@ -113,8 +113,13 @@ class _Lowering:
         from egtile.lower.sync import NonUniformBarrier, place_syncs
 
         if self.k.threads % WARPGROUP:
-            raise UnsupportedError(f"kernel {self.k.name!r}: hand-written warp specialization needs whole "
-                                   f"warpgroups, threads={self.k.threads}", self.k.loc)
+            # the user's first barrier statement is the construct that needs warpgroups (roles, arrive counts)
+            first = next((st for st in walk(self.k.body)
+                          if isinstance(st, (BarrierAlloc, BarrierWait, BarrierArrive, BarrierExpectTx))), None)
+            raise UnsupportedError(f"kernel {self.k.name!r}: a hand-written barrier protocol (T.alloc_barrier, "
+                                   f"T.tma_copy(barrier=), T.mbarrier_*) needs whole warpgroups (multiples of "
+                                   f"{WARPGROUP} threads), threads={self.k.threads}",
+                                   first.loc if first is not None and first.loc is not None else self.k.loc)
         barriers = self.barriers()
         _check_not_unrolled(self.k.body)
         body: list[SStmt] = []

@@ -8,7 +8,8 @@ executes it counts, whatever code it came from. Hence:
 * a barrier inside divergent code (``Elect``, a ``ThreadLoop`` body whose threads may have no iteration,
   an ``SIf`` whose condition is not uniform) is not reached by all the threads it counts;
 * the threads that reach it must be exactly its range; ``count`` must be a multiple of the warp size
-  (32) and the range warp aligned; ids are 0..15, and id 0 is ``__syncthreads`` (whole block only).
+  (32) and the range warp aligned; ids are 0..15, and id 0 is ``__syncthreads`` (whole block only: it has no count,
+  so a block of fewer than 32 threads, ``T.Kernel(threads=1)``, uses it as any block does).
 
 An ``SIf`` is uniform when every thread evaluates its condition to the same value
 (:mod:`egtile.verifier.uniform`: block indices, serial-loop variables, loads of read-only parameters,
@@ -135,7 +136,10 @@ def _plain(s, w: StructureWalker, lo, hi, role, divergent, serial, data_if) -> N
 
 def _sync(tr, bid, sched, out, lo, hi, role, divergent) -> None:
     name = f"bar.sync {bid}"
-    if tr.count % WARP or tr.begin % WARP:
+    whole_block = bid == 0 and tr.begin == 0 and tr.count == sched.threads
+    # __syncthreads (bar.sync 0 without a count) takes every thread of the CTA, so a block of 1..16 threads may use it;
+    # a count, which must be whole warps (PTX ISA 9.7.13.4), is only given for part of a block
+    if (tr.count % WARP or tr.begin % WARP) and not whole_block:
         out.append(Violation("L7", f"{name} counts threads [{tr.begin}, {tr.end}); named barriers count whole warps: "
                                    f"the count must be a multiple of {WARP} and the range warp aligned",
                              barrier=name))

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from egtile import externs
 from egtile.ir.kernel import AddressOf, AtomicAdd, Extern, Load, Store
 from egtile.ir.scheduled import Leaf
+from egtile.errors import ShapeError
 from egtile.sim.semantics import register_semantics
 
 
@@ -86,9 +89,20 @@ def _run(m, s: Store | AtomicAdd | Extern, th) -> None:
 def _pointer(m, ld: Load, th, sid: int | None) -> Any:
     mem = m.mem(ld.buffer.name, th)
     idx = tuple(int(m.ev(i, th)) for i in ld.indices)
-    f = mem.flat(idx, f"statement {sid}")
+    return _flat_pointer(m, mem, mem.flat(idx, f"statement {sid}"), idx, th, sid)
+
+
+def _flat_pointer(m, mem, f: int, idx: tuple[int, ...], th, sid: int | None) -> Any:
+    def at(k: int) -> Any:
+        g = f + k  # pointer arithmetic: the element k places on in row-major order, inside the buffer
+        size = int(np.prod(mem.shape))
+        if not 0 <= g < size:
+            raise ShapeError(f"statement {sid}: an extern's pointer into {mem.name} moved to flat element {g}, outside "
+                             f"its {size} elements (buffer shape {tuple(mem.shape)})")
+        return _flat_pointer(m, mem, g, mem.unflat(g), th, sid)
+
     return externs.Pointer(
         mem.name, idx, dtype=mem.dtype,
         load=lambda: m.read(mem, f, th, sid),
         store=lambda v: m.write(mem, f, v, th, sid),
-        atomic_add=lambda v: m.atomic_add(mem, f, v, th, sid))
+        atomic_add=lambda v: m.atomic_add(mem, f, v, th, sid), at=at)
