@@ -242,8 +242,9 @@ def test_a_tile_op_nested_in_or_indexed_by_per_thread_code_is_refused_at_its_lin
             with T.Kernel(1, threads=32) as bx:
                 S = T.alloc_shared((4, 32), "float32")
                 tx = T.get_thread_binding()
-                if where == "branch":
+                if where == "branch":  # a branch on tx that also uses tx stays per-thread (thread_branch.py)
                     if tx < 16:
+                        Y[0, tx] = 1.0
                         T.copy(X, S)
                 else:
                     T.copy(X[tx % 4, 0:32], S[tx % 4, 0:32])

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from egtile.errors import DSLError, UnsupportedError
 from egtile.ir.kernel import Expr, Load
 from egtile.language import tracer
-from egtile.language.expr import And, Not, Or, Value, if_then_else
+from egtile.language.expr import And, Not, Or, Value, as_expr, if_then_else
 
 
 class Unusable:
@@ -109,14 +109,21 @@ class Branch:
     opens ``T.Else``, leaving the ``with`` closes what is open, and both branches are traced.
     """
 
-    def __init__(self, test: Any, scope: dict[str, Any], line: int) -> None:
+    def __init__(self, test: Any, scope: dict[str, Any], line: int, tile_calls: bool = False, binding: bool = False,
+                 reads: tuple[str, ...] = (), has_else: bool = False) -> None:
+        from egtile.language import thread_branch
+
         self.line = line
         self.dynamic = _traced(test)
         self._open: Any = None
+        self._lift: Any = None
         if self.dynamic:
             self.cond = truth(test)
             self.snapshot = dict(scope)
             self.loc = tracer.user_loc()
+            source = thread_branch.BranchSource(tile_calls, binding, reads, has_else)
+            if thread_branch.liftable(as_expr(self.cond), source, scope):
+                self._lift = thread_branch.Lift(self.loc)  # tile code on part of the block: block-level code
         else:
             self.truth = _python_truth(test)
 
@@ -126,6 +133,8 @@ class Branch:
     def then(self) -> bool:
         if not self.dynamic:
             return self.truth
+        if self._lift is not None:
+            return True
         from egtile.language.control import If
 
         self._open = If(self.cond)
@@ -135,6 +144,9 @@ class Branch:
     def orelse(self) -> bool:
         if not self.dynamic:
             return not self.truth
+        if self._lift is not None:
+            self._lift.orelse()
+            return True
         from egtile.language.control import Else
 
         if self._open is not None:
@@ -144,6 +156,8 @@ class Branch:
         return True
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if self._lift is not None and exc_type is None:
+            self._lift.finish()
         if self.dynamic and self._open is not None and exc_type is None:
             self._open.__exit__(None, None, None)
         self._open = None

@@ -408,8 +408,19 @@ class _Rewriter(ast.NodeTransformer):
     # -- statements -------------------------------------------------------------------------------
 
     def visit_If(self, node: ast.If) -> list[ast.stmt]:  # noqa: N802
+        from egtile.language.thread_branch import TILE_CALLS
+
         name = self.fresh("b")
         head = _head(node, node.test)
+        # what the branches hold, for a branch on the thread index around tile code (egtile.language.thread_branch)
+        calls = {c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
+                 for st in node.body + node.orelse for c in ast.walk(st) if isinstance(c, ast.Call)}
+        read = sorted({n.id for st in node.body + node.orelse for n in ast.walk(st)
+                       if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)})
+        info = [_const(bool(calls & TILE_CALLS), head),
+                _const(bool(calls & {"get_thread_binding", "get_thread_bindings"}), head),
+                ast.copy_location(ast.Tuple(elts=[_const(n, head) for n in read], ctx=ast.Load()), head),
+                _const(bool(node.orelse), head)]
         test = self.visit(node.test)
         self._open.append(name)
         body = self._body(node.body)
@@ -419,7 +430,7 @@ class _Rewriter(ast.NodeTransformer):
                                                    node)]
         if orelse:
             inner.append(ast.copy_location(ast.If(test=_method(name, "orelse", head), body=orelse, orelse=[]), head))
-        branch = _call("Branch", [test, _locals(head), _const(node.lineno, head)], head)
+        branch = _call("Branch", [test, _locals(head), _const(node.lineno, head), *info], head)
         with_ = ast.copy_location(ast.With(items=[ast.withitem(context_expr=branch,
                                                                optional_vars=ast.Name(id=name, ctx=ast.Store()))],
                                            body=inner), head)
