@@ -198,6 +198,7 @@ class Trace:
     role_chains: dict = field(default_factory=dict)  # id(RoleBlock) -> (groups, universe) of an `if` role
     parts: list = field(default_factory=list)  # the finished T.Kernel blocks before this one (see next_kernel)
     hidden: list = field(default_factory=list)  # T.alloc_global scratch: trailing params the caller does not pass
+    overlays: list = field(default_factory=list)  # ir.Overlay of each T.view with another dtype (language.bufview)
 
     def next_kernel(self) -> None:
         """A second (third...) ``with T.Kernel`` in one prim_func: keep the finished block as a trace of its
@@ -206,10 +207,10 @@ class Trace:
         import dataclasses
 
         part = dataclasses.replace(self, parts=[], frames=[], allocs=list(self.allocs), lets=list(self.lets),
-                                   hints=list(self.hints))
+                                   hints=list(self.hints), overlays=list(self.overlays))
         self.parts.append(part)
         self.body, self.grid, self.block_vars = None, None, ()
-        self.allocs, self.lets, self.hints = [], [], []
+        self.allocs, self.lets, self.hints, self.overlays = [], [], [], []
         self.role_tid = None
 
     # -- ids and names ---------------------------------------------------------------------------
