@@ -309,8 +309,8 @@ def message(kernel: Kernel, ob: Observation) -> str:
             by = ", ".join(f"the {_what(d)} at {_line(d.loc)}" for d in ob.dirtied_by) or "another statement"
             other = o.view if ob.face == o.base else o.base
             return (head + f"{what} reads {ob.face} whose bytes may have been written through {other} ({by}) since "
-                    f"{ob.face} was last written whole: it would observe the reinterpretation of the bits, which egtile "
-                    f"does not model ({RULE}: reads-own-bytes). Write all of {ob.face} again before reading it, or "
+                    f"{ob.face} was last written whole: it would observe the reinterpretation of the bits, which "
+                    f"egtile does not model ({RULE}: reads-own-bytes). Write all of {ob.face} again before reading it, or "
                     f"allocate a {view.dtype} buffer of its own")
         case "one-face-per-leaf":
             return (head + f"{what} touches both {o.base} and {o.view}, whose bytes are the same in TileLang ({RULE}: "
