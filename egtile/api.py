@@ -217,6 +217,7 @@ class JITKernel:
             # the reference target runs T.Parallel iterations in order, which would make the user's race look
             # correct: refuse it as the scheduling targets do, before anything runs
             importlib.import_module("egtile.analysis.parallel_races").refuse(kernel)
+            importlib.import_module("egtile.analysis.overlay").refuse(kernel)
         self.schedule_result: Any = None
         self.scheduled: Any = None
         self._built: Any = None

@@ -17,6 +17,9 @@ caller's tensors. Semantics (what every schedule must preserve):
 * Scalar expressions and store conversions come from :mod:`egtile.evaluate` (shared with the simulator).
 * Every access is range-checked at run time: an index or region outside its buffer raises
   :class:`ShapeError` at the statement's line instead of clipping or wrapping as numpy would.
+* A view of another dtype (``ir.Overlay``) has a storage of its own; a read of bytes that another buffer over the
+  same storage wrote last (a reinterpretation of bits, which TileLang's view would show) raises
+  :class:`UnsupportedError` at the statement's line (:mod:`egtile.interp_overlay`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 from egtile import externs, limits
 from egtile.errors import ArgumentError, DTypeError, EgtileError, ShapeError
 from egtile.evaluate import Scalar, cast_array, evaluate, poison, round_to
+from egtile.interp_overlay import Owners
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import (
     AddressOf, AtomicAdd, Buffer, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Stmt, Store,
@@ -48,8 +52,10 @@ def _matrix(arr: np.ndarray, r: Region) -> np.ndarray:
 class _Block:
     """Executes the body of one block over ``memory`` (buffer name -> numpy array)."""
 
-    def __init__(self, memory: dict[str, np.ndarray], env: dict[str, Scalar], budget: list[int]) -> None:
+    def __init__(self, memory: dict[str, np.ndarray], env: dict[str, Scalar], budget: list[int],
+                 owners: Owners | None = None) -> None:
         self.memory = memory
+        self.owners = owners  # the views of another dtype: which buffer last wrote each byte (egtile.interp_overlay)
         self.env = env
         self.stmt: Stmt | None = None
         self.budget = budget  # [statements left for the whole call] (EGTILE_MAX_CPU_STEPS)
@@ -66,11 +72,21 @@ class _Block:
 
     def load(self, buf: Buffer, idx: tuple[int, ...]) -> Scalar:
         self._check(buf, idx)
+        if self.owners is not None:
+            self.owners.read(buf.name, idx)
         return self.memory[buf.name][idx].item()
 
     def store(self, buf: Buffer, idx: tuple[int, ...], value: Scalar) -> None:
         self._check(buf, idx)
+        if self.owners is not None:
+            self.owners.write(buf.name, idx)
         self.memory[buf.name][idx] = round_to(buf.dtype, value)
+
+    def touch(self, r: Region | Buffer, box: tuple[slice, ...], write: bool) -> None:
+        """Record a tile op's read or write of ``box`` of ``r``'s buffer with :attr:`owners`."""
+        if self.owners is not None:
+            name = r.name if isinstance(r, Buffer) else r.buffer.name
+            (self.owners.write if write else self.owners.read)(name, box)
 
     def ev(self, e: Expr) -> Scalar:
         return evaluate(e, self.env, self.load)
@@ -97,13 +113,15 @@ class _Block:
             return self._pointer(buf, tuple(int(x) for x in np.unravel_index(g, arr.shape)))
 
         def atomic_add(value: Any) -> Any:
+            self.touch(buf, idx, write=False)
+            self.touch(buf, idx, write=True)
             old = arr[idx].item()
             arr[idx] = round_to(buf.dtype, old + value)
             return old
 
         return externs.Pointer(
-            buf.name, idx, dtype=buf.dtype, load=lambda: arr[idx].item(),
-            store=lambda v: arr.__setitem__(idx, round_to(buf.dtype, v)), atomic_add=atomic_add, at=at)
+            buf.name, idx, dtype=buf.dtype, load=lambda: self.load(buf, idx),
+            store=lambda v: self.store(buf, idx, v), atomic_add=atomic_add, at=at)
 
     # -- statements ---------------------------------------------------------------------------------
 
@@ -127,12 +145,17 @@ class _Block:
             case Copy(src=src, dst=dst) if src.clip or dst.clip:
                 self.clipped_copy(src, dst)
             case Copy(src=src, dst=dst):
-                data = self.memory[src.buffer.name][self.region(src)]
+                box = self.region(src)
+                self.touch(src, box, write=False)
+                data = self.memory[src.buffer.name][box]
                 view = self.region(dst)
+                self.touch(dst, view, write=True)
                 self.memory[dst.buffer.name][view] = cast_array(dst.buffer.dtype, data).reshape(dst.extents)
             case Fill(dst=dst, value=v):
                 view = self.region(dst)
-                self.memory[dst.buffer.name][view] = round_to(dst.buffer.dtype, self.ev(v))
+                value = self.ev(v)
+                self.touch(dst, view, write=True)
+                self.memory[dst.buffer.name][view] = round_to(dst.buffer.dtype, value)
             case Gemm():
                 self.gemm(s)
             case Reduce():
@@ -172,6 +195,7 @@ class _Block:
         if any(lo >= hi for lo, hi in inside):
             return
         mem = tuple(slice(o + lo, o + hi) for o, (lo, hi) in zip(offs, inside))
+        self.touch(dst, mem, write=True)
         self.memory[dst.buffer.name][mem] = data[tuple(slice(lo, hi) for lo, hi in inside)]
 
     def _offsets(self, r: Region) -> tuple[int, ...]:
@@ -185,7 +209,9 @@ class _Block:
         offs = self._offsets(r)
         arr = self.memory[r.buffer.name]
         if not r.clip:
-            return arr[tuple(slice(o, o + e) for o, e in zip(offs, r.extents))]
+            box = tuple(slice(o, o + e) for o, e in zip(offs, r.extents))
+            self.touch(r, box, write=False)
+            return arr[box]
         tile = np.zeros(r.extents, dtype=arr.dtype)
         inside = r.inside(offs)
         if all(lo < hi for lo, hi in inside):
@@ -196,13 +222,19 @@ class _Block:
     def gemm(self, g: Gemm) -> None:
         c_buf = g.c.buffer
         acc = accumulator(c_buf.dtype)
-        a = _matrix(self.memory[g.a.buffer.name][self.region(g.a)], g.a).astype(acc)
-        b = _matrix(self.memory[g.b.buffer.name][self.region(g.b)], g.b).astype(acc)
+        box_a, box_b = self.region(g.a), self.region(g.b)
+        self.touch(g.a, box_a, write=False)
+        self.touch(g.b, box_b, write=False)
+        a = _matrix(self.memory[g.a.buffer.name][box_a], g.a).astype(acc)
+        b = _matrix(self.memory[g.b.buffer.name][box_b], g.b).astype(acc)
         if g.trans_a:
             a = a.T
         if g.trans_b:
             b = b.T
         view = self.region(g.c)
+        if not g.clear_accum:
+            self.touch(g.c, view, write=False)
+        self.touch(g.c, view, write=True)
         c = self.memory[c_buf.name][view]
         prod = matmul(a, b)
         new = prod if g.clear_accum else fold("sum", _matrix(c, g.c), prod, acc)
@@ -210,6 +242,11 @@ class _Block:
 
     def reduce(self, r: Reduce) -> None:
         acc = reduce_accumulator(r.src.dtype, r.dst.dtype)
+        every = (slice(None),)
+        self.touch(r.src, every * len(r.src.shape), write=False)
+        if not r.clear:
+            self.touch(r.dst, every * len(r.dst.shape), write=False)
+        self.touch(r.dst, every * len(r.dst.shape), write=True)
         out = reduce_along(r.kind, self.memory[r.src.name].astype(acc), r.dim)
         if not r.clear:
             out = fold(r.kind, self.memory[r.dst.name].reshape(out.shape), out, acc)
@@ -278,7 +315,7 @@ def interpret(kernel: Kernel, *tensors: Any) -> None:
             for b in kernel.allocs:
                 memory[b.name] = poison(b.dtype, b.shape)
             env: dict[str, Scalar] = {v.name: c for v, c in zip(kernel.block_vars, coords)}
-            _Block(memory, env, budget).run(kernel.body)
+            _Block(memory, env, budget, Owners(kernel) if kernel.overlays else None).run(kernel.body)
     except _OutOfSteps:
         raise limits.step_error(kernel.name, steps, "interpreter") from None
     for p, t, a in zip(kernel.params, tensors, arrays):

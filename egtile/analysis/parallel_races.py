@@ -169,6 +169,9 @@ def _int_values(e: Expr, env: dict[str, np.ndarray]) -> np.ndarray | None:
     return None
 
 
+int_values = _int_values  # the same evaluation, for egtile.analysis.overlay's whole-write check
+
+
 def _enumerated(a: tuple[Expr, ...], b: tuple[Expr, ...], shape: tuple[int, ...], extents: dict[str, int]
                 ) -> tuple[tuple[str, int, int], ...] | None:
     """Two iterations at which ``a`` and ``b`` name one element (:func:`_meet`'s pair), found by evaluating both at

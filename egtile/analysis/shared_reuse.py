@@ -20,8 +20,9 @@ meaning. ``B`` may take ``A``'s place when (each a named condition of :func:`can
 * ``written-outside-pipelines``: neither is written inside a ``T.Pipelined`` loop (the software pipeline
   multi-versions what its loop writes; a renamed buffer would be staged for both lives); a ``T.Parallel`` or serial
   loop keeps one version;
-* ``named-accesses``: no statement between them touches memory through a pointer of unknown target, and neither is
-  an operand of ``T.reduce_*`` (whose buffers the IR mapping leaves as they are).
+* ``named-accesses``: no statement between them touches memory through a pointer of unknown target, neither is
+  an operand of ``T.reduce_*`` (whose buffers the IR mapping leaves as they are), and neither is a view of another
+  dtype or the base of one (``ir.Overlay``: the record names both buffers, which a renaming would have to follow).
 
 The schedule driver applies a plan only to a kernel whose extracted schedule does not fit a block's shared memory
 (``egtile.schedule.driver.optimize``), so kernels that fit keep their schedules, and says so in ``explain()``.
@@ -101,6 +102,8 @@ def _lives(kernel: Kernel) -> _Lives:
             lo, _ = span.get(n, (i, i))
             span[n] = (lo, i)
     excluded = {n: "named-accesses: it is an operand of a T.reduce_*" for n in _reduce_operands(body)}
+    excluded.update({n: "named-accesses: a T.view of another dtype is laid over its storage (or it is one)"
+                     for o in kernel.overlays for n in (o.view, o.base)})
     excluded.update({n: "written-outside-pipelines: a T.Pipelined loop writes it" for n in _written_in_pipelines(body)})
     shared = sorted((b for b in kernel.allocs if b.scope == "shared" and b.name in span), key=lambda b: span[b.name][0])
     return _Lives(body, span, tuple(shared), excluded, pointer)

@@ -3,7 +3,7 @@
 from egtile.ir.dtypes import DTYPES, DType, canonical, dtype
 from egtile.ir.kernel import (
     AddressOf, AtomicAdd, BinOp, Buffer, Cast, Const, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Layout,
-    Load, LoopKind, Reduce, Region, Scope, Select, Stmt, Store, UnOp, Var, walk,
+    Load, LoopKind, Overlay, Reduce, Region, Scope, Select, Stmt, Store, UnOp, Var, walk,
 )
 from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Decision, Elect, FenceProxyAsync, Leaf, MBarrier, Role, RoleSplit,
@@ -13,8 +13,8 @@ from egtile.ir.scheduled import (
 __all__ = [
     "DTYPES", "DType", "canonical", "dtype",
     "AddressOf", "AtomicAdd", "BinOp", "Buffer", "Cast", "Const", "Copy", "Expr", "Extern", "Fill", "For", "Gemm",
-    "If", "Kernel", "Layout", "Load", "LoopKind", "Reduce", "Region", "Scope", "Select", "Stmt", "Store", "UnOp",
-    "Var", "walk",
+    "If", "Kernel", "Layout", "Load", "LoopKind", "Overlay", "Reduce", "Region", "Scope", "Select", "Stmt", "Store",
+    "UnOp", "Var", "walk",
     "Arrive", "ArriveExpectTx", "CpAsyncArrive", "Decision", "Elect", "FenceProxyAsync", "Leaf", "MBarrier", "Role",
     "RoleSplit", "Scheduled", "SeqLoop", "SIf", "SStmt", "SyncThreads", "ThreadLoop", "ThreadRange", "TileOp",
     "TmaLoad", "TmaStore", "Wait", "swalk",

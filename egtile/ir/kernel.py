@@ -347,6 +347,26 @@ def block_size_ok(threads: int) -> bool:
 
 
 @dataclass(frozen=True)
+class Overlay:
+    """``view = T.view(base, shape, dtype=other)``: a buffer of another dtype laid over ``base``'s storage.
+
+    egtile gives ``view`` a storage of its own (it is an allocation like any other) and keeps this record of what
+    the program wrote: TileLang's view shares the bytes, so the two programs agree exactly when no read observes
+    the other buffer's bits (``egtile.analysis.overlay`` proves it before scheduling; the interpreter checks it on
+    every access, :mod:`egtile.interp`).
+
+    Attributes:
+        view: the view's buffer (an allocation of the kernel).
+        base: the buffer whose storage it is laid over (an allocation of the kernel, ``shared``).
+        loc: the user's ``T.view`` line; not part of equality.
+    """
+
+    view: str
+    base: str
+    loc: SourceLoc | None = _loc()
+
+
+@dataclass(frozen=True)
 class Kernel:
     """One traced ``@T.prim_func`` with its launch configuration.
 
@@ -360,6 +380,7 @@ class Kernel:
         body: the statements of one block.
         sources: ``T.import_source`` strings, in order.
         loc: the ``def`` line of the prim_func.
+        overlays: the views of another dtype over an allocation's storage (:class:`Overlay`), in ``T.view`` order.
     """
 
     name: str
@@ -371,6 +392,7 @@ class Kernel:
     body: tuple[Stmt, ...]
     sources: tuple[str, ...] = ()
     loc: SourceLoc | None = _loc()
+    overlays: tuple[Overlay, ...] = ()
 
     def __str__(self) -> str:
         """TileLang-like listing with statement ids (:func:`egtile.ir.printer.format_kernel`)."""

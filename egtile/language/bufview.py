@@ -22,9 +22,17 @@ operands are rectangles of the view that need not be rectangles of the base. ``T
 A ``T.copy`` between a view and a global tensor (or a view of one) keeps ``T.copy``'s meaning past the tensor's
 edge: an element outside the tensor (the view's shape, for a view) reads as zero and is never written.
 
-Not supported (refused at the user's line): a view with another dtype than its base's (a reinterpretation of
-the storage's bits: TileLang's ``T.view(buf, dtype=)``; bit casts of values are ``T.reinterpret``), a view
-whose element count differs from the base's (TileLang asserts the same), and symbolic view shapes.
+A view with another dtype than its base's (TileLang's ``T.view(buf, shape, dtype=)``: the storage's bytes read as
+another type) is kept apart: egtile models no reinterpretation of bits (bit casts of values are
+``T.reinterpret``). Such a view of a shared buffer becomes a buffer of its own (a new allocation, its own storage,
+at most the base's bytes) and an ``ir.Overlay`` record of whose storage it is laid over. The two programs (one
+storage in TileLang, two in egtile) then agree exactly when no read observes the other buffer's bits: the view is
+*scratch over dead storage*. ``egtile.analysis.overlay`` proves that before scheduling and refuses the kernel at
+the statement that could observe a reinterpretation; the interpreter checks it on every access.
+
+Not supported (refused at the user's line): a view with another dtype of anything but a shared buffer, or one
+needing more bytes than its storage, a view whose element count differs from the base's (same dtype; TileLang
+asserts the same), and symbolic view shapes.
 """
 
 from __future__ import annotations
@@ -265,10 +273,7 @@ def _make(src: Any, shape: Any, dtype: Any, what: str) -> BufferView | TileBuffe
 
         d = check_dtype(dtype, what, loc)
         if d != lookup_dtype(src.dtype).name:
-            raise UnsupportedError(
-                f"{what}(..., dtype={d}) of {src.name} ({src.dtype}): a view with another dtype reinterprets the "
-                "storage's bits, which egtile does not model yet; allocate a buffer of that dtype (T.alloc_shared / "
-                "T.alloc_fragment) instead, or bit-cast values with T.reinterpret", loc)
+            return _overlay(src, shape, d, what, loc)
     new = tuple(src.shape) if shape is None else _shape(shape, what, loc)
     if _prod(new) != _prod(tuple(src.shape)):
         raise ShapeError(f"{what}: shape {new} has {_prod(new)} elements but {src.name} of shape {tuple(src.shape)} "
@@ -276,6 +281,38 @@ def _make(src: Any, shape: Any, dtype: Any, what: str) -> BufferView | TileBuffe
     if new == tuple(src.shape):
         return src
     return BufferView(src, new)
+
+
+def _overlay(src: TileBuffer | BufferView, shape: Any, d: str, what: str, loc: SourceLoc | None) -> TileBuffer:
+    """A view of another dtype: a buffer of its own laid over ``src``'s storage (``ir.Overlay``; module docstring).
+
+    Raises:
+        UnsupportedError: ``src`` is not in shared memory (a register fragment or a tensor reinterpreted), or the
+            view needs more bytes than the storage has.
+    """
+    from egtile.ir.kernel import Buffer, Overlay
+
+    trace = tracer.current(what)
+    root = src.root if isinstance(src, BufferView) else src
+    base = next((o.base for o in trace.overlays if o.view == root.name), root.name)
+    storage = next((b for b in trace.allocs if b.name == base), None)
+    if storage is None or storage.scope != "shared":
+        scope = storage.scope if storage is not None else root.scope
+        raise UnsupportedError(
+            f"{what}(..., dtype={d}) of {src.name} ({src.dtype}, {scope}): a view with another dtype is supported over "
+            "a shared buffer only (as scratch laid over storage the program no longer reads); allocate a buffer of "
+            "that dtype instead, or bit-cast values with T.reinterpret", loc)
+    new = tuple(src.shape) if shape is None else _shape(shape, what, loc)
+    nbytes = _prod(new) * lookup_dtype(d).bits // 8
+    have = storage.numel * lookup_dtype(storage.dtype).bits // 8
+    if nbytes > have or _prod(new) * lookup_dtype(d).bits % 8:
+        raise ShapeError(f"{what}(..., dtype={d}): shape {new} of {d} needs {nbytes} bytes but {storage.name} of shape "
+                         f"{tuple(storage.shape)} ({storage.dtype}) has {have}; a view must fit its storage", loc)
+    name = trace.fresh_buffer_name(tracer.assign_target_name(loc), f"{storage.name}_as_{d}")
+    buf = Buffer(name, new, d, "shared", loc=loc)
+    trace.allocs.append(buf)
+    trace.overlays.append(Overlay(name, storage.name, loc))
+    return TileBuffer(buf, trace)
 
 
 class Storage:
@@ -316,8 +353,12 @@ def reshape(src: Any, shape: Any) -> BufferView | TileBuffer:
 def view(src: Any, shape: Any = None, dtype: Any = None) -> BufferView | TileBuffer:
     """``T.view(src, shape=None, dtype=None)``: as :func:`reshape`; ``shape`` defaults to ``src``'s.
 
+    With a ``dtype`` other than ``src``'s: a buffer of that dtype laid over ``src``'s storage, for scratch over
+    storage the program no longer reads (module docstring; ``egtile.analysis.overlay`` proves it).
+
     Raises:
-        UnsupportedError: a ``dtype`` other than ``src``'s (a bit reinterpretation of the storage).
+        UnsupportedError: a ``dtype`` view of a buffer outside shared memory. ShapeError: a view larger than its
+            storage.
     """
     return _make(src, shape, dtype, "T.view")
 

@@ -53,12 +53,12 @@ def sync_grid() -> None:
     before = tuple(frame.stmts)
     frame.stmts.clear()
     grid, block_vars, threads, dims = trace.grid, trace.block_vars, trace.threads, trace.thread_dims
-    allocs, hints = list(trace.allocs), list(trace.hints)
+    allocs, hints, overlays = list(trace.allocs), list(trace.hints), list(trace.overlays)
     trace.body = before
     trace.next_kernel()
     # The rest of the T.Kernel block keeps its frame, block indices and buffers: the same block, launched again.
     trace.grid, trace.block_vars, trace.threads, trace.thread_dims = grid, block_vars, threads, dims
-    trace.allocs, trace.hints = allocs, hints
+    trace.allocs, trace.hints, trace.overlays = allocs, hints, overlays
     trace.after_grid_sync = loc
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from egglog import EGraph, eq
 
-from egtile.analysis import parallel_races, shared_reuse
+from egtile.analysis import overlay, parallel_races, shared_reuse
 from egtile.errors import ArgumentError, RuleError, ScheduleError
 from egtile.ir import Kernel, Scheduled, walk
 from egtile.ir.scheduled import Decision as IrDecision
@@ -356,6 +356,7 @@ def optimize(prim_func_or_kernel: Any, rules: RuleSet | Sequence[Rule] | None = 
                             f"{', '.join(SUPPORTED_ARCHS)}")
     from egtile.ir.protocol import uses_protocol
 
+    overlay.refuse(kernel)  # a T.view of another dtype that could observe the other buffer's bits, at its line
     if uses_protocol(kernel.body):  # the user's own roles and barriers: kept as written (egtile.lower.protocol)
         from egtile.lower.protocol import schedule_protocol
 
