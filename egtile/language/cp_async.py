@@ -85,7 +85,11 @@ def access_ptr(base: Any, access_type: Any = "r", *extents: Any, offset: Any = 0
     tracer.current("T.access_ptr").require_kernel("T.access_ptr")
     base = lvalue(base)
     if not (isinstance(base, Value) and isinstance(base.expr, Load)):
-        raise DSLError(f"T.access_ptr: egtile takes a buffer element as the base (buf[i, j]), got {base!r}", loc)
+        raise UnsupportedError(
+            f"T.access_ptr({base!r}): egtile takes a buffer element as the base (buf[i, j]), the start of `n` "
+            "consecutive elements for T.ptx_cp_async; a pointer to a whole buffer or region (for a T.call_extern "
+            "helper that reads or writes all of it) is not supported: egtile's extern pointer, T.address_of(buf[i]), "
+            "stands for the one element it names, which the checkers could not trust for a whole buffer", loc)
     if access_type not in _MODES:
         raise DSLError(f"T.access_ptr: access_type must be 'r', 'w', 'rw' (or 1, 2, 3), got {access_type!r}", loc)
     if ignore_last_ndim:
