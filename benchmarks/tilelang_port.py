@@ -546,6 +546,19 @@ SMALL: dict[str, list[str] | dict[str, list | str]] = {
          "def main(BATCH=1, H=1, Q_CTX=128, KV_CTX=256, D_HEAD=64, causal=False):")]},
     "warp_specialize/example_warp_specialize_flashmla.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256",
                                                             "--dim", "256", "--pe_dim", "64"],
+    # hand-written warp specialization with a per-thread cp.async producer (2026-12-06): one batch of 64 heads over 256
+    # keys, head dim 128 (two 64-column chunks per row) and the rope tail of 64
+    "deepseek_mla/example_mla_decode_ws.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256", "--dim", "128",
+                                              "--pe_dim", "64"],
+    # the same producer over sparse top-k indices (2026-12-06): TileLang's own test's call (its test_*.py), 2 queries of
+    # 64 heads over 128 keys, each query's top 128 (two blocks of 64), the correctness check on, one timed call
+    "deepseek_v32/sparse_mla_fwd_pipelined.py": {
+        "entry": "test_sparse_mla_fwd_pipelined(B=1, S=2, SKV=128, H=64, HKV=1, DQK=576, DV=512, topk=128, "
+                 "q_start_s_index=126, check_correctness=True)",
+        "sizes": [("        warmup=10,\n        rep=10,\n", "        warmup=0,\n        rep=1,\n")]},
+    "deepseek_v32/sparse_mla_fwd_seesaw.py": {
+        "entry": "test_sparse_mla_fwd_pipelined(B=1, S=2, SKV=128, H=64, HKV=1, DQK=576, DV=512, topk=128, "
+                 "q_start_s_index=126, check_correctness=True, profile=True)"},
     "deepseek_mla/example_mla_decode.py": ["--batch", "1", "--heads", "64", "--kv_ctx", "256", "--dim", "128",
                                            "--pe_dim", "64"],
     "gemm/example_gemm_persistent.py": ["--M", "256", "--N", "512", "--K", "128"],  # T.Persistent (2026-12-02)

@@ -425,6 +425,6 @@ def walk(stmts: tuple[Stmt, ...]):
 # The statements of a hand-written barrier protocol (egtile.ir.protocol, which imports this module, hence here,
 # at the end) are tile statements: every body typed ``tuple[Stmt, ...]`` admits them (the cache's type-directed
 # codec, egtile.codec, decodes by these annotations; RoleBlock and BarrierCopy are an If and a Copy already).
-from egtile.ir.protocol import BarrierAlloc, BarrierArrive, BarrierExpectTx, BarrierWait  # noqa: E402
+from egtile.ir.protocol import BarrierAlloc, BarrierArrive, BarrierExpectTx, BarrierWait, CpAsyncArriveNoinc  # noqa: E402
 
-Stmt = Stmt | BarrierAlloc | BarrierWait | BarrierArrive | BarrierExpectTx  # type: ignore[misc]
+Stmt = Stmt | BarrierAlloc | BarrierWait | BarrierArrive | BarrierExpectTx | CpAsyncArriveNoinc  # type: ignore[misc]

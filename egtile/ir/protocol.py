@@ -101,7 +101,34 @@ class BarrierCopy(Copy):
     index: Expr = Const(0)
 
 
-PROTOCOL_LEAVES = (BarrierAlloc, BarrierWait, BarrierArrive, BarrierExpectTx)
+@dataclass(frozen=True)
+class CpAsync(Copy):
+    """``T.ptx_cp_async(T.access_ptr(dst[...], "w", n), T.access_ptr(src[...], "r", n), n)``: an asynchronous
+    global -> shared copy of ``n`` consecutive elements (``nbytes`` = ``n`` x the element size: 4, 8 or 16) by the
+    thread that runs it (``cp.async.ca/cg.shared.global``, PTX ISA 9.7.9.25.3.1). The copy completes, in the
+    concurrent execution, only through that thread's later :class:`CpAsyncArriveNoinc` on an mbarrier, which the
+    reader waits for. TileLang's contract (``tilelang/language/tir/op.py``, ``ptx_cp_async``: the third argument
+    is the number of elements). ``src`` and ``dst`` are ``1 x ... x 1 x n`` regions (what ``T.access_ptr`` of an
+    element with extent ``n`` names). In the sequential reading it is a synchronous copy. Per-thread code: it
+    stands in a role's per-thread loop (:mod:`egtile.language.roles`)."""
+
+    nbytes: int = 0
+
+
+@dataclass(frozen=True)
+class CpAsyncArriveNoinc:
+    """``T.cp_async_barrier_noinc(name[index])``: each thread that reaches it arrives on barrier ``index`` once all
+    the ``cp.async`` copies it issued before have completed (``cp.async.mbarrier.arrive.noinc.shared::cta.b64``, PTX
+    ISA 9.7.9.25.3.3; ``.noinc``: the arrival counts against the barrier's ``arrive_count``, so the count includes
+    these threads). Nothing in the sequential reading."""
+
+    sid: int
+    barrier: str
+    index: Expr
+    loc: SourceLoc | None = _loc()
+
+
+PROTOCOL_LEAVES = (BarrierAlloc, BarrierWait, BarrierArrive, BarrierExpectTx, CpAsyncArriveNoinc)
 """The statements with no effect in the sequential reading."""
 
 
@@ -109,7 +136,7 @@ def uses_protocol(body: tuple[Stmt, ...]) -> bool:
     """Does a tile-IR body hold a hand-written protocol (a role block, a barrier or a barrier copy)?"""
     from egtile.ir.kernel import walk
 
-    return any(isinstance(s, (RoleBlock, BarrierCopy) + PROTOCOL_LEAVES) for s in walk(body))
+    return any(isinstance(s, (RoleBlock, BarrierCopy, CpAsync) + PROTOCOL_LEAVES) for s in walk(body))
 
 
 def concurrent_roles(body: tuple[Stmt, ...]) -> tuple[RoleBlock, ...]:
@@ -154,6 +181,10 @@ def format_protocol(s: object) -> str | None:
             return f"T.mbarrier_arrive({b}[{format_expr(i)}])"
         case BarrierExpectTx(barrier=b, index=i, tx_bytes=tx, arrive=a):
             return f"T.mbarrier_{'arrive_' if a else ''}expect_tx({b}[{format_expr(i)}], {tx})"
+        case CpAsyncArriveNoinc(barrier=b, index=i):
+            return f"T.cp_async_barrier_noinc({b}[{format_expr(i)}])"
+        case CpAsync(src=src, dst=dst, nbytes=n):
+            return f"T.ptx_cp_async({format_region(dst)}, {format_region(src)}, {n} bytes)"
         case BarrierCopy(src=src, dst=dst, barrier=b, index=i):
             return f"T.tma_copy({format_region(src)}, {format_region(dst)}, barrier={b}[{format_expr(i)}])"
     return None

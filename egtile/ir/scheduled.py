@@ -306,6 +306,21 @@ class CpAsyncArrive:
 
 
 @dataclass(frozen=True)
+class CpAsyncCopy:
+    """``cp.async.{ca,cg}.shared.global [dst], [src], nbytes`` by each thread that reaches it: one asynchronous copy
+    of ``nbytes`` (4, 8 or 16) contiguous bytes, global ``src`` -> shared ``dst`` (``1 x ... x n`` regions), issued
+    into the thread's cp.async sequence (PTX ISA 9.7.9.25.3.1; ``.cg`` for 16 bytes, ``.ca`` otherwise). The data is
+    visible only after the thread's next :class:`CpAsyncArrive` completes a phase that the reader waited for. A
+    hand-written protocol's ``T.ptx_cp_async`` (statement ``sid``, :mod:`egtile.ir.usersync`); egtile's own
+    schedules use the ``cp_async`` :class:`TileOp` instead."""
+
+    src: Region
+    dst: Region
+    nbytes: int
+    sid: int | None = None
+
+
+@dataclass(frozen=True)
 class SyncThreads:
     """CTA barrier among ``threads``: ``bar.sync id, count`` (``__syncthreads`` when ``threads`` is the
     whole block and ``barrier_id == 0``, which has no count and so serves a block of 1..16 threads too). A
@@ -365,7 +380,7 @@ class RoleSplit:
 
 SStmt: TypeAlias = (
     Leaf | SeqLoop | ThreadLoop | TileOp | Elect | Wait | Arrive | ArriveExpectTx | ExpectTx | TmaLoad | TmaStore
-    | CpAsyncArrive | SyncThreads | FenceProxyAsync | SIf | RoleSplit
+    | CpAsyncArrive | CpAsyncCopy | SyncThreads | FenceProxyAsync | SIf | RoleSplit
 )
 
 

@@ -2,7 +2,11 @@
 ``sid`` of the user's statement so that every report (verifier, simulator, backend) names that statement.
 
 * :class:`UserArrive` is an :class:`~egtile.ir.scheduled.Arrive` (same semantics, and every executor's
-  handler of ``Arrive`` applies) that remembers its statement; :class:`UserArriveExpectTx` likewise.
+  handler of ``Arrive`` applies) that remembers its statement; :class:`UserArriveExpectTx` likewise, and
+  :class:`UserCpAsyncArrive`, the user's ``T.cp_async_barrier_noinc``, is a
+  :class:`~egtile.ir.scheduled.CpAsyncArrive`.
+* :class:`~egtile.ir.scheduled.CpAsyncCopy` (with the scheduled IR, re-exported here) is the user's
+  ``T.ptx_cp_async``: one thread's 4-, 8- or 16-byte ``cp.async``.
 * :class:`~egtile.ir.scheduled.ExpectTx` (defined with the scheduled IR, so that the statement union
   ``SStmt`` names it; re-exported here) is ``mbarrier.expect_tx`` (PTX ISA 9.7.13.15.11): ``tx_bytes`` more
   transaction bytes in the current phase of ``barrier[stage]``, per thread that reaches it, *without* an
@@ -21,7 +25,8 @@ from dataclasses import dataclass
 
 from egtile.ir.kernel import Expr
 from egtile.ir.printer import format_expr, register_listing
-from egtile.ir.scheduled import Arrive, ArriveExpectTx, ExpectTx
+from egtile.ir.printer import format_region
+from egtile.ir.scheduled import Arrive, ArriveExpectTx, CpAsyncArrive, CpAsyncCopy, ExpectTx
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,23 @@ class UserArriveExpectTx(ArriveExpectTx):
     """The user's ``T.mbarrier_arrive_expect_tx`` (statement ``sid``): an :class:`ArriveExpectTx`."""
 
     sid: int | None = None
+
+
+@dataclass(frozen=True)
+class UserCpAsyncArrive(CpAsyncArrive):
+    """The user's ``T.cp_async_barrier_noinc`` (statement ``sid``): a :class:`CpAsyncArrive`."""
+
+    sid: int | None = None
+
+
+@register_listing(UserCpAsyncArrive)
+def _user_cp_arrive(s: UserCpAsyncArrive) -> list[str]:
+    return [f"cp_async_mbarrier_arrive_noinc {s.barrier}[{format_expr(s.stage)}]  (sid {s.sid}, the user's)"]
+
+
+@register_listing(CpAsyncCopy)
+def _cp_async_copy(s: CpAsyncCopy) -> list[str]:
+    return [f"cp_async {format_region(s.dst)} <- {format_region(s.src)} {s.nbytes} bytes  (sid {s.sid}, per thread)"]
 
 
 @register_listing(UserArrive)

@@ -2,7 +2,7 @@
 
 This module only re-exports; each family of builtins lives in its own module (``kernel``, ``alloc``,
 ``loop``, ``copy_op``, ``gemm_op``, ``fill_op``, ``reduce_op``, ``extern``, ``control``, ``expr``, ``eager``,
-``threads``, ``macro``, ``hints``, ``barrier``, ``random``); ``source``, ``pyops`` and ``letbind`` are the source front end.
+``threads``, ``macro``, ``hints``, ``barrier``, ``cp_async``, ``random``); ``source``, ``pyops`` and ``letbind`` are the source front end.
 """
 
 from egtile.language.alloc import alloc_buffer, alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var
@@ -13,6 +13,7 @@ from egtile.language.barrier import (
 from egtile.language.buffer import RegionRef, TileBuffer
 from egtile.language.control import Else, If, Then
 from egtile.language.copy_op import async_copy, copy, im2col
+from egtile.language.cp_async import access_ptr, cp_async_barrier_noinc, ptx_cp_async
 from egtile.language.dtypes import (
     bf16, bfloat16, bool, double, dtype, f16, f32, f64, float, float8_e4m3, float8_e4m3fn, float8_e5m2, float16,
     float32, float64, half, i8, i16, i32, i64, int, int8, int16, int32, int64, long, u8, u16, u32, u64, uint8, uint16, uint32, uint64,
@@ -85,5 +86,5 @@ __all__ = [
     "vectorized", "ws", "fence_proxy_async", "wgmma_gemm", "wait_wgmma", "set_max_nreg", "inc_max_nreg",
     "dec_max_nreg", "annotate_producer_reg_dealloc", "annotate_consumer_reg_alloc",
     "reshape", "view", "reinterpret", "im2col", "c2d_im2col", "short", "tfloat32", "uint", "ulong",
-    "int4", "uint4",
+    "int4", "uint4", "access_ptr", "ptx_cp_async", "cp_async_barrier_noinc",
 ]

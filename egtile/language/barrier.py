@@ -227,7 +227,7 @@ class WarpSpecialize:
         if exc_type is not None:
             return
         assert self.frame is not None
-        body = self.trace.close(self.frame)
+        body = roles.per_thread_role_body(self.trace.close(self.frame), self.groups, self.trace)
         self.trace.emit(RoleBlock(self.sid, Const(True, "bool"), body, (), self.loc, self.groups), "T.ws")
 
 

@@ -70,6 +70,10 @@ def call_extern(ret_dtype: Any, name: str, *args: Any) -> ExternResult:
     for a in args:
         if isinstance(a, ExternResult):
             a._fail()
+        from egtile.language.cp_async import AccessPtr
+
+        if isinstance(a, AccessPtr) and a.region.extents[-1] == 1:
+            a = Value(AddressOf(a.load))  # TileLang's element pointer: T.address_of's contract (one element)
         exprs.append(as_expr(a))
     from egtile import externs
 

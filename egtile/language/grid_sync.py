@@ -77,7 +77,10 @@ def prune(kernel: Kernel) -> Kernel:
     import dataclasses
 
     used = _accessed(kernel.body)
-    return dataclasses.replace(kernel, allocs=tuple(b for b in kernel.allocs if b.name in used))
+    allocs = tuple(b for b in kernel.allocs if b.name in used)
+    kept = {b.name for b in allocs}
+    overlays = tuple(o for o in kernel.overlays if o.view in kept and o.base in kept)
+    return dataclasses.replace(kernel, allocs=allocs, overlays=overlays)
 
 
 def _first(body: tuple[Stmt, ...], name: str, which) -> Stmt | None:

@@ -81,7 +81,7 @@ NOT_YET: dict[str, str] = {
     "allocate": "use T.alloc_shared / "
     "T.alloc_fragment / T.alloc_local", "decl_buffer": _VIEW, "buffer_decl": _VIEW, "match_buffer": _VIEW,
     "create_list_of_mbarrier": _SYNC,
-    "get_mbarrier": _SYNC, "create_barriers": _SYNC, "named_barrier_arrive": _SYNC, "cp_async_barrier_noinc": _SYNC,
+    "get_mbarrier": _SYNC, "create_barriers": _SYNC, "named_barrier_arrive": _SYNC,
     "annotate_ws_schedule": _WS, "ws_op": _WS,
     "tma_load": "use T.copy; egtile chooses TMA itself where it is legal and pays",
     "tma_store_arrive": _SYNC, "tma_store_wait": _SYNC, "create_tma_descriptor": "egtile builds TMA descriptors itself",
@@ -113,7 +113,6 @@ NOT_YET: dict[str, str] = {
     "match_any_sync": _WARP, "match_all_sync": _WARP, "sync_warp": _WARP, "syncthreads_and": _WARP,
     "syncthreads_or": _WARP, "syncthreads_count": _WARP,
     "make_tensor": _PTR, "make_tensor_from_addr": _PTR, "ptr": _PTR,
-    "access_ptr": "pass a buffer element to T.call_extern through T.address_of(buf[i, ...])",
     "tvm_access_ptr": "pass a buffer element to T.call_extern through T.address_of(buf[i, ...])",
     "StridedTensor": "strided parameters are not supported: pass a contiguous tensor (torch's .contiguous())",
     "transpose": "use T.copy into a buffer indexed the other way (a T.Parallel loop)",

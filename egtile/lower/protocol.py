@@ -40,13 +40,14 @@ from egtile.ir.kernel import (
 )
 from egtile.ir.printer import format_scheduled, parallel_nest
 from egtile.ir.protocol import (
-    WARPGROUP, BarrierAlloc, BarrierArrive, BarrierCopy, BarrierExpectTx, BarrierWait, RoleBlock, uses_protocol,
+    WARPGROUP, BarrierAlloc, BarrierArrive, BarrierCopy, BarrierExpectTx, BarrierWait, CpAsync, CpAsyncArriveNoinc,
+    RoleBlock, uses_protocol,
 )
 from egtile.ir.scheduled import (
-    Decision, Elect, Leaf, MBarrier, Role, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, ThreadLoop, ThreadRange, TileOp,
-    TmaLoad, Wait,
+    CpAsyncCopy, Decision, Elect, Leaf, MBarrier, Role, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, ThreadLoop,
+    ThreadRange, TileOp, TmaLoad, Wait,
 )
-from egtile.ir.usersync import ExpectTx, UserArrive, UserArriveExpectTx
+from egtile.ir.usersync import ExpectTx, UserArrive, UserArriveExpectTx, UserCpAsyncArrive
 
 RULE = "hand-written-protocol"
 
@@ -115,7 +116,8 @@ class _Lowering:
         if self.k.threads % WARPGROUP:
             # the user's first barrier statement is the construct that needs warpgroups (roles, arrive counts)
             first = next((st for st in walk(self.k.body)
-                          if isinstance(st, (BarrierAlloc, BarrierWait, BarrierArrive, BarrierExpectTx))), None)
+                          if isinstance(st, (BarrierAlloc, BarrierWait, BarrierArrive, BarrierExpectTx,
+                                             CpAsyncArriveNoinc))), None)
             raise UnsupportedError(f"kernel {self.k.name!r}: a hand-written barrier protocol (T.alloc_barrier, "
                                    f"T.tma_copy(barrier=), T.mbarrier_*) needs whole warpgroups (multiples of "
                                    f"{WARPGROUP} threads), threads={self.k.threads}",
@@ -237,6 +239,10 @@ class _Lowering:
                 return [UserArrive(b, i, sid)]
             case BarrierExpectTx(barrier=b, index=i, tx_bytes=tx, arrive=arrive, sid=sid):
                 return [UserArriveExpectTx(b, i, tx, sid) if arrive else ExpectTx(b, i, tx, sid)]
+            case CpAsyncArriveNoinc(barrier=b, index=i, sid=sid):
+                return [UserCpAsyncArrive(b, i, sid)]
+            case CpAsync():
+                return [self.cp_async(s)]  # per-thread: every thread that reaches it issues it
             case BarrierCopy():
                 return [self.tma(s, threads)]
             case RoleBlock():
@@ -295,10 +301,27 @@ class _Lowering:
         match x:
             case Store() | AtomicAdd() | Extern():
                 return Leaf(x)
+            case CpAsync():
+                return self.cp_async(x)
             case If(cond=c, then_body=t, else_body=e) if not isinstance(x, RoleBlock):
                 return SIf(c, tuple(self._scalar(y) for y in t), tuple(self._scalar(y) for y in e), x.sid)
+            case For(kind="serial" | "unroll" | "pipelined") if not _has_roles(x):
+                # a serial loop of per-thread code (a role's producer `for r in T.serial(4):` over its rows): each
+                # thread runs it in order (egtile.language.roles)
+                self._loop_note(x)
+                return SeqLoop(x.var, x.start, x.stop, tuple(self._scalar(y) for y in x.body), x.kind == "unroll",
+                               x.sid)
         raise UnsupportedError(f"statement {getattr(x, 'sid', '?')} inside a T.Parallel of a hand-specialized kernel: "
-                               "only element statements (stores, atomics, calls, T.If)", getattr(x, "loc", None))
+                               "only element statements (stores, atomics, calls, T.ptx_cp_async, T.If, serial loops "
+                               "of them)", getattr(x, "loc", None))
+
+    def cp_async(self, s: CpAsync) -> SStmt:
+        """The user's ``T.ptx_cp_async``: one ``cp.async`` of ``s.nbytes`` by each thread that reaches it."""
+        if not any(d.sid == s.sid for d in self.decisions):
+            self.decisions.append(Decision(RULE, s.sid, "cp_async", f"the user's T.ptx_cp_async: each thread that runs "
+                                           f"it issues one {s.nbytes}-byte cp.async.{'cg' if s.nbytes == 16 else 'ca'}"
+                                           ".shared.global, completed by its T.cp_async_barrier_noinc"))
+        return CpAsyncCopy(s.src, s.dst, s.nbytes, s.sid)
 
     def _loop_note(self, s: For) -> None:
         if s.kind == "pipelined" and s.num_stages > 0 and not any(d.sid == s.sid for d in self.decisions):
@@ -329,7 +352,8 @@ def _check_not_unrolled(body: tuple[Stmt, ...]) -> None:
 
     def visit(stmts: tuple[Stmt, ...], chain: tuple[int, ...]) -> None:
         for s in stmts:
-            if isinstance(s, (BarrierWait, BarrierArrive, BarrierExpectTx, BarrierCopy)) and s.loc is not None \
+            if isinstance(s, (BarrierWait, BarrierArrive, BarrierExpectTx, BarrierCopy, CpAsyncArriveNoinc)) \
+                    and s.loc is not None \
                     and isinstance(s.index, Const):
                 key = (s.loc.file, s.loc.line, s.loc.col, chain, s.barrier, s.index.value)
                 if key in seen:
@@ -363,6 +387,20 @@ def _pure(s: Stmt) -> bool:
 def _has_roles(s: Stmt) -> bool:
     return any(isinstance(x, RoleBlock) for x in walk((s,)))
 
+
+def _cp_async_accesses(s: CpAsyncCopy, acc, owner_of):
+    # The thread's cp.async unit writes the shared destination after the thread moved on (PTX ISA 9.7.9.25), so
+    # neither access belongs to the thread, as for a TMA load; only the user's mbarrier orders the write.
+    return acc.region(s.dst, write=True) | acc.region(s.src, write=False)
+
+
+def _register() -> None:
+    from egtile.lower.sync import register_accesses
+
+    register_accesses(CpAsyncCopy, _cp_async_accesses)
+
+
+_register()
 
 __all__ = ["ProtocolSchedule", "RULE", "schedule_protocol", "uses_protocol"]
 

@@ -214,8 +214,8 @@ class _Program:
         if isinstance(s, Wait):
             parity = _value(s.parity, env) & 1
             return Op("mwait", key, parity, s.sid, f"mbarrier_wait {s.barrier}[{stage}] parity {parity} {who}")
-        name = {Arrive: "mbarrier_arrive", ArriveExpectTx: "mbarrier_arrive_expect_tx",
-                CpAsyncArrive: "cp.async.mbarrier.arrive"}[type(s)]
+        name = next(n for c, n in ((ArriveExpectTx, "mbarrier_arrive_expect_tx"), (Arrive, "mbarrier_arrive"),
+                                   (CpAsyncArrive, "cp.async.mbarrier.arrive")) if isinstance(s, c))
         return Op("marrive", key, threads, getattr(s, "sid", None), f"{name} {s.barrier}[{stage}] {who}")
 
 
