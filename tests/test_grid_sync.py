@@ -112,3 +112,66 @@ def test_every_block_reads_every_blocks_result_on_the_gpu():
     ref_part, ref_out = _reference(x.cpu())
     torch.testing.assert_close(part.double().cpu(), ref_part, rtol=1e-5, atol=1e-3)
     torch.testing.assert_close(out.double().cpu(), ref_out, rtol=1e-5, atol=1e-3)
+
+
+def test_block_state_read_across_two_barriers_is_refused():
+    # a fresh-user finding: each launch starts the block over, so a value from before the first barrier is gone
+    # after the second too (the check compared neighbouring kernels only)
+    with pytest.raises(UnsupportedError, match=r"v \(local\) is written before T.sync_grid\(\)"):
+        @T.prim_func
+        def main(X: T.Tensor((256,), "float32"), S: T.Tensor((4,), "float32"), Out: T.Tensor((4,), "float32")):
+            with T.Kernel(4, threads=32) as b:
+                v = T.alloc_var("float32")
+                v = X[b * 64]
+                S[b] = X[b * 64]
+                T.sync_grid()
+                Out[b] = S[(b + 1) % 4]
+                T.sync_grid()
+                Out[b] = Out[b] + v
+
+
+def rewritten_after_the_barrier(n: int = 256):
+    """Block state written whole again after the barrier before it is read: a variable reset by a store and a
+    shared tile refilled by a T.Parallel."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Part: T.Tensor((BLOCKS,), "float32"), Out: T.Tensor((BLOCKS,), "float32")):
+        with T.Kernel(BLOCKS, threads=64) as b:
+            xs = T.alloc_shared((64,), "float32")
+            acc = T.alloc_var("float32")
+            acc = 0.0
+            for i in T.Parallel(64):
+                xs[i] = X[b * 64 + i]
+            for i in T.serial(64):
+                acc += xs[i]
+            Part[b] = acc
+            T.sync_grid()
+            acc = 0.0
+            for i in T.Parallel(64):
+                xs[i] = X[((b + 1) % BLOCKS) * 64 + i]
+            for k in T.serial(BLOCKS):
+                acc += Part[k]
+            Out[b] = acc * xs[0]
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_block_state_written_whole_after_the_barrier_is_accepted(target):
+    x = torch.randn(256, generator=torch.Generator().manual_seed(11))
+    part, out = poisoned((BLOCKS,), torch.float32, "cpu"), poisoned((BLOCKS,), torch.float32, "cpu")
+    egtile.compile(rewritten_after_the_barrier(), target=target)(x, part, out)
+    parts = x.double().view(BLOCKS, -1).sum(1)
+    torch.testing.assert_close(part.double(), parts, rtol=1e-5, atol=1e-4)
+    firsts = x.double().view(BLOCKS, -1)[:, 0].roll(-1)
+    torch.testing.assert_close(out.double(), parts.sum() * firsts, rtol=1e-5, atol=1e-4)
+
+
+def test_a_random_stream_does_not_survive_the_barrier_and_the_message_says_so():
+    with pytest.raises(UnsupportedError, match=r"the T.sync_grid\(\) at line \d+ started a new launch"):
+        @T.prim_func
+        def main(Out: T.Tensor((4,), "uint32")):
+            with T.Kernel(4, threads=1) as b:
+                T.rng_init(7, 0, b * 4)
+                T.sync_grid()
+                Out[b] = T.rng_rand()

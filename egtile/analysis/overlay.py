@@ -183,7 +183,7 @@ class _Walk:
             for other in self.faces(self.group[f]):
                 if other != f:
                     out[other] = out.get(other, frozenset()) | {s.sid}
-            if _whole_write(s, self.bufs[f]):
+            if whole_write(s, self.bufs[f]):
                 out.pop(f, None)
         return out
 
@@ -218,8 +218,9 @@ def _trips(s: For) -> int | None:
 # -- whole writes -----------------------------------------------------------------------------------------
 
 
-def _whole_write(s: Stmt, b: Buffer) -> bool:
-    """Whether ``s`` definitely writes every element of ``b`` (rule 3 of the module docstring)."""
+def whole_write(s: Stmt, b: Buffer) -> bool:
+    """Whether ``s`` definitely writes every element of ``b`` (rule 3 of the module docstring; also used by
+    :mod:`egtile.language.grid_sync`)."""
     match s:
         case Copy(dst=d) | Fill(dst=d):
             return d.buffer.name == b.name and d.whole and not d.clip

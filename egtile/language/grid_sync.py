@@ -91,27 +91,22 @@ def _first(body: tuple[Stmt, ...], name: str, which) -> Stmt | None:
 
 
 def _whole_write(st: Stmt, buf) -> bool:
-    """Does top-level statement ``st`` write every element of ``buf`` (a fill or a copy into all of it)?"""
-    from egtile.analysis import own_writes
+    """Does top-level statement ``st`` write every element of ``buf``: a whole copy, fill, gemm or reduction into
+    it, a ``T.Parallel`` whose stores name every element (:func:`egtile.analysis.overlay.whole_write`), or a store
+    into a one-element buffer (``acc = 0.0`` on a ``T.alloc_var``)?"""
+    from egtile.analysis.overlay import whole_write
+    from egtile.ir.kernel import Store
 
-    if not isinstance(st, (Fill, Copy)):
-        return False
-    for a in own_writes(st):
-        if a.buffer == buf.name and a.region is not None:
-            return all(_is_const(o, 0) for o in a.region.offsets) and tuple(a.region.extents) == tuple(buf.shape)
-    return False
-
-
-def _is_const(e, value: int) -> bool:
-    from egtile.ir.kernel import Const
-
-    return isinstance(e, Const) and int(e.value) == value
+    if isinstance(st, Store) and st.buffer.name == buf.name and buf.numel == 1:
+        return True
+    return whole_write(st, buf)
 
 
-def check_state_not_carried(before: Kernel, after: Kernel, lets_before: list, loc: SourceLoc | None) -> None:
-    """Refuse a buffer of the block (registers, locals, shared memory) that the kernel before a ``T.sync_grid()``
-    writes and the kernel after it reads without first writing all of it at its top level, and a let-binding made
-    before the barrier (``v = A[i]``, the value read there: :mod:`egtile.language.letbind`) read after it.
+def check_state_not_carried(before: list[Kernel], after: Kernel, lets_before: list, loc: SourceLoc | None) -> None:
+    """Refuse a buffer of the block (registers, locals, shared memory) that a kernel before a ``T.sync_grid()`` of the
+    same ``T.Kernel`` block (``before``: all of them, since block state survives none of the splits) writes and the
+    kernel after it reads without first writing all of it at its top level, and a let-binding made before the barrier
+    (``v = A[i]``, the value read there: :mod:`egtile.language.letbind`) read after it.
 
     Raises:
         UnsupportedError: names the buffer or variable, the line that writes or binds it before the barrier and
@@ -128,21 +123,25 @@ def check_state_not_carried(before: Kernel, after: Kernel, lets_before: list, lo
                 "egtile runs the code after a grid barrier as a second launch of the kernel, where the block's "
                 "variables start over. Read the value again after the barrier, or pass it through global memory",
                 reader.loc or loc)
-
     local = {b.name: b for b in after.allocs if b.scope != "global"}
-    written_before = {name for st in walk(before.body) for a in own_writes(st) if (name := a.buffer) in local}
+    writers: dict[str, Stmt] = {}
+    for k in before:
+        for st in walk(k.body):
+            for a in own_writes(st):
+                if a.buffer in local:
+                    writers.setdefault(a.buffer, st)
     renewed: set[str] = set()
     for st in after.body:
-        for name in sorted(written_before - renewed):
+        for name in sorted(set(writers) - renewed):
             reader = _first((st,), name, own_reads)
             if reader is None:
                 continue
-            writer = _first(before.body, name, own_writes)
-            wline = writer.loc.line if writer is not None and writer.loc is not None else "?"
+            writer = writers[name]
+            wline = writer.loc.line if writer.loc is not None else "?"
             raise UnsupportedError(
-                f"{name} ({local[name].scope}) is written before T.sync_grid() (line {wline}) and read after it: "
-                "egtile runs the code after a grid barrier as a second launch of the kernel, where registers, local "
-                "variables and shared memory start over. Pass the value through global memory (a T.alloc_global "
-                "scratch tensor or a parameter), or compute it again after the barrier",
-                reader.loc or loc)
-        renewed |= {name for name in written_before if _whole_write(st, local[name])}
+                f"{name} ({local[name].scope}) is written before T.sync_grid() (line {wline}) and read after it "
+                "without being written whole first: egtile runs the code after a grid barrier as a second launch of "
+                "the kernel, where registers, local variables and shared memory start over. Pass the value through "
+                "global memory (a T.alloc_global scratch tensor or a parameter), or write all of it again after the "
+                "barrier before reading it", reader.loc or loc)
+        renewed |= {name for name in writers if _whole_write(st, local[name])}

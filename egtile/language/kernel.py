@@ -266,7 +266,11 @@ def build_kernels(parts: list[tracer.Trace], name: str, loc: SourceLoc | None) -
     kernels = [build_kernel(t, name if i == 0 else f"{name}_{i}", loc) for i, t in enumerate(parts)]
     for i, t in enumerate(parts):
         if t.after_grid_sync is not None:
-            grid_sync.check_state_not_carried(kernels[i - 1], kernels[i], parts[i - 1].lets, t.after_grid_sync)
+            first = i - 1  # the block's first kernel: block state survives none of its grid barriers
+            while parts[first].after_grid_sync is not None:
+                first -= 1
+            grid_sync.check_state_not_carried(kernels[first:i], kernels[i],
+                                              [r for p in parts[first:i] for r in p.lets], t.after_grid_sync)
         if t.after_grid_sync is not None or (i + 1 < len(parts) and parts[i + 1].after_grid_sync is not None):
             kernels[i] = grid_sync.prune(kernels[i])
     return kernels

@@ -142,8 +142,12 @@ def rng_rand() -> Value:
     trace = tracer.current("T.rng_rand")
     trace.require_kernel("T.rng_rand")
     if trace.rng_state is None:
+        split = trace.after_grid_sync
+        why = (f"; the T.sync_grid() at line {split.line} started a new launch of the kernel, where the state starts "
+               "over: call T.rng_init again after it (with the offset advanced past the words already drawn)"
+               if split is not None else "")
         raise UnsupportedError("T.rng_rand() before any T.rng_init(seed, seq, off) in this kernel: the thread's "
-                               "Philox state is set by T.rng_init", loc)
+                               f"Philox state is set by T.rng_init{why}", loc)
     _check_position(trace, "T.rng_rand()", loc)
     name = trace.fresh_buffer_name("rng_word", "rng_word")
     word = Buffer(name, (1,), "uint32", "local", loc=loc)
