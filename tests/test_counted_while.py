@@ -410,3 +410,15 @@ def strided_rows_augassign(n_rows: int, block: int, n_split: int, cols: int):
 
     return main
 
+
+
+def test_a_start_and_bound_read_from_memory_whose_difference_may_wrap_are_refused():
+    # a fresh-user finding: the trip count was computed in int32 and wrapped (-2e9 .. 2e9 ran no iteration)
+    with pytest.raises(UnsupportedError, match=r"egtile cannot bound `bound - bx` within int32"):
+        @T.prim_func
+        def main(V: T.Tensor((2,), "int32"), Out: T.Tensor((1,), "int32")):
+            with T.Kernel(1, threads=32):
+                bx = V[0]
+                while bx < V[1]:
+                    Out[0] = bx
+                    bx = bx + 1000000000

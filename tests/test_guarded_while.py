@@ -225,3 +225,64 @@ def test_a_variable_that_is_not_a_local_element_is_refused():
                     S[0] = S[0] + 1
 
     assert e.value.loc.line == line_of("# mark-global")
+
+
+# ---- wrap-around and trip counts (fresh-user findings) ------------------------------------------------------------
+
+
+def wrapping(dtype: str, v0: int, bound: int, step: int):
+    @T.prim_func
+    def main(Out: T.Tensor((2,), "int32")):
+        with T.Kernel(1, threads=32):
+            s = T.alloc_local((1,), dtype)
+            n = T.alloc_var(T.int32)
+            n = 0
+            s[0] = v0
+            while s[0] < bound:  # mark-wrap
+                s[0] = s[0] + step
+                n += 1
+            Out[0] = n
+            Out[1] = T.cast(s[0], "int32")
+
+    return main
+
+
+@pytest.mark.parametrize("dtype,v0,bound,step", [("uint8", 240, 250, 100), ("int8", 100, 101, 100)])
+def test_an_update_that_may_wrap_around_is_refused(dtype, v0, bound, step):
+    with _refused(r"its update .* may wrap around: .* outside " + dtype):
+        wrapping(dtype, v0, bound, step)
+
+
+def test_a_narrowing_cast_in_the_update_is_refused():
+    with _refused(r"its update .* may wrap around: T.cast\(s\[0\] \+ 200, 'int8'\) reaches \[200, 200\], outside int8"):
+        @T.prim_func
+        def main(Out: T.Tensor((1,), "int32")):
+            with T.Kernel(1, threads=32):
+                s = T.alloc_local((1,), "int32")
+                s[0] = 0
+                while s[0] < 1:
+                    s[0] = T.cast(T.cast(s[0] + 200, "int8"), "int32")
+                Out[0] = s[0]
+
+
+def test_a_trip_count_that_may_not_fit_int32_is_refused():
+    with _refused(r"egtile cannot bound its trip count `bound - v0` within int32"):
+        @T.prim_func
+        def main(V: T.Tensor((2,), "int32"), Out: T.Tensor((1,), "int32")):
+            with T.Kernel(1, threads=32):
+                s = T.alloc_local((1,), "int32")
+                s[0] = V[0]
+                while s[0] < V[1]:  # both read from memory: the whole int32 range each
+                    s[0] = s[0] + 1000000000
+                Out[0] = s[0]
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+@pytest.mark.parametrize("dtype,v0,bound,step", [("uint32", 7, 3, 1), ("int8", -100, 100, 1), ("uint8", 3, 240, 7)])
+def test_narrow_and_unsigned_variables_match_the_python_while(target, dtype, v0, bound, step):
+    out = poisoned((2,), torch.int32, "cpu")
+    run(wrapping(dtype, v0, bound, step), out, target=target)
+    s, n = v0, 0
+    while s < bound:
+        s, n = s + step, n + 1
+    assert out.tolist() == [n, s]

@@ -279,6 +279,7 @@ class CountedWhile:
         trace = tracer.current("while")
         var = self._v if isinstance(self._v, VarBuffer) else None
         v0 = _value(self._v)
+        self._check_ranges(trace, v0, _value(self._bound), step, loc)
         if _reads_data(v0) and not isinstance(v0, letbind.LetValue):
             v0 = letbind.bind(trace, "loop_start", v0)  # the value when the loop starts, as the loop's own start
         bound = _value(self._bound)
@@ -299,6 +300,31 @@ class CountedWhile:
             self._after = expr_max(Value(hi), Value(lo))
         assert handle is not None
         self._check_body(_loop_body(trace, kvar), var, handle, bound, loc)
+
+    def _check_ranges(self, trace: tracer.Trace, v0: Value, bound: Value, step: int, loc: Any) -> None:
+        """Refuse a loop whose trip count ``ceildiv(bound - v0, step)`` may not fit int32 or whose last value
+        ``v0 + count * step`` may leave ``v``'s dtype (the count and the handle are computed in them).
+
+        Raises:
+            UnsupportedError: naming the ranges egtile could bound (a value read from memory has its dtype's range).
+        """
+        from egtile.ir.kernel import Load
+        from egtile.language.guarded import _INT32, _interval, _show_range, _start_value
+
+        ranges = {k: (lo, hi - 1) for k, (lo, hi) in trace.var_ranges.items()}
+        e0, eb = as_expr(v0, "int32"), as_expr(bound, "int32")
+        if isinstance(e0, Load) and e0.buffer.scope == "local":
+            start = _start_value(trace.frames[-1].stmts, e0)
+            e0 = start if start is not None else e0
+        r0, rb = _interval(e0, ranges, None), _interval(eb, ranges, None)
+        extra = 1 if self.op in ("LtE", "GtE") else 0
+        # the count is ceildiv(bound - v0, step), taken only when bound > v0 and without `+ step - 1`
+        # (egtile.language.loop._stepped): that difference must fit int32; the value after the loop wraps as
+        # TileLang's `v = v + step` would
+        if r0 is None or rb is None or rb[1] + extra - r0[0] > _INT32[1]:
+            raise UnsupportedError(refusal(
+                f"egtile cannot bound `bound - {self.var}` within int32 (`{self.var}` starts in {_show_range(r0)}, "
+                f"the bound is in {_show_range(rb)}; a value read from memory has its dtype's whole range)"), loc)
 
     def _check_body(self, body: tuple[Stmt, ...], var: Any, handle: Value, bound: Any, loc: Any) -> None:
         mine = as_expr(handle, "int32")

@@ -144,8 +144,17 @@ class GuardedWhile:
         t = self._test
         loc = tracer.user_loc()
         trace = tracer.current("while")
-        v0 = Value(t.var, t.var.buffer.dtype)
-        bound = Value(t.bound, t.var.buffer.dtype)
+        ranges = {k: (lo, hi - 1) for k, (lo, hi) in trace.var_ranges.items()}
+        start = _start_value(trace.frames[-1].stmts, t.var)
+        r0 = _interval(start, ranges, None) if start is not None else _dtype_range(t.var.buffer.dtype)
+        rb = _interval(t.bound, ranges, None)
+        if r0 is None or rb is None or rb[1] + (0 if t.strict else 1) - r0[0] > _INT32[1]:
+            raise UnsupportedError(refusal(self.counted_reason, (
+                f"egtile cannot bound its trip count `bound - v0` within int32 (v0 in {_show_range(r0)}, the bound "
+                f"in {_show_range(rb)}; a start or bound read from memory has its dtype's whole range)")), loc)
+        self._v_range = (r0[0], rb[1] - (1 if t.strict else 0))  # v while a pass runs: v0 <= v (< or <=) bound
+        v0 = Value(Cast("int32", t.var), "int32")
+        bound = Value(Cast("int32", t.bound), "int32")
         it = _stepped("serial", v0, bound if t.strict else bound + 1, 1, "while", loc, name="_pass")
         nest = it.nest if isinstance(it, _Stepped) else it
         assert isinstance(nest, _LoopNest)
@@ -163,7 +172,7 @@ class GuardedWhile:
             if b in written:
                 raise UnsupportedError(refusal(self.counted_reason,
                                                f"the body writes {b.name}, which the bound reads"), loc)
-        why = progress(body, t)
+        why = progress(body, t, self._v_range, ranges)
         if why is not None:
             raise UnsupportedError(refusal(self.counted_reason, why), loc)
 
@@ -237,9 +246,11 @@ def _subst(e: Expr, env: dict, dirty: set[str]) -> Expr:
     return e
 
 
-def progress(body: tuple[Stmt, ...], t: _Test) -> str | None:
+def progress(body: tuple[Stmt, ...], t: _Test, v_range: tuple[int, int] | None = None,
+             ranges: dict[str, tuple[int, int]] | None = None) -> str | None:
     """``None`` when each pass of ``body`` provably moves ``t.var`` up by at least 1 while the test holds
-    (module docstring, condition 4); otherwise why not."""
+    (module docstring, condition 4), with no value of the update wrapping around its dtype for ``v`` in
+    ``v_range``; otherwise why not."""
     name = f"{t.var.buffer.name}[{', '.join(str(int(i.value)) for i in t.var.indices)}]"  # type: ignore[union-attr]
     env, dirty = _end_values(body)
     end = env.get(_key(t.var), None if t.var.buffer.name in dirty else t.var)
@@ -248,6 +259,10 @@ def progress(body: tuple[Stmt, ...], t: _Test) -> str | None:
     if end == t.var:
         return f"the body does not change {name} at its top level"
     d = _diff_lb(end, t)
+    if d is not None and d >= 1:
+        wrap = _wraps(end, t, v_range, ranges or {})
+        if wrap is not None:
+            return f"its update {_show(end)} may wrap around: {wrap}"
     if d is None or d < 1:
         return (f"egtile cannot prove that a pass moves {name} up by at least 1 (it ends as "
                 f"{_show(end)}, at least {d} more than at the pass's start)" if d is not None else
@@ -364,4 +379,113 @@ def _ub(e: Expr) -> int | None:
         if e.op == "min":
             got = [x for x in (_ub(e.a), _ub(e.b)) if x is not None]
             return min(got) if got else None
+    return None
+
+
+# ---- ranges: no wrap-around, a trip count that fits ---------------------------------------------------------
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def _dtype_range(d: str) -> tuple[int, int] | None:
+    if d in ("bool",):
+        return (0, 1)
+    for sign, lo_of in (("uint", lambda b: 0), ("int", lambda b: -(1 << (b - 1)))):
+        if d.startswith(sign) and d[len(sign):].isdigit():
+            b = int(d[len(sign):])
+            hi = (1 << b) - 1 if sign == "uint" else (1 << (b - 1)) - 1
+            return (lo_of(b), hi)
+    return None
+
+
+def _show_range(r: tuple[int, int] | None) -> str:
+    return "an unknown range" if r is None else f"[{r[0]}, {r[1]}]"
+
+
+def _start_value(stmts: list[Stmt], var: Load) -> Expr | None:
+    """The value the last top-level statement before the loop stored into ``var``'s element, if that is the last
+    write of its buffer there."""
+    for st in reversed(stmts):
+        if isinstance(st, Store) and st.buffer.name == var.buffer.name:
+            return st.value if _local_element(Load(st.buffer, st.indices)) and _key(st) == _key(var) else None
+        if any(b.name == var.buffer.name for inner in _walk((st,)) for b in letbind.writes(inner)):
+            return None
+    return None
+
+
+def _interval(e: Expr, ranges: dict[str, tuple[int, int]], v: tuple[Load, tuple[int, int]] | None,
+              check: list | None = None, dtype: str = "int32") -> tuple[int, int] | None:
+    """An interval holding every value of integer expression ``e`` (``None``: unknown), with ``v``'s element in its
+    range and loop and block indices in ``ranges``; ``check`` collects the subexpressions whose exact value leaves
+    ``dtype``'s range (a wrap-around)."""
+    from egtile.ir.kernel import Var
+
+    def rec(x: Expr) -> tuple[int, int] | None:
+        if v is not None and x == v[0]:
+            return v[1]
+        if isinstance(x, Const):
+            if isinstance(x.value, float):
+                return None
+            return (int(x.value), int(x.value))
+        if isinstance(x, Var):
+            return ranges.get(x.name, _dtype_range(x.dtype))
+        if isinstance(x, Load):
+            return _dtype_range(x.buffer.dtype)
+        if isinstance(x, Cast):
+            inner = rec(x.value)
+            target = _dtype_range(x.dtype)
+            if inner is None or target is None:
+                return None
+            if inner[0] < target[0] or inner[1] > target[1]:
+                if check is not None:
+                    check.append((x, inner, x.dtype))
+                return target
+            return inner
+        if isinstance(x, Select):
+            a, b = rec(x.a), rec(x.b)
+            return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+        if isinstance(x, BinOp):
+            a, b = rec(x.a), rec(x.b)
+            if a is None or b is None:
+                return None
+            out: tuple[int, int] | None
+            if x.op == "+":
+                out = (a[0] + b[0], a[1] + b[1])
+            elif x.op == "-":
+                out = (a[0] - b[1], a[1] - b[0])
+            elif x.op == "*":
+                ps = [p * q for p in a for q in b]
+                out = (min(ps), max(ps))
+            elif x.op == "min":
+                out = (min(a[0], b[0]), min(a[1], b[1]))
+            elif x.op == "max":
+                out = (max(a[0], b[0]), max(a[1], b[1]))
+            elif x.op in ("floormod", "%") and b[0] == b[1] and b[0] > 0:
+                m = b[0]
+                out = (0, m - 1) if x.op == "floormod" or a[0] >= 0 else (-(m - 1), m - 1)
+            elif x.op == "//" and b[0] == b[1] and b[0] > 0:
+                out = (a[0] // b[0], a[1] // b[0])
+            else:
+                return None
+            lim = _dtype_range(dtype)
+            if check is not None and lim is not None and (out[0] < lim[0] or out[1] > lim[1]):
+                check.append((x, out, dtype))
+            return out
+        return None
+
+    return rec(e)
+
+
+def _wraps(end: Expr, t: _Test, v_range: tuple[int, int] | None, ranges: dict[str, tuple[int, int]]) -> str | None:
+    """Why the update ``end`` may leave ``v``'s dtype for ``v`` in ``v_range`` (``None``: it provably does not)."""
+    if v_range is None:
+        return None
+    dtype = t.var.buffer.dtype
+    found: list = []
+    got = _interval(end, ranges, (t.var, v_range), found, dtype)
+    if got is None:
+        return f"egtile cannot bound its values for {t.var.buffer.name} in {_show_range(v_range)}"
+    if found:
+        x, r, d = found[0]
+        return f"{_show(x)} reaches {_show_range(r)}, outside {d}, for {t.var.buffer.name} in {_show_range(v_range)}"
     return None
