@@ -85,8 +85,9 @@ def access_ptr(base: Any, access_type: Any = "r", *extents: Any, offset: Any = 0
     tracer.current("T.access_ptr").require_kernel("T.access_ptr")
     base = lvalue(base)
     if not (isinstance(base, Value) and isinstance(base.expr, Load)):
+        named = getattr(getattr(base, "buffer", None), "name", None)
         raise UnsupportedError(
-            f"T.access_ptr({base!r}): egtile takes a buffer element as the base (buf[i, j]), the start of `n` "
+            f"T.access_ptr({named or repr(base)}): egtile takes a buffer element as the base (buf[i, j]), the start of `n` "
             "consecutive elements for T.ptx_cp_async; a pointer to a whole buffer or region (for a T.call_extern "
             "helper that reads or writes all of it) is not supported: egtile's extern pointer, T.address_of(buf[i]), "
             "stands for the one element it names, which the checkers could not trust for a whole buffer", loc)
