@@ -42,6 +42,7 @@ from typing import Any, Iterator
 from egtile.errors import UnsupportedError
 from egtile.ir.kernel import BinOp, Cast, Const, Expr, For, If, Load, Select, Stmt, Store
 from egtile.language import letbind, tracer
+from egtile.language.counted import _walk
 from egtile.language.expr import Value, as_expr
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -187,14 +188,6 @@ def _guarded_body(trace: tracer.Trace, kvar: Any, sid: int) -> tuple[Stmt, ...]:
     raise AssertionError("the guarded while's loop was not emitted")
 
 
-def _walk(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
-    stack = list(stmts)
-    while stack:
-        st = stack.pop()
-        yield st
-        stack.extend(s for _, ss in letbind._children(st) for s in ss)
-
-
 # ---- the progress proof ------------------------------------------------------------------------------------
 
 
@@ -333,53 +326,13 @@ def _const_int(e: Expr) -> int | None:
 
 
 def _lb(e: Expr) -> int | None:
-    e = _strip(e)
-    c = _const_int(e)
-    if c is not None:
-        return c
-    if isinstance(e, BinOp):
-        m = _const_int(e.b)
-        if e.op == "floormod" and m is not None and m > 0:
-            return 0
-        if e.op == "%" and m is not None and m > 0:
-            return -(m - 1)
-        if e.op == "+":
-            a, b = _lb(e.a), _lb(e.b)
-            return a + b if a is not None and b is not None else None
-        if e.op == "-":
-            a, b = _lb(e.a), _ub(e.b)
-            return a - b if a is not None and b is not None else None
-        if e.op == "min":
-            a, b = _lb(e.a), _lb(e.b)
-            return min(a, b) if a is not None and b is not None else None
-        if e.op == "max":
-            got = [x for x in (_lb(e.a), _lb(e.b)) if x is not None]
-            return max(got) if got else None
-    return None
+    r = _interval(e, {}, None)
+    return None if r is None else r[0]
 
 
 def _ub(e: Expr) -> int | None:
-    e = _strip(e)
-    c = _const_int(e)
-    if c is not None:
-        return c
-    if isinstance(e, BinOp):
-        m = _const_int(e.b)
-        if e.op in ("floormod", "%") and m is not None and m > 0:
-            return m - 1
-        if e.op == "+":
-            a, b = _ub(e.a), _ub(e.b)
-            return a + b if a is not None and b is not None else None
-        if e.op == "-":
-            a, b = _ub(e.a), _lb(e.b)
-            return a - b if a is not None and b is not None else None
-        if e.op == "max":
-            a, b = _ub(e.a), _ub(e.b)
-            return max(a, b) if a is not None and b is not None else None
-        if e.op == "min":
-            got = [x for x in (_ub(e.a), _ub(e.b)) if x is not None]
-            return min(got) if got else None
-    return None
+    r = _interval(e, {}, None)
+    return None if r is None else r[1]
 
 
 # ---- ranges: no wrap-around, a trip count that fits ---------------------------------------------------------
