@@ -517,9 +517,9 @@ class JITKernel:
                 if last.startswith("decisions:"):
                     listing = f"{head}\ndecisions: {n}, listed above with their reasons"
             launch = _launch_note(self.kernel, self.scheduled) + _math_note(self.fast_math, self.target)
-            return f"{launch}{self.schedule_result.explain()}\n\nSchedule:\n{listing}"
-        return (f"target 'interp': the unscheduled kernel runs on the reference interpreter, one block after "
-                f"another, statements in program order.\n{self.kernel}")
+            return f"{_front_end_note(self.kernel)}{launch}{self.schedule_result.explain()}\n\nSchedule:\n{listing}"
+        return (f"{_front_end_note(self.kernel)}target 'interp': the unscheduled kernel runs on the reference "
+                f"interpreter, one block after another, statements in program order.\n{self.kernel}")
 
     def __repr__(self) -> str:
         return f"JITKernel({self.kernel.name!r}, target={self.target!r}, out_idx={list(self.out_idx)})"
@@ -535,6 +535,11 @@ def _math_note(fast: bool, target: str) -> str:
     return (f"Arithmetic: fast math (pass_configs TL_ENABLE_FAST_MATH): {where} with NVRTC --use_fast_math: "
             "a * b + c may fuse into one FMA, subnormals flush to zero, division, square root and the math "
             "functions (T.exp2, T.exp, ...) are their approximate hardware forms (docs/language.md, \"Fast math\").\n\n")
+
+
+def _front_end_note(kernel: Kernel) -> str:
+    """What the front end made of the source that the listing does not show (``ir.Kernel.notes``), one line each."""
+    return "".join(f"front end: {n}\n" for n in getattr(kernel, "notes", ()))
 
 
 def _launch_note(kernel: Kernel, scheduled: Any) -> str:

@@ -73,6 +73,8 @@ def test_the_barrier_splits_the_block_into_two_kernels_that_compile():
     assert "xs" in {b.name for b in first.allocs} and "xs" not in {b.name for b in second.allocs}
     for i, kk in enumerate(k.kernels):
         assert nvrtc.compile_cuda(kk.get_kernel_source(), f"grid_sync_{i}.cu").cubin
+    text = k.explain()  # each kernel says where the split is
+    assert "front end: T.sync_grid() at line" in text and "front end: this kernel is the code after T.sync_grid()" in text
 
 
 @pytest.mark.parametrize("carry", ["shared", "let"])

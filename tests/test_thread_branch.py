@@ -83,6 +83,7 @@ def test_the_branch_is_block_level_code_and_compiles():
     assert not [s for s in walk(body) if isinstance(s, If)]
     assert any(isinstance(s, For) and s.kind == "pipelined" for s in walk(body))
     assert nvrtc.compile_cuda(k.get_kernel_source(), "thread_branch.cu").cubin
+    assert "front end: the `if` on the thread index at line" in k.explain()
 
 
 def test_a_branch_without_tile_code_stays_per_thread():

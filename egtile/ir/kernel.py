@@ -381,6 +381,9 @@ class Kernel:
         sources: ``T.import_source`` strings, in order.
         loc: the ``def`` line of the prim_func.
         overlays: the views of another dtype over an allocation's storage (:class:`Overlay`), in ``T.view`` order.
+        notes: what the front end made of the source that the listing does not show (a block split at
+            ``T.sync_grid()``, a branch on the thread index run on the whole block), for ``explain()``; not part of
+            equality.
     """
 
     name: str
@@ -393,6 +396,7 @@ class Kernel:
     sources: tuple[str, ...] = ()
     loc: SourceLoc | None = _loc()
     overlays: tuple[Overlay, ...] = ()
+    notes: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __str__(self) -> str:
         """TileLang-like listing with statement ids (:func:`egtile.ir.printer.format_kernel`)."""

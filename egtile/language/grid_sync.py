@@ -55,11 +55,16 @@ def sync_grid() -> None:
     grid, block_vars, threads, dims = trace.grid, trace.block_vars, trace.threads, trace.thread_dims
     allocs, hints, overlays = list(trace.allocs), list(trace.hints), list(trace.overlays)
     trace.body = before
+    trace.notes.append(f"T.sync_grid() at line {loc.line if loc else '?'} ends this kernel: the code after it is the "
+                       "next kernel, launched after this one has finished on every block")
     trace.next_kernel()
     # The rest of the T.Kernel block keeps its frame, block indices and buffers: the same block, launched again.
     trace.grid, trace.block_vars, trace.threads, trace.thread_dims = grid, block_vars, threads, dims
     trace.allocs, trace.hints, trace.overlays = allocs, hints, overlays
     trace.after_grid_sync = loc
+    trace.notes.append(f"this kernel is the code after T.sync_grid() at line {loc.line if loc else '?'}: the same "
+                       "grid and threads, launched after the previous kernel; registers, locals and shared memory "
+                       "start over")
 
 
 def _accessed(body: tuple[Stmt, ...]) -> set[str]:

@@ -251,7 +251,7 @@ def build_kernel(trace: tracer.Trace, name: str, loc: SourceLoc | None) -> IRKer
     kernel = IRKernel(
         name=name, params=tuple(trace.params), grid=trace.grid or (1,), block_vars=trace.block_vars,
         threads=trace.threads, allocs=tuple(allocs), body=body, sources=tuple(trace.sources),
-        loc=loc, overlays=tuple(trace.overlays))
+        loc=loc, overlays=tuple(trace.overlays), notes=tuple(trace.notes))
     depth = check_traced(kernel)
     limits.ensure_recursion(max(depth, 4 * trace.deepest))
     return kernel

@@ -166,4 +166,8 @@ class Lift:
                     "runs them at the same time with no barrier between them, so that is a race there, and egtile, "
                     "which runs the branches' tile code one after the other, would hide it; give each branch its own "
                     "buffers, or order them with T.sync_threads() outside the branch", self.loc)
+        line = self.loc.line if self.loc is not None else "?"
+        self.trace.notes.append(
+            f"the `if` on the thread index at line {line} holds only tile code: each side runs once on the whole "
+            "block (TileLang runs it on the side's threads, which computes the same)")
         _open(self.trace, self.var, self.loc).earlier.update(self.written)

@@ -201,6 +201,7 @@ class Trace:
     after_grid_sync: SourceLoc | None = None  # this kernel is a block's code after T.sync_grid() (grid_sync)
     rng_state: Buffer | None = None  # the per-thread Philox state T.rng_init set up (egtile.language.random)
     overlays: list = field(default_factory=list)  # ir.Overlay of each T.view with another dtype (language.bufview)
+    notes: list = field(default_factory=list)  # front-end decisions explain() reports (ir.Kernel.notes)
 
     def next_kernel(self) -> None:
         """A second (third...) ``with T.Kernel`` in one prim_func: keep the finished block as a trace of its
@@ -209,10 +210,10 @@ class Trace:
         import dataclasses
 
         part = dataclasses.replace(self, parts=[], frames=[], allocs=list(self.allocs), lets=list(self.lets),
-                                   hints=list(self.hints), overlays=list(self.overlays))
+                                   hints=list(self.hints), overlays=list(self.overlays), notes=list(self.notes))
         self.parts.append(part)
         self.body, self.grid, self.block_vars = None, None, ()
-        self.allocs, self.lets, self.hints, self.overlays = [], [], [], []
+        self.allocs, self.lets, self.hints, self.overlays, self.notes = [], [], [], [], []
         self.role_tid = None
         self.after_grid_sync = None
         self.rng_state = None
