@@ -206,6 +206,8 @@ def close_region(trace: tracer.Trace) -> dict[str, list[int]]:
     trace.var_ranges.pop(region.var.name, None)
     if _has_mark(body):
         out = _split(body, region, trace, _written_locals(body))
+    elif not body:
+        out = []  # a region with no statement (a tile op or a lifted branch right after the binding) runs nothing
     else:
         out = [For(region.sid, region.var, Const(0, "int32"), Const(trace.threads, "int32"), "parallel", body, 0,
                    region.loc)]
