@@ -291,9 +291,11 @@ class JITKernel:
         """A hand-specialized kernel's schedule: its protocol lowered as written and checked as the user's
         (:mod:`egtile.lower.protocol`, :mod:`egtile.verifier.protocol`); it skips the e-graph, and is cached
         like the e-graph's schedules (the key covers the lowering's and the checker's source)."""
+        from egtile.analysis import overlay
         from egtile.lower.protocol import schedule_protocol
         from egtile.verifier.protocol import check_protocol
 
+        overlay.refuse(self.kernel)  # T.view scratch: proved before any schedule, as the e-graph's path does
         result = schedule_protocol(self.kernel)
         if getattr(self, "_dynamic_check", False):
             from egtile.ir.scheduled import Decision

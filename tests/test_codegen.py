@@ -54,7 +54,18 @@ ALL_SCHEDULES = {
     # a hand-written protocol (T.ws, T.alloc_barrier, T.tma_copy(barrier=)): its ExpectTx before each TMA load,
     # the user's waits and arrivals (run on the GPU by examples/warp_specialized_gemm.py)
     "user_protocol": lambda: _user_protocol(),
+    # per-thread cp.async in a hand-written producer role, completing on an mbarrier (T.ptx_cp_async,
+    # T.cp_async_barrier_noinc; run on the GPU by tests/test_protocol_cp_async.py)
+    "user_protocol_cp_async": lambda: _user_protocol_cp_async(),
 }
+
+
+def _user_protocol_cp_async():
+    from test_protocol_cp_async import gather
+
+    from egtile.lower.protocol import schedule_protocol
+
+    return schedule_protocol(gather().kernel).scheduled
 
 
 def _user_protocol():

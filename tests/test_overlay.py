@@ -146,3 +146,31 @@ def test_scratch_compiles_with_nvrtc():
 @pytest.mark.gpu
 def test_scratch_over_dead_storage_on_the_gpu():
     _run(egtile.compile(_scratch_kernel(), target="cuda"), "cuda")
+
+
+def _view_in_roles():
+    @T.prim_func
+    def main(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=256):
+            S = T.alloc_shared((128,), "float32")
+            V = T.view(S, shape=(128,), dtype="int32")
+            full = T.alloc_barrier(128)
+            tx = T.get_thread_binding()
+            if tx >= 128:
+                T.copy(X, S)
+                for i in T.Parallel(128):
+                    V[i] = 7
+                T.barrier_arrive(full)
+            else:
+                T.barrier_wait(full, 0)
+                T.copy(S, Y)
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_view_in_a_kernel_with_roles_is_refused_on_every_target(target):
+    # fresh-user findings: the protocol path skipped the proof on sim, and concurrent roles were read in order
+    with pytest.raises(UnsupportedError, match=r"T.view\(S\) as V with another dtype in a kernel with warp-specialized "
+                                               r"roles|observe"):
+        egtile.compile(_view_in_roles(), target=target)

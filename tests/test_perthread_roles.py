@@ -334,3 +334,34 @@ def test_the_interpreter_refuses_roles_that_each_run_their_own_loop():
         egtile.compile(own_loops(), target="interp")
     assert 'use target="sim"' in exc.value.message
     assert exc.value.loc.line == line(own_loops, "consumer")
+
+
+def _role_accumulator():
+    @T.prim_func
+    def main(X: T.Tensor((128, 4), "float32"), Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=256):
+            bar = T.alloc_barrier(128)
+            tx = T.get_thread_binding()
+            if tx >= 128:
+                T.barrier_arrive(bar)
+            else:
+                T.barrier_wait(bar, 0)
+                acc = T.alloc_var("float32")
+                acc = 0.0  # a constant: still one copy per thread
+                for j in T.serial(4):
+                    acc = acc + X[tx, j]
+                Y[tx] = acc
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_per_thread_variable_initialized_by_a_constant_in_a_role_is_per_thread(target):
+    # a fresh-user finding: `acc = 0.0` ran once at the role's level, so each thread's sum started from the last one
+    import torch
+    from _check import poisoned
+
+    x = torch.randn(128, 4, generator=torch.Generator().manual_seed(3))
+    y = poisoned((128,), torch.float32, "cpu")
+    egtile.compile(_role_accumulator(), target=target)(x, y)
+    torch.testing.assert_close(y.double(), x.double().sum(1), rtol=1e-6, atol=1e-6)

@@ -142,3 +142,21 @@ def test_tile_code_on_part_of_the_block_on_the_gpu():
     torch.testing.assert_close(out.double(), ref_out, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(diag.double(), ref_diag, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(z.double(), ref_z, rtol=0, atol=1e-6)
+
+
+def test_branches_that_touch_one_storage_through_a_view_are_refused_as_a_race():
+    # a fresh-user finding: a T.view of another dtype shares its base's bytes in TileLang
+    with pytest.raises(UnsupportedError, match=r"both touch S and one writes it"):
+        @T.prim_func
+        def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32"), Z: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=128):
+                S = T.alloc_shared((64,), "float32")
+                V = T.view(S, shape=(64,), dtype="int32")
+                T.copy(X, S)
+                if T.get_thread_binding() < 64:
+                    T.copy(S, Y)
+                else:
+                    for i in T.Parallel(64):
+                        V[i] = i
+                    for i in T.Parallel(64):
+                        Z[i] = T.cast(V[i], "float32")

@@ -47,7 +47,7 @@ from egtile.analysis.access import ANY_BUFFER, names, reads, walk_expr, writes
 from egtile.analysis.parallel_races import int_values
 from egtile.errors import SourceLoc, UnsupportedError
 from egtile.ir.kernel import (
-    AtomicAdd, Buffer, Const, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Overlay, Reduce, Stmt, Store,
+    AtomicAdd, Buffer, Const, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Overlay, Reduce, Stmt, Store, walk,
 )
 
 RULE = "view-scratch"
@@ -326,6 +326,14 @@ def refuse(kernel: Kernel) -> None:
     Raises:
         UnsupportedError: a read that could observe another buffer's bits (module docstring).
     """
+    from egtile.ir.protocol import RoleBlock
+
+    if kernel.overlays and any(isinstance(s, RoleBlock) for s in walk(kernel.body)):
+        o = kernel.overlays[0]
+        raise UnsupportedError(
+            f"T.view({o.base}) as {o.view} with another dtype in a kernel with warp-specialized roles: the roles run "
+            "at the same time, so the order this check reads the two faces' accesses in is not the order they "
+            "happen in; give the scratch a buffer of its own", o.loc)
     obs = observations(kernel)
     if obs:
         raise UnsupportedError(message(kernel, obs[0]), obs[0].stmt.loc)

@@ -236,7 +236,9 @@ def per_thread_role_body(body: tuple, groups: tuple[int, ...], trace: tracer.Tra
             if _mentions(x, name) or isinstance(x, CpAsync):
                 return True
             lw = _local_writes(x)
-            if lw and not isinstance(x, (For, If)) and any(a.buffer in varying for a in reads(x)):
+            # a per-thread variable's every write is per-thread, its initialization by a constant too (one copy per
+            # thread: written once at the role's level, the threads' loop would carry one thread's value to the next)
+            if lw and not isinstance(x, (For, If)) and (lw & varying or any(a.buffer in varying for a in reads(x))):
                 return True
         return False
 

@@ -155,10 +155,13 @@ class Lift:
                         "per-thread part out of the branch", getattr(s, "loc", None) or self.loc)
         if self.middle is not None:
             then, other = stmts[:self.middle - self.start], stmts[self.middle - self.start:]
-            w1 = {a.buffer for s in walk(tuple(then)) for a in writes(s)}
-            w2 = {a.buffer for s in walk(tuple(other)) for a in writes(s)}
-            r1 = {a.buffer for s in walk(tuple(then)) for a in reads(s)}
-            r2 = {a.buffer for s in walk(tuple(other)) for a in reads(s)}
+            # a T.view of another dtype shares its base's bytes in TileLang: one storage, one name here
+            storage = {o.view: o.base for o in self.trace.overlays}
+
+            def names(stmts: list, which) -> set[str]:
+                return {storage.get(a.buffer, a.buffer) for s in walk(tuple(stmts)) for a in which(s)}
+
+            w1, w2, r1, r2 = names(then, writes), names(other, writes), names(then, reads), names(other, reads)
             both = sorted((w1 & (w2 | r2)) | (w2 & r1))
             if both:
                 raise UnsupportedError(
