@@ -110,7 +110,7 @@ class _Walk:
             self.group[o.view] = self.group[o.base] = o.base
             self.overlay_of[o.view] = o
             self.overlay_of.setdefault(o.base, o)
-        self.sids = {s.sid: s for s in _walk_all(kernel.body)}
+        self.sids = {s.sid: s for s in walk(kernel.body)}
         self.found: dict[tuple[int, str, str], Observation] = {}
 
     def faces(self, group: str) -> list[str]:
@@ -186,17 +186,6 @@ class _Walk:
             if whole_write(s, self.bufs[f]):
                 out.pop(f, None)
         return out
-
-
-def _walk_all(stmts: tuple[Stmt, ...]):
-    for s in stmts:
-        yield s
-        match s:
-            case For(body=b):
-                yield from _walk_all(b)
-            case If(then_body=t, else_body=e):
-                yield from _walk_all(t)
-                yield from _walk_all(e)
 
 
 def _join(a: State, b: State) -> State:
