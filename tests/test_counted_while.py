@@ -422,3 +422,16 @@ def test_a_start_and_bound_read_from_memory_whose_difference_may_wrap_are_refuse
                 while bx < V[1]:
                     Out[0] = bx
                     bx = bx + 1000000000
+
+
+def test_a_narrow_variable_that_may_wrap_around_is_refused():
+    # a fresh-user finding: in C `v + 10` on an int8 wraps from 120 to -126 and the loop never ends
+    with pytest.raises(UnsupportedError, match=r"`v` is int8 and may wrap around"):
+        @T.prim_func
+        def main(Out: T.Tensor((1,), "int32")):
+            with T.Kernel(1, threads=32):
+                v = T.alloc_var("int8")
+                v = 0
+                while v < 127:
+                    Out[0] = T.cast(v, "int32")
+                    v = v + 10

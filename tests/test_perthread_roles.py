@@ -365,3 +365,40 @@ def test_a_per_thread_variable_initialized_by_a_constant_in_a_role_is_per_thread
     y = poisoned((128,), torch.float32, "cpu")
     egtile.compile(_role_accumulator(), target=target)(x, y)
     torch.testing.assert_close(y.double(), x.double().sum(1), rtol=1e-6, atol=1e-6)
+
+
+def _role_uniform_accumulator():
+    @T.prim_func
+    def main(X: T.Tensor((4, 128), "float32"), Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=256):
+            buf = T.alloc_shared((2, 128), "float32")
+            full = T.alloc_barrier([128] * 2)
+            empty = T.alloc_barrier([128] * 2)
+            tx = T.get_thread_binding()
+            if tx >= 128:
+                for k in T.serial(4):
+                    T.barrier_wait(empty[k % 2], ((k // 2) % 2) ^ 1)
+                    T.tma_copy(X[k, 0], buf[k % 2, :], barrier=full[k % 2])
+                    T.barrier_arrive(full[k % 2])
+            else:
+                acc = T.alloc_var("float32")
+                acc = 0.0
+                for k in T.serial(4):
+                    T.barrier_wait(full[k % 2], (k // 2) % 2)
+                    acc = acc + buf[k % 2, 0]  # no tx: the same on every thread, still each thread's own copy
+                    T.barrier_arrive(empty[k % 2])
+                Y[tx] = acc + X[0, tx] * 0.0
+
+    return main
+
+
+def test_a_per_thread_variable_updated_without_the_thread_index_in_a_role_is_every_threads():
+    # a fresh-user finding: role-level stores to a per-thread variable ran on one elected thread
+    import torch
+    from _check import poisoned
+
+    x = torch.randn(4, 128, generator=torch.Generator().manual_seed(5))
+    y = poisoned((128,), torch.float32, "cpu")
+    egtile.compile(_role_uniform_accumulator(), target="sim")(x, y)
+    want = torch.full((128,), float(x.double()[:, 0].sum()), dtype=torch.float64)
+    torch.testing.assert_close(y.double(), want, rtol=1e-6, atol=1e-6)

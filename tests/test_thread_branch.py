@@ -160,3 +160,47 @@ def test_branches_that_touch_one_storage_through_a_view_are_refused_as_a_race():
                         V[i] = i
                     for i in T.Parallel(64):
                         Z[i] = T.cast(V[i], "float32")
+
+
+# ---- what a lifted branch cannot hold (fresh-user findings) -------------------------------------------------------
+
+
+def test_an_atomic_outside_a_parallel_in_the_branch_is_refused():
+    # TileLang runs it once per thread of the branch; run once on the block it would count 1, not 32
+    with pytest.raises(UnsupportedError, match=r"T.atomic_add outside a T.Parallel in the `if` on the thread index"):
+        @T.prim_func
+        def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32"), C: T.Tensor((1,), "float32")):
+            with T.Kernel(1, threads=128):
+                if T.get_thread_binding() < 32:
+                    T.copy(A, B)
+                    T.atomic_add(C[0], 1.0)
+
+
+@pytest.mark.parametrize("use", ["read", "write"])
+def test_a_per_thread_variable_from_before_the_branch_is_refused(use):
+    with pytest.raises(UnsupportedError, match=r"uses the per-thread variable L"):
+        @T.prim_func
+        def main(A: T.Tensor((32,), "float32"), B: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                S = T.alloc_shared((32,), "float32")
+                L = T.alloc_local((2,), "float32")
+                T.fill(L, 7.0)
+                tx = T.get_thread_binding()
+                if T.get_thread_binding() < 32:
+                    if use == "read":
+                        T.fill(S, L[0])
+                    else:
+                        T.copy(A[0:2], L)
+                B[tx] = L[1]
+
+
+def test_a_block_barrier_inside_the_branch_is_refused():
+    with pytest.raises(UnsupportedError, match=r"T.sync_threads\(\) inside the `if` on the thread index"):
+        @T.prim_func
+        def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
+            with T.Kernel(1, threads=128):
+                S = T.alloc_shared((32,), "float32")
+                if T.get_thread_binding() < 32:
+                    T.copy(A, S)
+                    T.sync_threads()
+                    T.copy(S, B)

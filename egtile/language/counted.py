@@ -309,7 +309,7 @@ class CountedWhile:
             UnsupportedError: naming the ranges egtile could bound (a value read from memory has its dtype's range).
         """
         from egtile.ir.kernel import Load
-        from egtile.language.guarded import _INT32, _interval, _show_range, _start_value
+        from egtile.language.guarded import _INT32, _dtype_range, _interval, _show_range, _start_value
 
         ranges = {k: (lo, hi - 1) for k, (lo, hi) in trace.var_ranges.items()}
         e0, eb = as_expr(v0, "int32"), as_expr(bound, "int32")
@@ -325,6 +325,12 @@ class CountedWhile:
             raise UnsupportedError(refusal(
                 f"egtile cannot bound `bound - {self.var}` within int32 (`{self.var}` starts in {_show_range(r0)}, "
                 f"the bound is in {_show_range(rb)}; a value read from memory has its dtype's whole range)"), loc)
+        narrow = _dtype_range(v0.dtype)
+        if narrow is not None and narrow[1] < _INT32[1] and rb[1] + extra + step - 1 > narrow[1]:
+            # C computes `v + step` in int and converts it back, wrapping: such a loop would not end there
+            raise UnsupportedError(refusal(
+                f"`{self.var}` is {v0.dtype} and may wrap around: the bound is in {_show_range(rb)} and the step is "
+                f"{step}, so `{self.var} + {step}` may pass {narrow[1]}; use an int32 variable"), loc)
 
     def _check_body(self, body: tuple[Stmt, ...], var: Any, handle: Value, bound: Any, loc: Any) -> None:
         mine = as_expr(handle, "int32")

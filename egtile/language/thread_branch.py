@@ -17,10 +17,14 @@ That is the same program when, and only when:
 2. the branches do not use the thread index or per-thread values: no ``T.get_thread_binding()`` call, no name bound
    to a value of the thread index or of a per-thread (local) buffer (source read of the branch, then the traced
    statements checked);
-3. neither branch writes what the other reads or writes: in TileLang the two run at the same time with no barrier
-   between them, so such an access would be a race there, and running them one after the other would hide it;
+3. neither branch writes what the other reads or writes (a view of another dtype and its base are one storage): in
+   TileLang the two run at the same time with no barrier between them, so such an access would be a race there, and
+   running them one after the other would hide it;
 4. the branch stands at the thread region's own level (not inside a per-thread loop or another branch), outside a
-   kernel with its own mbarrier protocol (whose roles are warpgroup branches, :mod:`egtile.language.roles`).
+   kernel with its own mbarrier protocol (whose roles are warpgroup branches, :mod:`egtile.language.roles`);
+5. what TileLang runs once per thread of a side stays out of it: a per-thread variable from before the branch
+   (``T.alloc_var`` / ``T.alloc_local``, a let-binding), read or written in a side; a ``T.atomic_add`` or
+   ``T.call_extern`` outside a ``T.Parallel``; a ``T.sync_threads()`` (a block barrier reached by part of the block).
 
 The source front end passes what it reads from the branch (:class:`BranchSource`); :func:`liftable` checks
 conditions 1, 2 and 4 when the branch starts, :class:`Lift` closes the thread region before it, checks what the
@@ -130,6 +134,10 @@ class Lift:
         self.frame = self.trace.frames[-1]
         self.start = len(self.frame.stmts)
         self.middle: int | None = None
+        # per-thread state from before the branch: a side that TileLang runs per thread must not use it
+        self.outer = {b.name for b in self.trace.allocs if b.scope == "local"} | \
+            {r.buffer.name for r in self.trace.lets}
+        self.trace.lifted_branch = loc
 
     def orelse(self) -> None:
         self.middle = len(self.frame.stmts)
@@ -141,10 +149,37 @@ class Lift:
             UnsupportedError: a branch uses the thread index, or the branches touch one buffer and one writes it.
         """
         from egtile.analysis.access import reads, writes
+        from egtile.ir.kernel import AtomicAdd, Extern, For, If
         from egtile.language.kernel import _operands
         from egtile.language.threads import _open
 
+        self.trace.lifted_branch = None
         stmts = self.frame.stmts[self.start:]
+        line = self.loc.line if self.loc is not None else "?"
+        for s in walk(tuple(stmts)):
+            for a in (*reads(s), *writes(s)):
+                if a.scope == "local" and a.buffer in self.outer:
+                    raise UnsupportedError(
+                        f"the `if` on the thread index at line {line} holds tile code and uses the per-thread variable "
+                        f"{a.buffer.split('@')[0]}: TileLang runs the branch on its threads, each with its own copy, "
+                        "while egtile runs the branch's tile code once on the whole block, where per-thread values have "
+                        "no one meaning; pass the value through shared memory or compute it inside the branch",
+                        getattr(s, "loc", None) or self.loc)
+
+        def scalar_effects(body: list) -> None:
+            for s in body:
+                if isinstance(s, (AtomicAdd, Extern)):
+                    raise UnsupportedError(
+                        f"{'T.atomic_add' if isinstance(s, AtomicAdd) else 'T.call_extern'} outside a T.Parallel in "
+                        f"the `if` on the thread index at line {line}: TileLang runs it once per thread of the branch, "
+                        "egtile runs the branch's tile code once on the whole block; put it in a T.Parallel over what "
+                        "it should run for, or out of the branch", s.loc or self.loc)
+                if isinstance(s, For) and s.kind != "parallel":
+                    scalar_effects(list(s.body))
+                elif isinstance(s, If):
+                    scalar_effects(list(s.then_body) + list(s.else_body))
+
+        scalar_effects(list(stmts))
         for s in walk(tuple(stmts)):
             for x in _operands(s):
                 if self.var.name in _vars(x):
@@ -169,7 +204,6 @@ class Lift:
                     "runs them at the same time with no barrier between them, so that is a race there, and egtile, "
                     "which runs the branches' tile code one after the other, would hide it; give each branch its own "
                     "buffers, or order them with T.sync_threads() outside the branch", self.loc)
-        line = self.loc.line if self.loc is not None else "?"
         self.trace.notes.append(
             f"the `if` on the thread index at line {line} holds only tile code: each side runs once on the whole "
             "block (TileLang runs it on the side's threads, which computes the same)")

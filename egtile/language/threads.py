@@ -404,6 +404,13 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
     elsewhere nothing to do (module docstring)."""
     loc = tracer.user_loc()
     trace = tracer.current("T.sync_threads")
+    lifted = trace.lifted_branch
+    if lifted is not None:
+        raise UnsupportedError(
+            f"T.sync_threads() inside the `if` on the thread index at line {lifted.line}, which only some threads "
+            "take: a block barrier there is reached by part of the block (undefined in CUDA); egtile runs that "
+            "branch's tile code on the whole block and places the barriers it needs itself, so leave this one out "
+            "or move it out of the branch", loc)
     region = trace.region
     if region is None or region.frame not in trace.frames:
         return

@@ -202,6 +202,7 @@ class Trace:
     rng_state: Buffer | None = None  # the per-thread Philox state T.rng_init set up (egtile.language.random)
     overlays: list = field(default_factory=list)  # ir.Overlay of each T.view with another dtype (language.bufview)
     notes: list = field(default_factory=list)  # front-end decisions explain() reports (ir.Kernel.notes)
+    lifted_branch: SourceLoc | None = None  # a branch on the thread index being run on the whole block (thread_branch)
 
     def next_kernel(self) -> None:
         """A second (third...) ``with T.Kernel`` in one prim_func: keep the finished block as a trace of its

@@ -251,6 +251,8 @@ class _Lowering:
                 raise UnsupportedError("T.alloc_barrier must be at the top level of the T.Kernel body", s.loc)
             case Copy() | Fill() | Gemm() | Reduce():
                 return [TileOp(s, "simt", threads)]
+            case Store(buffer=b) if b.scope == "local":
+                return [Leaf(s)]  # a per-thread variable: every thread that reaches it keeps its own copy
             case Store() | AtomicAdd() | Extern():
                 return [Elect(threads, (Leaf(s),))]
             case For(kind="parallel"):
