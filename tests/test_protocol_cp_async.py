@@ -176,6 +176,8 @@ def test_a_missing_noinc_arrive_deadlocks_and_is_reported():
     with pytest.raises(ScheduleError) as exc:
         egtile.compile(gather("no_arrive"), target="sim")
     assert "nothing arrives on full[0]" in exc.value.message
+    # the fix names the arrival cp.async needs (T.mbarrier_arrive would arrive before the copies land)
+    assert "T.cp_async_barrier_noinc" in exc.value.message
 
 
 def test_a_wait_with_the_wrong_parity_is_reported_at_the_wait():

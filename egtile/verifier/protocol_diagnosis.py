@@ -287,6 +287,17 @@ def _missing_arrive(v: Violation, k: _Kernel) -> Diagnosis | None:
                 break
     head = (f"nothing arrives on {_bar(v)}: phase {phase} receives no arrival, so it never completes; "
             f"{waiter}and hangs")
+    cps = [x for x in k.sites.values() if type(x.stmt).__name__ == "CpAsync"]
+    if after is None and cps and wait is not None:
+        read = set().union(*(_reads(x.stmt) for x in k.sites.values() if x.role == wait.role and x.order > wait.order))
+        feeding = [x for x in cps if _writes(x.stmt) & read]
+        if feeding:  # per-thread cp.async copies feed the waiter: their completion is the arrival
+            last = max(feeding, key=lambda x: x.order)
+            return Diagnosis(
+                f"{head}. The missing statement: `T.cp_async_barrier_noinc({ref})` in {k.role_name(last.role)} "
+                f"after its T.ptx_cp_async copies ({_at(last.stmt)})",
+                f"arrive on `{ref}` with T.cp_async_barrier_noinc after the copies at {_line(last.stmt)} (an arrival "
+                f"per thread once its copies land){count}", last.stmt.loc, v)
     if after is None:
         return Diagnosis(head, f"add `T.mbarrier_arrive({ref})`{count} in the role that releases the waiter",
                          wait.stmt.loc if wait is not None else None, v)
@@ -353,9 +364,15 @@ def _order(v: Violation, k: _Kernel) -> Diagnosis | None:
             w = after[0].stmt
             return Diagnosis(f"{head}: it comes before `{_src(w)}` ({_line(w)}), the wait that orders it",
                              f"move the read after the wait at {_line(w)}", later.stmt.loc, v)
-        bar = guards[0] if guards else "a barrier the writer arrives on"
-        return Diagnosis(f"{head}: no wait of {k.role_name(later.role)} on {bar} comes before it",
-                         f"wait on `{bar}` before the read at {_line(later.stmt)}", later.stmt.loc, v)
+        if guards:
+            return Diagnosis(f"{head}: no wait of {k.role_name(later.role)} on {guards[0]} comes before it",
+                             f"wait on `{guards[0]}` before the read at {_line(later.stmt)}", later.stmt.loc, v)
+        arrive = ("after its T.ptx_cp_async copies, T.cp_async_barrier_noinc(bar) (an arrival when the copies land)"
+                  if type(first.stmt).__name__ == "CpAsync" else "after the write, T.mbarrier_arrive(bar)")
+        return Diagnosis(f"{head}: no wait of {k.role_name(later.role)} on a barrier the writer arrives on comes "
+                         "before it",
+                         f"have the writer arrive on a barrier {arrive}, and wait on it before the read at "
+                         f"{_line(later.stmt)}", later.stmt.loc, v)
     # L2: a write ``later`` overwrites what ``first`` read (or wrote) in an earlier round
     reader = "" if first.role == later.role else f" while {k.role_name(first.role)} may still read it"
     return Diagnosis(
