@@ -301,7 +301,7 @@ class CountedWhile:
         assert handle is not None
         self._check_body(_loop_body(trace, kvar), var, handle, bound, loc)
 
-    def _check_ranges(self, trace: tracer.Trace, v0: Value, bound: Value, step: int, loc: Any) -> None:
+    def _check_ranges(self, trace: tracer.Trace, v0: Any, bound: Any, step: int, loc: Any) -> None:
         """Refuse a loop whose trip count ``ceildiv(bound - v0, step)`` may not fit int32 or whose last value
         ``v0 + count * step`` may leave ``v``'s dtype (the count and the handle are computed in them).
 
@@ -325,11 +325,12 @@ class CountedWhile:
             raise UnsupportedError(refusal(
                 f"egtile cannot bound `bound - {self.var}` within int32 (`{self.var}` starts in {_show_range(r0)}, "
                 f"the bound is in {_show_range(rb)}; a value read from memory has its dtype's whole range)"), loc)
-        narrow = _dtype_range(v0.dtype)
+        vdtype = getattr(v0, "dtype", "int32")  # a Python int start counts as int32, as TileLang's
+        narrow = _dtype_range(vdtype)
         if narrow is not None and narrow[1] < _INT32[1] and rb[1] + extra + step - 1 > narrow[1]:
             # C computes `v + step` in int and converts it back, wrapping: such a loop would not end there
             raise UnsupportedError(refusal(
-                f"`{self.var}` is {v0.dtype} and may wrap around: the bound is in {_show_range(rb)} and the step is "
+                f"`{self.var}` is {vdtype} and may wrap around: the bound is in {_show_range(rb)} and the step is "
                 f"{step}, so `{self.var} + {step}` may pass {narrow[1]}; use an int32 variable"), loc)
 
     def _check_body(self, body: tuple[Stmt, ...], var: Any, handle: Value, bound: Any, loc: Any) -> None:
