@@ -19,7 +19,7 @@ refused, as is one in per-thread code or in a kernel with its own mbarrier proto
 from __future__ import annotations
 
 from egtile.errors import SourceLoc, UnsupportedError
-from egtile.ir.kernel import Fill, Copy, Kernel, Stmt, walk
+from egtile.ir.kernel import Kernel, Stmt, walk
 from egtile.language import tracer
 
 

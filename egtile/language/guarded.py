@@ -28,7 +28,12 @@ Definition. A *guarded* ``while`` is one that is not counted and whose test, the
    ends as an expression ``e`` with ``e - v >= 1`` whenever the test holds, proved by interval reasoning over
    ``+``, ``-``, ``min``, ``max``, ``floormod`` / ``%`` by a positive constant and the test itself (``bound - v >= 1``
    for ``<``). A store to a tracked element inside a nested loop or branch, or any other write to its buffer,
-   makes its value unknown, and the proof fails.
+   makes its value unknown, and the proof fails;
+5. *no wrap-around*: ``v0`` (the last top-level store before the loop), the bound and every value of the update have
+   interval bounds (block and loop indices by their ranges, a value read from memory by its dtype's range) under
+   which the trip count ``bound - v0`` fits int32 and no value of the update (or of a cast in it) leaves its dtype,
+   so the proof of 4 holds for the machine's arithmetic (the variable only grows from ``v0`` and stays below the
+   bound while a pass runs).
 
 Anything else is refused with what failed. Python names the body assigns follow the rule of every loop that runs on
 the GPU (:class:`egtile.language.pyops.Loop`).
@@ -78,7 +83,7 @@ def _shape(e: Expr) -> _Test | str:
     if op in (">", ">="):
         op, a, b = _FLIP[op], b, a
     if not _local_element(a):
-        return (f"the variable side of its test is not an element of a local variable (T.alloc_var, T.alloc_local) "
+        return ("the variable side of its test is not an element of a local variable (T.alloc_var, T.alloc_local) "
                 "at constant indices")
     d = a.buffer.dtype
     if not (d.startswith("int") or d.startswith("uint")):
