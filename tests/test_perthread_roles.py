@@ -402,3 +402,32 @@ def test_a_per_thread_variable_updated_without_the_thread_index_in_a_role_is_eve
     egtile.compile(_role_uniform_accumulator(), target="sim")(x, y)
     want = torch.full((128,), float(x.double()[:, 0].sum()), dtype=torch.float64)
     torch.testing.assert_close(y.double(), want, rtol=1e-6, atol=1e-6)
+
+
+def _set_before_the_roles():
+    @T.prim_func
+    def main(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=256):
+            bar = T.alloc_barrier(128)
+            acc = T.alloc_var("float32")
+            acc = 5.0  # every thread's own copy, before the roles split
+            tx = T.get_thread_binding()
+            if tx >= 128:
+                T.barrier_arrive(bar)
+            else:
+                T.barrier_wait(bar, 0)
+                Y[tx] = acc + X[tx]
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_per_thread_variable_set_before_the_roles_is_read_in_a_role(target):
+    # a fresh-user finding: the verifier took one role's copy of the block-level store for the other's and
+    # refused the kernel (value flow); both copies together are the write
+    from _check import poisoned
+
+    x = torch.randn(128, generator=torch.Generator().manual_seed(9))
+    y = poisoned((128,), torch.float32, "cpu")
+    egtile.compile(_set_before_the_roles(), target=target)(x, y)
+    torch.testing.assert_close(y.double(), x.double() + 5.0, rtol=1e-6, atol=1e-6)

@@ -153,7 +153,11 @@ class ValueFlow:
             if not cands and covers:
                 ok = self._matches_all(r, w)
                 if ok is None:
-                    self._paint(buf, r, er, [(w, ew)], before)
+                    # the same statement run by several agents at one point (a per-thread variable set before the
+                    # roles split): together they are the write, each on its own threads
+                    twins = [(x, self._erased(x)) for x in before
+                             if r.local and x is not w and x.sid == w.sid and x.ts == w.ts]
+                    self._paint(buf, r, er, [(w, ew), *twins], before)
                 elif not ok:
                     self._report(buf, r, w, before)
                 return
@@ -232,11 +236,18 @@ class ValueFlow:
             return None
         rx, key = got
         remaining = np.unique(rx)
+        groups: list[list] = []  # a statement's executions by several agents at one point are one write
         for w, _ in cands:
-            g = self._keys(w)
-            if g is None:
+            if groups and r.local and groups[-1][0].sid == w.sid and groups[-1][0].ts == w.ts:
+                groups[-1].append(w)
+            else:
+                groups.append([w])
+        for group in groups:
+            w = group[0]
+            parts = [self._keys(x) for x in group]
+            if any(g is None for g in parts):
                 return None
-            wx, wkey = g
+            wx, wkey = np.concatenate([g[0] for g in parts]), np.concatenate([g[1] for g in parts])
             hit = np.intersect1d(remaining, wx)
             if not hit.size:
                 continue
