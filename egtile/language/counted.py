@@ -309,28 +309,28 @@ class CountedWhile:
             UnsupportedError: naming the ranges egtile could bound (a value read from memory has its dtype's range).
         """
         from egtile.ir.kernel import Load
-        from egtile.language.guarded import _INT32, _dtype_range, _interval, _show_range, _start_value
+        from egtile.language.guarded import INT32, dtype_range, interval_of, show_range, start_value
 
-        ranges = {k: (lo, hi - 1) for k, (lo, hi) in trace.var_ranges.items()}
+        ranges = dict(trace.var_ranges)
         e0, eb = as_expr(v0, "int32"), as_expr(bound, "int32")
         if isinstance(e0, Load) and e0.buffer.scope == "local":
-            start = _start_value(trace.frames[-1].stmts, e0)
+            start = start_value(trace.frames[-1].stmts, e0)
             e0 = start if start is not None else e0
-        r0, rb = _interval(e0, ranges, None), _interval(eb, ranges, None)
+        r0, rb = interval_of(e0, ranges), interval_of(eb, ranges)
         extra = 1 if self.op in ("LtE", "GtE") else 0
         # the count is ceildiv(bound - v0, step), taken only when bound > v0 and without `+ step - 1`
         # (egtile.language.loop._stepped): that difference must fit int32; the value after the loop wraps as
         # TileLang's `v = v + step` would
-        if r0 is None or rb is None or rb[1] + extra - r0[0] > _INT32[1]:
+        if r0 is None or rb is None or rb[1] + extra - r0[0] > INT32[1]:
             raise UnsupportedError(refusal(
-                f"egtile cannot bound `bound - {self.var}` within int32 (`{self.var}` starts in {_show_range(r0)}, "
-                f"the bound is in {_show_range(rb)}; a value read from memory has its dtype's whole range)"), loc)
+                f"egtile cannot bound `bound - {self.var}` within int32 (`{self.var}` starts in {show_range(r0)}, "
+                f"the bound is in {show_range(rb)}; a value read from memory has its dtype's whole range)"), loc)
         vdtype = getattr(v0, "dtype", "int32")  # a Python int start counts as int32, as TileLang's
-        narrow = _dtype_range(vdtype)
-        if narrow is not None and narrow[1] < _INT32[1] and rb[1] + extra + step - 1 > narrow[1]:
+        narrow = dtype_range(vdtype)
+        if narrow is not None and narrow[1] < INT32[1] and rb[1] + extra + step - 1 > narrow[1]:
             # C computes `v + step` in int and converts it back, wrapping: such a loop would not end there
             raise UnsupportedError(refusal(
-                f"`{self.var}` is {vdtype} and may wrap around: the bound is in {_show_range(rb)} and the step is "
+                f"`{self.var}` is {vdtype} and may wrap around: the bound is in {show_range(rb)} and the step is "
                 f"{step}, so `{self.var} + {step}` may pass {narrow[1]}; use an int32 variable"), loc)
 
     def _check_body(self, body: tuple[Stmt, ...], var: Any, handle: Value, bound: Any, loc: Any) -> None:

@@ -150,14 +150,14 @@ class GuardedWhile:
         t = self._test
         loc = tracer.user_loc()
         trace = tracer.current("while")
-        ranges = {k: (lo, hi - 1) for k, (lo, hi) in trace.var_ranges.items()}
-        start = _start_value(trace.frames[-1].stmts, t.var)
-        r0 = _interval(start, ranges, None) if start is not None else _dtype_range(t.var.buffer.dtype)
-        rb = _interval(t.bound, ranges, None)
-        if r0 is None or rb is None or rb[1] + (0 if t.strict else 1) - r0[0] > _INT32[1]:
+        ranges = dict(trace.var_ranges)
+        start = start_value(trace.frames[-1].stmts, t.var)
+        r0 = interval_of(start, ranges) if start is not None else dtype_range(t.var.buffer.dtype)
+        rb = interval_of(t.bound, ranges)
+        if r0 is None or rb is None or rb[1] + (0 if t.strict else 1) - r0[0] > INT32[1]:
             raise UnsupportedError(refusal(self.counted_reason, (
-                f"egtile cannot bound its trip count `bound - v0` within int32 (v0 in {_show_range(r0)}, the bound "
-                f"in {_show_range(rb)}; a start or bound read from memory has its dtype's whole range)")), loc)
+                f"egtile cannot bound its trip count `bound - v0` within int32 (v0 in {show_range(r0)}, the bound "
+                f"in {show_range(rb)}; a start or bound read from memory has its dtype's whole range)")), loc)
         self._v_range = (r0[0], rb[1] - (1 if t.strict else 0))  # v while a pass runs: v0 <= v (< or <=) bound
         v0 = Value(Cast("int32", t.var), "int32")
         bound = Value(Cast("int32", t.bound), "int32")
@@ -331,38 +331,43 @@ def _const_int(e: Expr) -> int | None:
 
 
 def _lb(e: Expr) -> int | None:
-    r = _interval(e, {}, None)
+    r = interval_of(e, {})
     return None if r is None else r[0]
 
 
 def _ub(e: Expr) -> int | None:
-    r = _interval(e, {}, None)
+    r = interval_of(e, {})
     return None if r is None else r[1]
 
 
 # ---- ranges: no wrap-around, a trip count that fits ---------------------------------------------------------
 
-_INT32 = (-(1 << 31), (1 << 31) - 1)
+INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
-def _dtype_range(d: str) -> tuple[int, int] | None:
-    if d in ("bool",):
+def dtype_range(d: str) -> tuple[int, int] | None:
+    """Every value of integer dtype ``d`` (``None``: not an integer dtype)."""
+    from egtile.ir.dtypes import dtype as lookup_dtype
+
+    if d == "bool":
         return (0, 1)
-    for sign, lo_of in (("uint", lambda b: 0), ("int", lambda b: -(1 << (b - 1)))):
-        if d.startswith(sign) and d[len(sign):].isdigit():
-            b = int(d[len(sign):])
-            hi = (1 << b) - 1 if sign == "uint" else (1 << (b - 1)) - 1
-            return (lo_of(b), hi)
-    return None
+    try:
+        t = lookup_dtype(d)
+    except Exception:  # noqa: BLE001 - not a dtype egtile knows: no range
+        return None
+    bits = t.bytes * 8
+    if t.kind == "int":
+        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    return (0, (1 << bits) - 1) if t.kind == "uint" else None
 
 
-def _show_range(r: tuple[int, int] | None) -> str:
+def show_range(r: tuple[int, int] | None) -> str:
     return "an unknown range" if r is None else f"[{r[0]}, {r[1]}]"
 
 
-def _start_value(stmts: list[Stmt], var: Load) -> Expr | None:
-    """The value the last top-level statement before the loop stored into ``var``'s element, if that is the last
-    write of its buffer there."""
+def start_value(stmts: list[Stmt], var: Load) -> Expr | None:
+    """The value the last top-level statement of ``stmts`` (the statement list a loop starts in) stored into
+    ``var``'s element, if that is the last write of its buffer there."""
     for st in reversed(stmts):
         if isinstance(st, Store) and st.buffer.name == var.buffer.name:
             return st.value if _local_element(Load(st.buffer, st.indices)) and _key(st) == _key(var) else None
@@ -371,79 +376,67 @@ def _start_value(stmts: list[Stmt], var: Load) -> Expr | None:
     return None
 
 
-def _interval(e: Expr, ranges: dict[str, tuple[int, int]], v: tuple[Load, tuple[int, int]] | None,
-              check: list | None = None, dtype: str = "int32") -> tuple[int, int] | None:
-    """An interval holding every value of integer expression ``e`` (``None``: unknown), with ``v``'s element in its
-    range and loop and block indices in ``ranges``; ``check`` collects the subexpressions whose exact value leaves
-    ``dtype``'s range (a wrap-around)."""
+def interval_of(e: Expr, ranges: dict[str, tuple[int, int]], v: tuple[Load, tuple[int, int]] | None = None,
+                wraps: list | None = None) -> tuple[int, int] | None:
+    """An interval holding every value of integer expression ``e`` (``None``: unknown): the tracer's interval rules
+    (:func:`egtile.language.safeload.interval`, ``ranges`` the loop and block indices' ``[lo, hi)``) with what they
+    leave unknown bounded here: ``v``'s element by its range, another load or a variable by its dtype's range, a
+    select by both sides, ``%`` / floormod / ``//`` of a possibly negative value by a positive constant, and a cast
+    whose value may not fit its dtype by that dtype's range, recorded in ``wraps`` as ``(cast, interval)``."""
     from egtile.ir.kernel import Var
+    from egtile.language.safeload import interval
 
-    def rec(x: Expr) -> tuple[int, int] | None:
+    def leaf(x: Expr) -> tuple[int, int] | None:
         if v is not None and x == v[0]:
             return v[1]
-        if isinstance(x, Const):
-            if isinstance(x.value, float):
-                return None
-            return (int(x.value), int(x.value))
         if isinstance(x, Var):
-            return ranges.get(x.name, _dtype_range(x.dtype))
+            return dtype_range(x.dtype)
         if isinstance(x, Load):
-            return _dtype_range(x.buffer.dtype)
-        if isinstance(x, Cast):
-            inner = rec(x.value)
-            target = _dtype_range(x.dtype)
+            return dtype_range(x.buffer.dtype)
+        if isinstance(x, Select):
+            a, b = interval(x.a, ranges, leaf), interval(x.b, ranges, leaf)
+            return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+        if isinstance(x, Cast) and not x.bitcast:
+            inner, target = interval(x.value, ranges, leaf), dtype_range(x.dtype)
             if inner is None or target is None:
                 return None
-            if inner[0] < target[0] or inner[1] > target[1]:
-                if check is not None:
-                    check.append((x, inner, x.dtype))
-                return target
-            return inner
-        if isinstance(x, Select):
-            a, b = rec(x.a), rec(x.b)
-            return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
-        if isinstance(x, BinOp):
-            a, b = rec(x.a), rec(x.b)
-            if a is None or b is None:
+            if wraps is not None:
+                wraps.append((x, inner))  # only asked when the tracer's rule found the value outside the dtype
+            return target
+        if isinstance(x, BinOp) and x.op in ("floormod", "%", "//"):
+            a, m = interval(x.a, ranges, leaf), _const_int(x.b)
+            if a is None or m is None or m <= 0:
                 return None
-            out: tuple[int, int] | None
-            if x.op == "+":
-                out = (a[0] + b[0], a[1] + b[1])
-            elif x.op == "-":
-                out = (a[0] - b[1], a[1] - b[0])
-            elif x.op == "*":
-                ps = [p * q for p in a for q in b]
-                out = (min(ps), max(ps))
-            elif x.op == "min":
-                out = (min(a[0], b[0]), min(a[1], b[1]))
-            elif x.op == "max":
-                out = (max(a[0], b[0]), max(a[1], b[1]))
-            elif x.op in ("floormod", "%") and b[0] == b[1] and b[0] > 0:
-                m = b[0]
-                out = (0, m - 1) if x.op == "floormod" or a[0] >= 0 else (-(m - 1), m - 1)
-            elif x.op == "//" and b[0] == b[1] and b[0] > 0:
-                out = (a[0] // b[0], a[1] // b[0])
-            else:
-                return None
-            lim = _dtype_range(dtype)
-            if check is not None and lim is not None and (out[0] < lim[0] or out[1] > lim[1]):
-                check.append((x, out, dtype))
-            return out
+            if x.op == "//":
+                return (a[0] // m, a[1] // m)
+            return (0, m - 1) if x.op == "floormod" else (-(m - 1), m - 1)
         return None
 
-    return rec(e)
+    return interval(e, ranges, leaf)
 
 
 def _wraps(end: Expr, t: _Test, v_range: tuple[int, int] | None, ranges: dict[str, tuple[int, int]]) -> str | None:
-    """Why the update ``end`` may leave ``v``'s dtype for ``v`` in ``v_range`` (``None``: it provably does not)."""
+    """Why the update ``end`` may leave ``v``'s dtype for ``v`` in ``v_range`` (``None``: it provably does not): any
+    of its arithmetic results outside the dtype, or a cast in it whose value may not fit."""
     if v_range is None:
         return None
     dtype = t.var.buffer.dtype
-    found: list = []
-    got = _interval(end, ranges, (t.var, v_range), found, dtype)
-    if got is None:
-        return f"egtile cannot bound its values for {t.var.buffer.name} in {_show_range(v_range)}"
-    if found:
-        x, r, d = found[0]
-        return f"{_show(x)} reaches {_show_range(r)}, outside {d}, for {t.var.buffer.name} in {_show_range(v_range)}"
+    lim = dtype_range(dtype)
+    wraps: list = []
+    v = (t.var, v_range)
+    if interval_of(end, ranges, v, wraps) is None:
+        return f"egtile cannot bound its values for {t.var.buffer.name} in {show_range(v_range)}"
+    if wraps:
+        x, r = wraps[0]
+        return (f"{_show(x)} reaches {show_range(r)}, outside {x.dtype}, for {t.var.buffer.name} in "
+                f"{show_range(v_range)}")
+    stack: list = [end]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, BinOp):
+            r = interval_of(x, ranges, v)
+            if lim is not None and r is not None and (r[0] < lim[0] or r[1] > lim[1]):
+                return f"{_show(x)} reaches {show_range(r)}, outside {dtype}, for {t.var.buffer.name} in " \
+                       f"{show_range(v_range)}"
+        stack.extend(c for k in ("a", "b", "cond", "value") if (c := getattr(x, k, None)) is not None)
     return None

@@ -24,6 +24,8 @@ start point), which use the plain element (:class:`GuardedLoad`'s ``origin``, as
 
 from __future__ import annotations
 
+from typing import Callable
+
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import BinOp, Buffer, Cast, Const, Expr, Load, Select, UnOp, Var
 from egtile.language import tracer
@@ -43,9 +45,17 @@ class GuardedLoad(Value):
         self.origin = origin
 
 
-def interval(e: Expr, ranges: dict[str, Interval]) -> Interval | None:
+def interval(e: Expr, ranges: dict[str, Interval],
+             leaf: Callable[[Expr], Interval | None] | None = None) -> Interval | None:
     """The closed interval ``(lo, hi)`` of integer expression ``e`` over the variables' ``[lo, hi)`` ranges, or
-    ``None`` when it is not known (a load, a variable without a range, an operation not followed here)."""
+    ``None`` when it is not known (a load, a variable without a range, an operation not followed here). ``leaf``,
+    when given, is asked for every subexpression these rules leave unknown (it may follow more, or bound a load by
+    its dtype: :mod:`egtile.language.guarded`)."""
+    got = _interval(e, ranges, leaf)
+    return leaf(e) if got is None and leaf is not None else got
+
+
+def _interval(e: Expr, ranges: dict[str, Interval], leaf: Callable[[Expr], Interval | None] | None) -> Interval | None:
     match e:
         case Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
             return v, v
@@ -55,16 +65,16 @@ def interval(e: Expr, ranges: dict[str, Interval]) -> Interval | None:
                 return None
             return r[0], r[1] - 1
         case Cast(dtype=t, value=v, bitcast=False) if lookup_dtype(t).kind in ("int", "uint"):
-            iv = interval(v, ranges)
+            iv = interval(v, ranges, leaf)
             bits = lookup_dtype(t).bytes * 8
             lo_t, hi_t = ((-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if lookup_dtype(t).kind == "int"
                           else (0, (1 << bits) - 1))
             return iv if iv is not None and lo_t <= iv[0] and iv[1] <= hi_t else None
         case UnOp(op="-", a=a):
-            ia = interval(a, ranges)
+            ia = interval(a, ranges, leaf)
             return None if ia is None else (-ia[1], -ia[0])
         case BinOp(op=op, a=a, b=b):
-            ia, ib = interval(a, ranges), interval(b, ranges)
+            ia, ib = interval(a, ranges, leaf), interval(b, ranges, leaf)
             if ia is None or ib is None:
                 return None
             if op == "+":
