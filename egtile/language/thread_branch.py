@@ -56,42 +56,19 @@ class BranchSource:
     has_else: bool
 
 
-def _vars(e: Any) -> set[str]:
-    """The variables an expression (or a region, or a load) names."""
-    out: set[str] = set()
-    stack: list[Any] = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Var):
-            out.add(x.name)
-        elif isinstance(x, Load):
-            stack.extend(x.indices)
-        else:
-            stack.extend(v for k in ("a", "b", "cond", "value", "load") if (v := getattr(x, k, None)) is not None)
-            stack.extend(getattr(x, "offsets", ()))
-    return out
-
-
 def _per_thread(e: Expr, tid: str) -> bool:
     """Does ``e`` use the thread index or read a per-thread (local) buffer?"""
-    if tid in _vars(e):
-        return True
-    stack: list[Any] = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Load):
-            if x.buffer.scope == "local":
-                return True
-            stack.extend(x.indices)
-        else:
-            stack.extend(v for k in ("a", "b", "cond", "value") if (v := getattr(x, k, None)) is not None)
-    return False
+    from egtile.analysis.access import walk_expr
+
+    return any((isinstance(x, Var) and x.name == tid) or (isinstance(x, Load) and x.buffer.scope == "local")
+               for x in walk_expr(e))
 
 
 def liftable(cond: Expr, source: BranchSource | None, scope: dict[str, Any]) -> bool:
     """Conditions 1, 2 (as far as the source shows) and 4 of the module docstring, for a branch starting now."""
     from egtile.language import roles
     from egtile.language.expr import Value
+    from egtile.analysis.access import free_vars
     from egtile.evaluate import evaluate
 
     if source is None or not source.tile_calls or source.binding:
@@ -101,7 +78,7 @@ def liftable(cond: Expr, source: BranchSource | None, scope: dict[str, Any]) -> 
     if region is None or trace.frames[-1] is not region.frame or roles.is_protocol_kernel(trace):
         return False
     tid = region.var.name
-    if _vars(cond) - {tid} or tid not in _vars(cond):
+    if free_vars(cond) != {tid}:
         return False
     for name in source.reads:
         v = scope.get(name)
@@ -151,6 +128,7 @@ class Lift:
         from egtile.analysis.access import reads, writes
         from egtile.ir.kernel import AtomicAdd, Extern, For, If
         from egtile.language.kernel import _operands
+        from egtile.language.roles import _mentions
         from egtile.language.threads import _open
 
         self.trace.lifted_branch = None
@@ -181,13 +159,12 @@ class Lift:
 
         scalar_effects(list(stmts))
         for s in walk(tuple(stmts)):
-            for x in _operands(s):
-                if self.var.name in _vars(x):
-                    raise UnsupportedError(
-                        f"a branch on the thread index `{self.var.name}` that holds tile ops also uses the index: "
-                        "egtile runs such a branch's tile code on the whole block (TileLang runs it on the branch's "
-                        "threads, which computes the same), so per-thread code cannot be mixed into it; move the "
-                        "per-thread part out of the branch", getattr(s, "loc", None) or self.loc)
+            if _mentions(_operands(s), self.var.name):  # its own operands: the error names that statement
+                raise UnsupportedError(
+                    f"a branch on the thread index `{self.var.name}` that holds tile ops also uses the index: "
+                    "egtile runs such a branch's tile code on the whole block (TileLang runs it on the branch's "
+                    "threads, which computes the same), so per-thread code cannot be mixed into it; move the "
+                    "per-thread part out of the branch", getattr(s, "loc", None) or self.loc)
         if self.middle is not None:
             then, other = stmts[:self.middle - self.start], stmts[self.middle - self.start:]
             # a T.view of another dtype shares its base's bytes in TileLang: one storage, one name here
