@@ -541,7 +541,7 @@ def _math_note(fast: bool, target: str) -> str:
 
 def _front_end_note(kernel: Kernel) -> str:
     """What the front end made of the source that the listing does not show (``ir.Kernel.notes``), one line each."""
-    return "".join(f"front end: {n}\n" for n in getattr(kernel, "notes", ()))
+    return "".join(f"front end: {n}\n" for n in kernel.notes)
 
 
 def _launch_note(kernel: Kernel, scheduled: Any) -> str:

@@ -204,19 +204,20 @@ def _stepped(kind: LoopKind, start: Any, stop: Any, step: Any, what: str, loc, n
         # the handle's start is the value read when the loop starts, as the count's (a let-binding, inlined
         # when no statement of the body can change what it reads)
         lo = letbind.bind(tracer.current(what), "loop_start", lo)
-    if step == 1:
-        count = hi - lo
-    elif isinstance(hi, int) and isinstance(lo, int):
-        count = (hi - lo + step - 1) // step if step > 0 else (lo - hi + (-step) - 1) // (-step)
-    else:
-        # ceildiv without `+ step - 1`, which would wrap around for a bound near its dtype's largest value
+    if step != 1 and not (isinstance(hi, int) and isinstance(lo, int)):
+        # a runtime count: ceildiv without `+ step - 1`, and no difference taken when the range is empty (0 then),
+        # either of which would wrap around to a large positive count for a bound near its dtype's extremes
         from egtile.language.expr import if_then_else
 
-        # and no difference taken when the range is empty, which could wrap around to a large positive count
         span, size, runs = (hi - lo, step, hi > lo) if step > 0 else (lo - hi, -step, lo > hi)
         count = if_then_else(runs, span // size + if_then_else(span % size != 0, 1, 0), 0)
-    # Python's range (and TVM's For with a negative extent): an empty loop, never a negative count
-    count = max(count, 0) if isinstance(count, int) else expr_max(count, 0)
+    else:
+        if step == 1:
+            count = hi - lo
+        else:
+            count = (hi - lo + step - 1) // step if step > 0 else (lo - hi + (-step) - 1) // (-step)
+        # Python's range (and TVM's For with a negative extent): an empty loop, never a negative count
+        count = max(count, 0) if isinstance(count, int) else expr_max(count, 0)
     return _Stepped(_LoopNest(kind, [_start_stop(0, count, what, loc)], what, num_stages, name), lo, step)
 
 
