@@ -47,7 +47,7 @@ _TUNER = ("TileLang's own tuner (hardware templates, the roller, rasterization p
 _TVM = ("TVM, TileLang's compiler IR, is not part of egtile: egtile traces kernels into its own IR; write the kernel "
         "with egtile.language")
 _INTRIN = ("TileLang's hand-written MMA/MFMA instruction emitters and their layouts are not part of egtile: T.gemm "
-           "chooses the instruction (wgmma or mma.sync on sm_90a) and its operand layouts itself")
+           "chooses the instruction and its operand layouts itself (wgmma where its conditions hold, else a SIMT loop: egtile has no mma.sync path yet; explain() says which and why)")
 
 #: TileLang module prefix -> why egtile leaves it out, and what to use instead.
 LEFT_OUT: dict[str, str] = {

@@ -1,8 +1,8 @@
 """``T.gemm``: ``C (+)= op(A) @ op(B)`` on tiles.
 
 Operands are 2-D after dropping unit dimensions. After transposition A is (M, K), B is (K, N) and C is
-(M, N); accumulation is in float32 (float64 when C is float64). How it runs (wgmma, mma.sync, which warps
-own which part of C) is the scheduler's choice; ``policy`` and ``k_pack`` are accepted and ignored.
+(M, N); accumulation is in float32 (float64 when C is float64). How it runs (wgmma or a SIMT loop, which
+warpgroups own which part of C) is the scheduler's choice; ``policy`` and ``k_pack`` are accepted and ignored.
 """
 
 from __future__ import annotations

@@ -59,7 +59,8 @@ _PTR = ("tensors over raw device pointers (a T.Tensor([n], T.ptr) table of data_
 _CLUSTER = "thread-block clusters (sm_90 distributed shared memory) are not supported yet; use T.Kernel"
 _BLACKWELL = ("a Blackwell (sm_100) feature (tensor memory, tcgen05 MMA); egtile targets Hopper (sm_90a): use "
               "T.gemm, which egtile lowers to the best sm_90 instruction")
-_MMA = "use T.gemm: egtile chooses the MMA instruction (wgmma or mma.sync on sm_90a) and its operand layouts itself"
+_MMA = ("use T.gemm: egtile chooses the instruction and its operand layouts itself (wgmma where its conditions hold, "
+        "else a SIMT loop: egtile has no mma.sync path yet; explain() says which and why)")
 _PTX = ("a low-level TVM/PTX intrinsic: egtile emits PTX itself from tile operations; write the tile op (T.copy, "
         "T.gemm, T.fill, T.reduce_*) or call your own device function with T.call_extern / T.import_source")
 _VECTOR = ("vector dtypes and explicit vector loads are not supported: use T.Parallel or T.copy; egtile picks vector "
