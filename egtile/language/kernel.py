@@ -339,8 +339,6 @@ def _operands(st: Any) -> list[Any]:
     return []
 
 
-
-
 def check_threads(threads: int, loc: SourceLoc | None) -> None:
     """Refuse a block size egtile cannot run: whole warps up to 1024 threads, or a partial warp of
     :data:`egtile.ir.kernel.PARTIAL_WARPS` threads. What a partial warp cannot run (wgmma, warp specialization, a
