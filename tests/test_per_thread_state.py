@@ -17,6 +17,8 @@ import math
 import pytest
 import torch
 
+from _check import poisoned
+
 import egtile
 from egtile import language as T
 from egtile.errors import UnsupportedError
@@ -185,13 +187,16 @@ def _across_sync(target: str, read_v_after: bool):
 
 
 @pytest.mark.parametrize("target", ["interp", "sim"])
-def test_a_per_thread_variable_read_across_a_sync_is_refused_at_the_read(target):
-    # Each region between barriers is one T.Parallel over the threads, so its variables end with it: the read
-    # used to give another thread's value on every target (all zeros, or thread 31's), silently.
-    with pytest.raises(UnsupportedError, match=r"per-thread variable 'v' is read after a T.sync_threads\(\).*"
-                                               r"written before it \(lines \d+, \d+\).*S\[tx\] = v") as err:
-        _across_sync(target, True)(32)
-    assert "Y[tx] = v * scale" in err.value.loc.text
+def test_a_per_thread_variable_read_across_a_sync_keeps_each_threads_value(target):
+    # Each region between barriers is one T.Parallel over the threads, so a variable of one region would end with
+    # it: the read used to give another thread's value (all zeros, or thread 31's), then was refused; it is now
+    # each thread's own copy, a row of a block array (egtile.language.carried), as a CUDA local variable is.
+    N = 32
+    x = torch.randn(N)
+    kern = _across_sync(target, True)(N)
+    y = kern(x)
+    torch.testing.assert_close(y.double(), 6.0 * x.double(), rtol=1e-6, atol=1e-6)
+    assert "per-thread variable 'v'" in kern.explain()
 
 
 @pytest.mark.parametrize("target", ["interp", "sim"])
@@ -279,16 +284,81 @@ def test_a_clear_inside_per_thread_code_sets_each_threads_accumulator(target):
     torch.testing.assert_close(c.double(), b.double() @ a.double(), rtol=1e-5, atol=1e-5)
 
 
-def test_a_per_thread_variable_crossing_a_barrier_inside_a_serial_loop_is_refused():
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_per_thread_variable_crossing_a_barrier_inside_a_serial_loop_keeps_its_value(target):
     # the barrier splits the loop's body into two regions; v written in the first is read in the second
-    with pytest.raises(UnsupportedError, match=r"per-thread variable 'v' is read after a T.sync_threads\(\)") as err:
+    @T.prim_func
+    def main(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            tx = T.get_thread_binding()
+            v = T.alloc_var("float32", 0.0)
+            for i in T.serial(3):
+                v = v * 0.5 + X[(tx + i) % 32]
+                T.sync_threads()
+                Y[tx] = v
+
+    x = torch.randn(32)
+    y = torch.full((32,), float("nan"))
+    egtile.compile(main, target=target)(x, y)
+    xd = x.double()
+    ref = torch.zeros(32, dtype=torch.float64)
+    for i in range(3):
+        ref = ref * 0.5 + xd.roll(-i)
+    torch.testing.assert_close(y.double(), ref, rtol=1e-6, atol=1e-6)
+
+
+def _per_thread_reduce(kind: str, clear: bool, dim: int):
+    @T.prim_func
+    def main(X: T.Tensor((32, 3, 5), "float16"), Y0: T.Tensor((32, 5), "float32"), Y: T.Tensor((32, 5), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            tx = T.get_thread_binding()
+            part = T.alloc_local((3, 5), "float16")
+            out = T.alloc_local((5,) if dim == 0 else (3,), "float32")
+            for i, j in T.Parallel(3, 5):
+                part[i, j] = X[tx, i, j]
+            for j in T.serial(5 if dim == 0 else 3):
+                out[j] = Y0[tx, j]
+            getattr(T, f"reduce_{kind}")(part, out, dim=dim, clear=clear)
+            for j in T.serial(5 if dim == 0 else 3):
+                Y[tx, j] = out[j]
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+@pytest.mark.parametrize("kind", ["sum", "max", "min", "abssum", "absmax"])
+@pytest.mark.parametrize("clear", [True, False])
+def test_a_reduction_of_per_thread_buffers_runs_on_each_threads_own_copies(target, kind, clear):
+    # It used to be one cooperative reduction at the block's level, which read a single thread's copies and
+    # gave every thread that thread's result, silently.
+    dim = 1 if kind in ("sum", "absmax") else 0
+    x = torch.randn(32, 3, 5).half()
+    y0 = torch.randn(32, 5)
+    y = poisoned((32, 5), torch.float32, "cpu")
+    egtile.compile(_per_thread_reduce(kind, clear, dim), target=target)(x, y0, y)
+    xd = x.double()
+    src = xd.abs() if kind.startswith("abs") else xd
+    red = {"sum": src.sum(dim + 1), "abssum": src.sum(dim + 1), "max": src.amax(dim + 1), "absmax": src.amax(dim + 1),
+           "min": src.amin(dim + 1)}[kind]
+    n = red.shape[1]
+    if not clear:
+        old = y0.double()[:, :n]
+        red = old + red if kind in ("sum", "abssum") else torch.minimum(old, red) if kind == "min" else \
+            torch.maximum(old, red)
+    torch.testing.assert_close(y.double()[:, :n], red, rtol=1e-5, atol=1e-5)
+    assert torch.isnan(y[:, n:]).all()
+
+
+def test_a_reduction_between_a_per_thread_and_a_shared_buffer_is_refused_at_its_line():
+    with pytest.raises(UnsupportedError, match="between the per-thread buffer part and the shared buffer S") as err:
         @T.prim_func
-        def main(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32")):
+        def main(X: T.Tensor((32, 4), "float32"), Y: T.Tensor((32,), "float32")):
             with T.Kernel(1, threads=32) as bx:
+                S = T.alloc_shared((1,), "float32")
                 tx = T.get_thread_binding()
-                v = T.alloc_var("float32", 0.0)
-                for i in T.serial(2):
-                    v = X[tx] + i
-                    T.sync_threads()
-                    Y[tx] = v
-    assert "Y[tx] = v" in err.value.loc.text
+                part = T.alloc_local((4,), "float32")
+                for j in T.serial(4):
+                    part[j] = X[tx, j]
+                T.reduce_sum(part, S, dim=0)
+                Y[tx] = S[0]
+    assert "T.reduce_sum(part, S" in err.value.loc.text

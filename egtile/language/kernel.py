@@ -20,7 +20,7 @@ from egtile import limits
 from egtile.errors import DSLError, DTypeError, ResourceError, ShapeError, SourceLoc, UnsupportedError, public
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import PARTIAL_WARPS, Buffer, Kernel as IRKernel, Var, block_size_ok
-from egtile.language import letbind, source, trace_memo, tracer
+from egtile.language import carried, letbind, source, trace_memo, tracer
 from egtile.language.buffer import TileBuffer, static_value
 from egtile.language.expr import DTypeName, Value, as_expr, dtype_text
 
@@ -243,11 +243,13 @@ def _annotations(fn: Callable[..., Any], scope: dict[str, Any]) -> dict[str, Any
 
 
 def build_kernel(trace: tracer.Trace, name: str, loc: SourceLoc | None) -> IRKernel:
-    """The ``ir.Kernel`` of a finished trace: let-bindings decided (:mod:`egtile.language.letbind`), then the
+    """The ``ir.Kernel`` of a finished trace: let-bindings decided (:mod:`egtile.language.letbind`), per-thread
+    variables carried across a barrier kept per thread (:mod:`egtile.language.carried`), then the
     whole-kernel checks (:func:`check_traced`)."""
     if trace.body is None:
         raise DSLError(f"kernel {name!r} has no `with T.Kernel(...)` block", loc)
     body, allocs = letbind.finish(trace, trace.body, trace.allocs)
+    body, allocs = carried.promote(trace, body, allocs)
     kernel = IRKernel(
         name=name, params=tuple(trace.params), grid=trace.grid or (1,), block_vars=trace.block_vars,
         threads=trace.threads, allocs=tuple(allocs), body=body, sources=tuple(trace.sources),
@@ -312,7 +314,42 @@ def check_traced(kernel: IRKernel) -> int:
                     stack.append((ld, d + 1))
                 case _:
                     stack += [(o, d + 1) for o in getattr(x, "offsets", ())]
+    _check_loop_vars(kernel)
     return deepest
+
+
+def _check_loop_vars(kernel: IRKernel) -> None:
+    """Refuse a loop's variable used outside the loop: a value computed in a loop and read after it, which without
+    the source front end (a kernel whose source egtile cannot read, or ``EGTILE_SOURCE_FRONTEND=0``) is an expression
+    of the loop variable. The interpreter and the simulator would fail on it with a bare ``KeyError``."""
+    from egtile.analysis.access import free_vars
+    from egtile.ir.kernel import For, If, Region, walk
+
+    loop_vars = {st.var.name for st in walk(kernel.body) if isinstance(st, For)}
+    if not loop_vars:
+        return
+
+    def names(x: Any) -> set[str]:
+        if isinstance(x, Region):
+            return {n for o in x.offsets for n in free_vars(o)}
+        return set(free_vars(x))
+
+    def visit(stmts: tuple[Any, ...], bound: frozenset[str]) -> None:
+        for st in stmts:
+            stray = sorted({n for o in _operands(st) for n in names(o)} & loop_vars - bound)
+            if stray:
+                raise DSLError(
+                    f"the loop variable {stray[0]!r} is used outside its loop: this statement reads a value computed "
+                    f"from it in the loop. Carry a value out of a loop in a variable (`acc = T.alloc_var(...)`, "
+                    f"`acc += ...` in the loop); without the source front end (docs/language.md, 'The source front "
+                    f"end') a name assigned in a loop holds an expression of the loop variable, not a value", st.loc)
+            if isinstance(st, For):
+                visit(st.body, bound | {st.var.name})
+            elif isinstance(st, If):
+                visit(st.then_body, bound)
+                visit(st.else_body, bound)
+
+    visit(kernel.body, frozenset())
 
 
 def _operands(st: Any) -> list[Any]:

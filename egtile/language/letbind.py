@@ -225,6 +225,7 @@ def _rebuild(trace: tracer.Trace, body: tuple[Stmt, ...], allocs: list[Buffer], 
              inline: dict[Buffer, LetRecord]) -> tuple[tuple[Stmt, ...], list[Buffer]]:
     rename = {b: dataclasses.replace(b, name=trace.fresh_buffer_name(r.name, "let"))
               for b, r in lets.items() if b not in inline}
+    trace.let_names.update({b.name: nb.name for b, nb in rename.items()})
     drop = {id(r.store) for r in inline.values()}
     memo: dict[int, Any] = {}
     subst: dict[Buffer, Any] = {}

@@ -14,10 +14,11 @@ egtile expresses that code in its own model:
   independent (a race is reported, never hidden).
 * What the region cannot express is threads talking to each other inside it: a ``T.sync_threads()`` inside
   a region ends it and starts another over the same thread index (egtile places the CTA barrier between the
-  two from their dataflow), so values in per-thread variables do not cross it: a read, in one thread region, of
-  a per-thread variable another region over the same index wrote (before it, or in an earlier iteration of a
-  serial loop holding both) is refused at the read's line (:func:`_refuse_values_across_sync`). A ``T.sync_threads()`` inside a serial loop or an ``if`` of the region
-  splits it the same way once the region closes (:func:`_split`): the loop (or branch) becomes block-level,
+  two from their dataflow). A per-thread variable whose value crosses such a barrier (read, in one thread region,
+  after another region over the same index wrote it: before it, or in an earlier iteration of a serial loop
+  holding both; :func:`_values_across_sync`) is kept as one copy per thread, element ``[t]`` of a block array
+  (:mod:`egtile.language.carried`), which is what a CUDA local variable is. A ``T.sync_threads()`` inside a
+  serial loop or an ``if`` of the region splits it the same way once the region closes (:func:`_split`): the loop (or branch) becomes block-level,
   with a region before and after the barrier inside it. TileLang allows a barrier there when every thread
   reaches it, i.e. the loop's bounds or the branch's condition are block-uniform; egtile accepts bounds and
   conditions that do not depend on the thread index, a ``T.Parallel`` variable or a per-thread (local or
@@ -38,7 +39,7 @@ from typing import Any
 
 from egtile.errors import DSLError, SourceLoc, UnsupportedError
 from egtile.analysis.access import reads, writes
-from egtile.ir.kernel import Buffer, Const, Expr, For, If, Load, Stmt, Store, Var
+from egtile.ir.kernel import Const, Expr, For, If, Load, Stmt, Store, Var
 from egtile.language import tracer
 from egtile.language.expr import Value
 
@@ -62,6 +63,7 @@ def _open(trace: tracer.Trace, var: Var | None, loc: Any) -> ThreadRegion:
         wanted = tracer.assign_target_name(loc) if len(trace.thread_dims) == 1 else None
         var = Var(trace.fresh_var_name(wanted or "tid", "tid"))
     trace.var_ranges[var.name] = (0, trace.threads)
+    trace.thread_vars.add(var.name)
     parent = trace.frames[-1]
     sid = trace.sid()
     frame = trace.open("thread region", loc)
@@ -197,7 +199,7 @@ def close_region(trace: tracer.Trace) -> dict[str, list[int]]:
     written in it or in an earlier region over the same index, with the lines that write them.
 
     Raises:
-        UnsupportedError: a per-thread value would cross a barrier (:func:`_refuse_values_across_sync`).
+        UnsupportedError: a per-thread value would cross a barrier inside a protocol kernel's roles.
     """
     region = trace.region
     assert region is not None and trace.frames[-1] is region.frame
@@ -212,7 +214,14 @@ def close_region(trace: tracer.Trace) -> dict[str, list[int]]:
         out = [For(region.sid, region.var, Const(0, "int32"), Const(trace.threads, "int32"), "parallel", body, 0,
                    region.loc)]
     regions = _regions(out, region.var.name)
-    _refuse_values_across_sync(regions, region.earlier)
+    for name, carry in _values_across_sync(regions, region.earlier).items():
+        if trace.role_tid is not None or _in_role(trace):
+            raise UnsupportedError(
+                carry.message() + ": in a kernel with its own barrier protocol (T.alloc_barrier) egtile does not keep "
+                "a per-thread copy of a variable across a barrier. Pass the value through shared memory indexed by "
+                f"the thread (S[tx] = {carry.user_name} before the barrier, {carry.user_name} = S[tx] after it)",
+                carry.read_loc)
+        trace.carried.setdefault(name, carry)
     region.parent.stmts.extend(out)
     written = {name: list(lines) for name, lines in region.earlier.items()}
     for r in regions:
@@ -275,12 +284,38 @@ def _lines(lines: list[int]) -> str:
     return f"line {u[0]}" if len(u) == 1 else "lines " + ", ".join(map(str, u)) if u else "an earlier region"
 
 
-def _refuse_values_across_sync(regions: list[_Region], earlier: dict[str, list[int]]) -> None:
-    """Each thread region is one ``T.Parallel`` loop over the threads, so a per-thread variable's value ends with
-    its region: a read, in a later region, of what another one wrote would be the tile model's "last iteration's
-    value", not this thread's. A read that no unconditional store of the whole variable before it in its region
-    covers is refused, at its line, when another region may run before it: an earlier region (``earlier``: those
-    closed before), or any region of a serial loop holding both (its previous iteration), itself included."""
+@dataclass(frozen=True)
+class Carried:
+    """A per-thread variable whose value crosses a ``T.sync_threads()``: the first such read and the lines that write
+    the variable in another region. :mod:`egtile.language.carried` keeps one copy of it per thread."""
+
+    name: str
+    read_loc: Any
+    writer_lines: tuple[int, ...]
+
+    @property
+    def user_name(self) -> str:
+        return self.name.split("@")[0]  # a let-binding's buffer is named `v@k`: the user wrote `v`
+
+    def message(self) -> str:
+        return (f"per-thread variable {self.user_name!r} is read after a T.sync_threads() (this line) but written before it "
+                f"({_lines(list(self.writer_lines))})")
+
+
+def _in_role(trace: tracer.Trace) -> bool:
+    from egtile.language.roles import is_protocol_kernel
+
+    return is_protocol_kernel(trace)
+
+
+def _values_across_sync(regions: list[_Region], earlier: dict[str, list[int]]) -> dict[str, Carried]:
+    """Each thread region is one ``T.Parallel`` loop over the threads, so in the tile model a per-thread variable's
+    value ends with its region: a read, in a later region, of what another one wrote would be the "last iteration's
+    value", not this thread's. The variables read so, each with its first such read: a read that no unconditional
+    store of the whole variable before it in its region covers, when another region may run before it (an earlier
+    region, ``earlier``: those closed before, or any region of a serial loop holding both: its previous iteration,
+    itself included). :mod:`egtile.language.carried` gives each of them a copy per thread."""
+    out: dict[str, Carried] = {}
     for r in regions:
         writers: dict[str, list[int]] = {n: list(v) for n, v in earlier.items()}
         for q in regions:
@@ -293,15 +328,11 @@ def _refuse_values_across_sync(regions: list[_Region], earlier: dict[str, list[i
         covered: set[str] = set()
         for s in r.loop.body:
             for name in _local_names(reads(s)):
-                if name in writers and name not in covered:
-                    raise UnsupportedError(
-                        f"per-thread variable {name!r} is read after a T.sync_threads() (this line) but written before "
-                        f"it ({_lines(writers[name])}): egtile's per-thread code ends at each barrier, and a "
-                        "per-thread variable does not carry its value across one. Pass the value through shared "
-                        f"memory indexed by the thread (S[tx] = {name} before the barrier, {name} = S[tx] after it)",
-                        _first_access(s, name, reads))
+                if name in writers and name not in covered and name not in out:
+                    out[name] = Carried(name, _first_access(s, name, reads), tuple(sorted(set(writers[name]))))
             if isinstance(s, Store) and s.buffer.scope == "local" and s.buffer.numel == 1:
                 covered.add(s.buffer.name)
+    return out
 
 
 def split_at_tile_op(trace: tracer.Trace, stmt: Stmt) -> bool:

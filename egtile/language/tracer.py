@@ -203,6 +203,11 @@ class Trace:
     overlays: list = field(default_factory=list)  # ir.Overlay of each T.view with another dtype (language.bufview)
     notes: list = field(default_factory=list)  # front-end decisions explain() reports (ir.Kernel.notes)
     lifted_branch: SourceLoc | None = None  # a branch on the thread index being run on the whole block (thread_branch)
+    # the thread regions' loop variables and the per-thread variables whose values cross a barrier between two of them
+    # (egtile.language.threads, egtile.language.carried)
+    thread_vars: set[str] = field(default_factory=set)
+    carried: dict[str, object] = field(default_factory=dict)
+    let_names: dict[str, str] = field(default_factory=dict)  # a kept let-binding's buffer name -> its final name
 
     def next_kernel(self) -> None:
         """A second (third...) ``with T.Kernel`` in one prim_func: keep the finished block as a trace of its
@@ -211,13 +216,16 @@ class Trace:
         import dataclasses
 
         part = dataclasses.replace(self, parts=[], frames=[], allocs=list(self.allocs), lets=list(self.lets),
-                                   hints=list(self.hints), overlays=list(self.overlays), notes=list(self.notes))
+                                   hints=list(self.hints), overlays=list(self.overlays), notes=list(self.notes),
+                                   thread_vars=set(self.thread_vars), carried=dict(self.carried),
+                                   let_names=dict(self.let_names))
         self.parts.append(part)
         self.body, self.grid, self.block_vars = None, None, ()
         self.allocs, self.lets, self.hints, self.overlays, self.notes = [], [], [], [], []
         self.role_tid = None
         self.after_grid_sync = None
         self.rng_state = None
+        self.thread_vars, self.carried, self.let_names = set(), {}, {}
 
     # -- ids and names ---------------------------------------------------------------------------
 

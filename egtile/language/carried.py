@@ -1,0 +1,109 @@
+"""Per-thread variables whose values cross a ``T.sync_threads()``: one copy per thread, as a block array.
+
+In CUDA (and TileLang) a ``T.alloc_var`` / ``T.alloc_local`` variable of per-thread code is a local variable of
+the thread: it keeps its value across ``__syncthreads()``, so the classic SIMT loop ``acc += A_s[k] * B[..]`` with
+a barrier before and after each tile's load just works. egtile's per-thread code is a ``T.Parallel`` loop over the
+threads per stretch between barriers (:mod:`egtile.language.threads`), and in the tile model a ``local`` buffer
+inside such a loop is one value per *iteration*: it does not outlive the loop. So a variable read in one thread
+region after another region wrote it (:func:`egtile.language.threads._values_across_sync`) is rewritten into what
+it means, a block array ``x[threads, *shape]`` whose row ``t`` is thread ``t``'s copy: every access ``x[i]`` in a
+thread region over index ``t`` becomes ``x[t, i]``, and a block-level store to it (which sets every thread's copy,
+:mod:`egtile.language.per_thread`) becomes a ``T.Parallel`` over the threads storing each row. That is an ordinary
+tile program, so every schedule the e-graph finds for it, the verifier and the simulator keep their meaning; the
+array is a ``fragment`` (egtile places it in shared memory: ``threads x numel x bytes``, which ``explain()`` says).
+
+Refused, at the line that needs it: any other block-level access of such a variable (a loop bound or a branch
+condition reading it outside per-thread code; the value there is every thread's at once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from egtile.analysis.access import reads, writes
+from egtile.errors import UnsupportedError
+from egtile.ir.dtypes import dtype as lookup_dtype
+from egtile.ir.kernel import Buffer, Const, For, If, Stmt, Store, Var
+from egtile.lower.irmap import restage
+
+
+def promote(trace, body: tuple[Stmt, ...], allocs: list[Buffer]) -> tuple[tuple[Stmt, ...], list[Buffer]]:
+    """``body`` and ``allocs`` with each per-thread variable in ``trace.carried`` kept per thread (module
+    docstring); unchanged when there is none.
+
+    Raises:
+        UnsupportedError: a block-level access of such a variable other than a store.
+    """
+    # a kept let-binding read across a barrier is a local buffer renamed by egtile.language.letbind.finish
+    carried = {trace.let_names.get(n, n): c for n, c in trace.carried.items()}
+    if not carried:
+        return body, allocs
+    old = {b.name: b for b in allocs if b.name in carried and b.scope == "local"}
+    if not old:
+        return body, allocs
+    new = {n: Buffer(n, (trace.threads, *b.shape), b.dtype, "fragment", b.layout, b.loc) for n, b in old.items()}
+
+    def rows(var: Var) -> dict[str, tuple[Buffer, Var]]:
+        return {n: (b, var) for n, b in new.items()}
+
+    def block_level(s: Stmt) -> Stmt:
+        if isinstance(s, For) and s.kind == "parallel" and s.var.name in trace.thread_vars:
+            return restage(s, rows(s.var))
+        if isinstance(s, For):
+            _refuse_in(s, (s.start, s.stop), old, carried, "the bounds of the loop")
+            return replace(s, body=tuple(block_level(c) for c in s.body))
+        if isinstance(s, If):
+            _refuse_in(s, (s.cond,), old, carried, "the condition of the `if`")
+            return replace(s, then_body=tuple(block_level(c) for c in s.then_body),
+                           else_body=tuple(block_level(c) for c in s.else_body))
+        touched = {a.buffer for a in reads(s) | writes(s)} & old.keys()
+        if not touched:
+            return s
+        if isinstance(s, Store) and s.buffer.name in old:
+            # a block-level store to a per-thread variable sets every thread's copy (from its own copies)
+            var = Var(trace.fresh_var_name("tid", "tid"))
+            trace.thread_vars.add(var.name)
+            loop = For(trace.sid(), var, Const(0, "int32"), Const(trace.threads, "int32"), "parallel", (s,), 0, s.loc)
+            return restage(loop, rows(var))
+        name = sorted(touched)[0]
+        raise UnsupportedError(
+            f"{carried[name].message()}, so egtile keeps a copy of it per thread; this block-level statement reads it "
+            "outside per-thread code, where there is no one thread's copy to read: read it inside the code after "
+            "T.get_thread_binding()", s.loc)
+
+    out = tuple(block_level(s) for s in body)
+    _check_rewritten(out, old)
+    for n, b in new.items():
+        size = b.numel * lookup_dtype(b.dtype).bits // 8
+        c = carried[n]
+        read = c.read_loc.line if c.read_loc is not None else "?"
+        trace.notes.append(f"per-thread variable {c.user_name!r} keeps its value across T.sync_threads() (written at "
+                           f"{', '.join(map(str, c.writer_lines)) or '?'}, read at {read}): each thread's copy is row t "
+                           f"of the block array {n}[{', '.join(map(str, b.shape))}] ({size} bytes)")
+    return out, [new.get(b.name, b) for b in allocs]
+
+
+def _refuse_in(s: Stmt, exprs, old: dict[str, Buffer], carried, what: str) -> None:
+    from egtile.analysis.access import walk_expr
+    from egtile.ir.kernel import Load
+
+    for e in exprs:
+        for x in walk_expr(e):
+            if isinstance(x, Load) and x.buffer.name in old:
+                raise UnsupportedError(
+                    f"{carried[x.buffer.name].message()}, so egtile keeps a copy of it per thread; {what} reads it "
+                    "outside per-thread code, where every thread's copy would have to agree: compute it from "
+                    "block indices, constants or shared memory", s.loc)
+
+
+def _check_rewritten(body: tuple[Stmt, ...], old: dict[str, Buffer]) -> None:
+    """Every access of a promoted variable now names its block array, except a ``T.reduce_*`` operand, which
+    ``restage`` leaves as it is: refused at its line."""
+    from egtile.ir.kernel import Reduce, walk
+
+    for s in walk(body):
+        if isinstance(s, Reduce) and (s.src.name in old or s.dst.name in old):
+            name = s.src.name if s.src.name in old else s.dst.name
+            raise UnsupportedError(f"T.reduce_{s.kind} of per-thread variable {name!r}, whose value crosses a "
+                                   "T.sync_threads() (egtile keeps a copy of it per thread): reduce a copy made "
+                                   "after the barrier", s.loc)
