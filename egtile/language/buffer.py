@@ -359,6 +359,22 @@ def _forward(op: str):
     return method
 
 
+def _in_place(op: str):
+    def method(self: VarBuffer, other: Any) -> VarBuffer:
+        self.assign(getattr(self.value(), op)(other))
+        return self
+
+    method.__name__ = op.replace("__", "__i", 1)
+    return method
+
+
+# `v += e` stores into the variable here, whether or not the source front end rewrote the line (a plain helper, or
+# EGTILE_SOURCE_FRONTEND=0): falling back to __add__ would only rebind the name to an expression, silently. Under
+# the front end the rebinding that follows (pyops.assign) sees the variable itself and stores nothing more.
+for _op in ("__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__", "__and__", "__or__", "__xor__",
+            "__lshift__", "__rshift__", "__pow__"):
+    setattr(VarBuffer, _op.replace("__", "__i", 1), _in_place(_op))
+
 for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
             "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__and__", "__rand__", "__or__", "__ror__",
             "__xor__", "__rxor__", "__lshift__", "__rlshift__", "__rshift__", "__rrshift__", "__eq__", "__ne__",

@@ -242,10 +242,12 @@ class Value:
         from egtile.ir.printer import format_expr
 
         raise DSLError(
-            f"Python `if`/`while`/`and`/`or`/`not` on the symbolic value `{format_expr(self.expr)}` cannot be "
-            "traced: its value is only known when the kernel runs. Use `with T.If(cond): ...` "
-            "(and `with T.Else(): ...`) for statements, or `T.if_then_else(cond, a, b)` for values (Python's "
-            "builtin max/min/sorted compare with `<` too: use T.max / T.min)",
+            f"Python needs the truth value of the symbolic value `{format_expr(self.expr)}` (an `assert`, a builtin "
+            "such as max/min/sorted, or `if`/`while`/`and`/`or`/`not` where the source front end does not rewrite "
+            "them), but it is only known when the kernel runs. An `assert` on it cannot be checked while tracing "
+            "(egtile has no device-side assert: check the inputs on the host); for statements use `with "
+            "T.If(cond): ...` (and `with T.Else(): ...`), for values `T.if_then_else(cond, a, b)`, for max/min "
+            "T.max / T.min",
             user_loc())
 
     def __index__(self) -> int:

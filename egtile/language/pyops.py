@@ -299,6 +299,54 @@ def range_(rng: Any, *args: Any) -> Any:
 # ---- bindings ----------------------------------------------------------------------------------------------
 
 
+_NOT_REWRITTEN = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR
+
+
+def helper(f: Any) -> Any:
+    """The callee of a call in rewritten code: a plain function of the user's own code rewritten by the source
+    front end (:mod:`egtile.language.source`, item 6), anything else as it is. A function whose source cannot be
+    read runs as written, without a warning (a helper is often a small lambda-like function)."""
+    import types
+
+    if type(f) is not types.FunctionType or f.__code__.co_flags & _NOT_REWRITTEN or f.__name__ == "<lambda>" \
+            or getattr(f, "__wrapped__", None) is not None or not _user_file(f.__code__.co_filename):
+        return f
+    from egtile.language import source
+
+    return source.rewrite(f, "helper", warn=False)
+
+
+def _user_file(filename: str) -> bool:
+    """Whether ``filename`` is the user's code: a real file outside egtile, the Python installation and its
+    site-packages."""
+    if not filename or filename.startswith("<"):
+        return False
+    return not any(filename.startswith(root) for root in _library_roots())
+
+
+_ROOTS: tuple[str, ...] | None = None
+
+
+def _library_roots() -> tuple[str, ...]:
+    global _ROOTS
+    if _ROOTS is None:
+        import os
+        import site
+        import sys
+        import sysconfig
+
+        import egtile
+
+        roots = {os.path.dirname(os.path.abspath(egtile.__file__)), sys.prefix, sys.base_prefix, sys.exec_prefix}
+        roots |= {p for p in sysconfig.get_paths().values() if p}
+        try:
+            roots |= set(site.getsitepackages()) | {site.getusersitepackages()}
+        except AttributeError:  # pragma: no cover - a virtualenv's old site module
+            pass
+        _ROOTS = tuple(sorted({os.path.abspath(r) + os.sep for r in roots if r}))
+    return _ROOTS
+
+
 def prior(scope: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
     """The bindings of ``names`` before an assignment (:data:`UNBOUND` where a name has none)."""
     return {n: scope.get(n, UNBOUND) for n in names}

@@ -27,19 +27,27 @@ and column numbers, so every error still points at the user's line and column. R
    that reads memory is a let-binding, evaluated once where it stands (:mod:`egtile.language.letbind`);
    anything else binds as Python binds it. ``A: T.Tensor(...)`` without a value annotates a parameter of an
    eager kernel (:mod:`egtile.language.eager`); elsewhere it does nothing, as in Python.
+6. A call of a plain Python function of the user's own code (not egtile's, a library's or the standard library's;
+   not a lambda, generator or coroutine) calls it rewritten the same way (:func:`~egtile.language.pyops.helper`),
+   so a helper the kernel calls means what the kernel's own lines mean: ``acc += x`` on a ``T.alloc_var`` stores
+   and ``v = A[i]`` binds the value read there, as in a ``@T.macro``. Run as written, such a helper's ``acc += x``
+   would only rebind its local name, silently.
 
 Everything else runs unchanged, so a kernel that traced before traces to the same IR.
 
 Fallback: when the source cannot be read (a function made by ``exec`` or in a REPL, a lambda, a source file
 changed since import) or ``EGTILE_SOURCE_FRONTEND=0`` is set, the function runs as written under the
 tracer alone, and :class:`SourceUnavailableWarning` says so once per function: Python ``if``/``while``/
-``and``/``or``/``not`` on a traced value then raise :class:`~egtile.errors.DSLError` at their line, and a
-name bound to an expression is re-evaluated at each use (write ``T.alloc_var`` to snapshot a value).
+``and``/``or``/``not`` on a traced value then raise :class:`~egtile.errors.DSLError` at their line, a
+name bound to an expression is re-evaluated at each use (write ``T.alloc_var`` to snapshot a value), and ``v = e``
+on a ``T.alloc_var`` only rebinds the name (``v[0] = e`` stores; ``v += e`` stores either way). A value computed in
+a loop from its variable and read after it is refused at the reading line (``egtile.language.kernel``).
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import inspect
 import linecache
@@ -48,6 +56,10 @@ import textwrap
 import types
 import warnings
 from typing import Any, Callable
+
+#: Calls of these names are left as written (never routed through ``pyops.helper``): Python's builtins (some read
+#: the calling frame, ``range`` is recognized by the ``for`` rewrite).
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 RT = "_egtile_rt"
 """The name under which the rewritten code reaches :mod:`egtile.language.pyops` (a closure variable)."""
@@ -66,23 +78,25 @@ def enabled() -> bool:
     return os.environ.get("EGTILE_SOURCE_FRONTEND", "1").strip().lower() not in ("0", "off", "false", "no")
 
 
-def rewrite(fn: Callable[..., Any], what: str = "kernel") -> Callable[..., Any]:
+def rewrite(fn: Callable[..., Any], what: str = "kernel", warn: bool = True) -> Callable[..., Any]:
     """``fn`` with its source rewritten (module docstring), or ``fn`` itself when the source is not available
-    (with a :class:`SourceUnavailableWarning`, once per function) or the front end is off.
+    (with a :class:`SourceUnavailableWarning`, once per function, unless ``warn`` is false) or the front end is off.
 
     The result takes the same arguments as ``fn``, sees the same globals and the same closure cells.
     """
-    if not enabled() or not isinstance(fn, types.FunctionType):
+    if not isinstance(fn, types.FunctionType):
         return fn
-    code = _rewritten_code(fn)
+    code = _rewritten_code(fn) if enabled() else None
     if code is None:
-        if id(fn.__code__) not in _WARNED:
+        if warn and id(fn.__code__) not in _WARNED:
             _WARNED.add(id(fn.__code__))
+            why = (f"egtile cannot read the source of {what} {fn.__qualname__!r}" if enabled() else
+                   f"the source front end is off (EGTILE_SOURCE_FRONTEND=0) for {what} {fn.__qualname__!r}")
             warnings.warn(
-                f"egtile cannot read the source of {what} {fn.__qualname__!r}; it is traced without the source front "
-                "end: Python if/while/and/or/not on runtime values raise, and a name bound to an expression is "
-                "re-evaluated at each use (docs/language.md, 'The source front end')", SourceUnavailableWarning,
-                stacklevel=3)
+                f"{why}; it is traced without the source front end: Python if/while/and/or/not on runtime values "
+                "raise, a name bound to an expression is re-evaluated at each use, and `v = e` on a T.alloc_var only "
+                "rebinds the name (write `v[0] = e`; `v += e` stores) (docs/language.md, 'The source front end')",
+                SourceUnavailableWarning, stacklevel=3)
         return fn
     from egtile.language import pyops
 
@@ -669,4 +683,12 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:  # noqa: N802
         node.body = self.visit(node.body)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.Call:  # noqa: N802
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in _BUILTIN_NAMES:
+            return node  # `range(...)` is the `for` rewrite's to recognize; no builtin is a user's helper
+        if isinstance(node.func, (ast.Name, ast.Attribute)):
+            node.func = _call("helper", [node.func], node.func)
         return node
