@@ -16,14 +16,17 @@ a race in every schedule and blame egtile's rules):
   than each extent, solves them all (solved directly where a dimension has one variable, else searched, at most
   ``_SEARCH`` candidates; beyond that no race is claimed). Indices that are not linear but plain integer
   arithmetic on the nest's variables (``s[(i + 1) % n]``) are evaluated at every iteration of a nest of at most
-  ``_ENUMERATE`` iterations, and a pair of different iterations naming one element is the witness.
+  ``_ENUMERATE`` iterations, and a pair of different iterations naming one element is the witness. A
+  ``T.atomic_add`` counts as a store against a plain store or a load (``T.atomic_add(S[tx % 4], x)`` then
+  ``Y[tx] = S[tx % 4]`` in one stretch of per-thread code); atomics of one element at different iterations
+  commute and are no race.
 
 * accesses under an ``if`` or in a serial loop of a perfect parallel nest's body (per-thread code: a tree
   reduction ``if tx < half: s[tx] += s[tx + half]`` without its ``T.sync_threads()``), when the nest was clean by
   the two checks above: every access is evaluated at every point of the nest and of its loops (constant bounds, at
   most ``_POINTS`` points) where its branches take it, block indices at 0; a store and an access of one element at
-  two different iterations of the nest is the witness. The body must hold only stores, serial loops and branches
-  (an atomic, an extern or a tile op could order or hide accesses, so such a nest is not claimed).
+  two different iterations of the nest is the witness. The body must hold only stores, atomics, serial loops and
+  branches (an extern or a tile op could order or hide accesses, so such a nest is not claimed).
 
 Only a *definite* conflict is reported (a pair of iterations that both reach the two accesses); branch conditions,
 loop bounds or indices that read memory or name other variables, and larger nests with non-linear indices are left
@@ -42,7 +45,7 @@ import numpy as np
 
 from egtile.analysis.access import mentions, walk_expr
 from egtile.analysis import vector
-from egtile.ir.kernel import BinOp, Buffer, Const, Expr, For, If, Kernel, Load, Stmt, Store, UnOp, Var
+from egtile.ir.kernel import AtomicAdd, BinOp, Buffer, Const, Expr, For, If, Kernel, Load, Stmt, Store, UnOp, Var
 from egtile.language.buffer import linear
 
 
@@ -187,14 +190,18 @@ def definite_races(kernel: Kernel) -> list[Race]:
     """The definite races of the kernel's parallel loops (module docstring), the single-store ones first per nest."""
     found: list[Race] = []
 
-    def nest_pairs(stores: list[Store], par: list[For]) -> None:
+    def nest_pairs(stores: list[Store], par: list[For], atomics: list[AtomicAdd]) -> None:
         extents = {loop.var.name: _extent(loop) for loop in par}
         extents = {k: e for k, e in extents.items() if e is not None and e > 1}
         if not extents:
             return
-        for n, st in enumerate(stores):
-            others: list[Load | Store] = [o for o in stores[n:] if o.buffer.name == st.buffer.name]
-            others += [ld for o in stores for ld in _loads(o) if ld.buffer.name == st.buffer.name]
+        everything = [*stores, *atomics]
+        writers: list[tuple[Store | AtomicAdd, list[Store]]] = [(st, stores[n:]) for n, st in enumerate(stores)]
+        # atomics of one element commute (a reduction), but not with a plain store or a load of it elsewhere
+        writers += [(a, stores) for a in atomics]
+        for st, later in writers:
+            others: list[Load | Store] = [o for o in later if o.buffer.name == st.buffer.name]
+            others += [ld for o in everything for ld in _loads(o) if ld.buffer.name == st.buffer.name]
             for o in others:
                 d = _delta(tuple(st.indices), tuple(o.indices), extents)
                 if d is not None:
@@ -209,6 +216,7 @@ def definite_races(kernel: Kernel) -> list[Race]:
         """``same_ranges``: every loop between the nest and ``stmts`` has the same bounds at every iteration of
         the nest, so a witness may take equal values for their variables at both iterations."""
         direct: list[Store] = []
+        atomics: list[AtomicAdd] = []
         for s in stmts:
             if isinstance(s, For):
                 if s.kind == "parallel" and (_extent(s) or 0) > 1:
@@ -225,8 +233,10 @@ def definite_races(kernel: Kernel) -> list[Race]:
                     if not mentions(s.indices, loop.var):
                         found.append(Race(s, loop))
                         break
-        if direct and par and same_ranges:
-            nest_pairs(direct, par)
+            elif isinstance(s, AtomicAdd) and par and _shared(s.buffer):
+                atomics.append(s)
+        if (direct or atomics) and par and same_ranges:
+            nest_pairs(direct, par, atomics)
 
     visit(kernel.body, [])
     if not found:
@@ -255,7 +265,7 @@ class _Site:
 
 def _sites(stmts: tuple[Stmt, ...], guards: tuple, loops: tuple, out: list[_Site]) -> bool:
     """Collect the accesses of ``stmts`` into ``out``; False when the body holds a statement the guarded check does
-    not model (a nested parallel loop, an atomic, an extern, a tile op: it could order or hide accesses)."""
+    not model (a nested parallel loop, an extern, a tile op: it could order or hide accesses)."""
     for st in stmts:
         if isinstance(st, For) and st.kind != "parallel":
             if not _sites(st.body, guards, loops + (st,), out):
@@ -264,7 +274,7 @@ def _sites(stmts: tuple[Stmt, ...], guards: tuple, loops: tuple, out: list[_Site
             if not (_sites(st.then_body, guards + ((st.cond, True),), loops, out)
                     and _sites(st.else_body, guards + ((st.cond, False),), loops, out)):
                 return False
-        elif isinstance(st, Store):
+        elif isinstance(st, (Store, AtomicAdd)):  # a relaxed atomic orders nothing, so it hides no access
             out += [_Site(x, guards, loops) for x in (st, *_loads(st)) if _shared(x.buffer)]
         else:
             return False
@@ -351,11 +361,13 @@ def _guarded(par: list[For], body: tuple[Stmt, ...], blocks: tuple[str, ...]) ->
     reached = [(st, _points(tuple(st.access.indices), st.access.buffer.shape, st.guards, st.loops, nest, blocks,
                             _POINTS)) for st in sites]
     for w, pw in reached:
-        if not isinstance(w.access, Store) or pw is None:
+        if not isinstance(w.access, (Store, AtomicAdd)) or pw is None:
             continue
         for o, po in reached:
             if po is None or o.access.buffer.name != w.access.buffer.name:
                 continue
+            if isinstance(w.access, AtomicAdd) and isinstance(o.access, AtomicAdd):
+                continue  # atomics of one element commute
             pair = _meet(pw, po, nest)
             if pair:
                 return _race(w.access, par, o.access, pair=pair)

@@ -63,7 +63,31 @@ def _copy(src: Any, dst: Any, prefer: str, what: str) -> None:
         src = points(ra)
         emit_stores(trace, rb, lambda k: Load(ra.buffer, src[k]), what, loc)
         return
+    _refuse_overlap(ra, rb, what, loc)
     trace.emit(Copy(trace.sid(), ra, rb, prefer, loc), what)  # type: ignore[arg-type]
+
+
+def _refuse_overlap(ra: Region, rb: Region, what: str, loc: SourceLoc | None) -> None:
+    """A copy between two different, overlapping regions of one buffer (``T.copy(s[0:31], s[1:32])``) is a race in
+    every schedule: its element copies run on many threads in any order, so an element may be read before or after
+    another thread overwrites it (the interpreter's answer, a memmove, is one order of many). Found when every
+    offset is a constant."""
+    from egtile.errors import KernelRaceError
+    from egtile.ir.kernel import Const
+
+    if ra.buffer is not rb.buffer or ra.buffer.scope == "local":
+        return
+    if not all(isinstance(o, Const) for o in (*ra.offsets, *rb.offsets)):
+        return
+    a0 = [int(o.value) for o in ra.offsets]
+    b0 = [int(o.value) for o in rb.offsets]
+    if a0 == b0:
+        return  # each element onto itself
+    if all(x < y + m and y < x + n for x, y, n, m in zip(a0, b0, ra.extents, rb.extents)):
+        raise KernelRaceError(f"{what}: the source and destination regions of {ra.buffer.name} overlap (offsets "
+                              f"{tuple(a0)} and {tuple(b0)}, extents {tuple(ra.extents)}): the element copies run on "
+                              "many threads in any order, so an element may be read before or after it is "
+                              "overwritten. Copy through a second buffer", loc)
 
 
 def bounded(r: Region, what: str, loc: SourceLoc | None, trace: tracer.Trace) -> Region:
