@@ -181,3 +181,100 @@ def test_rounds_written_one_after_another_are_refused_with_the_loop_form_named()
     y = torch.full((2, 128), float("nan"))
     egtile.compile(_two_rounds(looped=True), target="sim")(x, y)
     torch.testing.assert_close(y, x * 2.0, rtol=0, atol=0)
+
+
+def _ring(bug: str):
+    """A two-stage TMA ring, 6 rounds; `bug` makes one wait's parity right for rounds 0 and 1 only."""
+    M, BM, BK, S, NK = 32, 16, 16, 2, 6
+
+    @T.prim_func
+    def main(X: T.Tensor((M, NK * BK), "float32"), Y: T.Tensor((M, NK * BK), "float32")):
+        with T.Kernel(M // BM, threads=256) as by:
+            Xs = T.alloc_shared((S, BM, BK), "float32")
+            full = T.alloc_barrier([128] * S)
+            empty = T.alloc_barrier([128] * S)
+            for k in T.serial(NK):
+                with T.ws(1):
+                    if bug == "release":
+                        T.mbarrier_wait_parity(empty[k % S], T.min(k // S, 1) ^ 1)
+                    else:
+                        T.mbarrier_wait_parity(empty[k % S], ((k // S) % 2) ^ 1)
+                    T.tma_copy(X[by * BM, k * BK], Xs[k % S, :, :], barrier=full[k % S])
+                    T.mbarrier_arrive(full[k % S])
+                with T.ws(0):
+                    if bug == "data":
+                        T.mbarrier_wait_parity(full[k % S], T.min(k // S, 1))
+                    else:
+                        T.mbarrier_wait_parity(full[k % S], (k // S) % 2)
+                    for i, j in T.Parallel(BM, BK):
+                        Y[by * BM + i, k * BK + j] = Xs[k % S, i, j] * 2.0
+                    T.mbarrier_arrive(empty[k % S])
+
+    return main
+
+
+@pytest.mark.parametrize("bug, head, fix", [
+    ("release", "waits for parity 0 at k=4, but what it guards comes with phase 1 of empty[0] (parity 1): parity 0 "
+                "names phase 0, which has completed", "it must wait for parity 1 (phase 1 of empty[0])"),
+    ("data", "waits for parity 1 at k=4, but what it guards comes with phase 2 of full[0] (parity 0): parity 1 names "
+             "phase 1, which has completed", "it must wait for parity 0 (phase 2 of full[0])"),
+])
+def test_a_parity_wrong_from_the_second_lap_on_names_the_phase_it_must_wait_for(bug, head, fix):
+    # The report used to say the barrier was "still in phase 0" and the wait "must wait for parity 0 (the first
+    # phase)" at k=4, contradicting itself (a fresh soundness tester's report).
+    with pytest.raises(ScheduleError) as exc:
+        egtile.compile(_ring(bug), target="sim")
+    first, fix_line = exc.value.message.split("\n")[1:3]
+    assert head in first and "still in phase 0" not in first
+    assert fix in fix_line
+
+
+def _signaller(waits: bool):
+    """full[s] counts 256 arrivals: the TMA producer's (wg1, after its wait for a free slot) and a signalling
+    warpgroup's (wg2), which waits for the free slot too only when `waits`."""
+    M, BM, BK, S, NK = 32, 16, 16, 2, 4
+
+    @T.prim_func
+    def main(X: T.Tensor((M, NK * BK), "float32"), Y: T.Tensor((M, NK * BK), "float32")):
+        with T.Kernel(M // BM, threads=384) as by:
+            Xs = T.alloc_shared((S, BM, BK), "float32")
+            full = T.alloc_barrier([256] * S)
+            empty = T.alloc_barrier([128] * S)
+            for k in T.serial(NK):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(empty[k % S], ((k // S) % 2) ^ 1)
+                    T.tma_copy(X[by * BM, k * BK], Xs[k % S, :, :], barrier=full[k % S])
+                    T.mbarrier_arrive(full[k % S])
+                with T.ws(2):
+                    if waits:
+                        T.mbarrier_wait_parity(empty[k % S], ((k // S) % 2) ^ 1)
+                    T.mbarrier_arrive(full[k % S])
+                with T.ws(0):
+                    T.mbarrier_wait_parity(full[k % S], (k // S) % 2)
+                    for i, j in T.Parallel(BM, BK):
+                        Y[by * BM + i, k * BK + j] = Xs[k % S, i, j] * 2.0
+                    T.mbarrier_arrive(empty[k % S])
+
+    return main
+
+
+def test_an_agent_arriving_ahead_of_the_previous_phase_is_reported():
+    # The verifier grouped each agent's j-th arrivals into phase j; wg2, waiting on nothing, can arrive for round
+    # k + S while phase k is pending, where the hardware counts it: phase 0 completes on wg2's arrivals with no TMA
+    # bytes. It passed the verifier (and the cuda target) while the simulator deadlocked (a fresh soundness tester's
+    # report).
+    from egtile.lower.protocol import schedule_protocol
+    from egtile.verifier import verify
+
+    found = verify(schedule_protocol(_signaller(False).kernel).scheduled)
+    assert any(v.property == "L4" and "wg2's arrival on full[0]" in v.message and "belongs to phase 1" in v.message
+               for v in found), found
+    assert not verify(schedule_protocol(_signaller(True).kernel).scheduled)
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_the_signalling_warpgroup_that_waits_for_the_slot_runs(target):
+    x = torch.randn(32, 64)
+    y = torch.full_like(x, float("nan"))
+    egtile.compile(_signaller(True), target=target)(x, y)
+    assert torch.equal(y, 2.0 * x)

@@ -411,3 +411,60 @@ def test_tile_atomic_add_into_a_region_past_the_tensor_edge():
         n = min(16, 40 - start)
         want[start:start + n] += X[:n, None, :]
         torch.testing.assert_close(D, want)
+
+
+def _user_ring(parity: str, count: str):
+    """A hand-written two-stage TMA ring over a loop of `n[0]` (or a constant 24) tiles; the consumer's parity is
+    right (`parity="right"`), or right for rounds 0..9 only (`"min"`: `T.min(k // S, 9) % 2`), or the consumer skips
+    its release at k == 20 (`"skip"`)."""
+    M, BM, BK, S, NK = 16, 16, 8, 2, 24
+
+    @T.prim_func
+    def main(X: T.Tensor((M, NK * BK), "float32"), n: T.Tensor((1,), "int32"), Y: T.Tensor((M, NK * BK), "float32")):
+        with T.Kernel(1, threads=256) as by:
+            Xs = T.alloc_shared((S, BM, BK), "float32")
+            full = T.alloc_barrier([128] * S)
+            empty = T.alloc_barrier([128] * S)
+            for k in T.serial(n[0] if count == "data" else NK):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(empty[k % S], ((k // S) % 2) ^ 1)
+                    T.tma_copy(X[by * BM, k * BK], Xs[k % S, :, :], barrier=full[k % S])
+                    T.mbarrier_arrive(full[k % S])
+                with T.ws(0):
+                    if parity == "min":
+                        T.mbarrier_wait_parity(full[k % S], T.min(k // S, 9) % 2)
+                    else:
+                        T.mbarrier_wait_parity(full[k % S], (k // S) % 2)
+                    for i, j in T.Parallel(BM, BK):
+                        Y[by * BM + i, k * BK + j] = Xs[k % S, i, j] * 2.0
+                    if parity == "skip":
+                        if k != 20:
+                            T.mbarrier_arrive(empty[k % S])
+                    else:
+                        T.mbarrier_arrive(empty[k % S])
+
+    return main
+
+
+@pytest.mark.parametrize("parity", ["min", "skip"])
+def test_a_runtime_loop_whose_body_stops_repeating_past_the_traced_counts_is_refused(parity):
+    # The representative counts (0 .. 2S + 1 and 4 * 2S + 3 = 19 here) covered every count only for a body that
+    # repeats with the pipeline's period; these break at round 10 (the parity) or k == 20 (a release skipped), past
+    # them, and passed the verifier while the simulator deadlocked at a count of 24 (a fresh soundness tester's
+    # report). With a constant count of 24 the verifier traces them whole and finds the bug itself.
+    from egtile.lower.protocol import schedule_protocol
+
+    found = verify(schedule_protocol(_user_ring(parity, "data").kernel).scheduled)
+    assert any(v.property == "L7" and "does not repeat with the pipeline's period" in v.message for v in found), found
+    static = verify(schedule_protocol(_user_ring(parity, "static").kernel).scheduled)
+    assert static and not any("does not repeat" in v.message for v in static), static
+
+
+def test_a_runtime_loop_whose_body_repeats_runs_at_any_count():
+    x = torch.randn(16, 24 * 8)
+    k = egtile.compile(_user_ring("right", "data"), target="sim")
+    for count in (0, 7, 24):
+        y = torch.full_like(x, float("nan"))
+        k(x, torch.tensor([count], dtype=torch.int32), y)
+        assert torch.equal(y[:, : count * 8], 2.0 * x[:, : count * 8])
+        assert torch.isnan(y[:, count * 8:]).all()

@@ -50,13 +50,14 @@ from egtile.verifier.limits import Meter, VerifyLimits, default_limits
 from egtile.verifier.mma import check_fragments, check_wgmma_waits  # (also registers the fragment and wgmma models)
 from egtile.verifier.order import OrderAnalysis
 from egtile.verifier.paths import decides
-from egtile.verifier.reference import blocks, dedupe
+from egtile.verifier import block_cases
+from egtile.verifier.reference import dedupe
 from egtile.verifier.registry import register_model, unregister_model
 from egtile.verifier.regions import Space
 from egtile.verifier.resources import check_resources
 from egtile.verifier.structure import check_structure
 from egtile.verifier.uniform import branches
-from egtile.verifier.tripcount import check_runtime_loops, representative_counts, runtime_loops
+from egtile.verifier.tripcount import check_periodic, check_runtime_loops, representative_counts, runtime_loops
 from egtile.verifier.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
 from egtile.verifier.valueflow import check_value_flow
 from egtile.verifier.coverage import check_coverage
@@ -116,6 +117,8 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
     tracked = tracked_buffers(scheduled)
     # register fragments: every access is its owner's (check_fragments), so none can race (egtile.verifier.mma)
     tracked = (tracked[0] - {n for n, _ in scheduled.fragments}, tracked[1])
+    # after the traces: a count's own violations are the more concrete report, and one stops the counts
+    unperiodic = check_periodic(scheduled, dynamic) if dynamic else []
     ints = Ints()
     sealed = branches(scheduled)
     # one set of traces per representative trip count of the runtime-bounded loops (egtile.verifier.tripcount)
@@ -123,7 +126,7 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
     for count in counts:
         trips = None if count is None else {r.loop.sid: count for r in dynamic}
         windows = Windows(scheduled, agents, tracked[0]) if window else None
-        for coords in blocks(scheduled.kernel.grid):
+        for coords in block_cases.blocks(scheduled):
             for d in range(sealed.depth + 1):  # one trace per depth of sealed sides (egtile.verifier.paths)
                 got = _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow,
                              sealed, d, trips)
@@ -133,7 +136,7 @@ def verify(scheduled: Scheduled, *, limits: VerifyLimits | None = None, window: 
                 found += got
         if count is not None and any(v.property != "L8" for v in found):
             break  # one failing count is enough to report
-    return dedupe(found)
+    return dedupe(found + unperiodic)
 
 
 def _block(scheduled, agents, coords, order, space, limits, windows, ints, tracked, value_flow, sealed,

@@ -223,6 +223,29 @@ class OrderAnalysis:
             k += 1
         self.first_open[(bname, s)] = k
 
+    def _check_after_previous_phase(self, ev: Event, a: int) -> None:
+        """L4: a contribution to phase ``j`` of ``b[s]`` must happen after phase ``j - 1`` completed. The phases are
+        the contributing agents' ``j``-th rounds only if no agent runs ahead: an arrival (or expected or delivered
+        transaction bytes) made while phase ``j - 1`` is still pending is counted in phase ``j - 1`` by the hardware,
+        which then completes early, with data of the wrong round. Ordered when the agent knows the phase completed
+        (a wait on it, or on something that came after it), or, for a phase of arrivals only, when it knows every
+        contribution to it was made (its own program order, or a chain from each contributor's agent)."""
+        key = self.phase_of.get(id(ev))
+        if key is None or key[2] == 0:
+            return
+        bname, s, j = key
+        if ev.vc.get(_phase(bname, s), 0) >= j:
+            return
+        prev = self.phases[(bname, s)][j - 1]
+        if prev.clock is not None and not any(c.kind == "tma" for c in prev.contribs) and all(
+                (c.comp == a and c.tick < ev.tick) or ev.vc.get(c.comp, 0) >= c.tick for c in prev.contribs):
+            return
+        what = {"arrive": "arrival", "cp_arrive": "cp.async arrival", "tma": "TMA load's transaction bytes"}[ev.kind]
+        self.v("L4", f"{self.agents[a].name}'s {what} on {bname}[{s}] ({ev.where()}) belongs to phase {j}, but nothing "
+                     f"orders it after phase {j - 1} completes: running ahead, it is counted in phase {j - 1}, which "
+                     f"then completes with the wrong round's contributions (wait for a barrier that phase {j - 1}'s "
+                     "completion releases before contributing again)", [ev.sid], barrier=bname, stage=s)
+
     def _epoch(self, ev: Event) -> tuple | None:
         """``(phase component, phases completed)`` once the phase ``ev`` contributes to completes."""
         key = self.phase_of.get(id(ev))
@@ -348,8 +371,10 @@ class OrderAnalysis:
                             case "fence":
                                 self.fences.setdefault(a, []).append(ev)
                             case "arrive":
+                                self._check_after_previous_phase(ev, a)
                                 self._contribute(ev, self._release(ev, dict(vc), a, whole))
                             case "cp_arrive":
+                                self._check_after_previous_phase(ev, a)
                                 contrib = self._release(ev, dict(vc), a, whole)
                                 ep = self._epoch(ev)
                                 for w in pending_cp[a]:
@@ -369,6 +394,7 @@ class OrderAnalysis:
                                         pending_cp[a].append(w)
                                 self.next_comp += 1
                                 if ev.kind == "tma":
+                                    self._check_after_previous_phase(ev, a)
                                     self._contribute(ev, node)
                     pos[a] += 1
                     progress = True
@@ -544,6 +570,9 @@ class OrderAnalysis:
         for first_cls, second_cls, second_ts in orientations:
             for x in first_cls:
                 k = bisect.bisect_right(second_ts, x.ts)  # the earliest member after x in the program
+                same = bisect.bisect_left(second_ts, x.ts)
+                if cx is not cy and same < k:  # another class's access of the same statement instance
+                    self._pair(buf, x, second_cls[same], reported)
                 if self.decides is not None:  # ... among those this trace decides (hb still only grows)
                     while k < len(second_cls) and not self.decides(x, second_cls[k]):
                         k += 1
@@ -589,6 +618,18 @@ class OrderAnalysis:
             return  # the two sides of one execution of a data-dependent SIf: never both run
         if x.ts is not None and y.ts is not None:
             if x.ts == y.ts:
+                # one instance of one source statement: the sequential program orders nothing inside it, but two
+                # threads touching one element there still need an order (a staging copy by every thread and the
+                # elected thread's TMA store of it implement one T.copy)
+                if (x.comp == y.comp and x.tid is not None and x.tid == y.tid) or self.hb(x, y) or self.hb(y, x):
+                    return
+                key = ("L1", buf, x.sid, y.sid, "same")
+                if key in reported:
+                    return
+                reported.add(key)
+                self.v("L1", f"{self._desc(x)} and {self._desc(y)} implement one statement instance, conflict, and are "
+                             "not ordered by any barrier (race)", (x.sid, y.sid), buffer=buf,
+                       stage=x.stage if x.stage is not None else y.stage)
                 return
             first, second = (x, y) if x.ts < y.ts else (y, x)
             if self.hb(first, second):

@@ -37,6 +37,9 @@ MEANING: dict[str, str] = {
     "L3": "a barrier phase does not add up (arrivals vs arrive_count, expect_tx bytes vs the TMA loads' bytes, or "
           "a wait for a phase nobody arrives on)",
     "L4": "a wait's parity names a phase that cannot complete before it (deadlock) or cannot be told apart",
+    "L6": "shared memory written by ordinary stores is read by the async proxy (TMA, wgmma) without a proxy fence",
+    "L7": "every thread must reach the same barriers the same number of times (a barrier under a condition or a "
+          "trip count that may differ between threads, or a runtime trip count egtile cannot cover)",
 }
 
 

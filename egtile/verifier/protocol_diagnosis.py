@@ -312,7 +312,8 @@ def _parity(v: Violation, k: _Kernel) -> Diagnosis | None:
     0), or it waits for a phase whose arrivals come after it (release waits: parity 0 at iteration 0)."""
     if v.property != "L4":
         return None
-    early = re.search(r"wait \((\w+=\d+)\) on (\S+) with parity (\d) returns at once", v.message)
+    early = re.search(r"wait \((\w+=\d+)\) on (\S+) with parity (\d) returns at once when it runs before phase (\d+) "
+                      r"completes", v.message)
     dead = re.search(r"waits \((\w+=\d+)\) with parity (\d) for phase (\d+) of (\S+), whose arrivals depend on this "
                      r"wait", v.message)
     if not (early or dead):
@@ -329,13 +330,16 @@ def _parity(v: Violation, k: _Kernel) -> Diagnosis | None:
     other = (f"; if this parity is right, the arrivals are wrong: check that{by} arrives on the slot and in the "
              "round this wait waits for") if arrivals else ""
     if early:
+        phase = int(early.group(4))
+        done = ("mbarrier phases start at 0 and the phase before phase 0 counts as complete" if phase == 0 else
+                f"parity {p} names phase {phase - 1}, which has completed")
         return Diagnosis(
-            f"{text} waits for parity {p} at {it}, but mbarrier phases start at 0: {_bar(v)} is still in phase 0, "
-            f"and a wait for parity 1 on it returns at once (the phase before phase 0 counts as complete), before "
-            f"the arrivals of phase 0: what it guards is read before it is written",
-            f"at {it} this wait gives parity {p}, but it must wait for parity 0 (the first phase of {_bar(v)}): with "
-            f"S stages sharing a barrier array, round k's wait for the data is parity (k // S) % 2 and the wait for "
-            f"a free slot ((k // S) % 2) ^ 1{other}",
+            f"{text} waits for parity {p} at {it}, but what it guards comes with phase {phase} of {_bar(v)} (parity "
+            f"{phase % 2}): {done}, so the wait returns at once, before the arrivals of phase {phase}: what it guards "
+            "is read (or overwritten) too early",
+            f"at {it} this wait gives parity {p}, but it must wait for parity {phase % 2} (phase {phase} of "
+            f"{_bar(v)}): with S stages sharing a barrier array, round k's wait for the data is parity (k // S) % 2 "
+            f"and the wait for a free slot ((k // S) % 2) ^ 1{other}",
             s.loc, v)
     return Diagnosis(
         f"{text} waits for parity {p} at {it}, i.e. for phase {dead.group(3)} of {_bar(v)}, whose arrivals{by} "

@@ -17,7 +17,10 @@ warp-specialized loop appears once per role (the producer's and the consumers' c
 the same ``sid``): the copies must have the same bounds, so producer and consumer agree on the count.
 
 What the verifier checks (:func:`check_runtime_loops`, L7): block-uniform bounds, a static start, and equal
-bounds across the copies of one source loop. Then it traces the block once per *representative count*
+bounds across the copies of one source loop; and (:func:`check_periodic`, L7) that the loop's synchronization
+repeats with a period dividing ``P`` after its first :data:`PROLOGUE` iterations for every count, which the argument
+below needs and the traced counts alone cannot show (a condition ``k != 20`` around a barrier operation repeats over
+every traced count and breaks at 24). Then it traces the block once per *representative count*
 (:func:`representative_counts`): every runtime-bounded loop runs that many iterations, in every role, and
 the other properties (L1-L4, L6, value flow) are checked on each of those traces.
 
@@ -41,8 +44,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from egtile.ir.scheduled import Elect, RoleSplit, Scheduled, SeqLoop, SStmt, ThreadLoop
+from egtile.ir.scheduled import Elect, Scheduled, SeqLoop, SStmt, ThreadLoop
 from egtile.verifier import registry
+from egtile.verifier.covariance import NotCovariant, Scanner, Scope
 from egtile.verifier.loads import loads_in
 from egtile.verifier.uniform import Uniformity, uniformity
 from egtile.verifier.violation import Violation
@@ -111,6 +115,69 @@ def check_runtime_loops(sched: Scheduled, loops: tuple[RuntimeLoop, ...] | None 
             out.append(Violation("L7", f"the copies of the loop over {s.var.name} in the roles of a warp-specialized "
                                        "schedule have different runtime bounds: the producer and the consumer would "
                                        "not agree on the trip count", sids))
+    return out
+
+
+def _synchronizes(s: SStmt) -> bool:
+    from egtile.ir.scheduled import Arrive, ArriveExpectTx, CpAsyncArrive, SyncThreads, TmaLoad, Wait
+
+    sync = (Arrive, ArriveExpectTx, CpAsyncArrive, SyncThreads, TmaLoad, Wait)
+    return any(isinstance(x, sync) for x in registry.walk((s,)))
+
+
+class _SyncScanner(Scanner):
+    """H1 of the loop's synchronization alone: the stages and parities of its barrier operations, and the conditions
+    and trip counts around them. A condition around plain data accesses (a store masked at a tensor's edge,
+    ``k * 8 + j < 192``) changes nothing in the protocol; the footprints are the window's H2/H3, checked on each
+    traced count."""
+
+    def body(self, stmts, scope) -> None:
+        super().body(tuple(x for x in stmts if _synchronizes(x)), scope)
+
+
+#: the trip counts :func:`check_periodic` proves the body's repetition for: far beyond any tensor a loop of tiles walks
+SCANNED_TRIPS = 1 << 20
+#: iterations at the start that need not repeat (``if k == 0:``): a count ``n >= P + 2`` is then the traced count
+#: ``n - P`` with one more period after them, since every exactly traced count (up to ``P + 1``) holds them
+PROLOGUE = 2
+
+
+def check_periodic(sched: Scheduled, loops: tuple[RuntimeLoop, ...]) -> list[Violation]:
+    """L7 of a runtime-bounded loop whose body the representative counts do not cover: from some iteration on
+    (:data:`PROLOGUE`), every barrier stage, parity and condition of its body
+    must repeat with a period dividing ``P`` *for every count*, not only over the traced ones (a condition
+    ``k != 20`` is periodic over the 19 iterations of the longest representative count and breaks at a count of 24).
+    The body of every copy of the loop (one per role) is scanned over ``k`` up to :data:`SCANNED_TRIPS` iterations
+    (:mod:`egtile.verifier.covariance`: not unbounded, where ``k * 64`` would leave int32 though no tensor is that
+    long); the variables around it are left unknown, as the tracer treats a value it cannot decide."""
+    from egtile.ir.kernel import Const
+
+    p = period(sched)
+    copies: dict[int, list[SeqLoop]] = {}
+    for x in registry.walk(sched.body):
+        if isinstance(x, SeqLoop) and x.sid is not None:
+            copies.setdefault(x.sid, []).append(x)
+    out: list[Violation] = []
+    for r in loops:
+        s = r.loop
+        start = int(s.start.value) if isinstance(s.start, Const) else 0
+        why = ""
+        try:
+            for node in copies.get(s.sid, [s]) if s.sid is not None else [s]:
+                sc = _SyncScanner(set())
+                sc.body(node.body, Scope(node.var.name, start + PROLOGUE, start + SCANNED_TRIPS, {}))
+                if p % sc.period:
+                    raise NotCovariant(f"its body repeats every {sc.period} iterations, which does not divide the "
+                                       f"pipeline's period {p}")
+        except NotCovariant as err:
+            why = str(err)
+        if why:
+            out.append(Violation("L7", f"{PREFIX}the loop over {s.var.name} has a trip count read from tensor data, and "
+                                       f"its body does not repeat with the pipeline's period from some iteration on "
+                                       f"({why}): egtile's verifier covers every count of such a loop only from a few "
+                                       "representative counts, which needs that repetition. Write the condition on "
+                                       "the loop index in a form that repeats (or on the trip count itself)",
+                                 (s.sid,) if s.sid is not None else ()))
     return out
 
 

@@ -216,6 +216,21 @@ class OrderAnalysis:
             _join(clock, p.acc)
             p.clock = clock
 
+    def _ordered_after_previous_phase(self, ev: Event, a: int) -> None:
+        """L4: a contribution to phase ``j > 0`` must know that phase ``j - 1`` completed: every agent and copy
+        component of that phase's clock is below its own clock (it waited for the phase, or for what came after each
+        contribution to it); else the hardware may count it in phase ``j - 1``."""
+        key = self.phase_of.get(id(ev))
+        if key is None or key[2] == 0:
+            return
+        bname, s, j = key
+        prev = self.phases[(bname, s)][j - 1]
+        if prev.clock is not None and all(ev.vc.get(k, 0) >= t for k, t in prev.clock.items()
+                                          if isinstance(k, int) and k >= 0):
+            return
+        self.v("L4", f"{self.agents[a].name}'s contribution to phase {j} of {bname}[{s}] ({ev.where()}) is not ordered "
+                     f"after phase {j - 1} completes", [ev.sid], barrier=bname, stage=s)
+
     @staticmethod
     def _stamp(ev: Event, vc: VC, a: int) -> None:
         """Tick agent ``a`` for event ``ev`` and record its clock."""
@@ -323,8 +338,10 @@ class OrderAnalysis:
                             case "fence":
                                 self.fences.setdefault(a, []).append(ev)
                             case "arrive":
+                                self._ordered_after_previous_phase(ev, a)
                                 self._contribute(ev, self._release(ev, dict(vc), a, whole))
                             case "cp_arrive":
+                                self._ordered_after_previous_phase(ev, a)
                                 contrib = self._release(ev, dict(vc), a, whole)
                                 for c in pending_cp[a]:
                                     _join(contrib, c)
@@ -339,6 +356,7 @@ class OrderAnalysis:
                                     self.accesses.append(w)
                                 self.next_comp += 1
                                 if ev.kind == "tma":
+                                    self._ordered_after_previous_phase(ev, a)
                                     self._contribute(ev, node)
                                 else:
                                     pending_cp[a].append(node)
