@@ -391,3 +391,47 @@ def test_user_names_that_clash_with_cxx_are_renamed():
     assert "eg_kernel_myZ2d_kernel(float* u_float)" in src  # "-" encoded: symbols are injective too
     assert "u_float[u_int] = eg_cast<float>(u_int);" in src
     assert build(s).cubin[:4] == b"\x7fELF"
+
+
+def _whole_tile_tma(rows: int = 16):
+    import egtile.language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((rows, 16), "float32"), Y: T.Tensor((rows, 16), "float32")):
+        with T.Kernel(1, threads=256) as _by:
+            Xs = T.alloc_shared((rows, 16), "float32")
+            full = T.alloc_barrier(128)
+            with T.ws(1):
+                T.tma_copy(X[0, 0], Xs, barrier=full)
+                T.mbarrier_arrive(full)
+            with T.ws(0):
+                T.mbarrier_wait_parity(full, 0)
+                for i, j in T.Parallel(rows, 16):
+                    Y[i, j] = Xs[i, j] * 2.0
+
+    return main
+
+
+def test_a_tma_box_over_a_whole_unstaged_tile_keeps_its_rows_dense():
+    # The 128-byte alignment a TMA operand asks of its buffer padded the outermost stride (meant for the stages of a
+    # staged tile), so a (16, 16) float32 tile's 64-byte rows became 128 bytes apart and the box, which spans all 16
+    # rows, was refused as "not contiguous" on the cuda target (a fresh soundness tester's report).
+    import egtile
+    from egtile.codegen import nvrtc
+
+    k = egtile.compile(_whole_tile_tma(), target="cuda")
+    assert "1032 bytes of dynamic shared memory" in k.get_kernel_source()  # 16 x 64 bytes + the mbarrier
+    assert nvrtc.compile_cuda(k.get_kernel_source(), "whole_tile_tma.cu").cubin
+
+
+@pytest.mark.gpu
+def test_a_tma_box_over_a_whole_unstaged_tile_on_the_gpu():
+    import torch
+
+    import egtile
+
+    x = torch.randn(16, 16, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    egtile.compile(_whole_tile_tma(), target="cuda")(x, y)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.double(), 2.0 * x.double(), rtol=0, atol=0)

@@ -125,16 +125,26 @@ def _pattern_align(buf) -> int:
     return max(TMA_SMEM_ALIGN, mode_of(buf.layout).pattern_bytes if buf.layout != "linear" else 0)
 
 
+def _align_request(region, buf) -> tuple[tuple[str, int], ...]:
+    """The alignment a TMA operand asks of its shared buffer. A linear buffer's request pads its outermost stride
+    (:func:`egtile.codegen.layout.plan_smem`: each stage of a staged tile starts aligned), which a box spanning
+    several outermost rows must not get: its rows would no longer be one dense box. Every buffer's base is
+    128-byte aligned anyway (``BUFFER_ALIGN``), which is what such a box needs."""
+    if buf.layout == "linear" and len(buf.shape) >= 2 and region.extents[0] > 1:
+        return ()
+    return ((buf.name, _pattern_align(buf)),)
+
+
 def _load_needs(s: TmaLoad, sched: Scheduled) -> Needs:
     dst = sched.buffer(s.dst.buffer.name)
     return Needs(tensor_maps=((s.src.buffer.name, _map_box(s.src, dst), dst.layout),),
-                 shared_align=((s.dst.buffer.name, _pattern_align(dst)),))
+                 shared_align=_align_request(s.dst, dst))
 
 
 def _store_needs(s: TmaStore, sched: Scheduled) -> Needs:
     src = sched.buffer(s.src.buffer.name)
     return Needs(tensor_maps=((s.dst.buffer.name, _map_box(s.dst, src), src.layout),),
-                 shared_align=((s.src.buffer.name, _pattern_align(src)),))
+                 shared_align=_align_request(s.src, src))
 
 
 def _check_agrees(node_swizzle: str, sbuf, ctx: Ctx, sid: int | None, what: str) -> None:
