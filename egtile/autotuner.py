@@ -153,6 +153,15 @@ class _Tuned:
         out = [dict(c) for c in configs]
         if not out:
             raise ArgumentError(f"autotune of {self.fn.__name__!r}: the configuration list is empty")
+        params = inspect.signature(self.fn).parameters
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            for cfg in out:
+                unknown = sorted(k for k in cfg if k not in params and k not in _COMPILE_OPTIONS)
+                if unknown:
+                    # it would fail to compile like a bad configuration and be skipped, silently
+                    raise ArgumentError(f"autotune of {self.fn.__name__!r}: configuration {cfg} names {unknown[0]!r}, "
+                                        f"which is not a parameter of {self.fn.__name__} (its parameters: "
+                                        f"{', '.join(params) or 'none'})")
         return out
 
     def _eager(self) -> bool:

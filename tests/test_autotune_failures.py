@@ -133,3 +133,21 @@ def test_supply_prog_sees_each_parameters_dtype_with_as_torch(tmp_path, monkeypa
                             rtol=0)(scaled)
     kernel = tuned(8, 4)
     assert seen == [torch.float32] and kernel.config == {"factor": 3.0}
+
+
+def test_a_configuration_naming_no_parameter_of_the_factory_is_refused_before_tuning():
+    # It failed to compile like any bad configuration and was skipped silently (a fresh user's report).
+    @egtile.autotune(configs=[{"BLK": 64}, {"BLOCK": 32}])
+    @egtile.jit(out_idx=[1], target="interp")
+    def copy64(BLOCK=None):
+        @T.prim_func
+        def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+            with T.Kernel(T.ceildiv(64, BLOCK), threads=32) as bx:
+                for i in T.Parallel(BLOCK):
+                    Y[bx * BLOCK + i] = X[bx * BLOCK + i]
+
+        return main
+
+    with pytest.raises(ArgumentError, match=r"configuration \{'BLK': 64\} names 'BLK', which is not a parameter of "
+                                            r"copy64 \(its parameters: BLOCK\)"):
+        copy64()

@@ -255,3 +255,23 @@ def test_a_float_scalar_holds_its_dtypes_value():
         want = X.double() + torch.where(torch.arange(8) < 5, 0.0, 100.0).double() + \
             float(torch.tensor(h, dtype=torch.float16).float())
         torch.testing.assert_close(k(X, 3, 5, h).double(), want, rtol=2.0**-24, atol=0.0)
+
+
+def test_an_empty_tensor_for_a_dynamic_size_is_refused_at_the_call():
+    # It was refused at the T.Tensor annotation ("shape entries must be positive, got (0,)"), naming neither the
+    # call nor the tensor (a fresh user's report).
+    @egtile.jit(out_idx=[1], target="interp")
+    def copy_rows():
+        M = T.dynamic("M")
+
+        @T.prim_func
+        def main(X: T.Tensor((M,), "float32"), Y: T.Tensor((M,), "float32")):
+            with T.Kernel(T.ceildiv(M, 32), threads=32) as bx:
+                for i in T.Parallel(32):
+                    Y[bx * 32 + i] = X[bx * 32 + i]
+
+        return main
+
+    with pytest.raises(ShapeError, match=r"tensor X has shape \(0,\), which binds T.dynamic size 'M' to 0") as err:
+        copy_rows()(torch.randn(0))
+    assert "copy_rows()(torch.randn(0))" in err.value.loc.text

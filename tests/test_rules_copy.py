@@ -82,6 +82,24 @@ def test_prefer_tma_outside_a_pipeline_has_no_schedule():
         optimize(main)
 
 
+def test_a_tma_store_asked_of_a_shared_source_says_why_the_tma_store_rule_cannot_apply():
+    # The refusal named only copy-to-simt's side condition: the TMA-store rule, whose options bind nothing here,
+    # was left out, so the reason (its staging takes a fragment) was missing (a fresh soundness tester's report).
+    from egtile import language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(4, threads=128) as bx:
+            S = T.alloc_shared((16, 64), "float32")
+            for i, j in T.Parallel(16, 64):
+                S[i, j] = X[bx * 16 + i, j] * 3.0
+            T.tma_copy(S, Y[bx * 16, 0])
+
+    with pytest.raises(ScheduleError, match=r"copy-to-simt: prefer-allows-simt.*; copy-via-tma-store: "
+                                            r"tma-store-eligible: the source S is not a whole 2-D fragment"):
+        optimize(main)
+
+
 def test_a_block_level_copy_is_simt_on_every_thread():
     r = optimize(K.gemm())
     ops = [x for x in swalk(r.scheduled.body) if isinstance(x, TileOp)]

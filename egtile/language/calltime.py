@@ -242,6 +242,10 @@ def bind_call(func: DeferredPrimFunc, inputs: dict[str, Any],
                 if e.name in values and values[e.name] != shape[d]:
                     raise ShapeError(f"kernel {kernel_name!r}: T.dynamic size {e.name!r} is {values[e.name]} from "
                                      f"tensor {where[e.name]} but {shape[d]} from tensor {here}", loc)
+                if shape[d] < 1:
+                    raise ShapeError(f"kernel {kernel_name!r}: tensor {p.name} has shape {shape}, which binds T.dynamic "
+                                     f"size {e.name!r} to {shape[d]}; a size must be at least 1 (an empty tensor "
+                                     "leaves the kernel nothing to do: skip the call)", loc)
                 values.setdefault(e.name, shape[d])
                 where.setdefault(e.name, here)
     for p in func.params:

@@ -264,6 +264,27 @@ def undecided(body: tuple[Node, ...], decisions: dict[str, Decision]) -> list[No
     return out
 
 
+def _oracle_refusals(ctx: ExplainContext, head: Any, sid: int | None, listed: set[str]) -> str:
+    """The rules of ``head`` that never became candidates for ``sid`` (their bindings found no option) but whose
+    hardware oracle says why: a user who asked for that instruction (``prefer_instruction="tma"``) learns the reason,
+    not only the other rules' refusals."""
+    if sid is None:
+        return ""
+    out = []
+    for r in ctx.rules:
+        if r.head != head or r.name in listed:
+            continue
+        reasons = []
+        for c in r.conditions:
+            for spec in c.oracles:
+                v = ctx.encoding.verdicts.get((spec.name, sid))
+                if v is not None and not v.ok:
+                    reasons.append(f"{spec.name}: {v.reason or 'does not hold'}")
+        if reasons:
+            out.append(f"{r.name}: {'; '.join(reasons)}")
+    return "; ".join(out)
+
+
 def no_schedule_error(nodes: list[Node], ctx: ExplainContext) -> ScheduleError:
     """A :class:`ScheduleError` naming each undecided statement and the side conditions that failed."""
     parts = []
@@ -283,6 +304,9 @@ def no_schedule_error(nodes: list[Node], ctx: ExplainContext) -> ScheduleError:
                    else f"rules {rules} never matched it")
         else:
             why = "; ".join(f"{a.rule}: {a.reason}" for a in alts if a.failed) or "no alternative survived"
+        unmatched = _oracle_refusals(ctx, d.constructor, sid, {a.rule for a in alts})
+        if unmatched:
+            why += "; " + unmatched
         parts.append(f"{what} ({d.label or n.op}): {why}")
     return ScheduleError("no legal schedule: " + " | ".join(parts), loc)
 
