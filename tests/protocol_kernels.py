@@ -67,6 +67,59 @@ def divergent(steps=STEPS, block=BLOCK):
     return main
 
 
+def tile_ring(blocks: int = 1, rounds: int = 4, width: int = 16, *, count: str = "static", data_parity=None,
+              free_parity=None, release_if=None, signaller: str | None = None):
+    """A 2-stage TMA ring over ``rounds`` tiles of 16 x ``width`` per block: warpgroup 1 loads each tile on ``full``
+    after its wait for a free slot on ``empty``, warpgroup 0 waits for it, writes ``2 * x`` and releases the slot.
+
+    Args:
+        count: ``"static"`` (a constant trip count) or ``"data"`` (read from ``n[0]``, a parameter between X and Y).
+        data_parity: ``(k, S, by) -> parity`` of the consumer's wait (default the right ``(k // S) % 2``).
+        free_parity: ``(k, S) -> parity`` of the producer's wait for a free slot (default ``((k // S) % 2) ^ 1``).
+        release_if: ``(k, by) -> condition`` around the consumer's release (default: always).
+        signaller: a third warpgroup that arrives on ``full`` too (``full`` then counts 256): ``"waits"`` for the
+            free slot first, ``"free"`` does not.
+    """
+    S, BM, M = 2, 16, 16 * blocks
+    K = rounds * width
+    parity = data_parity or (lambda k, s, by: (k // s) % 2)
+    free = free_parity or (lambda k, s: ((k // s) % 2) ^ 1)
+
+    def body(X, Y, trips):
+        with T.Kernel(blocks, threads=384 if signaller else 256) as by:
+            Xs = T.alloc_shared((S, BM, width), "float32")
+            full = T.alloc_barrier([256 if signaller else 128] * S)
+            empty = T.alloc_barrier([128] * S)
+            for k in T.serial(trips):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(empty[k % S], free(k, S))
+                    T.tma_copy(X[by * BM, k * width], Xs[k % S, :, :], barrier=full[k % S])
+                    T.mbarrier_arrive(full[k % S])
+                if signaller:
+                    with T.ws(2):
+                        if signaller == "waits":
+                            T.mbarrier_wait_parity(empty[k % S], ((k // S) % 2) ^ 1)
+                        T.mbarrier_arrive(full[k % S])
+                with T.ws(0):
+                    T.mbarrier_wait_parity(full[k % S], parity(k, S, by))
+                    for i, j in T.Parallel(BM, width):
+                        Y[by * BM + i, k * width + j] = Xs[k % S, i, j] * 2.0
+                    if release_if is None:
+                        T.mbarrier_arrive(empty[k % S])
+                    elif release_if(k, by):
+                        T.mbarrier_arrive(empty[k % S])
+
+    if count == "data":
+        @T.prim_func
+        def ring(X: T.Tensor((M, K), "float32"), n: T.Tensor((1,), "int32"), Y: T.Tensor((M, K), "float32")):
+            body(X, Y, n[0])
+    else:
+        @T.prim_func
+        def ring(X: T.Tensor((M, K), "float32"), Y: T.Tensor((M, K), "float32")):
+            body(X, Y, rounds)
+    return ring
+
+
 def line(fn, marker: str) -> int:
     lines, start = inspect.getsourcelines(fn)
     for i, text in enumerate(lines):

@@ -16,7 +16,7 @@ from egtile.errors import ScheduleError, SimulationError
 from egtile.lower.protocol import schedule_protocol
 from egtile.sim import simulate
 
-from protocol_kernels import divergent, line, scale
+from protocol_kernels import divergent, line, scale, tile_ring
 
 FILE = os.path.join(os.path.dirname(__file__), "protocol_kernels.py")
 
@@ -184,33 +184,9 @@ def test_rounds_written_one_after_another_are_refused_with_the_loop_form_named()
 
 
 def _ring(bug: str):
-    """A two-stage TMA ring, 6 rounds; `bug` makes one wait's parity right for rounds 0 and 1 only."""
-    M, BM, BK, S, NK = 32, 16, 16, 2, 6
-
-    @T.prim_func
-    def main(X: T.Tensor((M, NK * BK), "float32"), Y: T.Tensor((M, NK * BK), "float32")):
-        with T.Kernel(M // BM, threads=256) as by:
-            Xs = T.alloc_shared((S, BM, BK), "float32")
-            full = T.alloc_barrier([128] * S)
-            empty = T.alloc_barrier([128] * S)
-            for k in T.serial(NK):
-                with T.ws(1):
-                    if bug == "release":
-                        T.mbarrier_wait_parity(empty[k % S], T.min(k // S, 1) ^ 1)
-                    else:
-                        T.mbarrier_wait_parity(empty[k % S], ((k // S) % 2) ^ 1)
-                    T.tma_copy(X[by * BM, k * BK], Xs[k % S, :, :], barrier=full[k % S])
-                    T.mbarrier_arrive(full[k % S])
-                with T.ws(0):
-                    if bug == "data":
-                        T.mbarrier_wait_parity(full[k % S], T.min(k // S, 1))
-                    else:
-                        T.mbarrier_wait_parity(full[k % S], (k // S) % 2)
-                    for i, j in T.Parallel(BM, BK):
-                        Y[by * BM + i, k * BK + j] = Xs[k % S, i, j] * 2.0
-                    T.mbarrier_arrive(empty[k % S])
-
-    return main
+    """Two blocks of a two-stage TMA ring, 6 rounds; `bug` makes one wait's parity right for rounds 0 and 1 only."""
+    return tile_ring(2, 6, free_parity=(lambda k, s: T.min(k // s, 1) ^ 1) if bug == "release" else None,
+                     data_parity=(lambda k, s, by: T.min(k // s, 1)) if bug == "data" else None)
 
 
 @pytest.mark.parametrize("bug, head, fix", [
@@ -232,30 +208,7 @@ def test_a_parity_wrong_from_the_second_lap_on_names_the_phase_it_must_wait_for(
 def _signaller(waits: bool):
     """full[s] counts 256 arrivals: the TMA producer's (wg1, after its wait for a free slot) and a signalling
     warpgroup's (wg2), which waits for the free slot too only when `waits`."""
-    M, BM, BK, S, NK = 32, 16, 16, 2, 4
-
-    @T.prim_func
-    def main(X: T.Tensor((M, NK * BK), "float32"), Y: T.Tensor((M, NK * BK), "float32")):
-        with T.Kernel(M // BM, threads=384) as by:
-            Xs = T.alloc_shared((S, BM, BK), "float32")
-            full = T.alloc_barrier([256] * S)
-            empty = T.alloc_barrier([128] * S)
-            for k in T.serial(NK):
-                with T.ws(1):
-                    T.mbarrier_wait_parity(empty[k % S], ((k // S) % 2) ^ 1)
-                    T.tma_copy(X[by * BM, k * BK], Xs[k % S, :, :], barrier=full[k % S])
-                    T.mbarrier_arrive(full[k % S])
-                with T.ws(2):
-                    if waits:
-                        T.mbarrier_wait_parity(empty[k % S], ((k // S) % 2) ^ 1)
-                    T.mbarrier_arrive(full[k % S])
-                with T.ws(0):
-                    T.mbarrier_wait_parity(full[k % S], (k // S) % 2)
-                    for i, j in T.Parallel(BM, BK):
-                        Y[by * BM + i, k * BK + j] = Xs[k % S, i, j] * 2.0
-                    T.mbarrier_arrive(empty[k % S])
-
-    return main
+    return tile_ring(2, 4, signaller="waits" if waits else "free")
 
 
 def test_an_agent_arriving_ahead_of_the_previous_phase_is_reported():

@@ -19,6 +19,7 @@ from egtile.ir.kernel import BinOp, Const
 from egtile.ir.scheduled import Role, RoleSplit, SeqLoop, Wait
 from egtile.verifier import verify
 from egtile.verifier.tripcount import representative_counts, runtime_loops
+from protocol_kernels import tile_ring
 
 BATCH, BLK, DIM, STAGES = 4, 16, 32, 2
 ROWS = 160  # the segments fill a prefix of X (at most 157 rows); one kernel serves every draw
@@ -414,36 +415,12 @@ def test_tile_atomic_add_into_a_region_past_the_tensor_edge():
 
 
 def _user_ring(parity: str, count: str):
-    """A hand-written two-stage TMA ring over a loop of `n[0]` (or a constant 24) tiles; the consumer's parity is
-    right (`parity="right"`), or right for rounds 0..9 only (`"min"`: `T.min(k // S, 9) % 2`), or the consumer skips
-    its release at k == 20 (`"skip"`)."""
-    M, BM, BK, S, NK = 16, 16, 8, 2, 24
-
-    @T.prim_func
-    def main(X: T.Tensor((M, NK * BK), "float32"), n: T.Tensor((1,), "int32"), Y: T.Tensor((M, NK * BK), "float32")):
-        with T.Kernel(1, threads=256) as by:
-            Xs = T.alloc_shared((S, BM, BK), "float32")
-            full = T.alloc_barrier([128] * S)
-            empty = T.alloc_barrier([128] * S)
-            for k in T.serial(n[0] if count == "data" else NK):
-                with T.ws(1):
-                    T.mbarrier_wait_parity(empty[k % S], ((k // S) % 2) ^ 1)
-                    T.tma_copy(X[by * BM, k * BK], Xs[k % S, :, :], barrier=full[k % S])
-                    T.mbarrier_arrive(full[k % S])
-                with T.ws(0):
-                    if parity == "min":
-                        T.mbarrier_wait_parity(full[k % S], T.min(k // S, 9) % 2)
-                    else:
-                        T.mbarrier_wait_parity(full[k % S], (k // S) % 2)
-                    for i, j in T.Parallel(BM, BK):
-                        Y[by * BM + i, k * BK + j] = Xs[k % S, i, j] * 2.0
-                    if parity == "skip":
-                        if k != 20:
-                            T.mbarrier_arrive(empty[k % S])
-                    else:
-                        T.mbarrier_arrive(empty[k % S])
-
-    return main
+    """A hand-written two-stage TMA ring over `n[0]` (or a constant 24) tiles; the consumer's parity is right
+    (`parity="right"`), or right for rounds 0..9 only (`"min"`: `T.min(k // S, 9) % 2`), or the consumer skips its
+    release at k == 20 (`"skip"`)."""
+    return tile_ring(1, 24, 8, count=count,
+                     data_parity=(lambda k, s, by: T.min(k // s, 9) % 2) if parity == "min" else None,
+                     release_if=(lambda k, by: k != 20) if parity == "skip" else None)
 
 
 @pytest.mark.parametrize("parity", ["min", "skip"])

@@ -11,39 +11,15 @@ import egtile
 from egtile import language as T
 from egtile.lower.protocol import schedule_protocol
 from egtile.verifier import block_cases, verify
+from protocol_kernels import tile_ring
 
 
 def ring(blocks: int, bug: str):
-    M, BM, BK, S, NK = 16 * blocks, 16, 16, 2, 4
-
-    @T.prim_func
-    def main(X: T.Tensor((M, NK * BK), "float32"), Y: T.Tensor((M, NK * BK), "float32")):
-        with T.Kernel(M // BM, threads=256) as by:
-            Xs = T.alloc_shared((S, BM, BK), "float32")
-            full = T.alloc_barrier([128] * S)
-            empty = T.alloc_barrier([128] * S)
-            for k in T.serial(NK):
-                with T.ws(1):
-                    T.mbarrier_wait_parity(empty[k % S], ((k // S) % 2) ^ 1)
-                    T.tma_copy(X[by * BM, k * BK], Xs[k % S, :, :], barrier=full[k % S])
-                    T.mbarrier_arrive(full[k % S])
-                with T.ws(0):
-                    if bug == "parity":
-                        T.mbarrier_wait_parity(full[k % S], ((k // S) % 2) ^ T.if_then_else(by == 1, 1, 0))
-                    else:
-                        T.mbarrier_wait_parity(full[k % S], (k // S) % 2)
-                    for i, j in T.Parallel(BM, BK):
-                        Y[by * BM + i, k * BK + j] = Xs[k % S, i, j] * 2.0
-                    if bug == "arrive":
-                        if by != 1:
-                            T.mbarrier_arrive(empty[k % S])
-                    elif bug == "arrive-far":
-                        if by != 500:
-                            T.mbarrier_arrive(empty[k % S])
-                    else:
-                        T.mbarrier_arrive(empty[k % S])
-
-    return main
+    far = {"arrive": 1, "arrive-far": 500}.get(bug)
+    return tile_ring(blocks, 4,
+                     data_parity=(lambda k, s, by: ((k // s) % 2) ^ T.if_then_else(by == 1, 1, 0)) if bug == "parity"
+                     else None,
+                     release_if=(lambda k, by: by != far) if far is not None else None)
 
 
 @pytest.mark.parametrize("bug", ["arrive", "parity"])
