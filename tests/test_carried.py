@@ -133,6 +133,12 @@ def test_carried_variables_on_the_gpu():
     c = poisoned((N,), torch.float32, "cpu")
     run(tiled_gemv(N, K), a, b, c, target="cuda")
     torch.testing.assert_close(c.double(), b.double() @ a.double(), rtol=1e-5, atol=1e-5)
+    c = poisoned((128,), torch.float32, "cpu")
+    run(pipelined_gemv(), a[:128], b[:128, :128].contiguous(), c, target="cuda")
+    torch.testing.assert_close(c.double(), b[:128, :128].double() @ a[:128].double(), rtol=1e-5, atol=1e-5)
+    c = poisoned((64,), torch.float32, "cpu")
+    run(_own_copies("in-loop"), a[:64].contiguous(), c, target="cuda")
+    torch.testing.assert_close(c.double(), 1.0 + 6.0 * a[:64].double(), rtol=1e-5, atol=1e-5)
     M = 3
     x = torch.randn(M, 64)
     y, z = poisoned((M, 64), torch.float32, "cpu"), poisoned((M, 64), torch.float32, "cpu")
@@ -167,3 +173,63 @@ def test_a_let_binding_read_after_barriers_is_the_value_read_at_the_assignment(t
     k(x, y)
     torch.testing.assert_close(y.double(), x.double().roll(-1) + 1.5, rtol=1e-6, atol=1e-6)
     assert "per-thread variable 'v' keeps its value" in k.explain()
+
+
+def _own_copies(form: str, n: int = 64):
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), C: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=n) as bx:
+            acc = T.alloc_var("float32")
+            acc = 1.0  # before the thread index: every thread's copy starts at 1.0
+            if form == "in-loop":
+                for r in T.serial(3):
+                    tx = T.get_thread_binding()  # a region opened inside a block-level loop
+                    acc += A[tx] * (r + 1)
+                C[T.get_thread_binding()] = acc
+            else:
+                tx = T.get_thread_binding()
+                acc += A[tx]
+                C[tx] = acc
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+@pytest.mark.parametrize("form", ["in-loop", "straight"])
+def test_each_thread_updates_its_own_copy_of_a_variable_set_at_block_level(target, form):
+    # Both computed a sum over every thread's element, silently (the region's T.Parallel iterations shared one `acc`:
+    # interp summed them in order, and the region inside a loop was replicated on sim too; a fresh user's report).
+    a = torch.randn(64)
+    c = poisoned((64,), torch.float32, "cpu")
+    run(_own_copies(form), a, c, target=target)
+    ref = 1.0 + a.double() * (6.0 if form == "in-loop" else 1.0)
+    torch.testing.assert_close(c.double(), ref, rtol=1e-5, atol=1e-5)
+
+
+def pipelined_gemv(N: int = 128, K: int = 128, BK: int = 32, stages: int = 2):
+    """The thread index taken before the loop and a T.copy of the shared tile inside it (block-level work between
+    two stretches of per-thread code, split where it stands)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((K,), "float32"), B: T.Tensor((N, K), "float32"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(N // 64, threads=64) as bn:
+            A_s = T.alloc_shared((BK,), "float32")
+            tx = T.get_thread_binding()
+            acc = T.alloc_var("float32")
+            acc = 0.0
+            for bk in T.Pipelined(K // BK, num_stages=stages):
+                T.copy(A[bk * BK:(bk + 1) * BK], A_s)
+                for kk in T.serial(BK):
+                    acc += A_s[kk] * B[bn * 64 + tx, bk * BK + kk]
+            C[bn * 64 + tx] = acc
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_tile_op_in_a_loop_of_per_thread_code_splits_the_loop(target):
+    # It was refused ("a tile op inside a loop or branch of per-thread code")
+    a, b = torch.randn(128), torch.randn(128, 128)
+    c = poisoned((128,), torch.float32, "cpu")
+    run(pipelined_gemv(), a, b, c, target=target)
+    torch.testing.assert_close(c.double(), b.double() @ a.double(), rtol=1e-5, atol=1e-5)

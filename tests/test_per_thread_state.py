@@ -237,7 +237,7 @@ def test_a_tile_op_in_per_thread_code_is_block_level_work_between_two_regions(ta
 
 
 @pytest.mark.parametrize("where, match", [
-    ("branch", "a tile op inside a loop or branch of per-thread code"),
+    ("branch", "a tile op inside the `if` of per-thread code, whose condition may differ"),
     ("indexed", "a tile op whose tile is indexed by the thread index `tx`"),
 ])
 def test_a_tile_op_nested_in_or_indexed_by_per_thread_code_is_refused_at_its_line(where, match):
@@ -362,3 +362,27 @@ def test_a_reduction_between_a_per_thread_and_a_shared_buffer_is_refused_at_its_
                 T.reduce_sum(part, S, dim=0)
                 Y[tx] = S[0]
     assert "T.reduce_sum(part, S" in err.value.loc.text
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_parallel_loop_in_per_thread_code_is_block_level_work(target):
+    # TileLang splits a T.Parallel over the block's threads wherever it stands; egtile made every thread run it whole
+    # and refused the result as a race naming a loop the user never wrote (a fresh user's report)
+    N = 64
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=N) as bx:
+            S = T.alloc_shared((N,), "float32")
+            tx = T.get_thread_binding()
+            S[tx] = X[tx] + 1.0
+            T.sync_threads()
+            for i in T.Parallel(N):
+                S[i] = S[i] * 2.0
+            T.sync_threads()
+            Y[tx] = S[(tx + 1) % N]
+
+    x = torch.randn(N)
+    y = poisoned((N,), torch.float32, "cpu")
+    egtile.compile(main, target=target)(x, y)
+    torch.testing.assert_close(y.double(), (2.0 * (x.double() + 1.0)).roll(-1), rtol=1e-6, atol=1e-6)

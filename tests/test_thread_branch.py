@@ -98,7 +98,7 @@ def test_a_branch_without_tile_code_stays_per_thread():
 
 
 def test_a_branch_that_uses_the_thread_index_stays_per_thread_and_its_tile_op_is_refused():
-    with pytest.raises(UnsupportedError, match="a tile op inside a loop or branch of per-thread code"):
+    with pytest.raises(UnsupportedError, match="a tile op inside the `if` of per-thread code, whose condition may differ between the block's threads"):
         @T.prim_func
         def main(A: T.Tensor((128,), "float32")):
             with T.Kernel(1, threads=128):
@@ -122,7 +122,7 @@ def test_branches_that_touch_one_buffer_are_refused_as_a_race():
 
 
 def test_an_else_no_thread_takes_is_not_run():
-    with pytest.raises(UnsupportedError, match="a tile op inside a loop or branch of per-thread code"):
+    with pytest.raises(UnsupportedError, match="a tile op inside the `if` of per-thread code, whose condition may differ between the block's threads"):
         @T.prim_func
         def main(A: T.Tensor((32,), "float32"), B: T.Tensor((32,), "float32")):
             with T.Kernel(1, threads=128):

@@ -314,7 +314,7 @@ class CountedWhile:
         ranges = dict(trace.var_ranges)
         e0, eb = as_expr(v0, "int32"), as_expr(bound, "int32")
         if isinstance(e0, Load) and e0.buffer.scope == "local":
-            start = start_value(trace.frames[-1].stmts, e0)
+            start = start_value(trace.frames, e0)
             e0 = start if start is not None else e0
         r0, rb = interval_of(e0, ranges), interval_of(eb, ranges)
         extra = 1 if self.op in ("LtE", "GtE") else 0

@@ -151,7 +151,7 @@ class GuardedWhile:
         loc = tracer.user_loc()
         trace = tracer.current("while")
         ranges = dict(trace.var_ranges)
-        start = start_value(trace.frames[-1].stmts, t.var)
+        start = start_value(trace.frames, t.var)
         r0 = interval_of(start, ranges) if start is not None else dtype_range(t.var.buffer.dtype)
         rb = interval_of(t.bound, ranges)
         if r0 is None or rb is None or rb[1] + (0 if t.strict else 1) - r0[0] > INT32[1]:
@@ -365,15 +365,24 @@ def show_range(r: tuple[int, int] | None) -> str:
     return "an unknown range" if r is None else f"[{r[0]}, {r[1]}]"
 
 
-def start_value(stmts: list[Stmt], var: Load) -> Expr | None:
-    """The value the last top-level statement of ``stmts`` (the statement list a loop starts in) stored into
-    ``var``'s element, if that is the last write of its buffer there."""
-    for st in reversed(stmts):
-        if isinstance(st, Store) and st.buffer.name == var.buffer.name:
-            return st.value if _local_element(Load(st.buffer, st.indices)) and _key(st) == _key(var) else None
-        if any(b.name == var.buffer.name for inner in _walk((st,)) for b in letbind.writes(inner)):
+def start_value(frames: list, var: Load) -> Expr | None:
+    """The value the last store before the loop put into ``var``'s element, if that is the last write of its buffer
+    before it: searched in the statement list the loop starts in, then outward through the enclosing statement lists
+    that run once (a thread region, a branch, a role: ``r = 0`` before ``T.get_thread_binding()``), never past a loop
+    (whose earlier iterations may have changed it). ``frames``: the trace's open frames, innermost last."""
+    for frame in reversed(frames):
+        for st in reversed(frame.stmts):
+            if isinstance(st, Store) and st.buffer.name == var.buffer.name:
+                return st.value if _local_element(Load(st.buffer, st.indices)) and _key(st) == _key(var) else None
+            if any(b.name == var.buffer.name for inner in _walk((st,)) for b in letbind.writes(inner)):
+                return None
+        if frame.kind not in _RUN_ONCE:
             return None
     return None
+
+
+#: statement lists that run once where they stand (every other open frame is a loop's body)
+_RUN_ONCE = frozenset({"T.Kernel", "T.If", "T.Else", "T.ws", "thread region"})
 
 
 def interval_of(e: Expr, ranges: dict[str, tuple[int, int]], v: tuple[Load, tuple[int, int]] | None = None,

@@ -80,6 +80,7 @@ class SyncMark:
 
     loc: SourceLoc | None
     barrier: tuple[Any, Any] = (None, None)  # the call's (barrier_id, arrive_count), for the refusal's message
+    tile_op: Any = None  # a tile op standing here: block-level work between the two regions (split_at_tile_op)
 
 
 def _has_mark(stmts: tuple[Any, ...]) -> bool:
@@ -115,8 +116,11 @@ def _per_thread(e: Expr, var: Var, parallel: frozenset[str], per_thread: frozens
         if isinstance(x, Var) and x.name in parallel:
             return f"it depends on the T.Parallel variable `{x.name}`"
         if isinstance(x, Load) and (x.buffer.scope in ("local", "fragment") and x.buffer.name in per_thread):
-            return (f"it reads {x.buffer.scope} buffer `{x.buffer.name}`, which each thread holds its own copy of "
-                    "and writes in per-thread code")
+            name, at = x.buffer.name.partition("@")[::2]
+            what = ("the value the loop starts from" if name == "loop_start" else f"`{name}`") if at else \
+                f"{x.buffer.scope} buffer `{name}`"
+            return (f"it reads {what}, which each thread holds its own copy of and sets in per-thread code (egtile "
+                    "does not prove that every thread sets the same value)")
     return None
 
 
@@ -157,13 +161,15 @@ def _split(stmts: tuple[Any, ...], region: ThreadRegion, trace: tracer.Trace, pe
     for st in stmts:
         if isinstance(st, SyncMark):
             flush()
+            if st.tile_op is not None:
+                out.append(st.tile_op)
             continue
         if not _has_mark((st,)):
             run.append(st)
             continue
         flush()
         mark = _first_mark((st,))
-        what = "T.sync_threads()" if mark.barrier == (None, None) else \
+        what = "a tile op" if mark.tile_op is not None else "T.sync_threads()" if mark.barrier == (None, None) else \
             f"T.sync_threads({', '.join(repr(a) for a in mark.barrier if a is not None)})"
         if isinstance(st, For) and st.kind == "parallel":
             raise UnsupportedError(f"{what} inside a T.Parallel loop of per-thread code: a CTA barrier orders whole "
@@ -178,12 +184,15 @@ def _split(stmts: tuple[Any, ...], region: ThreadRegion, trace: tracer.Trace, pe
             if why is not None:
                 partial = (" (a barrier over part of the block, PTX `bar.sync id, count`, is not supported: egtile "
                            "places full CTA barriers from the dataflow)") if mark.barrier[1] is not None else ""
+                rule = ("A tile op is block-level work that every thread of the block takes part in, so egtile runs "
+                        "one only under a block-uniform loop or branch" if mark.tile_op is not None else
+                        "A CTA barrier must be reached by every thread of the block (PTX ISA, bar.sync), so TileLang "
+                        f"allows it only under a block-uniform loop or branch{partial}")
                 raise UnsupportedError(
                     f"{what} inside {construct} of per-thread code, whose {'bounds' if isinstance(st, For) else 'condition'} "
-                    f"may differ between the block's threads: {why}. A CTA barrier must be reached by every thread of "
-                    f"the block (PTX ISA, bar.sync), so TileLang allows it only under a block-uniform loop or branch"
-                    f"{partial}. Compute the {'bounds' if isinstance(st, For) else 'condition'} from block indices, "
-                    "constants or shared memory, or move the barrier out of it", mark.loc)
+                    f"may differ between the block's threads: {why}. {rule}. Compute the "
+                    f"{'bounds' if isinstance(st, For) else 'condition'} from block indices, constants or shared memory, "
+                    f"or move the {'tile op' if mark.tile_op is not None else 'barrier'} out of it", mark.loc)
         if isinstance(st, For):
             out.append(replace(st, body=tuple(_split(st.body, region, trace, per_thread, parallel))))
         else:
@@ -203,6 +212,8 @@ def close_region(trace: tracer.Trace) -> dict[str, list[int]]:
     """
     region = trace.region
     assert region is not None and trace.frames[-1] is region.frame
+    # a region inside a loop of the block runs once per iteration: its own writes reach its next run's reads
+    repeated = any(f.kind not in _NOT_LOOPS for f in trace.frames[:-1])
     trace.region = None
     body = trace.close(region.frame)
     trace.var_ranges.pop(region.var.name, None)
@@ -214,8 +225,12 @@ def close_region(trace: tracer.Trace) -> dict[str, list[int]]:
         out = [For(region.sid, region.var, Const(0, "int32"), Const(trace.threads, "int32"), "parallel", body, 0,
                    region.loc)]
     regions = _regions(out, region.var.name)
-    for name, carry in _values_across_sync(regions, region.earlier).items():
-        if trace.role_tid is not None or _in_role(trace):
+    earlier = {n: list(v) for n, v in trace.region_writes.items()}
+    for n, v in region.earlier.items():
+        earlier.setdefault(n, []).extend(v)
+    protocol = trace.role_tid is not None or _in_role(trace)
+    for name, carry in _values_across_sync(regions, earlier, repeated, within=not protocol).items():
+        if protocol:
             raise UnsupportedError(
                 carry.message() + ": in a kernel with its own barrier protocol (T.alloc_barrier) egtile does not keep "
                 "a per-thread copy of a variable across a barrier. Pass the value through shared memory indexed by "
@@ -227,8 +242,14 @@ def close_region(trace: tracer.Trace) -> dict[str, list[int]]:
     for r in regions:
         for s in r.loop.body:
             for name in _local_names(writes(s)):
-                written.setdefault(name, []).extend(_leaf_lines(s, name, writes))
+                lines = _leaf_lines(s, name, writes)
+                written.setdefault(name, []).extend(lines)
+                trace.region_writes.setdefault(name, []).extend(lines)
     return written
+
+
+#: frames that do not repeat what they hold (every other frame around a thread region is a loop)
+_NOT_LOOPS = frozenset({"T.Kernel", "T.If", "T.Else", "T.ws", "thread region"})
 
 
 @dataclass(frozen=True)
@@ -308,49 +329,103 @@ def _in_role(trace: tracer.Trace) -> bool:
     return is_protocol_kernel(trace)
 
 
-def _values_across_sync(regions: list[_Region], earlier: dict[str, list[int]]) -> dict[str, Carried]:
-    """Each thread region is one ``T.Parallel`` loop over the threads, so in the tile model a per-thread variable's
-    value ends with its region: a read, in a later region, of what another one wrote would be the "last iteration's
-    value", not this thread's. The variables read so, each with its first such read: a read that no unconditional
-    store of the whole variable before it in its region covers, when another region may run before it (an earlier
-    region, ``earlier``: those closed before, or any region of a serial loop holding both: its previous iteration,
-    itself included). :mod:`egtile.language.carried` gives each of them a copy per thread."""
+def _values_across_sync(regions: list[_Region], earlier: dict[str, list[int]], repeated: bool = False,
+                        within: bool = True) -> dict[str, Carried]:
+    """Each thread region is one ``T.Parallel`` loop over the threads, and in the tile model a ``local`` buffer in it
+    is one value shared by the iterations, where per-thread code means one copy per thread. They differ when a read
+    can see another thread's write. The variables read so, each with its first such read (a read that a store of
+    the whole variable before it in its region covers sees this thread's value):
+
+    * written in another region that may run before: an earlier one (``earlier``: every region closed before in the
+      kernel, and the regions of this one split at barriers), any region of a serial loop holding both (its previous
+      iteration), or this region itself when a loop around it runs it again (``repeated``);
+    * (``within``) written in this same region, and read before any write of it there (``acc += A[tx]`` after a
+      block-level ``acc = 1.0``: every thread starts from its copy of 1.0, where one shared value would sum every
+      thread's element).
+
+    :mod:`egtile.language.carried` gives each of them a copy per thread."""
     out: dict[str, Carried] = {}
     for r in regions:
         writers: dict[str, list[int]] = {n: list(v) for n, v in earlier.items()}
+        own: dict[str, list[int]] = {}
         for q in regions:
-            if q.order < r.order or (q.loops & r.loops):
-                for s in q.loop.body:
-                    for name in _local_names(writes(s)):
-                        writers.setdefault(name, []).extend(_leaf_lines(s, name, writes))
-        if not writers:
+            if q.order < r.order or (q.loops & r.loops) or (repeated and q is r):
+                target = writers
+            elif q is r and within:
+                target = own
+            else:
+                continue
+            for s in q.loop.body:
+                for name in _local_names(writes(s)):
+                    target.setdefault(name, []).extend(_leaf_lines(s, name, writes))
+        if not writers and not own:
             continue
         covered: set[str] = set()
         for s in r.loop.body:
             for name in _local_names(reads(s)):
-                if name in writers and name not in covered and name not in out:
+                if name not in out and name in writers and name not in covered:
                     out[name] = Carried(name, _first_access(s, name, reads), tuple(sorted(set(writers[name]))))
             if isinstance(s, Store) and s.buffer.scope == "local" and s.buffer.numel == 1:
                 covered.add(s.buffer.name)
+        if own:
+            for name, read in _read_before_written(r.loop.body, set()).items():
+                if name in own and name not in out:
+                    out[name] = Carried(name, read, tuple(sorted(set(own[name]))))
+    return out
+
+
+def _read_before_written(stmts: tuple[Stmt, ...], written: set[str]) -> dict[str, Any]:
+    """The locals that ``stmts``, in program order (into loops and branches), read before any write of them, each
+    with its first such read's line; ``written`` grows with what they write (a read and a write of one statement,
+    ``acc = acc + x``, count as the read first)."""
+    out: dict[str, Any] = {}
+    for s in stmts:
+        if isinstance(s, For):
+            for name, loc in _read_before_written(s.body, written).items():
+                out.setdefault(name, loc)
+        elif isinstance(s, If):
+            before = set(written)
+            for side in (s.then_body, s.else_body):
+                mine = set(before)
+                for name, loc in _read_before_written(side, mine).items():
+                    out.setdefault(name, loc)
+                written |= mine
+        else:
+            # a pointer handed to an extern (T.rng_init's state) is taken as written, not read: what a C helper
+            # does with it is its own, and the shared value would be this thread's after its call either way
+            for name in _local_names([a for a in reads(s) if not a.via_pointer]):
+                if name not in written:
+                    out.setdefault(name, s.loc)
+            written |= set(_local_names(writes(s)))
     return out
 
 
 def split_at_tile_op(trace: tracer.Trace, stmt: Stmt) -> bool:
     """A tile op (``T.copy``, ``T.fill``, ``T.gemm``, ``T.reduce_*`` of shared, fragment or global tiles; those into
-    per-thread buffers are already per-thread stores) in per-thread code is block-level work that every thread
+    per-thread buffers are already per-thread stores), or a ``T.Parallel`` that names neither the thread index nor a
+    per-thread buffer, in per-thread code is block-level work that every thread
     takes part in, as in TileLang: at the region's own level it ends the region and the next statement opens
     another over the same thread index, as ``T.sync_threads()`` does (egtile derives the barriers around it).
     Returns whether it emitted ``stmt`` (between the two regions).
 
+    Inside a serial loop or a branch of the per-thread code it stands where it is, and the loop or branch is split
+    around it when the region closes, as around a ``T.sync_threads()`` there (:func:`_split`).
+
     Raises:
-        UnsupportedError: the tile op stands in a loop or branch of the per-thread code, or its tile is indexed by
-            the thread (one tile per thread).
+        UnsupportedError: its tile is indexed by the thread (one tile per thread).
     """
     from egtile.ir.kernel import Copy, Fill, Gemm, Reduce
     from egtile.language.roles import _mentions
 
     region = trace.region
-    if not isinstance(stmt, (Copy, Fill, Gemm, Reduce)) or region is None or region.frame not in trace.frames:
+    if region is None or region.frame not in trace.frames:
+        return False
+    if isinstance(stmt, For) and stmt.kind == "parallel":
+        # TileLang's T.Parallel is block-level, split over the threads, wherever it stands; one that names the
+        # thread index or a per-thread buffer is that thread's own loop (it stays in the region)
+        if _mentions(stmt, region.var.name) or any(a.scope == "local" for a in reads(stmt) | writes(stmt)):
+            return False
+    elif not isinstance(stmt, (Copy, Fill, Gemm, Reduce)):
         return False
     loc = getattr(stmt, "loc", None) or tracer.user_loc()
     if _mentions(stmt, region.var.name):
@@ -359,10 +434,10 @@ def split_at_tile_op(trace: tracer.Trace, stmt: Stmt) -> bool:
                                "part as element statements (a T.serial loop over the elements), or index the tile by "
                                "block-level values", loc)
     if trace.frames[-1] is not region.frame:
-        raise UnsupportedError("a tile op inside a loop or branch of per-thread code: tile ops are block-level work "
-                               "that every thread takes part in, so egtile can split the thread code around one only "
-                               "at the code's own level; move it out of the loop or branch over the thread index",
-                               loc)
+        # inside a loop or branch of the region: split there when it closes, as at a T.sync_threads() (the loop or
+        # branch becomes block-level, which needs bounds or a condition every thread agrees on: _split checks)
+        trace.frames[-1].stmts.append(SyncMark(loc, tile_op=stmt))
+        return True
     var = region.var
     written = close_region(trace)
     trace.frames[-1].stmts.append(stmt)

@@ -208,6 +208,7 @@ class Trace:
     thread_vars: set[str] = field(default_factory=set)
     carried: dict[str, object] = field(default_factory=dict)
     let_names: dict[str, str] = field(default_factory=dict)  # a kept let-binding's buffer name -> its final name
+    region_writes: dict[str, list[int]] = field(default_factory=dict)  # locals written by the closed thread regions
 
     def next_kernel(self) -> None:
         """A second (third...) ``with T.Kernel`` in one prim_func: keep the finished block as a trace of its
@@ -218,14 +219,14 @@ class Trace:
         part = dataclasses.replace(self, parts=[], frames=[], allocs=list(self.allocs), lets=list(self.lets),
                                    hints=list(self.hints), overlays=list(self.overlays), notes=list(self.notes),
                                    thread_vars=set(self.thread_vars), carried=dict(self.carried),
-                                   let_names=dict(self.let_names))
+                                   let_names=dict(self.let_names), region_writes=dict(self.region_writes))
         self.parts.append(part)
         self.body, self.grid, self.block_vars = None, None, ()
         self.allocs, self.lets, self.hints, self.overlays, self.notes = [], [], [], [], []
         self.role_tid = None
         self.after_grid_sync = None
         self.rng_state = None
-        self.thread_vars, self.carried, self.let_names = set(), {}, {}
+        self.thread_vars, self.carried, self.let_names, self.region_writes = set(), {}, {}, {}
 
     # -- ids and names ---------------------------------------------------------------------------
 
