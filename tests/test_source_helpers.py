@@ -97,3 +97,52 @@ def test_library_functions_lambdas_and_generators_run_as_written():
     ref = x.double().clone()
     ref[:, 0::2] = ref[:, 0::2] * 2.0 + 1.0
     torch.testing.assert_close(y.double(), ref, rtol=1e-6, atol=1e-6)
+
+
+class _Clamp:
+    def __init__(self, floor: float) -> None:
+        self.floor = floor
+
+    def apply(self, v):
+        r = T.alloc_var("float32")
+        r = v
+        if r < self.floor:  # a runtime condition in a method: rewritten like a plain helper
+            r = self.floor
+        return r
+
+
+def _keeps_name(f):
+    import functools
+
+    @functools.wraps(f)
+    def wrapper(*a, **kw):
+        return f(*a, **kw)
+
+    return wrapper
+
+
+@_keeps_name
+def _absolute(v):
+    r = T.alloc_var("float32")
+    r = v
+    if r < 0.0:
+        r = -r
+    return r
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_method_and_a_wrapped_helper_are_rewritten_too(target):
+    # Both were run as written: their `if` on a runtime value raised (a fresh user's report)
+    clamp = _Clamp(-0.5)
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(M, N):
+                Y[i, j] = clamp.apply(X[i, j]) + _absolute(X[i, j])
+
+    x = torch.randn(M, N)
+    y = poisoned((M, N), torch.float32, "cpu")
+    egtile.compile(main, target=target)(x, y)
+    xd = x.double()
+    torch.testing.assert_close(y.double(), xd.clamp(min=-0.5) + xd.abs(), rtol=1e-6, atol=1e-6)

@@ -303,13 +303,17 @@ _NOT_REWRITTEN = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_I
 
 
 def helper(f: Any) -> Any:
-    """The callee of a call in rewritten code: a plain function of the user's own code rewritten by the source
-    front end (:mod:`egtile.language.source`, item 6), anything else as it is. A function whose source cannot be
+    """The callee of a call in rewritten code: a plain function (or a method) of the user's own code rewritten by the
+    source front end (:mod:`egtile.language.source`, item 6; a ``functools.wraps`` wrapper too, whose call of the
+    wrapped function is rewritten in turn), anything else as it is. A function whose source cannot be
     read runs as written, without a warning (a helper is often a small lambda-like function)."""
     import types
 
+    if type(f) is types.MethodType:  # a method of the user's own class: its function, rewritten, bound again
+        fn = helper(f.__func__)
+        return f if fn is f.__func__ else types.MethodType(fn, f.__self__)
     if type(f) is not types.FunctionType or f.__code__.co_flags & _NOT_REWRITTEN or f.__name__ == "<lambda>" \
-            or getattr(f, "__wrapped__", None) is not None or not _user_file(f.__code__.co_filename):
+            or getattr(f, "_egtile_rewritten", False) or not _user_file(f.__code__.co_filename):
         return f
     from egtile.language import source
 

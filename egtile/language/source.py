@@ -113,6 +113,7 @@ def rewrite(fn: Callable[..., Any], what: str = "kernel", warn: bool = True) -> 
     new.__kwdefaults__ = fn.__kwdefaults__
     new.__qualname__ = fn.__qualname__
     new.__wrapped__ = fn  # type: ignore[attr-defined]
+    new._egtile_rewritten = True  # type: ignore[attr-defined]
     return new
 
 
@@ -137,7 +138,7 @@ def _compile(fn: types.FunctionType) -> types.CodeType | None:
     """The code object of ``fn`` rewritten, or ``None`` when its source cannot be found or does not match."""
     filename = fn.__code__.co_filename
     try:
-        lines, start = inspect.getsourcelines(fn)
+        lines, start = inspect.getsourcelines(fn.__code__)  # not fn: inspect follows a functools.wraps __wrapped__
     except (OSError, TypeError, IndexError):
         return None
     if not lines or start < 1:
@@ -177,7 +178,7 @@ def _compile(fn: types.FunctionType) -> types.CodeType | None:
     except (SyntaxError, ValueError, TypeError):
         return None
     make = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
-    inner = next((c for c in make.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.__name__), None)
+    inner = next((c for c in make.co_consts if isinstance(c, types.CodeType) and c.co_name == fn.__code__.co_name), None)
     if inner is None or not set(inner.co_freevars) <= set(fn.__code__.co_freevars) | {RT}:
         return None
     if linecache.getline(filename, start) == "":  # pragma: no cover - getsourcelines read it
