@@ -86,7 +86,12 @@ def _static_int(v: Any, what: str, arg: str, loc: SourceLoc | None) -> int:
         e = as_expr(v) if isinstance(v, Value) else None
         if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
             return int(e.value)
-        raise DSLError(f"{what}: {arg} must be a Python int known when the kernel is traced, got {v!r}", loc)
+        from egtile.ir.kernel import Var
+
+        hint = (f" (`{e.name}` is a loop variable: in a kernel with barriers `for {e.name} in range(...)` is a serial loop "
+                f"on the GPU, as in TileLang; unroll it while tracing with `for {e.name} in list(range(...))`)"
+                if isinstance(e, Var) else "")
+        raise DSLError(f"{what}: {arg} must be a Python int known when the kernel is traced, got {v!r}{hint}", loc)
     return v
 
 

@@ -77,11 +77,12 @@ class ProtocolSchedule:
 
 
 def schedule_protocol(kernel: Kernel) -> ProtocolSchedule:
-    """Lower a hand-specialized kernel (module docstring).
+    """Lower a hand-specialized kernel (module docstring): an ``ir.Kernel``, or a ``@T.prim_func`` (its ``.kernel``).
 
     Raises:
         UnsupportedError: a construct this lowering does not handle, at the user's line.
     """
+    kernel = getattr(kernel, "kernel", kernel)  # a PrimFunc, as egtile.simulate accepts it
     return _Lowering(kernel).run()
 
 

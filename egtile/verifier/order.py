@@ -25,9 +25,11 @@ above is correct only if the number ``c`` of completed phases when it runs canno
 ``hi`` is the first phase whose completion depends on the wait (happens after it). Blocking waits need
 ``hi <= lo + 1`` (phase ``lo + 2`` completing first would be mistaken for ``lo``), immediately returning
 waits need ``hi == lo``. Also, the ``n``-th wait of an agent on a barrier array must observe phase
-``n - d`` for one offset ``d`` per agent and barrier (``d = 0`` for data waits, ``d = 1`` for pre-armed
+``n - d`` for one offset ``d`` per agent and barrier stage (``d = 0`` for data waits, ``d = 1`` for pre-armed
 release waits); a different offset is a parity computed from the wrong iteration count (e.g. the
-absolute loop index with a non-zero start); on a ``full`` barrier (producers -> consumers) ``d`` must be 0:
+absolute loop index with a non-zero start). The offset may differ between the stages of one array: a producer that
+loads round 0 before its loop and round ``k + 1`` in iteration ``k`` waits first on stage 1's pre-armed phase and on
+stage 0's phase 0. On a ``full`` barrier (producers -> consumers) ``d`` must be 0:
 the ``n``-th round of a consumer reads the data of the ``n``-th phase.
 
 **Threads within an agent.** Program order orders the accesses of one thread only. Two accesses of one
@@ -450,7 +452,7 @@ class OrderAnalysis:
 
     def check_offsets(self) -> None:
         kinds = {b.name: b.kind for b in self.sched.barriers}
-        seen: dict[tuple[int, str], tuple[int, Event, int, int]] = {}
+        seen: dict[tuple[int, str, int], tuple[int, Event, int, int]] = {}  # per stage (module docstring)
         count: dict[tuple[int, str, int], tuple[int, tuple]] = {}
         for w, lo, f in sorted(self.waits, key=lambda t: (t[0].agent, t[0].vc[t[0].comp])):
             k = (w.agent, w.barrier, w.bstage)
@@ -459,9 +461,9 @@ class OrderAnalysis:
                 n += 1
             count[k] = (n, w.path)
             d = n - f
-            first = seen.get((w.agent, w.barrier))
+            first = seen.get((w.agent, w.barrier, w.bstage))
             if first is None:
-                seen[(w.agent, w.barrier)] = (d, w, n, f)
+                seen[(w.agent, w.barrier, w.bstage)] = (d, w, n, f)
                 if d != 0 and kinds.get(w.barrier) == "full":
                     name = self.agents[w.agent].name
                     self.v("L4", f"{name}'s wait ({w.where()}) is its wait #{n} on the full barrier "
@@ -476,7 +478,7 @@ class OrderAnalysis:
                              f"phase {f}, but its wait #{n0} on {w0.barrier}[{w0.bstage}] ({w0.where()}) observed "
                              f"phase {f0}: parity {w.parity} is computed from the wrong count of completed phases "
                              f"(expected parity {(n - d0) & 1})", [w.sid], barrier=w.barrier, stage=w.bstage)
-                seen[(w.agent, w.barrier)] = (d, w, n, f)
+                seen[(w.agent, w.barrier, w.bstage)] = (d, w, n, f)
 
     # -- L1 / L2 --------------------------------------------------------------------------------------
 

@@ -102,9 +102,47 @@ def check_protocol(sched: Scheduled) -> None:
         found = [c.violation] + [v for v in found if v is not c.violation]
     text = "\n  ".join(describe(v, sched) for v in found[:6])
     more = f"\n  ... and {len(found) - 6} more" if len(found) > 6 else ""
-    raise ScheduleError(f"kernel {name!r}: its hand-written barrier protocol is wrong (egtile's verifier, "
-                        f"before the kernel runs anywhere):{head}\n  what the verifier found:\n  {text}{more}"
-                        f"{_concurrent_note(sched)}", loc)
+    verdict = ("egtile's verifier cannot check its hand-written barrier protocol (a limit of the analysis, which "
+               "the protocol may well meet: see the first report)" if any(_is_limit(v, sched) for v in found[:1])
+               else "its hand-written barrier protocol is wrong")
+    raise ScheduleError(f"kernel {name!r}: {verdict} (egtile's verifier, before the kernel runs anywhere):{head}"
+                        f"\n  what the verifier found:\n  {text}{more}{_concurrent_note(sched)}", loc)
+
+
+#: the starts of violations that say the verifier cannot decide, not that the protocol is wrong
+_LIMITS = ("cannot enumerate the schedule", "runtime trip count: the loop over")
+
+
+def _is_limit(v: Violation, sched: Scheduled) -> bool:
+    """Whether ``v`` says the verifier cannot decide: it does not enumerate a schedule, a runtime trip count it cannot
+    cover, or barrier operations under a condition on data that every thread of the block evaluates alike
+    (``if n[bx] > 0:``; one threads may evaluate differently is a real divergence, the protocol's bug)."""
+    import re
+
+    if v.message.startswith(_LIMITS):
+        return True
+    m = re.search(r"is under a data-dependent condition \(SIf sid (\d+)\)", v.message)
+    if m is None:
+        return False
+    from egtile.ir.scheduled import SeqLoop, SIf
+    from egtile.verifier import registry
+    from egtile.verifier.uniform import uniformity
+
+    sid = int(m.group(1))
+
+    def find(stmts, serial: frozenset[str]):
+        for x in stmts:
+            if isinstance(x, SIf) and x.sid == sid:
+                return x, serial
+            inner = serial | {x.var.name} if isinstance(x, SeqLoop) else serial
+            for b in registry.bodies(x):
+                got = find(b, inner)
+                if got is not None:
+                    return got
+        return None
+
+    got = find(sched.body, frozenset())
+    return got is not None and not uniformity(sched).reasons(got[0].cond, got[1])
 
 
 def _concurrent_note(sched: Scheduled) -> str:

@@ -179,9 +179,9 @@ def _divergent(v: Violation, k: _Kernel) -> Diagnosis | None:
     what = f"`{_src(stmt)}` ({_at(stmt)})" if stmt is not None else f"the {op.lower()} on {bar}"
     cond = f"`{_src(branch)}` ({_line(branch)})" if branch is not None else "a branch"
     return Diagnosis(
-        f"{what} is inside the branch {cond}, whose condition threads of one role may evaluate differently (it "
-        f"reads memory): then only some threads wait on or arrive at {bar}, and the phase's arrivals and waits "
-        "differ from thread to thread",
+        f"{what} is inside the branch {cond}, whose condition is known only when the kernel runs (it reads "
+        f"memory): on the runs (or threads) where it is false nothing waits on or arrives at {bar} there, so the "
+        "phase's arrivals and waits differ between paths, which egtile's verifier does not follow",
         f"move `{_src(stmt) if stmt is not None else op}` out of the branch, or branch on a value every thread of "
         "the role agrees on (a loop variable, the block index, a kernel argument known at trace time)",
         getattr(stmt, "loc", None) or getattr(branch, "loc", None), v)

@@ -412,7 +412,7 @@ class OrderAnalysis:
 
     def check_offsets(self) -> None:
         kinds = {b.name: b.kind for b in self.sched.barriers}
-        seen: dict[tuple[int, str], tuple[int, Event, int, int]] = {}
+        seen: dict[tuple[int, str, int], tuple[int, Event, int, int]] = {}  # per stage
         count: dict[tuple[int, str, int], tuple[int, tuple]] = {}
         for w, lo, f in sorted(self.waits, key=lambda t: (t[0].agent, t[0].vc[t[0].comp])):
             k = (w.agent, w.barrier, w.bstage)
@@ -421,9 +421,9 @@ class OrderAnalysis:
                 n += 1
             count[k] = (n, w.path)
             d = n - f
-            first = seen.get((w.agent, w.barrier))
+            first = seen.get((w.agent, w.barrier, w.bstage))
             if first is None:
-                seen[(w.agent, w.barrier)] = (d, w, n, f)
+                seen[(w.agent, w.barrier, w.bstage)] = (d, w, n, f)
                 if d != 0 and kinds.get(w.barrier) == "full":
                     name = self.agents[w.agent].name
                     self.v("L4", f"{name}'s wait ({w.where()}) is its wait #{n} on the full barrier "
@@ -438,7 +438,7 @@ class OrderAnalysis:
                              f"phase {f}, but its wait #{n0} on {w0.barrier}[{w0.bstage}] ({w0.where()}) observed "
                              f"phase {f0}: parity {w.parity} is computed from the wrong count of completed phases "
                              f"(expected parity {(n - d0) & 1})", [w.sid], barrier=w.barrier, stage=w.bstage)
-                seen[(w.agent, w.barrier)] = (d, w, n, f)
+                seen[(w.agent, w.barrier, w.bstage)] = (d, w, n, f)
 
     # -- L1 / L2 --------------------------------------------------------------------------------------
 
