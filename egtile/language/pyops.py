@@ -317,7 +317,16 @@ def helper(f: Any) -> Any:
         return f
     from egtile.language import source
 
-    return source.rewrite(f, "helper", warn=False)
+    fn = source.rewrite(f, "helper", warn=False)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        # an argument that reads memory is read at the call, as Python evaluates it (the helper writing the element
+        # before using the argument would see its new value otherwise); a let-binding keeps the element it was read
+        # from, so the helper may still hand it to T.atomic_add
+        return fn(*freeze_all(list(args), variables=False), **dict(zip(kwargs, freeze_all(list(kwargs.values()),
+                                                                                        variables=False))))
+
+    return call
 
 
 def _user_file(filename: str) -> bool:
@@ -349,6 +358,31 @@ def _library_roots() -> tuple[str, ...]:
             pass
         _ROOTS = tuple(sorted({os.path.abspath(r) + os.sep for r in roots if r}))
     return _ROOTS
+
+
+def freeze_all(value: Any, variables: bool = True) -> Any:
+    """The right-hand side of an unpacking assignment (``a, b = b, a``; ``p[0], p[1] = p[1], p[0]``) with every
+    element that reads memory read here, before any target is written, as Python evaluates it: a ``T.alloc_var``
+    variable and a value that reads memory become let-bindings (:mod:`egtile.language.letbind`). Before, the second
+    target was given the first's new value. ``variables=False`` (a helper's arguments) leaves variables as they are."""
+    from egtile.language.buffer import VarBuffer
+
+    trace = tracer.active()
+    if trace is None or not trace.in_kernel or not trace.frames or not isinstance(value, (tuple, list)):
+        return value
+
+    def one(x: Any) -> Any:
+        if isinstance(x, VarBuffer):
+            if x.fresh or not variables:  # a variable handed to a helper stays the variable
+                return x
+            x = x.value()
+        if isinstance(x, Value) and _reads_memory(x.expr):
+            from egtile.language import letbind
+
+            return letbind.bind(trace, "unpacked", x)
+        return x
+
+    return type(value)(one(x) for x in value)
 
 
 def prior(scope: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
@@ -425,11 +459,20 @@ def annotate(name: str, scope: dict[str, Any], annotation: Callable[[], Any], li
 # ---- boolean operators and conditional expressions ------------------------------------------------------
 
 
+def _numeric(x: Any) -> bool:
+    """A traced value that is not a ``bool``: ``and`` / ``or`` on it return an operand, as Python's do."""
+    return _traced(x) and _value(x).dtype != "bool"
+
+
 def and_(first: Any, *rest: Callable[[], Any]) -> Any:
     """``a and b and ...``: Python's on Python values (short circuit, the deciding operand returned);
-    ``T.And`` of the truths once a traced operand is met, a Python operand folded into it."""
+    ``T.And`` of the truths once a traced operand is met, a Python operand folded into it. With a traced number
+    (not a ``bool``) it returns the deciding operand, as Python does: ``T.if_then_else(a != 0, b, a)``."""
     acc = first
     for thunk in rest:
+        if _numeric(acc):
+            acc = if_then_else(truth(acc), thunk(), _value(acc))
+            continue
         if not _traced(acc):
             if not _python_truth(acc, "{} and ..."):
                 return acc
@@ -441,13 +484,18 @@ def and_(first: Any, *rest: Callable[[], Any]) -> Any:
                 return False  # traced and False: False whatever the traced side is
             continue  # traced and True: the traced side decides
         acc = And(truth(acc), truth(b))
-    return truth(acc) if _traced(acc) else acc
+    return _value(acc) if _numeric(acc) else truth(acc) if _traced(acc) else acc
 
 
 def or_(first: Any, *rest: Callable[[], Any]) -> Any:
-    """``a or b or ...``: Python's on Python values; ``T.Or`` of the truths once a traced operand is met."""
+    """``a or b or ...``: Python's on Python values; ``T.Or`` of the truths once a traced operand is met. With a
+    traced number (not a ``bool``) it returns the deciding operand, as Python does: ``T.if_then_else(a != 0, a, b)``
+    (``X[i] or 5.0`` stored 1.0 before)."""
     acc = first
     for thunk in rest:
+        if _numeric(acc):
+            acc = if_then_else(truth(acc), _value(acc), thunk())
+            continue
         if not _traced(acc):
             if _python_truth(acc, "{} or ..."):
                 return acc
@@ -459,7 +507,7 @@ def or_(first: Any, *rest: Callable[[], Any]) -> Any:
                 return True
             continue
         acc = Or(truth(acc), truth(b))
-    return truth(acc) if _traced(acc) else acc
+    return _value(acc) if _numeric(acc) else truth(acc) if _traced(acc) else acc
 
 
 def not_(x: Any) -> Any:

@@ -22,8 +22,9 @@ and column numbers, so every error still points at the user's line and column. R
    iterates a :class:`~egtile.language.pyops.Loop`: when the loop runs on the GPU (its body traced once), a name
    the body reads before assigning it is refused, and the names it assigns have no value after it (but a
    let-binding after a loop that runs).
-5. Assignments to names (``v = e``, ``v += e``, ``v: T = e``, tuple targets) go through
-   :func:`~egtile.language.pyops.assign`: a name bound to ``T.alloc_var`` stores into the variable; a value
+5. Assignments to names (``v = e``, ``v += e``, ``v: T = e``, ``(v := e)``, tuple targets) go through
+   :func:`~egtile.language.pyops.assign` (an unpacking reads every element first, :func:`~egtile.language.pyops.
+   freeze_all`, so ``a, b = b, a`` swaps): a name bound to ``T.alloc_var`` stores into the variable; a value
    that reads memory is a let-binding, evaluated once where it stands (:mod:`egtile.language.letbind`);
    anything else binds as Python binds it. ``A: T.Tensor(...)`` without a value annotates a parameter of an
    eager kernel (:mod:`egtile.language.eager`); elsewhere it does nothing, as in Python.
@@ -554,6 +555,8 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and not it.keywords \
                 and not any(isinstance(a, ast.Starred) for a in it.args):
             it = _call("range_", [ast.copy_location(ast.Name(id="range", ctx=ast.Load()), it)] + it.args, it)
+        elif isinstance(it, (ast.Tuple, ast.List)):  # `for v in (p[0], p[1])`: the elements are read here
+            it = _call("freeze_all", [it], it)
         make, loop, after = self._loop(node, it, carried, names, node.iter)
         node.iter = loop
         node.target = self.visit(node.target)
@@ -633,6 +636,10 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Assign(self, node: ast.Assign) -> list[ast.stmt]:  # noqa: N802
         node.value = self.visit(node.value)
         node.targets = [self.visit(t) for t in node.targets]
+        if any(isinstance(t, (ast.Tuple, ast.List)) for t in node.targets) or \
+                isinstance(node.value, (ast.Tuple, ast.List)):
+            # every element is read here, before any target is written, as Python evaluates an unpacking or a display
+            node.value = _call("freeze_all", [node.value], node.value)
         return self._rebind(node, [n for t in node.targets for n in _target_names(t)])
 
     def visit_AugAssign(self, node: ast.AugAssign) -> list[ast.stmt]:  # noqa: N802
@@ -684,6 +691,15 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:  # noqa: N802
         node.body = self.visit(node.body)
+        return node
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> ast.NamedExpr:  # noqa: N802
+        # `(v := e)`: what `v = e` means (a let-binding of a value that reads memory, a store into a variable)
+        node.value = self.visit(node.value)
+        name = node.target.id
+        before = _call("prior", [_locals(node), ast.copy_location(ast.Tuple(elts=[_const(name, node)], ctx=ast.Load()),
+                                                                  node)], node)
+        node.value = _call("assign", [_const(name, node), before, node.value, _const(node.lineno, node)], node)
         return node
 
     def visit_Call(self, node: ast.Call) -> ast.Call:  # noqa: N802
