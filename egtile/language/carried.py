@@ -77,9 +77,10 @@ def promote(trace, body: tuple[Stmt, ...], allocs: list[Buffer]) -> tuple[tuple[
         size = b.numel * lookup_dtype(b.dtype).bits // 8
         c = carried[n]
         read = c.read_loc.line if c.read_loc is not None else "?"
-        trace.notes.append(f"per-thread variable {c.user_name!r} keeps its value across T.sync_threads() (written at "
-                           f"{', '.join(map(str, c.writer_lines)) or '?'}, read at {read}): each thread's copy is row t "
-                           f"of the block array {n}[{', '.join(map(str, b.shape))}] ({size} bytes)")
+        trace.notes.append(f"per-thread variable {c.user_name!r} is kept per thread (written at "
+                           f"{', '.join(map(str, c.writer_lines)) or '?'}, read at {read}, where one shared value could "
+                           f"hold another thread's write): each thread's copy is row t of the block array "
+                           f"{n}[{', '.join(map(str, b.shape))}] ({size} bytes)")
     return out, [new.get(b.name, b) for b in allocs]
 
 

@@ -319,8 +319,9 @@ class Carried:
         return self.name.split("@")[0]  # a let-binding's buffer is named `v@k`: the user wrote `v`
 
     def message(self) -> str:
-        return (f"per-thread variable {self.user_name!r} is read after a T.sync_threads() (this line) but written before it "
-                f"({_lines(list(self.writer_lines))})")
+        return (f"per-thread variable {self.user_name!r} is read here where one value shared by the threads would hold "
+                f"another thread's write ({_lines(list(self.writer_lines))}: before a T.sync_threads(), in an earlier "
+                "pass, or later in the same stretch of per-thread code)")
 
 
 def _in_role(trace: tracer.Trace) -> bool:
