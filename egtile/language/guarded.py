@@ -376,13 +376,9 @@ def start_value(frames: list, var: Load) -> Expr | None:
                 return st.value if _local_element(Load(st.buffer, st.indices)) and _key(st) == _key(var) else None
             if any(b.name == var.buffer.name for inner in _walk((st,)) for b in letbind.writes(inner)):
                 return None
-        if frame.kind not in _RUN_ONCE:
+        if frame.kind not in tracer.RUN_ONCE_FRAMES:
             return None
     return None
-
-
-#: statement lists that run once where they stand (every other open frame is a loop's body)
-_RUN_ONCE = frozenset({"T.Kernel", "T.If", "T.Else", "T.ws", "thread region"})
 
 
 def interval_of(e: Expr, ranges: dict[str, tuple[int, int]], v: tuple[Load, tuple[int, int]] | None = None,

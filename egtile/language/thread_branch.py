@@ -107,7 +107,7 @@ class Lift:
         region = self.trace.region
         assert region is not None
         self.var = region.var
-        self.written = close_region(self.trace)
+        close_region(self.trace)
         self.frame = self.trace.frames[-1]
         self.start = len(self.frame.stmts)
         self.middle: int | None = None
@@ -184,4 +184,4 @@ class Lift:
         self.trace.notes.append(
             f"the `if` on the thread index at line {line} holds only tile code: each side runs once on the whole "
             "block (TileLang runs it on the side's threads, which computes the same)")
-        _open(self.trace, self.var, self.loc).earlier.update(self.written)
+        _open(self.trace, self.var, self.loc)

@@ -34,7 +34,7 @@ egtile expresses that code in its own model:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from egtile.errors import DSLError, SourceLoc, UnsupportedError
@@ -53,9 +53,6 @@ class ThreadRegion:
     parent: tracer.Frame
     sid: int
     loc: Any
-    # per-thread buffers written by the regions before this one over the same index (split at T.sync_threads() or
-    # a tile op), each with the lines that write it there
-    earlier: dict[str, list[int]] = field(default_factory=dict)
 
 
 def _open(trace: tracer.Trace, var: Var | None, loc: Any) -> ThreadRegion:
@@ -202,10 +199,10 @@ def _split(stmts: tuple[Any, ...], region: ThreadRegion, trace: tracer.Trace, pe
     return out
 
 
-def close_region(trace: tracer.Trace) -> dict[str, list[int]]:
+def close_region(trace: tracer.Trace) -> None:
     """Close the open thread region into its ``T.Parallel`` loop (the region frame must be innermost); a region
-    with a ``T.sync_threads()`` in a loop or branch is split there (:func:`_split`). Returns the per-thread buffers
-    written in it or in an earlier region over the same index, with the lines that write them.
+    with a ``T.sync_threads()`` in a loop or branch is split there (:func:`_split`). The per-thread buffers its
+    loops write join ``trace.region_writes``, what later regions' reads are checked against.
 
     Raises:
         UnsupportedError: a per-thread value would cross a barrier inside a protocol kernel's roles.
@@ -213,7 +210,7 @@ def close_region(trace: tracer.Trace) -> dict[str, list[int]]:
     region = trace.region
     assert region is not None and trace.frames[-1] is region.frame
     # a region inside a loop of the block runs once per iteration: its own writes reach its next run's reads
-    repeated = any(f.kind not in _NOT_LOOPS for f in trace.frames[:-1])
+    repeated = any(f.kind not in tracer.RUN_ONCE_FRAMES for f in trace.frames[:-1])
     trace.region = None
     body = trace.close(region.frame)
     trace.var_ranges.pop(region.var.name, None)
@@ -225,11 +222,10 @@ def close_region(trace: tracer.Trace) -> dict[str, list[int]]:
         out = [For(region.sid, region.var, Const(0, "int32"), Const(trace.threads, "int32"), "parallel", body, 0,
                    region.loc)]
     regions = _regions(out, region.var.name)
-    earlier = {n: list(v) for n, v in trace.region_writes.items()}
-    for n, v in region.earlier.items():
-        earlier.setdefault(n, []).extend(v)
-    protocol = trace.role_tid is not None or _in_role(trace)
-    for name, carry in _values_across_sync(regions, earlier, repeated, within=not protocol).items():
+    from egtile.language.roles import is_protocol_kernel
+
+    protocol = trace.role_tid is not None or is_protocol_kernel(trace)
+    for name, carry in _values_across_sync(regions, trace.region_writes, repeated, within=not protocol).items():
         if protocol:
             raise UnsupportedError(
                 carry.message() + ": in a kernel with its own barrier protocol (T.alloc_barrier) egtile does not keep "
@@ -238,18 +234,11 @@ def close_region(trace: tracer.Trace) -> dict[str, list[int]]:
                 carry.read_loc)
         trace.carried.setdefault(name, carry)
     region.parent.stmts.extend(out)
-    written = {name: list(lines) for name, lines in region.earlier.items()}
     for r in regions:
         for s in r.loop.body:
             for name in _local_names(writes(s)):
-                lines = _leaf_lines(s, name, writes)
-                written.setdefault(name, []).extend(lines)
-                trace.region_writes.setdefault(name, []).extend(lines)
-    return written
+                trace.region_writes.setdefault(name, []).extend(_leaf_lines(s, name, writes))
 
-
-#: frames that do not repeat what they hold (every other frame around a thread region is a loop)
-_NOT_LOOPS = frozenset({"T.Kernel", "T.If", "T.Else", "T.ws", "thread region"})
 
 
 @dataclass(frozen=True)
@@ -324,12 +313,6 @@ class Carried:
                 "pass, or later in the same stretch of per-thread code)")
 
 
-def _in_role(trace: tracer.Trace) -> bool:
-    from egtile.language.roles import is_protocol_kernel
-
-    return is_protocol_kernel(trace)
-
-
 def _values_across_sync(regions: list[_Region], earlier: dict[str, list[int]], repeated: bool = False,
                         within: bool = True) -> dict[str, Carried]:
     """Each thread region is one ``T.Parallel`` loop over the threads, and in the tile model a ``local`` buffer in it
@@ -338,7 +321,7 @@ def _values_across_sync(regions: list[_Region], earlier: dict[str, list[int]], r
     the whole variable before it in its region covers sees this thread's value):
 
     * written in another region that may run before: an earlier one (``earlier``: every region closed before in the
-      kernel, and the regions of this one split at barriers), any region of a serial loop holding both (its previous
+      kernel, ``trace.region_writes``), any region of a serial loop holding both (its previous
       iteration), or this region itself when a loop around it runs it again (``repeated``);
     * (``within``) written in this same region, and read before any write of it there (``acc += A[tx]`` after a
       block-level ``acc = 1.0``: every thread starts from its copy of 1.0, where one shared value would sum every
@@ -440,9 +423,9 @@ def split_at_tile_op(trace: tracer.Trace, stmt: Stmt) -> bool:
         trace.frames[-1].stmts.append(SyncMark(loc, tile_op=stmt))
         return True
     var = region.var
-    written = close_region(trace)
+    close_region(trace)
     trace.frames[-1].stmts.append(stmt)
-    _open(trace, var, loc).earlier.update(written)
+    _open(trace, var, loc)
     return True
 
 
@@ -525,8 +508,8 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
         trace.frames[-1].stmts.append(SyncMark(loc, (barrier_id, arrive_count)))
         return
     var = region.var
-    written = close_region(trace)
-    _open(trace, var, loc).earlier.update(written)
+    close_region(trace)
+    _open(trace, var, loc)
 
 
 class ThreadBinding:

@@ -309,6 +309,11 @@ class Trace:
             raise DSLError(f"{what} must be inside `with T.Kernel(...)`", user_loc())
 
 
+#: kinds of frames that run what they hold once where they stand; every other open frame is a loop's body, which may
+#: run it again (egtile.language.threads, egtile.language.guarded)
+RUN_ONCE_FRAMES = frozenset({"T.Kernel", "T.If", "T.Else", "T.ws", "thread region"})
+
+
 def _unique(name: str, taken: set[str]) -> str:
     candidate, n = name, 0
     while candidate in taken:
