@@ -16,32 +16,28 @@ from __future__ import annotations
 
 import itertools
 
-from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Load, Select, UnOp, Var
+from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Load, Select, UnOp
 from egtile.ir.scheduled import Arrive, ArriveExpectTx, CpAsyncArrive, Scheduled, SeqLoop, SIf, SyncThreads, TmaLoad
 from egtile.ir.scheduled import Wait
 from egtile.verifier import registry
+from egtile.verifier.uniform import _vars as free_vars
 
-def walk_expr(e):
-    """Every node of expression ``e`` (the verifier reads the IR itself: it imports none of the analyses)."""
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        yield x
-        match x:
-            case BinOp(a=a, b=b):
-                stack += [a, b]
-            case UnOp(a=a) | Cast(value=a):
-                stack.append(a)
-            case Select(cond=c, a=a, b=b):
-                stack += [c, a, b]
-            case Load(indices=idx):
-                stack += list(idx)
-            case AddressOf(load=ld):
-                stack.append(ld)
-
-
-def free_vars(e) -> set[str]:
-    return {x.name for x in walk_expr(e) if isinstance(x, Var)}
+def _constants(e) -> list[int]:
+    """The integer constants of expression ``e`` (the verifier reads the IR itself: it imports none of the analyses)."""
+    match e:
+        case Const(value=v):
+            return [int(v)] if type(v) is int else []
+        case BinOp(a=a, b=b):
+            return _constants(a) + _constants(b)
+        case UnOp(a=a) | Cast(value=a):
+            return _constants(a)
+        case Select(cond=c, a=a, b=b):
+            return _constants(c) + _constants(a) + _constants(b)
+        case Load(indices=idx):
+            return [c for i in idx for c in _constants(i)]
+        case AddressOf(load=ld):
+            return _constants(ld)
+    return []
 
 
 #: grids of at most this many blocks are traced whole when the synchronization depends on the block index
@@ -93,7 +89,7 @@ def blocks(sched: Scheduled) -> list[tuple[int, ...]]:
         total *= g
     if total <= ALL_BLOCKS:
         return list(itertools.product(*(range(g) for g in grid)))
-    consts = {int(x.value) for c in conds for x in walk_expr(c) if isinstance(x, Const) and type(x.value) is int}
+    consts = {v for c in conds for v in _constants(c)}
     axes = []
     for g in grid:
         vals = {0, 1, g - 2, g - 1} | {c + d for c in consts for d in (-1, 0, 1)}

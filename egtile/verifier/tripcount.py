@@ -87,6 +87,15 @@ def runtime_loops(sched: Scheduled) -> tuple[RuntimeLoop, ...]:
     return tuple(out)
 
 
+def _copies(sched: Scheduled) -> dict[int, list[SeqLoop]]:
+    """Every ``SeqLoop`` of ``sched`` by source loop (its ``sid``): a warp-specialized loop's copies, one per role."""
+    copies: dict[int, list[SeqLoop]] = {}
+    for x in registry.walk(sched.body):
+        if isinstance(x, SeqLoop) and x.sid is not None:
+            copies.setdefault(x.sid, []).append(x)
+    return copies
+
+
 def check_runtime_loops(sched: Scheduled, loops: tuple[RuntimeLoop, ...] | None = None) -> list[Violation]:
     """L7 of the runtime-bounded loops: a static start, a block-uniform stop, one bound per source loop."""
     loops = runtime_loops(sched) if loops is None else loops
@@ -94,10 +103,7 @@ def check_runtime_loops(sched: Scheduled, loops: tuple[RuntimeLoop, ...] | None 
         return []
     u: Uniformity = uniformity(sched)
     out: list[Violation] = []
-    copies: dict[int, list[SeqLoop]] = {}  # every SeqLoop by source loop, static copies included
-    for x in registry.walk(sched.body):
-        if isinstance(x, SeqLoop) and x.sid is not None:
-            copies.setdefault(x.sid, []).append(x)
+    copies = _copies(sched)
     for r in loops:
         s = r.loop
         sids = (s.sid,) if s.sid is not None else ()
@@ -153,10 +159,7 @@ def check_periodic(sched: Scheduled, loops: tuple[RuntimeLoop, ...]) -> list[Vio
     from egtile.ir.kernel import Const
 
     p = period(sched)
-    copies: dict[int, list[SeqLoop]] = {}
-    for x in registry.walk(sched.body):
-        if isinstance(x, SeqLoop) and x.sid is not None:
-            copies.setdefault(x.sid, []).append(x)
+    copies = _copies(sched)
     out: list[Violation] = []
     for r in loops:
         s = r.loop
