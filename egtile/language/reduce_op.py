@@ -58,7 +58,6 @@ def _per_thread_reduce(trace, kind: ReduceKind, s, d, dim: int, clear: bool, wha
     """
     import itertools
 
-    from egtile.ir.dtypes import dtype as lookup_dtype
     from egtile.ir.kernel import BinOp, Cast, Const, Load, UnOp
     from egtile.language import per_thread
     from egtile.tilemath import reduce_accumulator
@@ -71,8 +70,6 @@ def _per_thread_reduce(trace, kind: ReduceKind, s, d, dim: int, clear: bool, wha
             "per-thread; copy the shared data into a local buffer first (or reduce fragments at the block's level)",
             loc)
     acc = str(reduce_accumulator(s.dtype, d.dtype))
-    if lookup_dtype(s.dtype).kind == "float" and acc not in ("float32", "float64"):
-        acc = "float32"
 
     def term(idx) -> Expr:
         x = Cast(acc, Load(s, idx))
@@ -89,11 +86,11 @@ def _per_thread_reduce(trace, kind: ReduceKind, s, d, dim: int, clear: bool, wha
                                f"of local buffers on every thread as element stores, at most {per_thread.MAX_ELEMENTS}; "
                                "write a T.serial loop", loc)
     for out in points:
-        value: Expr | None = Cast(acc, Load(d, tuple(Const(i, "int32") for i in (out or (0,))))) if not clear else None
+        dst_idx = tuple(Const(i, "int32") for i in (out or (0,)))
+        value: Expr | None = Cast(acc, Load(d, dst_idx)) if not clear else None
         for k in range(s.shape[dim]):
             idx = tuple(Const(i, "int32") for i in (*out[:dim], k, *out[dim:]))
             value = term(idx) if value is None else combine(value, term(idx))
-        dst_idx = tuple(Const(i, "int32") for i in (out or (0,)))
         trace.emit(Store(trace.sid(), d, dst_idx, Cast(d.dtype, value), loc), what)
 
 
