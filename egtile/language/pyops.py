@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+import types
 from typing import Any, Callable
 
 from egtile.errors import DSLError, UnsupportedError
@@ -307,8 +308,6 @@ def helper(f: Any) -> Any:
     source front end (:mod:`egtile.language.source`, item 6; a ``functools.wraps`` wrapper too, whose call of the
     wrapped function is rewritten in turn), anything else as it is. A function whose source cannot be
     read runs as written, without a warning (a helper is often a small lambda-like function)."""
-    import types
-
     if type(f) is types.MethodType:  # a method of the user's own class: its function, rewritten, bound again
         fn = helper(f.__func__)
         return f if fn is f.__func__ else types.MethodType(fn, f.__self__)
@@ -323,8 +322,8 @@ def helper(f: Any) -> Any:
         # an argument that reads memory is read at the call, as Python evaluates it (the helper writing the element
         # before using the argument would see its new value otherwise); a let-binding keeps the element it was read
         # from, so the helper may still hand it to T.atomic_add
-        return fn(*freeze_all(list(args), variables=False), **dict(zip(kwargs, freeze_all(list(kwargs.values()),
-                                                                                        variables=False))))
+        return fn(*(freeze(a, variables=False) for a in args), **{k: freeze(v, variables=False) for k, v in
+                                                                   kwargs.items()})
 
     return call
 
@@ -360,29 +359,31 @@ def _library_roots() -> tuple[str, ...]:
     return _ROOTS
 
 
-def freeze_all(value: Any, variables: bool = True) -> Any:
-    """The right-hand side of an unpacking assignment (``a, b = b, a``; ``p[0], p[1] = p[1], p[0]``) with every
-    element that reads memory read here, before any target is written, as Python evaluates it: a ``T.alloc_var``
-    variable and a value that reads memory become let-bindings (:mod:`egtile.language.letbind`). Before, the second
-    target was given the first's new value. ``variables=False`` (a helper's arguments) leaves variables as they are."""
+def freeze_all(value: Any) -> Any:
+    """The right-hand side of an unpacking assignment (``a, b = b, a``; ``p[0], p[1] = p[1], p[0]``), or a tuple or
+    list display, with every element read here (:func:`freeze`), before any target is written, as Python evaluates
+    it. Before, the second target was given the first's new value."""
+    return type(value)(freeze(x) for x in value) if isinstance(value, (tuple, list)) else value
+
+
+def freeze(x: Any, variables: bool = True) -> Any:
+    """``x`` read here: a ``T.alloc_var`` variable (not a fresh one, and not with ``variables=False``: a variable
+    handed to a helper stays the variable) or a value that reads memory becomes a let-binding
+    (:mod:`egtile.language.letbind`); anything else, and everything outside a ``T.Kernel`` body, as it is."""
     from egtile.language.buffer import VarBuffer
 
     trace = tracer.active()
-    if trace is None or not trace.in_kernel or not trace.frames or not isinstance(value, (tuple, list)):
-        return value
-
-    def one(x: Any) -> Any:
-        if isinstance(x, VarBuffer):
-            if x.fresh or not variables:  # a variable handed to a helper stays the variable
-                return x
-            x = x.value()
-        if isinstance(x, Value) and _reads_memory(x.expr):
-            from egtile.language import letbind
-
-            return letbind.bind(trace, "unpacked", x)
+    if trace is None or not trace.in_kernel or not trace.frames:
         return x
+    if isinstance(x, VarBuffer):
+        if x.fresh or not variables:
+            return x
+        x = x.value()
+    if isinstance(x, Value) and _reads_memory(x.expr):
+        from egtile.language import letbind
 
-    return type(value)(one(x) for x in value)
+        return letbind.bind(trace, "unpacked", x)
+    return x
 
 
 def prior(scope: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
