@@ -107,7 +107,7 @@ def models() -> dict[str, ExternModel]:
 
 
 class Pointer:
-    """A pointer to one element, handed to extern models for ``T.address_of(buf[index])`` arguments.
+    """A pointer handed to extern models for a ``T.address_of(buf[index])`` or ``T.access_ptr`` argument.
 
     Attributes:
         buffer: name of the buffer pointed into.
@@ -117,9 +117,15 @@ class Pointer:
     The executor supplies the three access functions; each takes effect on the executor's memory
     (and, in the simulator, is checked for races like any other access). Values are plain Python
     numbers; stores and atomic additions round to ``dtype`` as a store does.
+
+    The call's contract (:class:`egtile.ir.kernel.AddressOf`: ``extent`` elements from the one given, read and/or
+    written) bounds the pointer once the executor :meth:`restrict` s it: stepping (:meth:`at`) outside those
+    elements, loading through a pointer declared write-only or storing through a read-only one raises
+    :class:`egtile.errors.ExternModelError`. The verifier and the barrier placement take the contract as what the
+    callee touches, so an access outside it would be one no checker saw.
     """
 
-    __slots__ = ("buffer", "index", "dtype", "_load", "_store", "_atomic_add", "_at")
+    __slots__ = ("buffer", "index", "dtype", "_load", "_store", "_atomic_add", "_at", "_lo", "_hi", "_mode", "_what")
 
     def __init__(self, buffer: str, index: tuple[int, ...], *, load: Callable[[], Any],
                  store: Callable[[Any], None], atomic_add: Callable[[Any], Any], dtype: str | None = None,
@@ -131,30 +137,87 @@ class Pointer:
         self._store = store
         self._atomic_add = atomic_add
         self._at = at
+        self._lo, self._hi, self._mode, self._what = None, None, 3, ""
+
+    def restrict(self, extent: int, mode: int, what: str) -> Pointer:
+        """Bound this pointer to ``extent`` elements from itself, accessed as ``mode`` allows (bit 1 read, bit 2
+        write); ``what`` names the argument in errors (``T.access_ptr(B_local, "r", 8) of extern 'f'``)."""
+        self._lo, self._hi, self._mode, self._what = 0, int(extent), int(mode), what
+        return self
+
+    def _refuse(self, why: str) -> None:
+        raise ExternModelError(
+            f"{self._what}: the extern's CPU model {why}. The call's pointer argument is its contract with egtile's "
+            "checkers (the verifier and the barrier placement take the declared elements and access mode as what the "
+            "callee touches): declare what the callee really does, T.access_ptr(buf[i], 'r' | 'w' | 'rw', n) for "
+            "n elements from buf[i] or T.access_ptr(buf, mode) for the whole buffer (T.address_of(buf[i]) is one "
+            "element, read and written)")
 
     def at(self, k: int) -> Pointer:
         """``ptr + k``: the element ``k`` places after this one in the buffer's row-major order (C's pointer
-        arithmetic within the buffer the pointer points into).
+        arithmetic), within the elements the call declared.
 
         Raises:
+            ExternModelError: the element is outside the call's declared elements.
             SimulationError / ShapeError (from the executor): the element is outside the buffer.
             TypeError: the executor that made this pointer gives no pointer arithmetic.
         """
+        k = int(k)
+        if self._hi is not None and not self._lo <= k < self._hi:
+            self._refuse(f"stepped {k} elements from {self!r}, outside the {self._hi - self._lo} element(s) the call "
+                         f"declared (offsets {self._lo}..{self._hi - 1} from here)")
         if self._at is None:
             raise TypeError(f"{self!r}: this executor gives extern models no pointer arithmetic")
-        return self._at(int(k))
+        out = self._at(k)
+        if self._hi is not None:
+            out._lo, out._hi, out._mode, out._what = self._lo - k, self._hi - k, self._mode, self._what
+        return out
 
     def load(self) -> Any:
         """``*ptr``."""
+        if not self._mode & 1:
+            self._refuse(f"loaded {self!r} through a pointer declared write-only ('w')")
         return self._load()
 
     def store(self, value: Any) -> None:
         """``*ptr = value``."""
+        if not self._mode & 2:
+            self._refuse(f"stored to {self!r} through a pointer declared read-only ('r')")
         self._store(value)
 
     def atomic_add(self, value: Any) -> Any:
         """``atomicAdd(ptr, value)``: add atomically, return the old value."""
+        if self._mode != 3:
+            self._refuse(f"added atomically to {self!r} through a pointer not declared read-write ('rw')")
         return self._atomic_add(value)
 
     def __repr__(self) -> str:
         return f"Pointer({self.buffer}[{', '.join(map(str, self.index))}]: {self.dtype})"
+
+
+def describe_pointer(arg: Any) -> str:
+    """How the user wrote the pointer argument ``arg`` (an :class:`egtile.ir.kernel.AddressOf`)."""
+    buf = arg.load.buffer.name
+    if arg.extent == 1 and arg.mode == 3:
+        return f"T.address_of({buf}[...])"
+    mode = {1: "r", 2: "w", 3: "rw"}[arg.mode]
+    return f"T.access_ptr({buf}[...], {mode!r}, {arg.extent})"
+
+
+def bind_pointer(ptr: Pointer, arg: Any, values: tuple[int, ...], extern: str) -> Pointer:
+    """``ptr`` (made by an executor for the pointer argument ``arg`` at the element ``values``) bounded to the
+    call's contract (:meth:`Pointer.restrict`).
+
+    Raises:
+        ShapeError: the declared elements do not lie where the contract says (:class:`egtile.ir.kernel.AddressOf`).
+    """
+    from egtile.errors import ShapeError
+
+    what = f"{describe_pointer(arg)} of extern {extern!r}"
+    if not arg.run_fits(tuple(values)):
+        shape = arg.load.buffer.shape
+        raise ShapeError(f"{what}: the {arg.extent} element(s) from {arg.load.buffer.name}"
+                         f"[{', '.join(map(str, values))}] do not lie inside {arg.load.buffer.name} {tuple(shape)}"
+                         + (" within its last dimension (the index there is computed)" if arg.run_dim() ==
+                            len(shape) - 1 and len(shape) > 1 else ""))
+    return ptr.restrict(arg.extent, arg.mode, what)

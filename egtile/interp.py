@@ -35,7 +35,7 @@ from egtile.evaluate import Scalar, cast_array, evaluate, poison, round_to
 from egtile.interp_overlay import Owners
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import (
-    AddressOf, AtomicAdd, Buffer, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Load, Reduce, Region, Stmt, Store,
+    AddressOf, AtomicAdd, Buffer, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Reduce, Region, Stmt, Store,
 )
 from egtile.ir.protocol import PROTOCOL_LEAVES
 from egtile.tilemath import accumulator, fold, matmul, matrix_shape, reduce_accumulator, reduce_along
@@ -96,11 +96,12 @@ class _Block:
         self._check(r.buffer, offs, r.extents)
         return tuple(slice(o, o + e) for o, e in zip(offs, r.extents))
 
-    def pointer(self, ld: Load) -> externs.Pointer:
-        buf = ld.buffer
-        idx = tuple(int(self.ev(i)) for i in ld.indices)
+    def pointer(self, arg: AddressOf, extern: str) -> externs.Pointer:
+        """The pointer an extern model gets for ``arg``, bounded to the call's contract."""
+        buf = arg.load.buffer
+        idx = tuple(int(self.ev(i)) for i in arg.load.indices)
         self._check(buf, idx)
-        return self._pointer(buf, idx)
+        return externs.bind_pointer(self._pointer(buf, idx), arg, idx, extern)
 
     def _pointer(self, buf: Buffer, idx: tuple[int, ...]) -> externs.Pointer:
         arr = self.memory[buf.name]
@@ -166,7 +167,7 @@ class _Block:
                 self.store(buf, i, round_to(buf.dtype, old + round_to(buf.dtype, self.ev(v))))
             case Extern(name=name, args=args):
                 model = externs.lookup(name, s.loc)
-                values = [self.pointer(a.load) if isinstance(a, AddressOf) else self.ev(a) for a in args]
+                values = [self.pointer(a, name) if isinstance(a, AddressOf) else self.ev(a) for a in args]
                 model.call(*values)
             case For(var=var, start=start, stop=stop, body=body):
                 lo, hi = int(self.ev(start)), int(self.ev(stop))

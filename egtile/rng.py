@@ -117,7 +117,8 @@ def stream(seed: int, subsequence: int, offset: int, n: int) -> list[int]:
 
 
 # -- the CPU models of the two device functions (egtile.externs: the interpreter and the simulator call them with
-#    a Pointer to the state buffer's first word, whose neighbours they reach by pointer arithmetic, Pointer.at) --
+#    a Pointer to the state buffer's first word, whose neighbours they reach by pointer arithmetic, Pointer.at; the
+#    calls declare the whole state buffer, written by the init and read and written by a draw) --
 
 def _load(state: externs.Pointer) -> State:
     words = [state.at(i).load() for i in range(STATE_WORDS)]

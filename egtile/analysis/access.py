@@ -11,11 +11,13 @@ Definition. For a statement ``s``:
 
 Conservative choices (each may over-approximate, never under-approximate):
 
-* ``T.address_of(buf[i])`` hands the callee a pointer; C pointer arithmetic reaches every element of
-  ``buf``, and the callee may load or store through it. So an extern that receives ``AddressOf`` of
-  ``buf`` both READS AND WRITES the whole of ``buf`` (``region=None``, ``via_pointer=True``), whatever
-  ``buf``'s scope. The same holds for an ``AddressOf`` found anywhere inside a statement. (TileLang's
-  seed bug 1 was this fact missing: ``address_of(shared)`` inside ``call_extern`` was not a store.)
+* ``T.address_of(buf[i])`` / ``T.access_ptr`` hands the callee a pointer; C pointer arithmetic reaches every
+  element of ``buf``. So an extern that receives ``AddressOf`` of ``buf`` READS the whole of ``buf`` when the
+  pointer is declared readable and WRITES the whole of it when declared writable (``region=None``,
+  ``via_pointer=True``; ``T.address_of``: both), whatever ``buf``'s scope. The same holds for an ``AddressOf``
+  found anywhere inside a statement. (TileLang's seed bug 1 was this fact missing: ``address_of(shared)``
+  inside ``call_extern`` was not a store.) The access mode is the call's contract, which the CPU executors
+  enforce on the extern's model (:class:`egtile.ir.kernel.AddressOf`).
 * A pointer-typed argument that is not an ``AddressOf`` (an expression of dtype ``handle`` or ``T*``)
   may alias any buffer: it is recorded as an access of :data:`ANY_BUFFER` in ``global`` scope, which
   :func:`overlaps` treats as overlapping every buffer name.
@@ -39,8 +41,8 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from egtile.ir import (
-    AddressOf, AtomicAdd, BinOp, Buffer, Cast, Const, Copy, Expr, Extern, Fill, For, Gemm, If, Load, Reduce, Region,
-    Scope, Select, Stmt, Store, UnOp, Var,
+    POINTER_READ, POINTER_WRITE, AddressOf, AtomicAdd, BinOp, Buffer, Cast, Const, Copy, Expr, Extern, Fill, For, Gemm,
+    If, Load, Reduce, Region, Scope, Select, Stmt, Store, UnOp, Var,
 )
 from egtile.ir.protocol import PROTOCOL_LEAVES
 
@@ -135,8 +137,9 @@ def _expr_reads(e: Expr) -> set[Access]:
     out: set[Access] = set()
     for x in walk_expr(e):
         match x:
-            case AddressOf(load=ld):
-                out.add(_pointer(ld.buffer))
+            case AddressOf(load=ld, mode=mode):
+                if mode & POINTER_READ:
+                    out.add(_pointer(ld.buffer))
             case Load():
                 out.add(_element(x))
             case _:
@@ -153,7 +156,8 @@ def _expr_pointer_writes(e: Expr) -> set[Access]:
     out: set[Access] = set()
     for x in walk_expr(e):
         if isinstance(x, AddressOf):
-            out.add(_pointer(x.load.buffer))
+            if x.mode & POINTER_WRITE:
+                out.add(_pointer(x.load.buffer))
         elif _is_opaque_pointer(x):
             out.add(_ANY)
     return out
@@ -161,7 +165,7 @@ def _expr_pointer_writes(e: Expr) -> set[Access]:
 
 def pointer_args(stmt: Extern) -> tuple[Expr, ...]:
     """The arguments of ``stmt`` that carry a pointer (contain an ``AddressOf`` or are pointer-typed)."""
-    return tuple(a for a in stmt.args if _expr_pointer_writes(a))
+    return tuple(a for a in stmt.args if any(isinstance(x, AddressOf) or _is_opaque_pointer(x) for x in walk_expr(a)))
 
 
 def _exprs_reads(es: Iterable[Expr]) -> set[Access]:

@@ -2,8 +2,8 @@
 
 from egtile.ir.dtypes import DTYPES, DType, canonical, dtype
 from egtile.ir.kernel import (
-    AddressOf, AtomicAdd, BinOp, Buffer, Cast, Const, Copy, Expr, Extern, Fill, For, Gemm, If, Kernel, Layout,
-    Load, LoopKind, Overlay, Reduce, Region, Scope, Select, Stmt, Store, UnOp, Var, walk,
+    POINTER_READ, POINTER_WRITE, AddressOf, AtomicAdd, BinOp, Buffer, Cast, Const, Copy, Expr, Extern, Fill, For,
+    Gemm, If, Kernel, Layout, Load, LoopKind, Overlay, Reduce, Region, Scope, Select, Stmt, Store, UnOp, Var, walk,
 )
 from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Decision, Elect, FenceProxyAsync, Leaf, MBarrier, Role, RoleSplit,
@@ -12,7 +12,7 @@ from egtile.ir.scheduled import (
 
 __all__ = [
     "DTYPES", "DType", "canonical", "dtype",
-    "AddressOf", "AtomicAdd", "BinOp", "Buffer", "Cast", "Const", "Copy", "Expr", "Extern", "Fill", "For", "Gemm",
+    "POINTER_READ", "POINTER_WRITE", "AddressOf", "AtomicAdd", "BinOp", "Buffer", "Cast", "Const", "Copy", "Expr", "Extern", "Fill", "For", "Gemm",
     "If", "Kernel", "Layout", "Load", "LoopKind", "Overlay", "Reduce", "Region", "Scope", "Select", "Stmt", "Store",
     "UnOp", "Var", "walk",
     "Arrive", "ArriveExpectTx", "CpAsyncArrive", "Decision", "Elect", "FenceProxyAsync", "Leaf", "MBarrier", "Role",

@@ -142,11 +142,69 @@ class Cast:
     bitcast: bool = False
 
 
+POINTER_READ, POINTER_WRITE = 1, 2
+"""The bits of :attr:`AddressOf.mode` (TileLang's ``T.access_ptr`` access mask)."""
+
+
 @dataclass(frozen=True)
 class AddressOf:
-    """``T.address_of(buffer[indices])``: a pointer to one element, only valid as an extern argument."""
+    """A pointer handed to an extern, only valid as a ``T.call_extern`` argument: ``T.address_of(buffer[indices])``
+    (one element, read and written) or ``T.access_ptr(buffer[indices], mode, n)`` / ``T.access_ptr(buffer, mode)``.
+
+    It is the extern's *contract*: the callee touches ``extent`` consecutive elements (row-major) from ``load``'s,
+    reading them when ``mode`` has :data:`POINTER_READ` and writing them when it has :data:`POINTER_WRITE`. The
+    verifier takes those accesses as the call's; the CPU executors hand the model a pointer that refuses any
+    other (egtile.externs.Pointer), so a model that steps outside is an error, not an access no checker saw.
+
+    The elements lie inside the dimensions from :meth:`run_dim` on: the trailing indices from there are
+    constants (a whole per-thread buffer: all zeros) or, when the last index is not a constant, the run stays in
+    the last dimension (the executors check it where the index is known)."""
 
     load: Load
+    extent: int = 1
+    mode: int = POINTER_READ | POINTER_WRITE
+
+    def run_dim(self) -> int:
+        """The first dimension of the block of trailing dimensions the run lies in (module docstring)."""
+        idx = self.load.indices
+        d = len(idx)
+        while d > 0 and isinstance(idx[d - 1], Const):
+            d -= 1
+        return min(d, len(idx) - 1) if idx else 0
+
+    def element_indices(self) -> tuple[tuple[Expr, ...], ...]:
+        """The indices of each element the callee may touch, in order (``extent`` tuples)."""
+        idx, shape = self.load.indices, self.load.buffer.shape
+        if not idx:
+            return ((),) * min(self.extent, 1)
+        d = self.run_dim()
+        if d == len(idx) - 1 and not isinstance(idx[-1], Const):
+            last = idx[-1]
+            return tuple(idx[:-1] + (last if k == 0 else BinOp("+", last, Const(k, "int32")),)
+                         for k in range(self.extent))
+        start = 0
+        for i, n in zip(idx[d:], shape[d:]):
+            start = start * n + int(i.value)  # type: ignore[union-attr]
+        out = []
+        for k in range(self.extent):
+            f, tail = start + k, []
+            for n in reversed(shape[d:]):
+                tail.append(Const(f % n, "int32"))
+                f //= n
+            out.append(idx[:d] + tuple(reversed(tail)))
+        return tuple(out)
+
+    def run_fits(self, values: tuple[int, ...]) -> bool:
+        """Whether, at the element ``values`` (the load's indices evaluated), the ``extent`` elements lie inside
+        the dimensions from :meth:`run_dim` on."""
+        shape = self.load.buffer.shape
+        d = self.run_dim()
+        start, size = 0, 1
+        for v, n in zip(values[d:], shape[d:]):
+            if not 0 <= v < n:
+                return False
+            start, size = start * n + v, size * n
+        return start + self.extent <= size
 
 
 Expr: TypeAlias = Const | Var | BinOp | UnOp | Load | Select | Cast | AddressOf

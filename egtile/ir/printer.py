@@ -58,8 +58,10 @@ def _expr(e: Expr) -> tuple[str, int]:
             return n, _ATOM
         case Load(buffer=b, indices=idx):
             return f"{b.name}[{', '.join(format_expr(i) for i in idx)}]", _ATOM
-        case AddressOf(load=ld):
+        case AddressOf(load=ld, extent=1, mode=3):
             return f"T.address_of({format_expr(ld)})", _ATOM
+        case AddressOf(load=ld, extent=n, mode=m):
+            return f"T.access_ptr({format_expr(ld)}, {({1: 'r', 2: 'w', 3: 'rw'}[m])!r}, {n})", _ATOM
         case Cast(dtype=d, value=v, bitcast=True):
             return f"T.reinterpret({format_expr(v)}, {d!r})", _ATOM
         case Cast(dtype=d, value=v):

@@ -41,18 +41,23 @@ _MODES = {"r": 1, "w": 2, "rw": 3, 1: 1, 2: 2, 3: 3}
 
 
 class AccessPtr:
-    """What ``T.access_ptr`` returns: ``region`` (``n`` consecutive elements from the element given) and the access
-    ``mask`` (1 read, 2 write, 3 both). Not a value: only ``T.ptx_cp_async`` (and ``T.call_extern``, for one
-    element) take it."""
+    """What ``T.access_ptr`` returns: ``region`` (``n`` consecutive elements from the element given, or the whole
+    buffer) and the access ``mask`` (1 read, 2 write, 3 both). Not a value: only ``T.ptx_cp_async`` and
+    ``T.call_extern`` take it."""
 
     _egtile_unusable = True
 
     def __init__(self, load: Load, region: Region, mask: int, loc: SourceLoc | None) -> None:
         self.load, self.region, self.mask, self.loc = load, region, mask, loc
 
+    @property
+    def numel(self) -> int:
+        """How many consecutive elements (row-major) the pointer reaches."""
+        return self.region.numel
+
     def _fail(self, *_: Any) -> Any:
-        raise DSLError(f"T.access_ptr({self.region.buffer.name}[...]) is a pointer for T.ptx_cp_async (or, of one "
-                       "element, a T.call_extern argument, as T.address_of); egtile does not compute with pointers",
+        raise DSLError(f"T.access_ptr({self.region.buffer.name}[...]) is a pointer for T.ptx_cp_async or a "
+                       "T.call_extern argument; egtile does not compute with pointers",
                        tracer.user_loc() or self.loc)
 
     __bool__ = __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = __rsub__ = __index__ = _fail
@@ -81,16 +86,26 @@ def access_ptr(base: Any, access_type: Any = "r", *extents: Any, offset: Any = 0
     """
     from egtile.language.letbind import lvalue
 
+    from egtile.language.buffer import TileBuffer
+
     loc = tracer.user_loc()
     tracer.current("T.access_ptr").require_kernel("T.access_ptr")
+    whole = None
+    if isinstance(base, TileBuffer):
+        # TileLang's pointer to a whole buffer (`T.access_ptr(B_local, "r")`): its first element, all of it
+        whole = base
+        base = base[tuple(0 for _ in base.buffer.shape)] if base.buffer.shape else None
+        if not (isinstance(base, Value) and isinstance(base.expr, Load) and base.expr.buffer == whole.buffer
+                and all(isinstance(i, Const) and i.value == 0 for i in base.expr.indices)):
+            raise UnsupportedError(f"T.access_ptr({whole.buffer.name}): a pointer to a whole view of another buffer "
+                                   "is not supported; pass the element it starts at and the number of elements, "
+                                   "T.access_ptr(buf[i, j], mode, n)", loc)
     base = lvalue(base)
     if not (isinstance(base, Value) and isinstance(base.expr, Load)):
         named = getattr(getattr(base, "buffer", None), "name", None)
         raise UnsupportedError(
-            f"T.access_ptr({named or repr(base)}): egtile takes a buffer element as the base (buf[i, j]), the start of `n` "
-            "consecutive elements for T.ptx_cp_async; a pointer to a whole buffer or region (for a T.call_extern "
-            "helper that reads or writes all of it) is not supported: egtile's extern pointer, T.address_of(buf[i]), "
-            "stands for the one element it names, which the checkers could not trust for a whole buffer", loc)
+            f"T.access_ptr({named or repr(base)}): egtile takes a buffer element (buf[i, j], the start of `n` "
+            "consecutive elements) or a whole buffer as the base", loc)
     if access_type not in _MODES:
         raise DSLError(f"T.access_ptr: access_type must be 'r', 'w', 'rw' (or 1, 2, 3), got {access_type!r}", loc)
     if ignore_last_ndim:
@@ -107,6 +122,11 @@ def access_ptr(base: Any, access_type: Any = "r", *extents: Any, offset: Any = 0
                                "dimension only (one extent)", loc)
     ld = base.expr
     buf = ld.buffer
+    if whole is not None:
+        if extents or extent is not None:
+            raise UnsupportedError(f"T.access_ptr({buf.name}, ...) with an extent: of a whole buffer it is all of it; "
+                                   "name the element the run starts at instead, T.access_ptr(buf[i, j], mode, n)", loc)
+        return AccessPtr(ld, Region(buf, tuple(ld.indices), tuple(buf.shape)), _MODES[access_type], loc)
     if n < 1:
         raise DSLError(f"T.access_ptr: the extent must be at least 1, got {n}", loc)
     if n > buf.shape[-1]:
@@ -162,8 +182,8 @@ def ptx_cp_async(dst_access_ptr: Any, src_access_ptr: Any, num_elems: Any, predi
         raise DSLError(f"T.ptx_cp_async: {n} elements of {dst.buffer.dtype} are {nbytes} bytes; cp.async copies 4, 8 "
                        "or 16 bytes (num_elems counts elements, as in TileLang)", loc)
     for r, name in ((dst, "dst"), (src, "src")):
-        if r.extents[-1] != n:
-            raise DSLError(f"T.ptx_cp_async: {name} T.access_ptr({r.buffer.name}[...]) covers {r.extents[-1]} "
+        if r.numel != n or r.extents[-1] != n:
+            raise DSLError(f"T.ptx_cp_async: {name} T.access_ptr({r.buffer.name}[...]) covers {r.numel} "
                            f"elements, the copy moves {n}: give the pointer the copy's extent", loc)
     trace.emit(CpAsync(trace.sid(), src, dst, "cp_async", loc, nbytes), "T.ptx_cp_async")
 

@@ -39,7 +39,8 @@ class ExternResult:
 
 
 def address_of(element: Any) -> Value:
-    """``T.address_of(buf[i, j])``: a pointer to one element, only valid as a ``T.call_extern`` argument.
+    """``T.address_of(buf[i, j])``: a pointer to one element, only valid as a ``T.call_extern`` argument; the callee
+    may read and write that element and no other (``T.access_ptr`` declares more: :class:`egtile.ir.kernel.AddressOf`).
 
     Raises:
         DSLError: the argument is not a buffer element.
@@ -72,8 +73,9 @@ def call_extern(ret_dtype: Any, name: str, *args: Any) -> ExternResult:
             a._fail()
         from egtile.language.cp_async import AccessPtr
 
-        if isinstance(a, AccessPtr) and a.region.extents[-1] == 1:
-            a = Value(AddressOf(a.load))  # TileLang's element pointer: T.address_of's contract (one element)
+        if isinstance(a, AccessPtr):
+            # the pointer's declared elements and access mode are the call's contract (egtile.ir.kernel.AddressOf)
+            a = Value(AddressOf(a.load, a.numel, a.mask))
         exprs.append(as_expr(a))
     from egtile import externs
 

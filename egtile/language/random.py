@@ -39,7 +39,7 @@ from typing import Any
 
 from egtile import rng
 from egtile.errors import DSLError, UnsupportedError
-from egtile.ir.kernel import AddressOf, BinOp, Buffer, Cast, Const, Expr, Extern, Load
+from egtile.ir.kernel import POINTER_READ, POINTER_WRITE, AddressOf, BinOp, Buffer, Cast, Const, Expr, Extern, Load
 from egtile.language import tracer
 from egtile.language.expr import Value, as_expr
 
@@ -79,8 +79,9 @@ def _state(trace: tracer.Trace, loc) -> Buffer:
     return buf
 
 
-def _first(buf: Buffer) -> AddressOf:
-    return AddressOf(Load(buf, (Const(0, "int32"),)))
+def _whole(buf: Buffer, mode: int) -> AddressOf:
+    """A pointer to all of ``buf`` (1-D), accessed as ``mode``: the call's contract (egtile.ir.kernel.AddressOf)."""
+    return AddressOf(Load(buf, (Const(0, "int32"),)), buf.numel, mode)
 
 
 def rng_init(seed: Any, seq: Any = None, off: Any = 0, generator: str = PHILOX) -> None:
@@ -111,7 +112,8 @@ def rng_init(seed: Any, seq: Any = None, off: Any = 0, generator: str = PHILOX) 
     _check_position(trace, "T.rng_init", loc)
     if seq is None:
         seq = _default_seq(trace, loc)
-    args = (_first(_state(trace, loc)), _u64(seed, "seed", loc), _u64(seq, "seq", loc), _u64(off, "off", loc))
+    args = (_whole(_state(trace, loc), POINTER_WRITE), _u64(seed, "seed", loc), _u64(seq, "seq", loc),
+            _u64(off, "off", loc))
     trace.emit(Extern(trace.sid(), rng.INIT, "void", args, False, loc), "T.rng_init")
 
 
@@ -152,7 +154,8 @@ def rng_rand() -> Value:
     name = trace.fresh_buffer_name("rng_word", "rng_word")
     word = Buffer(name, (1,), "uint32", "local", loc=loc)
     trace.allocs.append(word)
-    trace.emit(Extern(trace.sid(), rng.RAND, "void", (_first(trace.rng_state), _first(word)), False, loc),
+    args = (_whole(trace.rng_state, POINTER_READ | POINTER_WRITE), _whole(word, POINTER_WRITE))
+    trace.emit(Extern(trace.sid(), rng.RAND, "void", args, False, loc),
                "T.rng_rand")
     return Value(Load(word, (Const(0, "int32"),)))
 

@@ -375,9 +375,9 @@ def _read_before_written(stmts: tuple[Stmt, ...], written: set[str]) -> dict[str
                     out.setdefault(name, loc)
                 written |= mine
         else:
-            # a pointer handed to an extern (T.rng_init's state) is taken as written, not read: what a C helper
-            # does with it is its own, and the shared value would be this thread's after its call either way
-            for name in _local_names([a for a in reads(s) if not a.via_pointer]):
+            # a pointer handed to an extern reads what it declares readable (T.rng_init's state is write-only, a
+            # draw's is read and written: egtile.ir.kernel.AddressOf)
+            for name in _local_names(reads(s)):
                 if name not in written:
                     out.setdefault(name, s.loc)
             written |= set(_local_names(writes(s)))

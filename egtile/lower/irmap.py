@@ -62,7 +62,7 @@ class _Mapper:
             case AddressOf(load=ld):
                 out = self.expr(ld)
                 assert isinstance(out, Load)
-                return AddressOf(out)
+                return replace(e, load=out)
             case _:
                 assert_never(e)
 

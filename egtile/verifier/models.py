@@ -20,6 +20,10 @@ from egtile.verifier.registry import handler
 from egtile.verifier.threadloop import sym_if
 from egtile.verifier.trace import Ctx, Event, Fallback, NotConstant, TraceError, _restore, _Scope, symbolic
 
+POINTER_EVENT = {1: "r", 2: "w", 3: "x"}
+"""The trace event of an extern pointer by its declared access mode (egtile.ir.kernel.AddressOf.mode)."""
+
+
 @handler("bodies", SeqLoop, ThreadLoop, Elect)
 def _bodies_single(s) -> tuple:
     return (s.body,)
@@ -54,8 +58,9 @@ def _leaf(s: Leaf, ctx: Ctx) -> None:
             for x in args:
                 ctx.reads_of(x, sid)
                 if isinstance(x, AddressOf):
-                    # the T.call_extern contract: the callee touches the element it is given
-                    ctx.element(x.load.buffer.name, x.load.indices, "x", sid)
+                    # the T.call_extern contract: the callee touches the elements the pointer declares, as declared
+                    for idx in x.element_indices():
+                        ctx.element(x.load.buffer.name, idx, POINTER_EVENT[x.mode], sid)
         case _:
             raise TypeError(f"not a leaf statement: {st!r}")
 

@@ -13,8 +13,9 @@ have static bounds):
   source statement instance (:class:`SourceOrder`). Shared/fragment buffers and the global buffers the
   schedule writes are tracked; local buffers too, for value flow only (:mod:`egtile.verifier.valueflow`).
   A ``TileOp`` access covers the elements the agent's threads own (element ``e`` belongs to rank
-  ``e % count``; gemm and reduce operands: whole, on every thread); an extern pointer stands for its one
-  element (the ``T.call_extern`` contract).
+  ``e % count``; gemm and reduce operands: whole, on every thread); an extern pointer stands for the
+  elements it declares, read, written or both as declared (the ``T.call_extern`` contract,
+  :class:`egtile.ir.kernel.AddressOf`, which the CPU executors enforce on the extern's model).
 * ``wait``, ``arrive`` (with the number of arriving threads), ``tma`` (a TMA load: an async write of its
   destination that completes transaction bytes), ``cp_write`` (a cp.async copy's async write),
   ``cp_arrive``, ``sync`` (a named barrier), ``fence`` (``fence.proxy.async``).

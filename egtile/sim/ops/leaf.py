@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from egtile import externs
-from egtile.ir.kernel import AddressOf, AtomicAdd, Extern, Load, Store
+from egtile.ir.kernel import AddressOf, AtomicAdd, Extern, Store
 from egtile.ir.scheduled import Leaf
 from egtile.errors import ShapeError
 from egtile.sim.semantics import register_semantics
@@ -73,7 +73,7 @@ def _run(m, s: Store | AtomicAdd | Extern, th) -> None:
             pointers = 0
             for a in args:
                 if isinstance(a, AddressOf):
-                    values.append(_pointer(m, a.load, th, s.sid))
+                    values.append(_pointer(m, a, name, th, s.sid))
                     pointers += 1
                     if m.mem(a.load.buffer.name, th).scope != "local":
                         th.effect = True
@@ -86,10 +86,13 @@ def _run(m, s: Store | AtomicAdd | Extern, th) -> None:
             raise TypeError(f"not a leaf statement: {s!r}")
 
 
-def _pointer(m, ld: Load, th, sid: int | None) -> Any:
+def _pointer(m, arg: AddressOf, extern: str, th, sid: int | None) -> Any:
+    """The pointer an extern model gets for ``arg``, bounded to the call's contract."""
+    ld = arg.load
     mem = m.mem(ld.buffer.name, th)
     idx = tuple(int(m.ev(i, th)) for i in ld.indices)
-    return _flat_pointer(m, mem, mem.flat(idx, f"statement {sid}"), idx, th, sid)
+    ptr = _flat_pointer(m, mem, mem.flat(idx, f"statement {sid}"), idx, th, sid)
+    return externs.bind_pointer(ptr, arg, idx, extern)
 
 
 def _flat_pointer(m, mem, f: int, idx: tuple[int, ...], th, sid: int | None) -> Any:

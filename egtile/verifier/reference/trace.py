@@ -20,8 +20,8 @@ a schedule have static bounds) into a trace of events:
   multi-versioned buffer for messages. Only shared/fragment buffers and the global buffers the schedule
   writes are tracked (local buffers are per thread). Accesses carry the *logical timestamp* of the
   source statement instance (:class:`SourceOrder`). A ``TileOp`` access covers the elements the agent's
-  threads own (gemm and reduce operands: whole); an extern pointer stands for its one element (the
-  ``T.call_extern`` contract).
+  threads own (gemm and reduce operands: whole); an extern pointer stands for the elements it declares,
+  accessed as declared (the ``T.call_extern`` contract).
 * ``wait``, ``arrive`` (with the number of arriving threads), ``expect_tx`` (bytes), ``tma`` (a TMA
   load: an async write of its destination that completes transaction bytes), ``cp_write`` (a cp.async
   copy's async write), ``cp_arrive``, ``sync`` (a named barrier), ``fence`` (``fence.proxy.async``).
@@ -62,6 +62,7 @@ from egtile.verifier.paths import enter
 
 MAX_EVENTS = 400_000
 MAX_LOOP_ENUM = 1 << 16
+POINTER_EVENT = {1: "r", 2: "w", 3: "x"}  # an extern pointer's event by its declared access mode (AddressOf.mode)
 
 
 class NotConstant(Exception):
@@ -547,8 +548,9 @@ class Tracer:
                 for x in args:
                     self.expr_reads(a, x, sid, path, env)
                     if isinstance(x, AddressOf):
-                        # the T.call_extern contract: the callee touches the element it is given
-                        self.element(x.load.buffer.name, x.load.indices, "x", a, sid, path, env)
+                        # the T.call_extern contract: the callee touches the elements the pointer declares, as declared
+                        for idx in x.element_indices():
+                            self.element(x.load.buffer.name, idx, POINTER_EVENT[x.mode], a, sid, path, env)
             case _:
                 raise TypeError(f"not a leaf statement: {st!r}")
 
