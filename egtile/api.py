@@ -144,11 +144,34 @@ def _why_accumulators_in_shared(kernel: Kernel) -> list[str]:
     return out
 
 
-def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
+def _value_indexed(kernel: Kernel) -> dict[int, Any]:
+    """The statements of ``kernel`` that index memory by a value known only at run time (an index that reads
+    memory: a tensor's data, a shared element, a per-thread ``T.alloc_var``), each with the access it makes."""
+    from egtile.analysis.access import reads, walk_expr, writes
+    from egtile.ir.kernel import For, If, Load, walk
+
+    out: dict[int, Any] = {}
+    for st in walk(kernel.body):
+        if isinstance(st, (For, If)):
+            continue
+        for a in (*writes(st), *reads(st)):
+            if a.region is not None and any(isinstance(x, Load) for o in a.region.offsets for x in walk_expr(o)):
+                out[st.sid] = a
+                break
+    return out
+
+
+def _check_schedule(kernel: Kernel, scheduled: Any, target: str = "cuda") -> bool:
     """Run the independent verifier on a fresh schedule, so that every target (the simulator too) refuses
     what the hardware would: L8 (shared memory, threads, registers) raises ResourceError; any other
     property means the scheduler produced an illegal schedule, which is egtile's bug, never the user's,
-    and raises ScheduleError rather than running it."""
+    and raises ScheduleError rather than running it.
+
+    Except an ordering report (L1/L2) between statements one of which indexes memory by a value known only at
+    run time (``S[I[tx]]``, ``S[tx + s]`` with ``s`` a ``T.alloc_var``): the verifier takes such an index as any
+    element, so the report is not proven: it may be the kernel's own race or the verifier's limit. On
+    ``target="sim"`` the simulator decides on the data (returns True: the schedule is not stored as verified); on
+    ``"cuda"`` it is refused as what egtile cannot prove, at that statement's line (UnsupportedError)."""
     from egtile.analysis import shared_reuse
     from egtile.verifier import verify
     from egtile.verifier.resources import resource_loc
@@ -181,6 +204,25 @@ def _check_schedule(kernel: Kernel, scheduled: Any) -> None:
                                "whose bound the verifier cannot evaluate is not supported (a runtime trip count read "
                                "from tensor data is supported as the loop's stop, with a start known when the block "
                                "runs, outside per-thread code: docs/language.md)", loc)
+    valued = _value_indexed(kernel)
+    unproven = [v for v in violations if v.property in ("L1", "L2") and any(s in valued for s in v.sids)]
+    if unproven and len(unproven) == len(violations):
+        if target == "sim":
+            return True
+        from egtile.ir.printer import format_expr
+        from egtile.ir.kernel import Load
+
+        sid = next(s for v in unproven for s in v.sids if s in valued)
+        a = valued[sid]
+        shown = format_expr(Load(a.region.buffer, a.region.offsets))
+        raise UnsupportedError(
+            f"egtile cannot prove kernel {kernel.name!r} free of races:\n  {listing}\n{shown} is indexed by a value "
+            "known only at run time (read from memory or a per-thread variable), which egtile's verifier takes as any "
+            "element of the buffer. Either the kernel races there (threads reach one element with no T.sync_threads()"
+            " or other order between them: add one) or it does not and the verifier cannot tell. target='sim' runs "
+            "the kernel on your data and reports a race if one happens; target='cuda' runs only what egtile proves "
+            "(index by block and thread indices, loop variables and constants there)",
+            locs.get(sid, kernel.loc))
     raise ScheduleError(f"egtile scheduled kernel {kernel.name!r} illegally (a bug in egtile's rules; please "
                         f"report it with this kernel):\n  {listing}", kernel.loc)
 
@@ -254,16 +296,17 @@ class JITKernel:
                                                                            fast_math=self.fast_math)
             schedule_cache.store(key, self.schedule_result, self._built)
         else:
+            unproven = False  # a schedule the verifier could not prove, run on the simulator only: not cached
             if protocol:
                 self.schedule_result = self._schedule_protocol()
             else:
                 optimize = importlib.import_module("egtile.schedule.driver").optimize
                 self.schedule_result = optimize(self.kernel, rules=self.rules)
-                _check_schedule(self.kernel, self.schedule_result.scheduled)
+                unproven = _check_schedule(self.kernel, self.schedule_result.scheduled, self.target)
             if self.target == "cuda":
                 self._built = importlib.import_module("egtile.codegen").build(self.schedule_result.scheduled,
                                                                            fast_math=self.fast_math)
-            if key is not None:
+            if key is not None and not unproven:
                 schedule_cache.store(key, self.schedule_result, self._built)
         self.scheduled = self.schedule_result.scheduled
         if self.target == "cuda":

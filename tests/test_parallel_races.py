@@ -319,3 +319,45 @@ def test_a_copy_between_disjoint_regions_of_one_buffer_runs(target):
     y = torch.full((32,), float("nan"))
     egtile.compile(main, target=target)(x, y)
     assert torch.equal(y, torch.cat([x[:16], x[:16]]))
+
+
+def _flag(synced: bool, guarded: bool):
+    """Thread 0 (or each thread, its own element) stores a flag that every thread (its neighbour) reads in an `if`
+    condition."""
+
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as _bx:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared((64,), "float32")
+            if guarded:
+                if tx == 0:
+                    s[0] = X[0]
+            else:
+                s[tx] = X[tx]
+            if synced:
+                T.sync_threads()
+            if (s[0] if guarded else s[(tx + 1) % 64]) > 0.0:
+                Y[tx] = X[tx]
+            else:
+                Y[tx] = -X[tx]
+
+    return main
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_a_store_meeting_another_iterations_if_condition_is_the_users_race(guarded):
+    """The read in an `if` condition counts as a read (before, the race check missed it and the verifier's report
+    blamed egtile's rules)."""
+    with pytest.raises(KernelRaceError, match=r"writes the element of shared buffer s"):
+        egtile.compile(_flag(False, guarded), target="sim")
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+@pytest.mark.parametrize("guarded", [True, False])
+def test_the_flag_read_after_its_barrier_computes(target, guarded):
+    x = torch.randn(64)
+    y = torch.full((64,), float("nan"))
+    egtile.compile(_flag(True, guarded), target=target)(x, y)
+    flag = x[0].expand(64) if guarded else torch.roll(x, -1)
+    torch.testing.assert_close(y, torch.where(flag > 0, x, -x), rtol=0, atol=0)

@@ -28,6 +28,10 @@ a race in every schedule and blame egtile's rules):
   two different iterations of the nest is the witness. The body must hold only stores, atomics, serial loops and
   branches (an extern or a tile op could order or hide accesses, so such a nest is not claimed).
 
+An extern call's pointer arguments count as the stores and loads of the elements they declare (the call's contract,
+:class:`egtile.ir.kernel.AddressOf`): ``T.call_extern("f", T.access_ptr(S[i], "rw", 2))`` in a ``T.Parallel`` over
+``i`` writes ``S[i + 1]``, which iteration ``i + 1`` writes too.
+
 Only a *definite* conflict is reported (a pair of iterations that both reach the two accesses); branch conditions,
 loop bounds or indices that read memory or name other variables, and larger nests with non-linear indices are left
 out: the verifier and the simulator check those.
@@ -45,7 +49,10 @@ import numpy as np
 
 from egtile.analysis.access import mentions, walk_expr
 from egtile.analysis import vector
-from egtile.ir.kernel import AtomicAdd, BinOp, Buffer, Const, Expr, For, If, Kernel, Load, Stmt, Store, UnOp, Var
+from egtile.ir.kernel import (
+    POINTER_READ, POINTER_WRITE, AddressOf, AtomicAdd, BinOp, Buffer, Const, Expr, Extern, For, If, Kernel, Load, Stmt,
+    Store, UnOp, Var,
+)
 from egtile.language.buffer import linear
 
 
@@ -69,6 +76,36 @@ class Race:
 
 def _shared(buf: Buffer) -> bool:
     return buf.scope in ("shared", "global")
+
+
+@dataclass(frozen=True)
+class _PointerStore(Store):
+    """One element an extern call may write through a pointer argument (its declared elements,
+    :class:`egtile.ir.kernel.AddressOf`), taken as a store of it; ``reads`` marks an element it may only read
+    (the element is then this store's value, a load, and the store itself is no write)."""
+
+    extern: Extern | None = None
+    read_only: bool = False
+
+
+_CONDITION = Buffer("<condition>", (1,), "bool", "local")
+"""The pseudo-store an ``if`` condition's loads are read through (a reader: never written, never matched by name)."""
+
+
+def _pointer_accesses(ext: Extern) -> tuple[list[_PointerStore], list[_PointerStore]]:
+    """(writes, reads) of the elements ``ext``'s pointer arguments declare, as pseudo-stores (:class:`_PointerStore`)."""
+    writes_, reads_ = [], []
+    for a in ext.args:
+        for x in walk_expr(a):
+            if not isinstance(x, AddressOf) or not _shared(x.load.buffer):
+                continue
+            for idx in x.element_indices():
+                ld = Load(x.load.buffer, idx)
+                if x.mode & POINTER_WRITE:
+                    writes_.append(_PointerStore(ext.sid, x.load.buffer, idx, Const(0), ext.loc, extern=ext))
+                if x.mode & POINTER_READ:
+                    reads_.append(_PointerStore(ext.sid, x.load.buffer, idx, ld, ext.loc, extern=ext, read_only=True))
+    return writes_, reads_
 
 
 def _loads(s: Store) -> list[Load]:
@@ -190,12 +227,12 @@ def definite_races(kernel: Kernel) -> list[Race]:
     """The definite races of the kernel's parallel loops (module docstring), the single-store ones first per nest."""
     found: list[Race] = []
 
-    def nest_pairs(stores: list[Store], par: list[For], atomics: list[AtomicAdd]) -> None:
+    def nest_pairs(stores: list[Store], par: list[For], atomics: list[AtomicAdd], readers: list[Store]) -> None:
         extents = {loop.var.name: _extent(loop) for loop in par}
         extents = {k: e for k, e in extents.items() if e is not None and e > 1}
         if not extents:
             return
-        everything = [*stores, *atomics]
+        everything = [*stores, *atomics, *readers]
         writers: list[tuple[Store | AtomicAdd, list[Store]]] = [(st, stores[n:]) for n, st in enumerate(stores)]
         # atomics of one element commute (a reduction), but not with a plain store or a load of it elsewhere
         writers += [(a, stores) for a in atomics]
@@ -217,6 +254,7 @@ def definite_races(kernel: Kernel) -> list[Race]:
         the nest, so a witness may take equal values for their variables at both iterations."""
         direct: list[Store] = []
         atomics: list[AtomicAdd] = []
+        readers: list[Store] = []  # an extern's readable pointer elements (their loads)
         for s in stmts:
             if isinstance(s, For):
                 if s.kind == "parallel" and (_extent(s) or 0) > 1:
@@ -225,6 +263,9 @@ def definite_races(kernel: Kernel) -> list[Race]:
                     fixed = not any(mentions((s.start, s.stop), lp.var) for lp in par)
                     visit(s.body, par, same_ranges and fixed)
             elif isinstance(s, If):
+                if par and any(isinstance(x, Load) and _shared(x.buffer) for x in walk_expr(s.cond)):
+                    # every iteration reads its condition (`if F[0] > 0:` while iteration 0 writes F[0])
+                    readers.append(Store(s.sid, _CONDITION, (), s.cond, s.loc))
                 visit(s.then_body, [])  # a guard may pick one iteration: not a definite conflict
                 visit(s.else_body, [])
             elif isinstance(s, Store) and par and _shared(s.buffer):
@@ -235,8 +276,18 @@ def definite_races(kernel: Kernel) -> list[Race]:
                         break
             elif isinstance(s, AtomicAdd) and par and _shared(s.buffer):
                 atomics.append(s)
+            elif isinstance(s, Extern) and par:
+                # the elements its pointers declare, as the stores and loads they are (the call's contract)
+                wr, rd = _pointer_accesses(s)
+                readers += rd
+                for w in wr:
+                    direct.append(w)
+                    for loop in par:
+                        if not mentions(w.indices, loop.var):
+                            found.append(Race(w, loop))
+                            break
         if (direct or atomics) and par and same_ranges:
-            nest_pairs(direct, par, atomics)
+            nest_pairs(direct, par, atomics, readers)
 
     visit(kernel.body, [])
     if not found:
@@ -271,6 +322,8 @@ def _sites(stmts: tuple[Stmt, ...], guards: tuple, loops: tuple, out: list[_Site
             if not _sites(st.body, guards, loops + (st,), out):
                 return False
         elif isinstance(st, If):
+            # the condition is read where the branch is reached (`if tx == 0: F[0] = ...` then `if F[0] > 0:`)
+            out += [_Site(x, guards, loops) for x in walk_expr(st.cond) if isinstance(x, Load) and _shared(x.buffer)]
             if not (_sites(st.then_body, guards + ((st.cond, True),), loops, out)
                     and _sites(st.else_body, guards + ((st.cond, False),), loops, out)):
                 return False
@@ -401,10 +454,16 @@ def refuse(kernel: Kernel) -> None:
         return
     race = races[0]
     store, loop, v = race.store, race.loop, race.loop.var.name
+
+    def shown(st: Store) -> str:
+        if isinstance(st, _PointerStore):  # an element an extern's pointer declares (T.access_ptr / T.address_of)
+            return (f"`{format_stmt(st.extern).strip()}` (its pointer's element "
+                    f"{format_expr(Load(st.buffer, st.indices))}, {'read' if st.read_only else 'written'} by the callee)")
+        return f"`{format_stmt(st).strip()}`"
     line = loop.loc.line if loop.loc else "?"
     if race.other is None:
         raise KernelRaceError(
-            f"`{format_stmt(store).strip()}` is executed by every iteration of `for {v} in T.Parallel(...)` "
+            f"{shown(store)} is executed by every iteration of `for {v} in T.Parallel(...)` "
             f"(line {line}) on the same element of {store.buffer.scope} buffer "
             f"{store.buffer.name}: its indices do not depend on {v}, so the iterations, which T.Parallel "
             "runs in any order on any threads, race on it (a lost update when it reads the element too). This is a "
@@ -418,12 +477,12 @@ def refuse(kernel: Kernel) -> None:
         shift = ", ".join(f"{name} + {d}" if d > 0 else f"{name} - {-d}" for name, d in race.delta)
         meet = f"the store of iteration {shift} meets the access of iteration {v}"
     what = "reads" if isinstance(race.other, Load) else "writes"
-    other = format_expr(race.other) if isinstance(race.other, Load) else f"`{format_stmt(race.other).strip()}`"
+    other = format_expr(race.other) if isinstance(race.other, Load) else shown(race.other)
     if isinstance(race.other, Store) and race.other.loc is not None and race.other is not store:
         other += f" (line {race.other.loc.line})"
     at = f" (line {store.loc.line})" if store.loc is not None else ""
     raise KernelRaceError(
-        f"`{format_stmt(store).strip()}`{at} in `for {v} in T.Parallel(...)` (line {line}; in per-thread code, the "
+        f"{shown(store)}{at} in `for {v} in T.Parallel(...)` (line {line}; in per-thread code, the "
         f"T.get_thread_binding() that opens the region) writes the element of {store.buffer.scope} buffer "
         f"{store.buffer.name} that {other} {what} at another iteration ({meet}): T.Parallel runs its iterations in "
         "any order on any threads, so they race on it. This is a race in the kernel, not a schedule egtile chose: "
