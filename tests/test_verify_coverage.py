@@ -5,6 +5,7 @@ the loop (egtile.lower.driver.role_tails moved them into a consumer role that wa
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -86,3 +87,45 @@ def test_a_serial_loop_under_the_prologue_tma_is_right_on_the_gpu():
     out = poisoned((256,), torch.float32, "cuda")
     k_(q.cuda(), k.cuda(), out)
     torch.testing.assert_close(out.double().cpu(), _reference(q, k), rtol=1e-5, atol=1e-5)
+
+
+def scale(n: int = 130):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            for i in T.Parallel(n):
+                Y[i] = X[i] * 2.0
+
+    return main
+
+
+def _retile(body, **changes):
+    """``body`` with its first ThreadLoop replaced by one with ``changes`` (the rest as scheduled)."""
+    from egtile.ir.scheduled import ThreadLoop
+
+    out, done = [], False
+    for s in body:
+        if not done and isinstance(s, ThreadLoop):
+            s, done = replace(s, **changes), True
+        out.append(s)
+    assert done
+    return tuple(out)
+
+
+@pytest.mark.parametrize("cut", ["extent", "vector"])
+def test_a_thread_loop_that_skips_iterations_is_refused_naming_the_loop(cut):
+    """A T.Parallel of 130 iterations run over 129 (a user decision cutting the extent), or vectorized by 4 (whole
+    groups only: the last 2 never run): the output element is never written and nothing else touches it, so only
+    the count of iterations tells. Found by a rule author's mutant (2026-12-07); the simulator refuses the second
+    as a malformed node."""
+    sched = egtile.optimize(scale()).scheduled
+    assert not verify(sched)
+    changes = {"extents": (129,)} if cut == "extent" else {"vector": 4}
+    bad = replace(sched, body=_retile(sched.body, **changes))
+    found = [v for v in verify(bad) if v.property == "L11"]
+    want = r"take i over 129 values where the loop has 130" if cut == "extent" else \
+        r"vectorized by 4 over 130 iterations.*the last 2 would never run"
+    assert found and re.search(want, found[0].message), found
+    if cut == "vector":
+        with pytest.raises(egtile.errors.SimulationError, match=r"last 2 iterations would never run"):
+            egtile.simulate(bad, torch.randn(130), torch.zeros(130))

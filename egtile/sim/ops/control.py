@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from egtile.errors import SimulationError
 from egtile.ir.scheduled import Elect, Leaf, RoleSplit, SeqLoop, SIf, ThreadLoop, swalk
 from egtile.sim import batch
 from egtile.sim.machine import MISSING
@@ -45,6 +46,10 @@ def thread_loop(m, s: ThreadLoop, th):
     tr = s.threads
     if th.tid not in tr:
         return
+    if s.mapping == "partitioned" and s.vector > 1 and s.trip_count % s.vector:
+        raise SimulationError(f"statement {s.sid}: a T.Parallel of {s.trip_count} iterations vectorized by {s.vector} "
+                              f"hands out whole groups, so its last {s.trip_count % s.vector} iterations would never "
+                              "run (a schedule egtile's rules must not make)", m.prog.sched.kernel.loc)
     its = s.owned(th.tid - tr.begin)
     names = [v.name for v in s.vars]
     saved = [th.env.get(n, MISSING) for n in names]
