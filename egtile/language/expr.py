@@ -270,6 +270,22 @@ class Value:
     def __iter__(self):
         raise DSLError("a symbolic scalar cannot be iterated", user_loc())
 
+    def __round__(self, ndigits=None):
+        from egtile.ir.printer import format_expr
+
+        raise DSLError(f"round() / math.floor / math.ceil / math.trunc of the symbolic value "
+                       f"`{format_expr(self.expr)}`: its value is only known when the kernel runs, and egtile has no "
+                       "rounding function: T.cast(x, 'int32') truncates toward zero; on integers use // "
+                       "(T.floordiv) and T.ceildiv", user_loc())
+
+    __trunc__ = __floor__ = __ceil__ = __round__
+
+    def __divmod__(self, o):
+        return _binary("//", self, o), _binary("floormod", self, o)  # Python's: floor quotient, floor remainder
+
+    def __rdivmod__(self, o):
+        return _binary("//", o, self), _binary("floormod", o, self)
+
     # -- arithmetic ------------------------------------------------------------------------------
 
     def __add__(self, o): return _binary("+", self, o)

@@ -42,6 +42,9 @@ _FALLBACK = ("i", "j", "k", "l", "m", "n")
 def _bound(x: Any, what: str, loc) -> Expr:
     if isinstance(x, IntImm):
         return Const(int(x), "int32")
+    convert = getattr(x, "_egtile_value", None)
+    if convert is not None:  # a T.alloc_var used as a bound: its value, read when the loop starts
+        x = convert()
     if isinstance(x, bool) or not isinstance(x, (int, Value)):
         raise DSLError(f"{what}: loop bounds must be ints or integer expressions, got {type(x).__name__} {x!r}", loc)
     return as_expr(x, "int32")

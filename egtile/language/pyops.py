@@ -465,50 +465,115 @@ def _numeric(x: Any) -> bool:
     return _traced(x) and _value(x).dtype != "bool"
 
 
+def _dtype_of(x: Any, form: str) -> str:
+    from egtile.language.buffer import TileBuffer
+
+    if isinstance(x, TileBuffer):
+        _python_truth(x, f"... {form} {{}}" if form in ("and", "or") else "{}")  # raises: a buffer has no truth
+    if _traced(x):
+        return _value(x).dtype
+    if isinstance(x, bool):
+        return "bool"
+    if isinstance(x, int):
+        return "int32"
+    if isinstance(x, float):
+        return "float32"
+    raise DSLError(f"`{form}` on a runtime value gives {x!r} as an operand: egtile can only choose between numbers "
+                   "and runtime values", tracer.user_loc())
+
+
+def _as(x: Any, dtype: str) -> Any:
+    """``x`` as a value of ``dtype`` (a ``bool`` operand beside a number is that number's 0 or 1, as in Python)."""
+    from egtile.language.expr import cast
+
+    if _traced(x):
+        v = _value(x)
+        return v if v.dtype == dtype else cast(v, dtype)
+    return x
+
+
+def _select(cond: Value, then: Callable[[], Any], orelse: Callable[[], Any], form: str) -> Any:
+    """``then()`` where the runtime ``cond`` holds, else ``orelse()``: each operand is traced in a branch of its own,
+    so a helper with a store in it (``c and bump(loc)``) runs only where Python runs it. When neither emits a
+    statement the result is ``T.if_then_else(cond, a, b)``; else both branches become ``if cond: ... else: ...`` and
+    each keeps its operand's value, at that point, in a local of the branch (the result reads it)."""
+    from egtile.ir.kernel import Buffer, Const, If, Store
+
+    trace = tracer.current(form)
+    loc = tracer.user_loc()
+    sides = []
+    for thunk in (then, orelse):
+        frame = trace.open("T.If", loc)
+        trace.guard_depth += 1
+        try:
+            val = thunk()
+        finally:
+            trace.guard_depth -= 1
+        sides.append((val, trace.close(frame)))
+    (a, ta), (b, tb) = sides
+    da, db = _dtype_of(a, form), _dtype_of(b, form)
+    dtype = da if da == db or db == "bool" else db if da == "bool" else da
+    if not ta and not tb:
+        return if_then_else(cond, _as(a, dtype), _as(b, dtype))
+    buf = Buffer(trace.fresh_buffer_name(None, "pick"), (1,), dtype, "local", loc=loc)
+    trace.allocs.append(buf)
+    zero = (Const(0, "int32"),)
+    keep = [Store(trace.sid(), buf, zero, as_expr(_as(v, dtype), dtype), loc) for v in (a, b)]
+    trace.emit(If(trace.sid(), as_expr(cond), (*ta, keep[0]), (*tb, keep[1]), loc), form)
+    return Value(Load(buf, zero))
+
+
+def _decided(acc: Any) -> Any:
+    return _value(acc) if _numeric(acc) else truth(acc) if _traced(acc) else acc
+
+
 def and_(first: Any, *rest: Callable[[], Any]) -> Any:
-    """``a and b and ...``: Python's on Python values (short circuit, the deciding operand returned);
-    ``T.And`` of the truths once a traced operand is met, a Python operand folded into it. With a traced number
-    (not a ``bool``) it returns the deciding operand, as Python does: ``T.if_then_else(a != 0, b, a)``."""
+    """``a and b and ...``: Python's on Python values (short circuit, the deciding operand returned). Once a traced
+    operand is met, ``T.if_then_else(a, b, a)``: the deciding operand, as Python returns it (two conditions give
+    ``T.And``), with ``b`` evaluated only where ``a`` holds (:func:`_select`: a helper's store in ``b`` runs there
+    alone)."""
     acc = first
     for thunk in rest:
-        if _numeric(acc):
-            acc = if_then_else(truth(acc), thunk(), _value(acc))
-            continue
         if not _traced(acc):
             if not _python_truth(acc, "{} and ..."):
                 return acc
             acc = thunk()
             continue
-        b = thunk()
-        if not _traced(b):
-            if not _python_truth(b, "... and {}"):
-                return False  # traced and False: False whatever the traced side is
-            continue  # traced and True: the traced side decides
-        acc = And(truth(acc), truth(b))
-    return _value(acc) if _numeric(acc) else truth(acc) if _traced(acc) else acc
+        held = acc
+        acc = _select(truth(held), thunk, lambda held=held: held, "and")
+        if isinstance(acc, Value) and _both_conditions(acc):
+            acc = And(truth(held), Value(acc.expr.a))  # two conditions: the same value, written as T.And
+    return _decided(acc)
 
 
 def or_(first: Any, *rest: Callable[[], Any]) -> Any:
-    """``a or b or ...``: Python's on Python values; ``T.Or`` of the truths once a traced operand is met. With a
-    traced number (not a ``bool``) it returns the deciding operand, as Python does: ``T.if_then_else(a != 0, a, b)``
-    (``X[i] or 5.0`` stored 1.0 before)."""
+    """``a or b or ...``: Python's on Python values; once a traced operand is met ``T.if_then_else(a, a, b)``, the
+    deciding operand (two conditions give ``T.Or``), with ``b`` evaluated only where ``a`` fails (``X[i] or 5.0``
+    stored 1.0 before; ``c or bump(loc)`` ran the helper's store everywhere)."""
     acc = first
     for thunk in rest:
-        if _numeric(acc):
-            acc = if_then_else(truth(acc), _value(acc), thunk())
-            continue
         if not _traced(acc):
             if _python_truth(acc, "{} or ..."):
                 return acc
             acc = thunk()
             continue
-        b = thunk()
-        if not _traced(b):
-            if _python_truth(b, "... or {}"):
-                return True
-            continue
-        acc = Or(truth(acc), truth(b))
-    return _value(acc) if _numeric(acc) else truth(acc) if _traced(acc) else acc
+        held = acc
+        acc = _select(truth(held), lambda held=held: held, thunk, "or")
+        if isinstance(acc, Value) and _both_conditions(acc):
+            acc = Or(truth(held), Value(acc.expr.b))
+    return _decided(acc)
+
+
+def _both_conditions(v: Value) -> bool:
+    """``v`` is ``T.if_then_else(c, x, y)`` of two conditions (no branch was needed)."""
+    from egtile.ir.kernel import Select
+
+    e = v.expr
+    return isinstance(e, Select) and v.dtype == "bool" and _expr_dtype(e.a) == _expr_dtype(e.b) == "bool"
+
+
+def _expr_dtype(e: Expr) -> str:
+    return Value(e).dtype
 
 
 def not_(x: Any) -> Any:
@@ -517,11 +582,11 @@ def not_(x: Any) -> Any:
 
 
 def ifexp(test: Any, body: Callable[[], Any], orelse: Callable[[], Any]) -> Any:
-    """``body if test else orelse``: ``T.if_then_else`` on a traced test, Python's otherwise."""
+    """``body if test else orelse``: on a traced test ``T.if_then_else``, each side evaluated only where it is taken
+    (:func:`_select`); Python's otherwise."""
     if not _traced(test):
         return body() if _python_truth(test, "... if {} else ...") else orelse()
-    a, b = body(), orelse()
-    return if_then_else(truth(test), _value(a) if _traced(a) else a, _value(b) if _traced(b) else b)
+    return _select(truth(test), body, orelse, "... if ... else ...")
 
 
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {

@@ -58,6 +58,8 @@ import types
 import warnings
 from typing import Any, Callable
 
+from egtile.errors import UnsupportedError
+
 #: Calls of these names are left as written (never routed through ``pyops.helper``): Python's builtins (some read
 #: the calling frame, ``range`` is recognized by the ``for`` rewrite).
 _BUILTIN_NAMES = frozenset(dir(builtins))
@@ -164,7 +166,7 @@ def _compile(fn: types.FunctionType) -> types.CodeType | None:
     ast.increment_lineno(node, start - 1)
     node.decorator_list = []
     _strip_signature(node)
-    node = _Rewriter(fn.__code__.co_freevars).rewrite_function(node)
+    node = _Rewriter(fn.__code__.co_freevars, filename).rewrite_function(node)
     params = [ast.arg(arg=RT)] + [ast.arg(arg=n) for n in fn.__code__.co_freevars]
     wrapper = ast.FunctionDef(
         name="_egtile_make", args=ast.arguments(posonlyargs=[], args=params, vararg=None, kwonlyargs=[],
@@ -384,9 +386,26 @@ class _Rewriter(ast.NodeTransformer):
     ``if`` statements that lexically enclose the node being visited, with a marker per loop and function,
     so that a ``break``/``continue``/``return`` knows which branches it would leave."""
 
-    def __init__(self, freevars: tuple[str, ...]) -> None:
+    def __init__(self, freevars: tuple[str, ...], filename: str = "") -> None:
         self.count = 0
         self._open: list[str | None] = []  # branch names; None marks a loop, "<def>" a function
+        self.filename = filename
+
+    def _deferred(self, e: ast.expr, what: str) -> ast.Lambda:
+        """``e`` as the thunk an operand Python may not evaluate becomes. A walrus in it would bind its name in the
+        thunk's own scope (a lambda), not the kernel's, and the name would be unbound after: refused at its line."""
+        for n in ast.walk(e):
+            if isinstance(n, ast.NamedExpr):
+                from egtile.errors import SourceLoc
+
+                line = n.lineno
+                text = linecache.getline(self.filename, line).strip() if self.filename else ""
+                raise UnsupportedError(
+                    f"an assignment expression (`{ast.unparse(n.target)} := ...`) inside {what}: egtile's front end "
+                    "evaluates that operand only where Python would, in a scope of its own, so the name would not be "
+                    "bound after it; assign the value on a line of its own before the expression",
+                    SourceLoc(self.filename, line, text, n.col_offset + 1))
+        return _thunk(e)
 
     def fresh(self, stem: str) -> str:
         self.count += 1
@@ -447,10 +466,12 @@ class _Rewriter(ast.NodeTransformer):
         if orelse:
             inner.append(ast.copy_location(ast.If(test=_method(name, "orelse", head), body=orelse, orelse=[]), head))
         branch = _call("Branch", [test, _locals(head), _const(node.lineno, head), *info], head)
-        with_ = ast.copy_location(ast.With(items=[ast.withitem(context_expr=branch,
-                                                               optional_vars=ast.Name(id=name, ctx=ast.Store()))],
-                                           body=inner), head)
-        out: list[ast.stmt] = [with_]
+        # `b = Branch(...)`, the two guarded bodies, `b.__exit__(None, None, None)`: not a `with`, which is one of
+        # CPython's 20 statically nested blocks, so an `elif` chain nests no deeper than Python's own (a jump out
+        # of a runtime branch is refused before it leaves, and closing a Python-valued one does nothing)
+        close = ast.copy_location(ast.Expr(value=_method(name, "__exit__", head, [_const(None, head)] * 3)), head)
+        out: list[ast.stmt] = [ast.copy_location(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                                            value=branch), head), *inner, close]
         names = _assigned_in(node.body + node.orelse)
         if names:
             # after a runtime branch, a name it assigned has no value (pyops.Branch.after)
@@ -668,7 +689,8 @@ class _Rewriter(ast.NodeTransformer):
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.Call:  # noqa: N802
         values = [self.visit(v) for v in node.values]
         fn = "and_" if isinstance(node.op, ast.And) else "or_"
-        return _call(fn, [values[0]] + [_thunk(v) for v in values[1:]], node)
+        what = f"an operand of `{'and' if fn == 'and_' else 'or'}` after the first"
+        return _call(fn, [values[0]] + [self._deferred(v, what) for v in values[1:]], node)
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:  # noqa: N802
         node.operand = self.visit(node.operand)
@@ -677,15 +699,18 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def visit_IfExp(self, node: ast.IfExp) -> ast.Call:  # noqa: N802
-        return _call("ifexp", [self.visit(node.test), _thunk(self.visit(node.body)), _thunk(self.visit(node.orelse))],
-                     node)
+        what = "a side of a conditional expression (`a if c else b`)"
+        return _call("ifexp", [self.visit(node.test), self._deferred(self.visit(node.body), what),
+                               self._deferred(self.visit(node.orelse), what)], node)
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:  # noqa: N802
         node.left = self.visit(node.left)
         node.comparators = [self.visit(c) for c in node.comparators]
         if len(node.ops) == 1:
             return node
-        pairs = [ast.copy_location(ast.Tuple(elts=[_const(type(op).__name__, node), _thunk(c)], ctx=ast.Load()), node)
+        what = "a chained comparison (`a < b < c`) after its first operand"
+        pairs = [ast.copy_location(ast.Tuple(elts=[_const(type(op).__name__, node), self._deferred(c, what)],
+                                             ctx=ast.Load()), node)
                  for op, c in zip(node.ops, node.comparators)]
         return _call("chain", [node.left] + pairs, node)
 
