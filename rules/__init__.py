@@ -210,16 +210,45 @@ MUTANT_GAPS: dict[tuple[str, str], str] = {
 gap, listed so that the suite says so instead of passing silently; removing an entry is the goal."""
 
 
+_USER_MUTANTS: dict[str, Callable[[], RuleSet]] = {}
+
+
+def register_mutant(name: str, build: Callable[[], RuleSet], doc: str) -> None:
+    """Add a rule author's mutant: ``build()`` returns the ruleset with the mutation applied (a rule's condition
+    removed or weakened, a declaration's lowering replaced: :meth:`RuleSet.replace_condition`,
+    :meth:`RuleSet.without_condition`, :meth:`RuleSet.replace_decision`). It joins :data:`MUTANTS` with ``doc``, so
+    :func:`mutant` builds it and ``tests/soundness/test_mutants_caught.py`` hunts it with each checker on its own
+    (register it before that module is collected: in your ``conftest.py``).
+
+    Raises:
+        ValueError: ``name`` is a builtin mutant's.
+    """
+    if name in MUTANTS and name not in _USER_MUTANTS:
+        raise ValueError(f"{name!r} is a builtin mutant of egtile.rules; pick another name")
+    if not callable(build):
+        raise TypeError(f"register_mutant({name!r}): build must be a callable returning the mutated RuleSet")
+    MUTANTS[name] = doc
+    _USER_MUTANTS[name] = build
+
+
+def unregister_mutant(name: str) -> None:
+    """Remove a mutant added with :func:`register_mutant` (no error if there is none)."""
+    if _USER_MUTANTS.pop(name, None) is not None:
+        MUTANTS.pop(name, None)
+
+
 def mutant(name: str) -> RuleSet:
-    """The builtin ruleset with mutation ``name`` applied (see :data:`MUTANTS`); usable as
-    ``optimize(kernel, rules=egtile.rules.mutant(name))``. Condition mutants replace or drop a rule's side
-    condition; protocol mutants replace one declaration's lowering.
+    """The builtin ruleset with mutation ``name`` applied (see :data:`MUTANTS`; a rule author's own, added with
+    :func:`register_mutant`, is built by its ``build``); usable as ``optimize(kernel, rules=egtile.rules.mutant(name))``.
+    Condition mutants replace or drop a rule's side condition; protocol mutants replace one declaration's lowering.
 
     Raises:
         KeyError: unknown mutant name (the message lists the known ones).
     """
     from dataclasses import replace as _replace
 
+    if name in _USER_MUTANTS:
+        return _USER_MUTANTS[name]()
     rs = builtin()
     match name:
         case "wait-from-tma-only":
@@ -248,12 +277,15 @@ def mutant(name: str) -> RuleSet:
             return rs.replace(ws, name=f"mutant:{name}")
         case "fission-across-local-flow":
             return rs.without_condition("parallel-fission", "fission-keeps-local-flow")
+    if name in MUTANTS:
+        raise KeyError(f"mutant {name!r} is listed in egtile.rules.MUTANTS but nothing builds it: add a mutant of your "
+                       "own with egtile.rules.register_mutant(name, build, doc), not by editing the dict")
     raise KeyError(f"unknown mutant {name!r}; known mutants: {sorted(MUTANTS)}")
 
 
 __all__ = [
     "BUILTIN", "BUILTIN_DECISIONS", "MUTANTS", "MUTANT_GAPS", "STAGES", "Condition", "Cost", "CostInput", "Decision", "FactSpec",
     "NumSpec", "Rule", "RuleSet", "Verdict", "Violation", "barrier", "builtin", "catalog", "copy", "declarations",
-    "default", "epilogue", "fission", "form_condition", "fragment", "holds", "mma", "mutant", "overlap", "overlap_pingpong", "partition", "pingpong_carry", "pipeline", "register",
+    "default", "epilogue", "fission", "form_condition", "fragment", "holds", "mma", "mutant", "register_mutant", "unregister_mutant", "overlap", "overlap_pingpong", "partition", "pingpong_carry", "pipeline", "register",
     "software_pipeline", "static", "stmt_condition", "structure", "swizzle", "unregister", "warp_specialize",
 ]

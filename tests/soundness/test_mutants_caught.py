@@ -76,3 +76,29 @@ def test_every_mutant_is_listed():
     # the parametrization above follows egtile.rules.MUTANTS; each one builds
     for name in ALL_MUTANTS:
         assert isinstance(rules.mutant(name), rules.RuleSet)
+
+
+def test_a_rule_authors_mutant_registers_and_builds():
+    """`register_mutant` adds a mutant without editing egtile's files; `mutant()` builds it, and a name only put in
+    the dict says how to register it (it listed the name as known while refusing it)."""
+    built = []
+
+    def build():
+        built.append(1)
+        return rules.builtin().without_condition("parallel-fission", "fission-keeps-local-flow")
+
+    rules.register_mutant("user:fission-blind", build, "fission ignores local flow (a rule author's mutant)")
+    try:
+        assert "user:fission-blind" in rules.MUTANTS
+        assert isinstance(rules.mutant("user:fission-blind"), rules.RuleSet) and built == [1]
+        with pytest.raises(ValueError, match="builtin mutant"):
+            rules.register_mutant("wait-from-tma-only", build, "clash")
+    finally:
+        rules.unregister_mutant("user:fission-blind")
+    assert "user:fission-blind" not in rules.MUTANTS
+    rules.MUTANTS["user:only-in-dict"] = "no builder"
+    try:
+        with pytest.raises(KeyError, match=r"register_mutant\(name, build, doc\)"):
+            rules.mutant("user:only-in-dict")
+    finally:
+        del rules.MUTANTS["user:only-in-dict"]
