@@ -404,3 +404,26 @@ def test_runtime_errors_name_the_statement_and_the_user_line(kind):
     assert text in str(e.value) and f"test_sim.py:{line}" in str(e.value)
     if sid is not None:
         assert f"(statement {sid}, thread " in str(e.value)
+
+
+def test_a_race_on_an_if_condition_names_the_if():
+    """The loads of a condition are the `if`'s: an inter-block race whose read is `if F[0] > 0.0:` named the
+    statement before it (a fresh user's report, 2026-12-07)."""
+    import egtile
+    from egtile import language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((32,), "float32"), Y: T.Tensor((2, 32), "float32"), F: T.Tensor((1,), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            tx = T.get_thread_binding()
+            if bx == 0:
+                if tx == 0:
+                    F[0] = -1.0
+            T.sync_threads()
+            Y[bx, tx] = X[tx]
+            if F[0] > 0.0:  # @cond
+                Y[bx, tx] = 5.0
+
+    with pytest.raises(egtile.errors.SimulationError, match=r"inter-block race on F\[0\]") as e:
+        egtile.compile(main, target="sim")(torch.randn(32), torch.zeros(2, 32), torch.ones(1))
+    assert "# @cond" in open(__file__).read().splitlines()[e.value.loc.line - 1]

@@ -94,6 +94,8 @@ def thread_loop(m, s: ThreadLoop, th):
 
 @register_semantics(SIf)
 def sif(m, s: SIf, th):
+    if s.sid is not None:
+        th.sid = s.sid  # the condition's loads are this statement's (a race report names the `if`)
     return m.run(s.then_body if m.ev(s.cond, th) else s.else_body, th)
 
 
