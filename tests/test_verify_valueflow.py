@@ -188,3 +188,29 @@ def test_no_false_alarm_across_a_loop_window():
     finally:
         Windows.confirm = plain
     assert any(used)
+
+
+def _local_then_loop():
+    @T.prim_func
+    def main(X: T.Tensor((130,), "float32"), Y: T.Tensor((130,), "float32")):
+        with T.Kernel(1, threads=128) as _bx:
+            t = T.alloc_local((1,), "float32")
+            t[0] = 3.0
+            for i in T.Parallel(130):
+                Y[i] = X[i] + t[0]
+
+    return main
+
+
+def test_a_read_of_a_local_moved_above_its_write_is_refused():
+    """A rule that moves the loop above the store to the per-thread `t`: each thread reads its copy before it is
+    written. L1/L2 leave locals out and value flow checked only which threads wrote (a rule author's mutant passed
+    the verifier, 2026-12-07); the read must also come after the write in the threads' program."""
+    from dataclasses import replace
+
+    sched = egtile.optimize(_local_then_loop()).scheduled
+    assert not egtile.verify(sched)
+    assert [type(s).__name__ for s in sched.body] == ["Leaf", "ThreadLoop"]
+    bad = replace(sched, body=sched.body[::-1])
+    found = [v for v in egtile.verify(bad) if v.property == "L1" and "runs the read first" in v.message]
+    assert found and found[0].buffer == "t", egtile.verify(bad)

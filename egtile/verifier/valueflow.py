@@ -13,7 +13,8 @@ L1, naming the read, the write it observes and the write it must observe):
 * **Threads.** A ``local`` buffer is one copy per thread in the schedule and one value in the
   sequential program. The last write of ``L[e]`` before a read must have been executed by every thread
   that runs the read, on ``e``; an elected (one-thread) write read by all threads leaves the others
-  reading a stale value.
+  reading a stale value. And it must run before the read: the same threads' program order (L1/L2 leave
+  locals out, so a rule that moves a read of a local above its write was seen by no check).
 
 Definition. For a read ``r`` of element ``x`` (a stage-erased / thread-erased *source element*), let
 ``W(r, x)`` be the write of ``x`` with the largest logical timestamp (:class:`~egtile.verifier.trace.
@@ -151,6 +152,11 @@ class ValueFlow:
                 return
             covers = _covers(ew, er)
             if not cands and covers:
+                if r.local and w.agent == r.agent and w.seq > r.seq:
+                    # the same threads run the read first: a reorder in one thread's program, which no barrier
+                    # orders and L1/L2 do not see (locals are per thread)
+                    self._report_order(buf, r, w)
+                    return
                 ok = self._matches_all(r, w)
                 if ok is None:
                     # the same statement run by several agents at one point (a per-thread variable set before the
@@ -292,6 +298,17 @@ class ValueFlow:
         if r.local:
             return "for the threads that did not run it, their own copy, which no earlier write reached"
         return "a copy no earlier write reached (never written)"
+
+    def _report_order(self, buf, r, w) -> None:
+        key = (w.sid, r.sid, buf, "order")
+        if key in self.reported:
+            return
+        self.reported.add(key)
+        self.out.append(Violation(
+            "L1", f"value flow: {self._what(r)} must observe {self._what(w)} (the last write of these elements before "
+                  "it in the sequential program), but the schedule runs the read first on the same threads (program "
+                  f"order, not a barrier, is what is wrong): it observes an older value of {buf}, or none",
+            tuple(x for x in (w.sid, r.sid) if x is not None), buffer=buf, stage=r.stage, block=self.a.coords))
 
     def _report(self, buf, r, w, before, miss=None) -> None:
         key = (w.sid, r.sid, buf)
