@@ -857,8 +857,11 @@ class Tracer:
         for s in stmts:
             fn = registry.lookup("trace", s)
             if fn is None:
-                raise TypeError(f"not a scheduled statement the verifier models: {s!r} (register a model with "
-                                "egtile.verifier.register_model)")
+                sid = getattr(s, "sid", None)
+                raise TypeError(f"the verifier has no model of scheduled node {type(s).__module__}.{type(s).__name__}"
+                                f"{f' (statement {sid})' if sid is not None else ''}: register one with "
+                                f"egtile.verifier.register_model({type(s).__name__}, ...) beside its emitter, semantics "
+                                "and listing (docs/rules.md, 'Tutorial: a new instruction from outside egtile')")
             if ctx.sym is not None and fn not in _SYMBOLIC:
                 raise Fallback(f"{type(s).__name__} in a ThreadLoop body")
             if ctx.accesses_only and (isinstance(s, _SYNC) or getattr(registry.model(type(s)), "synchronizes", False)):
