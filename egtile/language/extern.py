@@ -53,9 +53,10 @@ def address_of(element: Any) -> Value:
     return Value(AddressOf(element.expr))
 
 
-def call_extern(ret_dtype: Any, name: str, *args: Any) -> ExternResult:
+def call_extern(*args: Any, dtype: Any = None) -> ExternResult:
     """``T.call_extern(ret_dtype, name, *args)``: call the device function ``name`` (defined with
-    ``T.import_source``) for its side effects.
+    ``T.import_source``) for its side effects. TileLang's keyword form ``T.call_extern(name, *args, dtype=ret)``
+    means the same.
 
     Raises:
         DTypeError: unknown ``ret_dtype`` (``"void"`` is allowed).
@@ -64,6 +65,16 @@ def call_extern(ret_dtype: Any, name: str, *args: Any) -> ExternResult:
     loc = tracer.user_loc()
     trace = tracer.current("T.call_extern")
     trace.require_kernel("T.call_extern")
+    if dtype is not None:
+        ret_dtype = dtype
+    elif args:
+        ret_dtype, args = args[0], args[1:]
+    else:
+        raise DSLError("T.call_extern needs the return dtype and the function's name: T.call_extern(ret_dtype, name, "
+                       "*args) or T.call_extern(name, *args, dtype=ret_dtype)", loc)
+    if not args:
+        raise DSLError("T.call_extern: the function's name is missing", loc)
+    name, args = args[0], args[1:]
     ret = "void" if ret_dtype in ("void", None) else check_dtype(ret_dtype, f"T.call_extern({name!r})", loc)
     if not isinstance(name, str) or not name.isidentifier():
         raise DSLError(f"T.call_extern: name must be a C identifier string, got {name!r}", loc)
