@@ -185,7 +185,7 @@ def _fake_optimize(monkeypatch, seen):
 
     monkeypatch.setitem(sys.modules, "egtile.schedule.driver", types.SimpleNamespace(optimize=optimize))
     # The stand-in schedule is not an ir.Scheduled: keep it away from the verifier and the on-disk cache.
-    monkeypatch.setattr(api, "_check_schedule", lambda kernel, scheduled: None)
+    monkeypatch.setattr(api, "_check_schedule", lambda kernel, scheduled, target="cuda": False)
     monkeypatch.setenv("EGTILE_DISABLE_CACHE", "1")
 
 

@@ -233,3 +233,24 @@ def test_the_helper_kernel_on_the_gpu_matches_numpy():
     b = torch.full((threads, 4), float("nan"), device="cuda")
     egtile.compile(affine_kernel(threads, scale), target="cuda")(a.cuda(), b)
     np.testing.assert_allclose(b.cpu().numpy(), _reference(a.numpy(), scale), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_tilelangs_keyword_form_of_call_extern(target):
+    """`T.call_extern(name, *args, dtype=ret)`, as TileLang's dequantization examples call their helpers."""
+
+    @T.prim_func
+    def main(A: T.Tensor((32, 4), "float32"), B: T.Tensor((32, 4), "float32")):
+        with T.Kernel(1, threads=32) as _bx:
+            tx = T.get_thread_binding()
+            src = T.alloc_local((4,), "float32")
+            dst = T.alloc_local((4,), "float32")
+            for k in T.serial(4):
+                src[k] = A[tx, k]
+            T.call_extern("affine4", T.access_ptr(src, "r"), T.access_ptr(dst, "w"), 2.0, dtype="void")
+            for k in T.serial(4):
+                B[tx, k] = dst[k]
+
+    a, b = torch.randn(32, 4), torch.full((32, 4), float("nan"))
+    egtile.compile(main, target=target)(a, b)
+    np.testing.assert_allclose(b.numpy(), _reference(a.numpy(), 2.0), rtol=1e-6, atol=1e-6)

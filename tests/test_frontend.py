@@ -948,3 +948,22 @@ def test_buffers_allocated_on_one_line_are_named_after_their_own_targets():
     b = torch.full((64,), float("nan"))
     egtile.compile(main, target="sim")(a, b)
     torch.testing.assert_close(b, a * 2.0, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_thread_bindings_are_three_as_in_tilelang(target):
+    """`tx, ty, tz = T.get_thread_bindings()` unpacks for `threads=(x, y)` (TileLang returns threadIdx.x/.y/.z; egtile
+    returned one per named dimension, a ValueError at the unpacking)."""
+
+    @T.prim_func
+    def main(Out: T.Tensor((2, 16), "float32")):
+        with T.Kernel(1, threads=(16, 2)) as _bx:
+            tx, ty, tz = T.get_thread_bindings()
+            ex, ey, ez = T.get_thread_extents()
+            Out[ty, tx] = T.cast(tx * 100 + ty * 10 + tz + ex * 1000 + ey * 10000 + ez * 100000, "float32")
+
+    out = torch.full((2, 16), float("nan"))
+    egtile.compile(main, target=target)(out)
+    t = torch.arange(16).expand(2, 16)
+    y = torch.arange(2).unsqueeze(1).expand(2, 16)
+    torch.testing.assert_close(out, (t * 100 + y * 10 + 16 * 1000 + 2 * 10000 + 100000).float())

@@ -459,9 +459,10 @@ def get_thread_binding(dim: int = 0) -> Value:
 
 
 def get_thread_bindings() -> tuple[Value, ...]:
-    """``T.get_thread_bindings()``: the thread index in each dimension of ``threads=``."""
-    trace = tracer.current("T.get_thread_bindings")
-    return tuple(get_thread_binding(d) for d in range(len(trace.thread_dims)))
+    """``T.get_thread_bindings()``: threadIdx.x, .y and .z, as TileLang's (always three; a dimension ``threads=``
+    does not name is 0)."""
+    tracer.current("T.get_thread_bindings")
+    return tuple(get_thread_binding(d) for d in range(3))
 
 
 def get_thread_extent(dim: int = 0) -> int:
@@ -579,8 +580,10 @@ def vectorized(start: Any, stop: Any = None, step: Any = None, annotations: Any 
 
 
 def get_thread_extents() -> tuple[int, ...]:
-    """``T.get_thread_extents()``: the extent of each dimension of ``threads=``."""
-    return tuple(tracer.current("T.get_thread_extents").thread_dims)
+    """``T.get_thread_extents()``: the extents of threadIdx.x, .y and .z, as TileLang's (always three; 1 where
+    ``threads=`` names no such dimension)."""
+    dims = tuple(tracer.current("T.get_thread_extents").thread_dims)
+    return dims + (1,) * (3 - len(dims))
 
 
 def get_block_bindings() -> tuple[Value, ...]:
