@@ -160,3 +160,45 @@ def test_named_barrier_count_larger_than_arrivals_deadlocks():
     blocked = {b.thread for b in result.deadlock.blocked}
     assert blocked == set(range(64, 128))
     assert all("bar.sync 2 (count 96): 64 of 96" in b.point for b in result.deadlock.blocked)
+
+
+def test_a_deadlock_at_a_wait_the_schedule_added_names_its_pipelined_loop():
+    """The full/empty waits a warp-specialized loop's lowering adds have no statement of their own: a deadlock there
+    said "(sid None)" at the def line (a rule author's report, 2026-12-07); it names the loop and its line."""
+    import dataclasses
+
+    import egtile
+    from egtile import language as T
+    from egtile.ir import BinOp, Const, RoleSplit, Wait
+
+    @T.prim_func
+    def main(X: T.Tensor((32, 256), "float32"), Y: T.Tensor((32, 256), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            X_s = T.alloc_shared((16, 64), "float32")
+            for ko in T.Pipelined(4, num_stages=2):  # @loop
+                T.copy(X[bx * 16, ko * 64], X_s)
+                for i, j in T.Parallel(16, 64):
+                    Y[bx * 16 + i, ko * 64 + j] = X_s[15 - i, j] * 2.0
+
+    sched = egtile.optimize(main).scheduled
+    assert any(isinstance(s, RoleSplit) for s in egtile.ir.swalk(sched.body)), "expected warp specialization"
+
+    def flip(body):
+        out = []
+        for s in body:
+            if isinstance(s, Wait) and s.barrier.startswith("empty"):
+                s = dataclasses.replace(s, parity=BinOp("^", s.parity, Const(1)))
+            elif dataclasses.is_dataclass(s):
+                s = dataclasses.replace(s, **{f.name: flip(getattr(s, f.name)) for f in dataclasses.fields(s)
+                                              if isinstance(getattr(s, f.name), tuple)
+                                              and all(dataclasses.is_dataclass(x) for x in getattr(s, f.name))})
+            out.append(s)
+        return tuple(out)
+
+    bad = dataclasses.replace(sched, body=flip(sched.body))
+    res = egtile.simulate(bad, torch.randn(32, 256), torch.zeros(32, 256))
+    assert res.deadlock is not None
+    text = str(res.deadlock)
+    assert "sid None" not in text
+    line = next(n for n, s in enumerate(open(__file__).read().splitlines(), 1) if "# @loop" in s)
+    assert f"test_sim_mbarrier.py:{line}" in text, text

@@ -12,7 +12,9 @@ from egtile.sim.semantics import register_semantics
 def wait(m, s: Wait, th):
     bar = m.barrier(s.barrier)
     stage = m.stage_of(bar, s.stage, th, "Wait")
-    return (m.wait(bar, stage, int(m.ev(s.parity, th)), s.sid),)
+    # a wait the schedule added (no statement of its own) is named by its barrier's pipelined loop
+    sid = s.sid if s.sid is not None else bar.spec.loop
+    return (m.wait(bar, stage, int(m.ev(s.parity, th)), sid),)
 
 
 @register_semantics(Arrive)
