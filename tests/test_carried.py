@@ -232,3 +232,45 @@ def test_a_tile_op_in_a_loop_of_per_thread_code_splits_the_loop(target):
     c = poisoned((128,), torch.float32, "cpu")
     run(pipelined_gemv(), a, b, c, target=target)
     torch.testing.assert_close(c.double(), b.double() @ a.double(), rtol=1e-5, atol=1e-5)
+
+
+def _carried_in_parallel(form: str):
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32) as _bx:
+            L = T.alloc_local((1,), "float32")
+            L[0] = 1.0
+            for i in T.Parallel(64):
+                if form == "store":
+                    L[0] = L[0] + X[i]  # @read
+                elif form == "extern":
+                    T.call_extern("void", "add_into_carried", T.address_of(L[0]), X[i])  # @read
+                else:  # each iteration sets its own value first: no carry
+                    L[0] = X[i] * 2.0
+                    L[0] = L[0] + 1.0
+                Y[i] = L[0]
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+@pytest.mark.parametrize("form", ["store", "extern", "fresh"])
+def test_a_local_carried_between_parallel_iterations_is_the_kernels_race(form, target):
+    """interp ran one copy of L through all 64 iterations (1 + cumsum(X)), the simulator one per thread (iterations i
+    and i + 32 shared it): silently apart (a helper's report, 2026-12-07). The read is refused at its line."""
+    egtile.register_extern("add_into_carried", lambda p, x: p.store(p.load() + x))
+    try:
+        x = torch.randn(64)
+        y = torch.full((64,), float("nan"))
+        if form == "fresh":
+            egtile.compile(_carried_in_parallel(form), target=target)(x, y)
+            torch.testing.assert_close(y.double(), x.double() * 2 + 1, rtol=1e-6, atol=1e-6)
+            return
+        with pytest.raises(egtile.errors.KernelRaceError, match=r"per-thread variable 'L' is read before it is "
+                                                                r"written in the body of `for i in T.Parallel") as e:
+            egtile.compile(_carried_in_parallel(form), target=target)
+        assert "# @read" in open(__file__).read().splitlines()[e.value.loc.line - 1]
+    finally:
+        from egtile.externs import unregister_extern
+
+        unregister_extern("add_into_carried")

@@ -246,3 +246,35 @@ def test_what_the_front_end_cannot_mean_is_an_error_at_the_line(form, error, mat
         _run(_walrus() if form == "walrus-in-chain" else _builtins(form), "interp", torch.randn(N),
              torch.tensor([3, 7], dtype=torch.int32))
     assert f"# @{form.split('-')[0]}" in open(__file__).read().splitlines()[e.value.loc.line - 1]
+
+
+def _mixed(form: str):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), I: T.Tensor((N,), "int32"), B: T.Tensor((N,), "int8"),
+             Y: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=N) as _bx:
+            tx = T.get_thread_binding()
+            if form == "relu":
+                Y[tx] = 0 if X[tx] < 0 else X[tx]
+            elif form == "int-or-float":
+                Y[tx] = I[tx] or X[tx]
+            elif form == "int8-or-int32":
+                Y[tx] = T.cast(B[tx] if X[tx] > 0 else I[tx], "float32")
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+@pytest.mark.parametrize("form", ["relu", "int-or-float", "int8-or-int32"])
+def test_the_deciding_operand_keeps_its_value_whatever_the_other_operands_dtype(form, target):
+    """`0 if X < 0 else X` stored int(X): the result took the first operand's dtype (a helper's report on today's
+    change, 2026-12-07); it is C's common type of the two, which holds either value."""
+    x = torch.randn(N) * 3
+    i = torch.randint(-5, 5, (N,), dtype=torch.int32) * 300
+    b = torch.randint(-100, 100, (N,), dtype=torch.int8)
+    y = poisoned((N,), torch.float32, "cpu")
+    egtile.compile(_mixed(form), target=target)(x, i, b, y)
+    xd, id_, bd = x.double(), i.double(), b.double()
+    want = {"relu": torch.where(xd < 0, 0.0, xd), "int-or-float": torch.where(id_ != 0, id_, xd),
+            "int8-or-int32": torch.where(xd > 0, bd, id_)}[form]
+    torch.testing.assert_close(y.double(), want, rtol=1e-6, atol=1e-6)

@@ -28,9 +28,11 @@ a race in every schedule and blame egtile's rules):
   two different iterations of the nest is the witness. The body must hold only stores, atomics, serial loops and
   branches (an extern or a tile op could order or hide accesses, so such a nest is not claimed).
 
-An extern call's pointer arguments count as the stores and loads of the elements they declare (the call's contract,
-:class:`egtile.ir.kernel.AddressOf`): ``T.call_extern("f", T.access_ptr(S[i], "rw", 2))`` in a ``T.Parallel`` over
-``i`` writes ``S[i + 1]``, which iteration ``i + 1`` writes too.
+An extern call's pointer arguments count as accesses of the elements they declare (the call's contract,
+:class:`egtile.ir.kernel.AddressOf`): an element it may write as an atomic update (the helper may be ``atomicAdd``,
+so two iterations' calls commute, but a plain store or load of the element at another iteration races with it), an
+element it may only read as a load (``T.access_ptr(S[i + 1], "r")`` meets a store of ``S[i + 1]`` at iteration
+``i + 1``). Two iterations' calls updating one element are left to the simulator, which runs the model.
 
 Only a *definite* conflict is reported (a pair of iterations that both reach the two accesses); branch conditions,
 loop bounds or indices that read memory or name other variables, and larger nests with non-linear indices are left
@@ -50,7 +52,7 @@ import numpy as np
 from egtile.analysis.access import mentions, walk_expr
 from egtile.analysis import vector
 from egtile.ir.kernel import (
-    POINTER_READ, POINTER_WRITE, AddressOf, AtomicAdd, BinOp, Buffer, Const, Expr, Extern, For, If, Kernel, Load, Stmt,
+    POINTER_WRITE, AddressOf, AtomicAdd, BinOp, Buffer, Const, Expr, Extern, For, If, Kernel, Load, Stmt,
     Store, UnOp, Var,
 )
 from egtile.language.buffer import linear
@@ -93,18 +95,20 @@ _CONDITION = Buffer("<condition>", (1,), "bool", "local")
 
 
 def _pointer_accesses(ext: Extern) -> tuple[list[_PointerStore], list[_PointerStore]]:
-    """(writes, reads) of the elements ``ext``'s pointer arguments declare, as pseudo-stores (:class:`_PointerStore`)."""
+    """(writes, reads) of the elements ``ext``'s pointer arguments declare, as pseudo-stores (:class:`_PointerStore`):
+    an element a pointer may write is a write (its read, if any, is part of the same update); one it may only
+    read is a read."""
     writes_, reads_ = [], []
     for a in ext.args:
         for x in walk_expr(a):
             if not isinstance(x, AddressOf) or not _shared(x.load.buffer):
                 continue
             for idx in x.element_indices():
-                ld = Load(x.load.buffer, idx)
                 if x.mode & POINTER_WRITE:
                     writes_.append(_PointerStore(ext.sid, x.load.buffer, idx, Const(0), ext.loc, extern=ext))
-                if x.mode & POINTER_READ:
-                    reads_.append(_PointerStore(ext.sid, x.load.buffer, idx, ld, ext.loc, extern=ext, read_only=True))
+                else:
+                    reads_.append(_PointerStore(ext.sid, x.load.buffer, idx, Load(x.load.buffer, idx), ext.loc,
+                                                extern=ext, read_only=True))
     return writes_, reads_
 
 
@@ -277,15 +281,12 @@ def definite_races(kernel: Kernel) -> list[Race]:
             elif isinstance(s, AtomicAdd) and par and _shared(s.buffer):
                 atomics.append(s)
             elif isinstance(s, Extern) and par:
-                # the elements its pointers declare, as the stores and loads they are (the call's contract)
+                # the elements its pointers declare (the call's contract): what it may write counts as an atomic
+                # (a helper may be atomicAdd: two iterations' calls commute; a plain access of the element at
+                # another iteration does not), what it only reads as a load
                 wr, rd = _pointer_accesses(s)
                 readers += rd
-                for w in wr:
-                    direct.append(w)
-                    for loop in par:
-                        if not mentions(w.indices, loop.var):
-                            found.append(Race(w, loop))
-                            break
+                atomics += wr
         if (direct or atomics) and par and same_ranges:
             nest_pairs(direct, par, atomics, readers)
 

@@ -108,3 +108,39 @@ def _check_rewritten(body: tuple[Stmt, ...], old: dict[str, Buffer]) -> None:
             raise UnsupportedError(f"T.reduce_{s.kind} of per-thread variable {name!r}, whose value crosses a "
                                    "T.sync_threads() (egtile keeps a copy of it per thread): reduce a copy made "
                                    "after the barrier", s.loc)
+
+
+def refuse_carried_across_iterations(trace, body: tuple[Stmt, ...]) -> None:
+    """A per-thread (``local``) variable that the body of a ``T.Parallel`` (not a thread region: its iterations are
+    the block's work, spread over the threads) reads before writing and also writes carries a value from one
+    iteration to the next: ``L[0] = 1.0`` then ``for i in T.Parallel(n): L[0] = L[0] + X[i]``. The iterations run
+    in any order on any threads, each thread with its own copy of ``L``, so what an iteration reads depends on the
+    schedule (the interpreter ran one copy through every iteration, the simulator one per thread, silently apart).
+    A block of one thread runs them in order, so there it is well defined.
+
+    Raises:
+        KernelRaceError: at the read, naming the loop.
+    """
+    from egtile.errors import KernelRaceError
+    from egtile.ir.kernel import walk
+    from egtile.language.threads import _local_names, _read_before_written
+
+    if trace.threads == 1:
+        return  # one thread runs every iteration, in order (TileLang's rand_uint draws a stream so: egtile.rng)
+    for loop in walk(body):
+        if not (isinstance(loop, For) and loop.kind == "parallel") or loop.var.name in trace.thread_vars:
+            continue
+        written = {n for s in walk(loop.body) for n in _local_names(writes(s))}
+        for name, loc in _read_before_written(loop.body, set()).items():
+            if name in written:
+                user = trace.let_names.get(name, name).split("@")[0]
+                line = loop.loc.line if loop.loc is not None else "?"
+                raise KernelRaceError(
+                    f"per-thread variable {user!r} is read before it is written in the body of `for {loop.var.name} "
+                    f"in T.Parallel(...)` (line {line}) and written there too, so each iteration would start from "
+                    "another iteration's value; T.Parallel runs its iterations in any order on any threads, each "
+                    f"thread with its own copy of {user!r}, so that value depends on the schedule. This is a race in "
+                    f"the kernel, not a schedule egtile chose: set {user!r} in the body before reading it, or "
+                    "accumulate with T.reduce_* / T.atomic_add, or write per-thread code after T.get_thread_binding()",
+                    loc or loop.loc)
+

@@ -66,6 +66,9 @@ def call_extern(*args: Any, dtype: Any = None) -> ExternResult:
     trace = tracer.current("T.call_extern")
     trace.require_kernel("T.call_extern")
     if dtype is not None:
+        if len(args) >= 2 and isinstance(args[1], str) and isinstance(args[0], str):
+            raise DSLError(f"T.call_extern({args[0]!r}, {args[1]!r}, ..., dtype=...): both forms at once; write "
+                           f"T.call_extern(ret_dtype, name, *args) or T.call_extern(name, *args, dtype=ret_dtype)", loc)
         ret_dtype = dtype
     elif args:
         ret_dtype, args = args[0], args[1:]
@@ -75,6 +78,10 @@ def call_extern(*args: Any, dtype: Any = None) -> ExternResult:
     if not args:
         raise DSLError("T.call_extern: the function's name is missing", loc)
     name, args = args[0], args[1:]
+    if dtype is None and isinstance(ret_dtype, str) and not isinstance(name, str) and ret_dtype != "void":
+        raise DSLError(f"T.call_extern({ret_dtype!r}, ...): the second argument must be the function's name; for "
+                       f"TileLang's keyword form give the return dtype as dtype=: T.call_extern({ret_dtype!r}, ..., "
+                       "dtype='void')", loc)
     ret = "void" if ret_dtype in ("void", None) else check_dtype(ret_dtype, f"T.call_extern({name!r})", loc)
     if not isinstance(name, str) or not name.isidentifier():
         raise DSLError(f"T.call_extern: name must be a C identifier string, got {name!r}", loc)

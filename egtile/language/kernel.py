@@ -250,6 +250,7 @@ def build_kernel(trace: tracer.Trace, name: str, loc: SourceLoc | None) -> IRKer
         raise DSLError(f"kernel {name!r} has no `with T.Kernel(...)` block", loc)
     body, allocs = letbind.finish(trace, trace.body, trace.allocs)
     body, allocs = carried.promote(trace, body, allocs)
+    carried.refuse_carried_across_iterations(trace, body)
     kernel = IRKernel(
         name=name, params=tuple(trace.params), grid=trace.grid or (1,), block_vars=trace.block_vars,
         threads=trace.threads, allocs=tuple(allocs), body=body, sources=tuple(trace.sources),

@@ -482,6 +482,19 @@ def _dtype_of(x: Any, form: str) -> str:
                    "and runtime values", tracer.user_loc())
 
 
+def _common(da: str, db: str) -> str:
+    """The dtype that holds either operand's value, as Python keeps each: two conditions stay a condition, a
+    condition beside a number is that number's 0 or 1, two numbers take C's usual conversion (``egtile.evaluate.
+    promote``: an int beside a float is the float, the wider of two widths)."""
+    from egtile.evaluate import promote
+
+    if da == db:
+        return da
+    if da == "bool" or db == "bool":
+        return db if da == "bool" else da
+    return promote(da, db)
+
+
 def _as(x: Any, dtype: str) -> Any:
     """``x`` as a value of ``dtype`` (a ``bool`` operand beside a number is that number's 0 or 1, as in Python)."""
     from egtile.language.expr import cast
@@ -511,8 +524,7 @@ def _select(cond: Value, then: Callable[[], Any], orelse: Callable[[], Any], for
             trace.guard_depth -= 1
         sides.append((val, trace.close(frame)))
     (a, ta), (b, tb) = sides
-    da, db = _dtype_of(a, form), _dtype_of(b, form)
-    dtype = da if da == db or db == "bool" else db if da == "bool" else da
+    dtype = _common(_dtype_of(a, form), _dtype_of(b, form))
     if not ta and not tb:
         return if_then_else(cond, _as(a, dtype), _as(b, dtype))
     buf = Buffer(trace.fresh_buffer_name(None, "pick"), (1,), dtype, "local", loc=loc)
