@@ -129,3 +129,14 @@ def test_a_thread_loop_that_skips_iterations_is_refused_naming_the_loop(cut):
     if cut == "vector":
         with pytest.raises(egtile.errors.SimulationError, match=r"last 2 iterations would never run"):
             egtile.simulate(bad, torch.randn(130), torch.zeros(130))
+
+
+def test_a_statement_run_twice_is_refused():
+    """L5: a rule author's mutant emitting a `T.Parallel` twice passed the verifier (the simulator's repeated-iteration
+    check caught it): `Y[i] = X[i] * 2` is idempotent, `Y[i] += X[i]` would not be."""
+    sched = egtile.optimize(scale()).scheduled
+    loops = [s for s in sched.body if type(s).__name__ == "ThreadLoop"]
+    assert len(loops) == 1
+    twice = replace(sched, body=sched.body + (loops[0],))
+    found = [v for v in verify(twice) if v.property == "L5"]
+    assert found and "run twice (two copies of it in one statement list)" in found[0].message

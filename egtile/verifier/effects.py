@@ -58,7 +58,56 @@ def check_effects(sched: Scheduled) -> list[Violation]:
     """L5 violations of ``sched``."""
     w = EffectsWalker(sched)
     w.walk(sched.body, 0, sched.threads, None)
-    return w.out
+    return w.out + _twice(sched, sched.body)
+
+
+def _leaves(s: SStmt) -> tuple[int, ...]:
+    out: set[int] = set()
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Leaf):
+            out.add(x.stmt.sid)
+        for b in registry.bodies(x):
+            stack.extend(b)
+    return tuple(sorted(out))
+
+
+def _twice(sched: Scheduled, stmts: tuple[SStmt, ...]) -> list[Violation]:
+    """A statement with a nonlocal effect that one statement list runs twice, as two siblings implementing the same
+    source statement over the same statements (``T.Parallel`` lowered twice in a row, a leaf repeated): each
+    instance would run twice, with nothing between to tell them apart (a software pipeline's prologue runs its
+    other iterations in a loop of its own, fission's parts hold different statements, versions are the two sides of
+    an ``if``). A rule author's mutant emitting a ``T.Parallel`` twice passed the verifier (the simulator's
+    repeated-iteration check caught it)."""
+    out: list[Violation] = []
+    seen: dict[tuple, SStmt] = {}
+    for s in stmts:
+        key = None
+        if isinstance(s, Leaf) and nonlocal_reason(s.stmt, sched) is not None:
+            key = ("leaf", s.stmt.sid)
+        elif isinstance(s, ThreadLoop) and s.sid is not None and any(
+                isinstance(x, Leaf) and nonlocal_reason(x.stmt, sched) is not None for x in _walk(s)):
+            key = ("loop", s.sid, _leaves(s))
+        if key is not None:
+            if key in seen:
+                sid = key[1]
+                out.append(Violation("L5", f"statement {sid} is run twice (two copies of it in one statement "
+                                           "list): each of its instances, which has a nonlocal effect, would run "
+                                           "twice", (sid,), None))
+            seen[key] = s
+        for b in registry.bodies(s):
+            out += _twice(sched, b)
+    return out
+
+
+def _walk(s: SStmt):
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        yield x
+        for b in registry.bodies(x):
+            stack.extend(b)
 
 
 class EffectsWalker:
