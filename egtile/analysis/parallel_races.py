@@ -482,9 +482,12 @@ def refuse(kernel: Kernel) -> None:
     if isinstance(race.other, Store) and race.other.loc is not None and race.other is not store:
         other += f" (line {race.other.loc.line})"
     at = f" (line {store.loc.line})" if store.loc is not None else ""
+    # a thread region's loop stands at its T.get_thread_binding() line (egtile.language.threads)
+    region = loop.loc is not None and "thread_binding" in (loop.loc.text or "")
+    where = f"the stretch of per-thread code from the T.get_thread_binding() at line {line}" if region else \
+        f"`for {v} in T.Parallel(...)` (line {line})"
     raise KernelRaceError(
-        f"{shown(store)}{at} in `for {v} in T.Parallel(...)` (line {line}; in per-thread code, the "
-        f"T.get_thread_binding() that opens the region) writes the element of {store.buffer.scope} buffer "
+        f"{shown(store)}{at} in {where} writes the element of {store.buffer.scope} buffer "
         f"{store.buffer.name} that {other} {what} at another iteration ({meet}): T.Parallel runs its iterations in "
         "any order on any threads, so they race on it. This is a race in the kernel, not a schedule egtile chose: "
         f"split the loop in two T.Parallel loops (every store of {store.buffer.name} in the first; TileLang and "
