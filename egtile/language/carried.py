@@ -132,7 +132,7 @@ def refuse_carried_across_iterations(trace, body: tuple[Stmt, ...]) -> None:
             continue
         written = {n for s in walk(loop.body) for n in _local_names(writes(s))}
         for name, loc in _read_before_written(loop.body, set()).items():
-            if name in written:
+            if name in written and _one_element_for_all(loop, name):
                 user = trace.let_names.get(name, name).split("@")[0]
                 line = loop.loc.line if loop.loc is not None else "?"
                 raise KernelRaceError(
@@ -143,4 +143,29 @@ def refuse_carried_across_iterations(trace, body: tuple[Stmt, ...]) -> None:
                     f"the kernel, not a schedule egtile chose: set {user!r} in the body before reading it, or "
                     "accumulate with T.reduce_* / T.atomic_add, or write per-thread code after T.get_thread_binding()",
                     loc or loop.loc)
+
+
+def _one_element_for_all(loop: For, name: str) -> bool:
+    """Whether some access of local ``name`` in ``loop``'s body names an element whatever the iteration (its indices
+    do not mention the loop's variable): ``L[0]``. An access at ``acc[i]`` gives each iteration its own element, so
+    no value passes between iterations through it (a read of it before any write is the element's own, unset value,
+    which the executors report)."""
+    from egtile.analysis.access import mentions, walk_expr
+    from egtile.ir.kernel import AddressOf, Load, Store, walk
+
+    def index_tuples(st):
+        exprs = []
+        for f in ("value", "cond", "start", "stop", "args", "indices"):
+            v = getattr(st, f, None)
+            exprs += list(v) if isinstance(v, tuple) else [v] if v is not None else []
+        for e in exprs:
+            for x in walk_expr(e):
+                if isinstance(x, Load) and x.buffer.name == name:
+                    yield x.indices
+                elif isinstance(x, AddressOf) and x.load.buffer.name == name:
+                    yield x.load.indices
+        if isinstance(st, Store) and st.buffer.name == name:
+            yield st.indices
+
+    return any(not mentions(idx, loop.var) for st in walk(loop.body) for idx in index_tuples(st))
 
