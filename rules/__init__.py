@@ -34,6 +34,8 @@ See ``docs/rules.md`` for every rule and the tutorial that adds an instruction f
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from egtile.rules import copy  # noqa: I001 - copy first: barrier and the loop schedules read its oracles
 from egtile.rules import (
     barrier,
