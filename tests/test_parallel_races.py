@@ -361,3 +361,26 @@ def test_the_flag_read_after_its_barrier_computes(target, guarded):
     egtile.compile(_flag(True, guarded), target=target)(x, y)
     flag = x[0].expand(64) if guarded else torch.roll(x, -1)
     torch.testing.assert_close(y, torch.where(flag > 0, x, -x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_reads_of_own_and_unwritten_elements_beside_a_store_compute(target):
+    """Iteration i writes S[2i + 1] and reads S[2i], S[2i + 1], S[2i + 2]: element 2i + 2 has two readers but no
+    writer, so no two threads conflict. The verifier asked for a barrier (its same-thread test needed every element
+    of the three reads to have one reader) and the kernel was 'a bug in egtile's rules' (a helper's report,
+    2026-12-07)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((130,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as _bx:
+            S = T.alloc_shared((130,), "float32")
+            T.copy(X, S)
+            for i in T.Parallel(64):
+                S[2 * i + 1] = X[i] * 2.0
+                Y[i] = S[2 * i] + S[2 * i + 1] + S[2 * i + 2]
+
+    x = torch.randn(130)
+    y = torch.full((64,), float("nan"))
+    egtile.compile(main, target=target)(x, y)
+    xd = x.double()
+    torch.testing.assert_close(y.double(), xd[0:128:2] + 2 * xd[:64] + xd[2:130:2], rtol=1e-6, atol=1e-6)

@@ -316,7 +316,17 @@ class Space:
         if f.unknown or g.unknown:
             return False
         if not self.consistent(f) or not self.consistent(g):
-            return False
+            # only the elements both touch matter: a piece that meets nothing of the other footprint does not (a
+            # statement reading S[2i], S[2i + 1], S[2i + 2] after S[2i + 1] was written: element 2i + 2 has two
+            # readers, but no writer)
+            f2 = self.footprint(f.shape, [p for p in f.pieces if any(self._piece_overlap(p, q, f.shape)
+                                                                     for q in g.pieces)])
+            g2 = self.footprint(g.shape, [q for q in g.pieces if any(self._piece_overlap(p, q, f.shape)
+                                                                     for p in f.pieces)])
+            if (len(f2.pieces), len(g2.pieces)) == (len(f.pieces), len(g.pieces)) or \
+                    not self.consistent(f2) or not self.consistent(g2):
+                return False
+            f, g = f2, g2
         for p in f.pieces:
             for q in g.pieces:
                 if not self._agree_pieces(p, q, f.shape):
