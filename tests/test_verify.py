@@ -234,3 +234,33 @@ def test_unevaluable_loop_bound_is_reported():
     # a bound read from memory is a runtime trip count (egtile.verifier.tripcount); here only the consumer's copy
     # of the loop reads it, so producer and consumer disagree on the count
     assert any(v.property == "L7" and "not agree on the trip count" in v.message for v in vs)
+
+
+def test_same_thread_still_sees_a_neighbours_element_among_merged_reads():
+    """The guard of the same_thread refinement (only the elements both footprints touch count): reads of S[2i],
+    S[2i + 1], S[2i + 3] after a loop writing S[2i + 1], with the CTA barrier between the loops removed, read thread
+    i + 1's element: an L1 report, and a race on the simulator."""
+    import dataclasses
+
+    import torch
+
+    import egtile
+    from egtile import language as T
+    from egtile.ir import SyncThreads
+
+    @T.prim_func
+    def main(X: T.Tensor((130,), "float32"), Y: T.Tensor((63,), "float32")):
+        with T.Kernel(1, threads=64) as _bx:
+            S = T.alloc_shared((130,), "float32")
+            T.copy(X, S)
+            for i in T.Parallel(64):
+                S[2 * i + 1] = X[i] * 2.0
+            for i in T.Parallel(63):
+                Y[i] = S[2 * i] + S[2 * i + 1] + S[2 * i + 3]
+
+    sched = egtile.optimize(main).scheduled
+    assert not verify(sched)
+    last = max(k for k, s in enumerate(sched.body) if isinstance(s, SyncThreads))
+    bad = dataclasses.replace(sched, body=sched.body[:last] + sched.body[last + 1:])
+    assert any(v.property == "L1" and v.buffer == "S" for v in verify(bad))
+    assert not egtile.simulate(bad, torch.randn(130), torch.zeros(63)).ok
