@@ -150,22 +150,18 @@ def _one_element_for_all(loop: For, name: str) -> bool:
     do not mention the loop's variable): ``L[0]``. An access at ``acc[i]`` gives each iteration its own element, so
     no value passes between iterations through it (a read of it before any write is the element's own, unset value,
     which the executors report)."""
-    from egtile.analysis.access import mentions, walk_expr
-    from egtile.ir.kernel import AddressOf, Load, Store, walk
+    from egtile.analysis.access import mentions, own_reads, own_writes, walk_expr
+    from egtile.ir.kernel import AddressOf, Extern, walk
 
     def index_tuples(st):
-        exprs = []
-        for f in ("value", "cond", "start", "stop", "args", "indices"):
-            v = getattr(st, f, None)
-            exprs += list(v) if isinstance(v, tuple) else [v] if v is not None else []
-        for e in exprs:
-            for x in walk_expr(e):
-                if isinstance(x, Load) and x.buffer.name == name:
-                    yield x.indices
-                elif isinstance(x, AddressOf) and x.load.buffer.name == name:
+        # an element access names its indices (its region's offsets); a pointer only the element it is taken at
+        for a in own_reads(st) | own_writes(st):
+            if a.buffer == name and a.region is not None:
+                yield a.region.offsets
+        if isinstance(st, Extern):
+            for x in (x for arg in st.args for x in walk_expr(arg)):
+                if isinstance(x, AddressOf) and x.load.buffer.name == name:
                     yield x.load.indices
-        if isinstance(st, Store) and st.buffer.name == name:
-            yield st.indices
 
     return any(not mentions(idx, loop.var) for st in walk(loop.body) for idx in index_tuples(st))
 

@@ -61,18 +61,6 @@ def check_effects(sched: Scheduled) -> list[Violation]:
     return w.out + _twice(sched, sched.body)
 
 
-def _leaves(s: SStmt) -> tuple[int, ...]:
-    out: set[int] = set()
-    stack = [s]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Leaf):
-            out.add(x.stmt.sid)
-        for b in registry.bodies(x):
-            stack.extend(b)
-    return tuple(sorted(out))
-
-
 def _twice(sched: Scheduled, stmts: tuple[SStmt, ...]) -> list[Violation]:
     """A statement with a nonlocal effect that one statement list runs twice, as two siblings implementing the same
     source statement over the same statements (``T.Parallel`` lowered twice in a row, a leaf repeated): each
@@ -86,9 +74,10 @@ def _twice(sched: Scheduled, stmts: tuple[SStmt, ...]) -> list[Violation]:
         key = None
         if isinstance(s, Leaf) and nonlocal_reason(s.stmt, sched) is not None:
             key = ("leaf", s.stmt.sid)
-        elif isinstance(s, ThreadLoop) and s.sid is not None and any(
-                isinstance(x, Leaf) and nonlocal_reason(x.stmt, sched) is not None for x in _walk(s)):
-            key = ("loop", s.sid, _leaves(s))
+        elif isinstance(s, ThreadLoop) and s.sid is not None:
+            leaves = [x.stmt for x in _walk(s) if isinstance(x, Leaf)]
+            if any(nonlocal_reason(st, sched) is not None for st in leaves):
+                key = ("loop", s.sid, tuple(sorted({st.sid for st in leaves})))
         if key is not None:
             if key in seen:
                 sid = key[1]
