@@ -46,3 +46,19 @@ def test_synchronization_that_ignores_the_block_index_traces_the_first_and_the_l
     y = torch.full_like(x, float("nan"))
     egtile.compile(ring(3, "none"), target="sim")(x, y)
     assert torch.equal(y, 2.0 * x)
+
+
+@pytest.mark.parametrize("heads", [3, 5])  # 192 blocks (every bx traced) and 320 (bx near the constants)
+def test_only_the_grid_dimensions_the_conditions_read_vary(heads):
+    # causal attention: the key loop's bound reads bx alone; by and bz stand at their first and last index
+    import flash_attention as FA
+
+    grid_x, batch = 32, 2
+    sched = egtile.optimize(FA.flashattn.fn(batch, heads, grid_x * 32, 32, True, 32, 32, 2, 128)).scheduled
+    picked = block_cases.blocks(sched)
+    assert {b[1] for b in picked} == {0, heads - 1} and {b[2] for b in picked} == {0, batch - 1}
+    assert {0, 1, 2, grid_x - 2, grid_x - 1} <= {b[0] for b in picked}
+    assert len(picked) == len({b[0] for b in picked}) * 4
+    assert len(picked) == (grid_x * 4 if grid_x * heads * batch <= block_cases.ALL_BLOCKS else 20)
+    full = egtile.optimize(FA.flashattn.fn(batch, heads, grid_x * 32, 32, False, 32, 32, 2, 128)).scheduled
+    assert block_cases.blocks(full) == [(0, 0, 0), (grid_x - 1, heads - 1, batch - 1)]

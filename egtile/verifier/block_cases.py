@@ -6,15 +6,18 @@ verifier traced, and still does for such kernels. A barrier operation (an mbarri
 load, a ``bar.sync``) under a condition or a loop bound that reads a block index (``if by != 1:`` around an
 arrival, a hand-written protocol's special block), or whose stage, parity or byte count does, runs differently in the blocks that condition picks, which the
 first and the last need not be: the bug of a middle block passed the verifier while the simulator deadlocked (a
-fresh soundness tester's report). For such kernels every block is traced when the grid has at most
-:data:`ALL_BLOCKS`; past that, per block dimension the first two and the last two indices and those next to every
-integer the conditions compare against (``c - 1``, ``c``, ``c + 1``), all their combinations up to
-:data:`MAX_CASES` blocks (first and last always among them).
+fresh soundness tester's report). Only the grid dimensions those conditions read
+vary (a causal attention kernel's loop bound reads ``bx`` alone: its ``by`` and ``bz`` are traced at their first and
+last index, as every dimension of a kernel without such conditions is): every combination of their indices is
+traced when the grid has at most :data:`ALL_BLOCKS` blocks; past that, per such dimension the first two and the last two
+indices and those next to every integer the conditions compare against (``c - 1``, ``c``, ``c + 1``), all their
+combinations up to :data:`MAX_CASES` blocks (first and last always among them).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 
 from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Load, Select, UnOp
 from egtile.ir.scheduled import Arrive, ArriveExpectTx, CpAsyncArrive, Scheduled, SeqLoop, SIf, SyncThreads, TmaLoad
@@ -84,15 +87,17 @@ def blocks(sched: Scheduled) -> list[tuple[int, ...]]:
     conds = _block_conditions(sched)
     if not conds:
         return [first] if first == last else [first, last]
-    total = 1
-    for g in grid:
-        total *= g
-    if total <= ALL_BLOCKS:
-        return list(itertools.product(*(range(g) for g in grid)))
+    read = set().union(*(free_vars(c) for c in conds))
+    # a grid dimension no condition reads changes no synchronization path: its first and last index stand for it
+    # as they stand for every dimension of a kernel without such conditions (only the dimensions read multiply)
+    ends = [sorted({0, g - 1}) for g in grid]
+    varying = [i for i, v in enumerate(sched.kernel.block_vars) if v.name in read]
+    if math.prod(grid) <= ALL_BLOCKS:
+        return list(itertools.product(*(range(g) if i in varying else ends[i] for i, g in enumerate(grid))))
     consts = {v for c in conds for v in _constants(c)}
     axes = []
-    for g in grid:
-        vals = {0, 1, g - 2, g - 1} | {c + d for c in consts for d in (-1, 0, 1)}
+    for i, g in enumerate(grid):
+        vals = {0, 1, g - 2, g - 1} | {c + d for c in consts for d in (-1, 0, 1)} if i in varying else set(ends[i])
         axes.append(sorted(v for v in vals if 0 <= v < g))
     out = [first, last] + [c for c in itertools.product(*axes) if c not in (first, last)]
     return list(dict.fromkeys(out))[:MAX_CASES]
