@@ -274,7 +274,7 @@ def interpret(kernel: Kernel, *tensors: Any) -> None:
     """Run ``kernel`` on the CPU, writing results into ``tensors`` in place.
 
     Args:
-        kernel: the tile-IR kernel.
+        kernel: the tile-IR kernel, or a traced ``@T.prim_func`` (its ``.kernel``), as ``egtile.optimize`` takes.
         tensors: one per parameter: torch tensors (any device; copied to the CPU and back) or numpy arrays of
             the parameter's storage dtype (modified in place).
 
@@ -290,6 +290,10 @@ def interpret(kernel: Kernel, *tensors: Any) -> None:
 
     from egtile.validate import check_args, inference_error, written_params
 
+    kernel = getattr(kernel, "kernel", kernel)
+    if not isinstance(kernel, Kernel):
+        raise ArgumentError(f"interpret expects a traced @T.prim_func (with .kernel) or an ir.Kernel, got "
+                            f"{type(kernel).__name__}")
     written = written_params(kernel)
     if len(tensors) != len(kernel.params):
         check_args(kernel, tensors, device=None, written=written)  # raises ArgumentError with the parameter names

@@ -345,3 +345,18 @@ def test_argument_errors():
         interpret(k, torch.zeros(16, 32, dtype=torch.float16), torch.zeros(16, 16))
     with pytest.raises(ShapeError, match=r"'A'.*expected numpy dtype|'A'.*expected shape \(16, 32\)"):
         interpret(k, np.zeros((16, 31), dtype=np.float16), np.zeros((16, 16), dtype=np.int32))
+
+
+def test_interpret_takes_a_traced_prim_func_as_optimize_does():
+    @T.prim_func
+    def twice(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=8) as bx:
+            for i in T.Parallel(8):
+                Y[i] = X[i] * 2.0
+
+    x = torch.randn(8)
+    y = torch.full((8,), float("nan"))
+    interpret(twice, x, y)
+    assert torch.equal(y, x * 2.0)
+    with pytest.raises(ArgumentError, match="traced @T.prim_func"):
+        interpret(lambda: None, x, y)
