@@ -60,6 +60,7 @@ from egtile.verifier.uniform import branches
 from egtile.verifier.tripcount import check_periodic, check_runtime_loops, representative_counts, runtime_loops
 from egtile.verifier.trace import Ctx, SourceOrder, TraceError, Tracer, agents_of, tracked_buffers
 from egtile.verifier.valueflow import check_value_flow
+from egtile.verifier.fragorder import check_fragment_order
 from egtile.verifier.coverage import check_coverage
 from egtile.verifier.dispatch import check_dispatch
 from egtile.verifier.versions import check_folds, check_versions
@@ -150,8 +151,9 @@ def _block(scheduled, agents, coords, order, space, limits, windows, ints, track
         if windows is not None:
             windows.start_block()
         try:
-            traces = Tracer(scheduled, agents, coords, order, space, meter, windows, ints, tracked, sealed, d,
-                            trips=trips).run()
+            tracer = Tracer(scheduled, agents, coords, order, space, meter, windows, ints, tracked, sealed, d,
+                            trips=trips)
+            traces = tracer.run()
         except TraceError as err:
             return [Violation("L3", f"cannot enumerate the schedule: {err}",
                               (err.sid,) if err.sid is not None else (), block=coords)]
@@ -161,6 +163,8 @@ def _block(scheduled, agents, coords, order, space, limits, windows, ints, track
         if windows is None or windows.confirm(traces, analysis, space):
             if value_flow and d == deepest and all(p is None for p in analysis.stuck_at):
                 out += check_value_flow(scheduled, analysis, space, windows)
+            if d == deepest:
+                out += check_fragment_order(tracer.fragment_accesses, coords)
             return out
 
 

@@ -151,6 +151,28 @@ def _points(ctx: Ctx, name: str, mode: str, sid, flats: list[int], owners: list[
         tracer.scope = outer
 
 
+def _box(ctx: Ctx, r: Region):
+    """The ``[begin, end)`` of each coordinate region ``r`` covers (``None``: offsets the trace cannot evaluate)."""
+    try:
+        return tuple((o, o + n) for o, n in zip((int(ctx.tracer.const(e, ctx.env)) for e in r.offsets), r.extents))
+    except NotConstant:
+        return None
+
+
+def _registers(ctx: Ctx, r: Region, mode: str, sid, threads) -> None:
+    """An access of region ``r`` by threads ``threads`` of ``ctx``, if ``r`` is of a register fragment
+    (egtile.verifier.fragorder: its owner's program order)."""
+    if r.buffer.name in ctx.tracer.registers:
+        ctx.tracer.fragment_access(ctx, r.buffer.name, mode, sid, max(ctx.lo, threads.begin),
+                                   min(ctx.hi, threads.end), _box(ctx, r))
+
+
+def _register_loads(ctx: Ctx, exprs, sid, lo: int, hi: int) -> None:
+    """The register fragments expressions ``exprs`` read (whole: a load's element is its iteration's)."""
+    for name in _expr_names(*exprs) & ctx.tracer.registers:
+        ctx.tracer.fragment_access(ctx, name, "r", sid, lo, hi)
+
+
 def _row_scratch_accesses(s, rf, lo: int, hi: int, write: bool) -> tuple[list[int], list[int]]:
     """(flat elements of the scratch, thread of each) that the cross-warpgroup row reduction ``s`` stores (``write``:
     the partial of each warp, by the replica whose shuffle lanes are 0, at ``[g % groups, row]``) or loads (every
@@ -177,6 +199,12 @@ def _row_scratch_accesses(s, rf, lo: int, hi: int, write: bool) -> tuple[list[in
 
 
 def _row_reduce(s: RowReduce, ctx: Ctx) -> None:
+    lo, hi = max(ctx.lo, s.threads.begin), min(ctx.hi, s.threads.end)
+    red = s.reduce
+    ctx.tracer.fragment_access(ctx, red.src.name, "r", red.sid, lo, hi)
+    if not red.clear:
+        ctx.tracer.fragment_access(ctx, red.dst.name, "r", red.sid, lo, hi)
+    ctx.tracer.fragment_access(ctx, red.dst.name, "w", red.sid, lo, hi)
     # the shuffles touch registers only; an N split's partials go through the shared scratch
     if s.scratch is None:
         return
@@ -186,6 +214,9 @@ def _row_reduce(s: RowReduce, ctx: Ctx) -> None:
 
 
 def _row_combine(s: RowCombine, ctx: Ctx) -> None:
+    lo, hi = max(ctx.lo, s.threads.begin), min(ctx.hi, s.threads.end)
+    ctx.tracer.fragment_access(ctx, s.reduce.dst.name, "r", s.reduce.sid, lo, hi)
+    ctx.tracer.fragment_access(ctx, s.reduce.dst.name, "w", s.reduce.sid, lo, hi)
     rf = ctx.tracer.sched.fragment(s.reduce.dst.name)
     if isinstance(rf, RowFragment):
         _points(ctx, s.scratch.name, "r", s.sid, *_row_scratch_accesses(s, rf, ctx.lo, ctx.hi, False))
@@ -199,6 +230,19 @@ def _fragment_op(s: FragmentOp, ctx: Ctx) -> None:
     if c is None:
         return
     op, sid = s.op, s.sid
+    match op:
+        case Fill(dst=dst, value=v):
+            _register_loads(c, (v,), sid, c.lo, c.hi)
+            _registers(c, dst, "w", sid, s.threads)
+        case Copy(src=src, dst=dst):
+            _registers(c, src, "r", sid, s.threads)
+            _registers(c, dst, "w", sid, s.threads)
+        case Gemm(a=ra, b=rb, c=rc, clear_accum=clear):
+            _registers(c, ra, "r", sid, s.threads)
+            _registers(c, rb, "r", sid, s.threads)
+            if not clear:
+                _registers(c, rc, "r", sid, s.threads)
+            _registers(c, rc, "w", sid, s.threads)
     match op:
         case Fill(dst=dst, value=v):
             c.reads_of(v, sid)
@@ -228,6 +272,7 @@ def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
     b, e = max(ctx.lo, s.threads.begin), min(ctx.hi, s.threads.end)
     if b >= e:
         return
+    _layout_loop_registers(s, ctx, b, e)
     if not _body_touches_tracked(s, tracer.tracked):
         # every access of the body is of register fragments (untracked: check_fragments proves each is its owner's),
         # so enumerating the elements would record no event
@@ -258,6 +303,50 @@ def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
             _restore(env, name, v)
 
 
+def _layout_loop_registers(s: LayoutLoop, ctx: Ctx, lo: int, hi: int) -> None:
+    """The register fragments the body's statements read and write, each statement once for every element (its
+    accesses are at the iteration's element or row: egtile.verifier.fragorder compares whole fragments), the
+    reads of a statement before its write."""
+    tracer = ctx.tracer
+    got = tracer.register_plans.get(id(s))
+    if got is None:
+        got = tracer.register_plans[id(s)] = (s, _register_plan(s, tracer.registers))
+    for name, mode, sid in got[1]:
+        tracer.fragment_access(ctx, name, mode, sid, lo, hi)
+
+
+def _register_plan(s: LayoutLoop, registers) -> tuple[tuple[str, str, int | None], ...]:
+    out: list[tuple[str, str, int | None]] = []
+
+    def loads(exprs, sid) -> None:
+        out.extend((name, "r", sid) for name in sorted(_expr_names(*exprs) & registers))
+
+    for x in registry.walk(tuple(s.body)):
+        match x:
+            case Leaf(stmt=Store(buffer=buf, indices=idx, value=v) as st) | \
+                    Leaf(stmt=AtomicAdd(buffer=buf, indices=idx, value=v) as st):
+                loads((v, *idx), st.sid)
+                if buf.name in registers:
+                    out.append((buf.name, "w", st.sid))
+            case Leaf(stmt=Extern(args=args) as st):
+                loads(args, st.sid)
+            case SIf(cond=cond):
+                loads((cond,), _first_sid(x))
+            case _:
+                pass
+    return tuple(out)
+
+
+def _first_sid(s: SIf):
+    """The source statement an ``if`` inside a by-layout loop stands for: its own, else its first leaf's."""
+    if s.sid is not None:
+        return s.sid
+    for x in registry.walk(tuple(s.then_body) + tuple(s.else_body)):
+        if isinstance(x, Leaf):
+            return getattr(x.stmt, "sid", None)
+    return None
+
+
 def _body_touches_tracked(s: LayoutLoop, tracked) -> bool:
     """Whether an iteration of ``s`` may record an event: an access of a tracked buffer, or an extern/atomic."""
     names: set[str] = set()
@@ -279,6 +368,10 @@ def _wgmma(s: WgmmaMma, ctx: Ctx) -> None:
     if c is None:
         return
     g, sid = s.gemm, s.sid
+    _registers(c, g.a, "r", sid, s.threads)
+    if not g.clear_accum:
+        _registers(c, g.c, "r", sid, s.threads)
+    _registers(c, g.c, "w", sid, s.threads)
     c.read(g.a, sid, proxy="async")
     c.read(g.b, sid, proxy="async")
     if not g.clear_accum:

@@ -55,6 +55,7 @@ from egtile.ir.scheduled import (
 from egtile.verifier import registry
 from egtile.verifier.loads import loads_in
 from egtile.verifier.affine import Aff, Data, NonAffine, Wraps, affine, bounds
+from egtile.verifier.fragorder import FragmentAccess
 from egtile.verifier.ints import Ints
 from egtile.verifier.regions import NONE_OWNER, Footprint, Owner, Piece, Space, flat_strides, piece
 
@@ -461,6 +462,10 @@ class Tracer:
         # the data-dependent SIf sides being traced ((execution, side), ...) and the executions numbered so far
         self.sides: tuple = ()
         self.executions = 0
+        # per agent, in program order: the accesses of register fragments (egtile.verifier.fragorder)
+        self.registers = frozenset(n for n, _ in sched.fragments)
+        self.fragment_accesses: list[list[FragmentAccess]] = [[] for _ in agents]
+        self.register_plans: dict[int, tuple] = {}  # id(statement) -> (statement, its accesses of register fragments)
 
     def run(self) -> list[list[Event]]:
         for a in self.agents:
@@ -479,6 +484,15 @@ class Tracer:
         ev.inst = self.inst
         ev.sides = self.sides
         self.traces[a.index].append(ev)
+
+    def fragment_access(self, ctx: Ctx, name: str, mode: str, sid, lo: int, hi: int, box=None) -> None:
+        """Record an access of register fragment ``name`` by threads ``[lo, hi)`` of ``ctx``'s agent (``box``: the
+        ``[begin, end)`` of each coordinate it touches; ``None``: any element)."""
+        if name not in self.registers or lo >= hi:
+            return
+        self.n += 1
+        self.fragment_accesses[ctx.agent.index].append(FragmentAccess(
+            self.n, self.order.stamp(sid, ctx.env), sid, name, mode, lo, hi, box, self.sides))
 
     def shape(self, name: str) -> tuple[int, ...]:
         got = self.geometry.get(name)
