@@ -214,7 +214,7 @@ def test_violation_reports_are_readable_and_deduplicated():
     vs = verify(bug2_schedule(wait_after_first_read=True, n=8))
     assert len(vs) == len({v.key() for v in vs})
     text = str(vs[0])
-    assert text.startswith("L1 read after async write") and "B_shared" in text and "sid 3, 5" in text
+    assert text.startswith("L1 read after write") and "B_shared" in text and "sid 3, 5" in text
     assert set(PROPERTIES) == {f"L{i}" for i in range(1, 12)}
 
 

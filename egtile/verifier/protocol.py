@@ -9,7 +9,7 @@ what each property means for a hand-written protocol and every statement involve
 
 What each property catches in a hand-written protocol (``docs/soundness.md`` defines them):
 
-* **L1** (read after async write): a read of a buffer a TMA load or another role writes, not ordered after
+* **L1** (read after write): a read of a buffer a TMA load or another role writes, not ordered after
   that write: a read before ``T.mbarrier_wait_parity``, or a wait on the wrong barrier or wrong parity that
   returns at once (it observes an old phase).
 * **L2** (write after read): a write of a buffer another role may still be reading: the producer overwrote a

@@ -8,7 +8,7 @@ from typing import Literal, TypeAlias
 Property: TypeAlias = Literal["L1", "L2", "L3", "L4", "L5", "L6", "L7", "L8", "L9", "L10", "L11"]
 
 PROPERTIES: dict[str, str] = {
-    "L1": "read after async write",
+    "L1": "read after write",
     "L2": "write after read or write",
     "L3": "barrier counts",
     "L4": "barrier phase",
