@@ -128,6 +128,9 @@ def kernels() -> dict[str, Callable[[], Any]]:
         # 256 threads, 2 stages)
         "flash_attention bench 4096x128": lambda: flash_attention.flashattn.fn(4, 32, 4096, 128, False, 128, 128, 2, 256),
         "flash_attention bench 1024x64": lambda: flash_attention.flashattn.fn(16, 32, 1024, 64, False, 128, 128, 2, 256),
+        # the causal one: its key loop's bound reads the query block index, so the verifier traces several blocks
+        "flash_attention bench 4096x128 causal":
+            lambda: flash_attention.flashattn.fn(4, 32, 4096, 128, True, 128, 128, 2, 256),
     }
     for n in (10, 50, 200):
         out[f"pipe_par n={n}"] = lambda n=n: K.pipe_par(n)
