@@ -61,7 +61,9 @@ import numpy as np
 from egtile.ir.fragment import FragmentOp, LayoutLoop, RowCombine, RowReduce
 from egtile.layout.fragment import Fragment, RowFragment, row_projection
 from egtile.layout.errors import LayoutError
-from egtile.ir.kernel import AddressOf, AtomicAdd, BinOp, Const, Copy, Extern, Fill, Gemm, Reduce, Region, Store
+from egtile.ir.kernel import (
+    POINTER_WRITE, AddressOf, AtomicAdd, BinOp, Const, Copy, Extern, Fill, Gemm, Reduce, Region, Store,
+)
 from egtile.ir.scheduled import (
     Arrive, ArriveExpectTx, CpAsyncArrive, Leaf, Scheduled, SeqLoop, SIf, SStmt, TileOp, TmaLoad, TmaStore,
 )
@@ -330,6 +332,9 @@ def _register_plan(s: LayoutLoop, registers) -> tuple[tuple[str, str, int | None
                     out.append((buf.name, "w", st.sid))
             case Leaf(stmt=Extern(args=args) as st):
                 loads(args, st.sid)
+                # a pointer the extern may write through (its declared mode) writes the fragment too
+                out.extend((a.load.buffer.name, "w", st.sid) for a in args
+                           if isinstance(a, AddressOf) and a.mode & POINTER_WRITE and a.load.buffer.name in registers)
             case SIf(cond=cond):
                 loads((cond,), _first_sid(x))
             case _:
