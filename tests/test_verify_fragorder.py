@@ -142,3 +142,12 @@ def test_only_conflicting_accesses_of_the_same_threads_and_elements_count():
     assert not check_fragment_order([[_acc(1, (7,), "r")], [late_write]], None)  # two agents' own registers
     both = check_fragment_order([[_acc(1, (7,), "w"), late_write]], None)
     assert [v.property for v in both] == ["L2"]
+
+
+def test_a_misorder_after_thousands_of_ordered_accesses_is_found():
+    # a long loop of read-modify-writes in order, then a read run before the last write (a soundness tester's
+    # report: the first version compared only a fragment's first 4096 accesses)
+    trace = [_acc(2 * t + m, (t,), mode, sid=1) for t in range(5000) for m, mode in enumerate("rw")]
+    trace += [_acc(20001, (6001,), "r", sid=3), _acc(20002, (6000,), "w", sid=2)]
+    found = check_fragment_order([trace], None)
+    assert [(v.property, v.sids) for v in found] == [("L1", (2, 3))]

@@ -32,13 +32,10 @@ observe it, or above another write of the same elements), naming both statements
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from egtile.verifier.violation import Violation
-
-#: the most accesses of one fragment in one agent's trace compared pairwise (beyond it, the first ones)
-MAX_ACCESSES = 4096
-
 
 @dataclass(frozen=True, slots=True)
 class FragmentAccess:
@@ -78,25 +75,26 @@ def check_fragment_order(accesses: list[list[FragmentAccess]], block: tuple[int,
             if acc.ts is not None:
                 by_fragment.setdefault(acc.fragment, []).append(acc)
         for name, accs in by_fragment.items():
-            accs = sorted(accs, key=lambda a: a.seq)[:MAX_ACCESSES]
-            newest: tuple[int, ...] | None = None  # the largest timestamp run so far: most accesses come in order
-            for j, late in enumerate(accs):
-                if newest is None or newest <= late.ts:
-                    newest = late.ts
-                    continue
-                for early in accs[:j]:
-                    # ``early`` runs first; wrong when the sequential program runs it after ``late``
-                    if early.ts <= late.ts or (early.mode == "r" and late.mode == "r"):
+            accs.sort(key=lambda a: a.seq)
+            # the accesses run so far, by timestamp: a later one is compared with those of larger timestamps only
+            # (most accesses come in timestamp order, so that suffix is usually empty)
+            keys: list[tuple[tuple[int, ...], int]] = []
+            ran: list[FragmentAccess] = []
+            for late in accs:
+                k = bisect.bisect_right(keys, (late.ts, late.seq))
+                for early in ran[k:]:
+                    if early.ts == late.ts or (early.mode == "r" and late.mode == "r"):
                         continue
                     if not (early.lo < late.hi and late.lo < early.hi) or not _boxes_meet(early.box, late.box):
                         continue
                     if _exclusive(early, late):
                         continue
                     key = (early.sid, late.sid, name)
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                    out.append(_violation(name, early, late, block))
+                    if key not in seen:
+                        seen.add(key)
+                        out.append(_violation(name, early, late, block))
+                keys.insert(k, (late.ts, late.seq))
+                ran.insert(k, late)
     return out
 
 
@@ -122,4 +120,4 @@ def _violation(name: str, early: FragmentAccess, late: FragmentAccess, block) ->
         tuple(x for x in (late.sid, early.sid) if x is not None), buffer=name, block=block)
 
 
-__all__ = ["FragmentAccess", "MAX_ACCESSES", "check_fragment_order"]
+__all__ = ["FragmentAccess", "check_fragment_order"]
