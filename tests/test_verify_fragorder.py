@@ -16,6 +16,7 @@ import torch
 import egtile
 from egtile import language as T
 from egtile.ir.fragment import FragmentOp, LayoutLoop
+from egtile.ir.scheduled import RoleSplit, SeqLoop, SIf
 from egtile.ir.wgmma import WgmmaMma
 from egtile.sim import simulate
 from egtile.verifier import verify
@@ -151,3 +152,101 @@ def test_a_misorder_after_thousands_of_ordered_accesses_is_found():
     trace += [_acc(20001, (6001,), "r", sid=3), _acc(20002, (6000,), "w", sid=2)]
     found = check_fragment_order([trace], None)
     assert [(v.property, v.sids) for v in found] == [("L1", (2, 3))]
+
+
+# -- a soundness tester's findings (2026-12-07), each a mutant the first version accepted ------------------------
+
+
+def test_a_misorder_inside_an_if_on_the_block_index_is_traced():
+    # `if bx == 1:` holds no barrier operation, so only the first and the last block were traced and its side never
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((4 * M, N), "float32")):
+        with T.Kernel(4, threads=128) as bx:
+            As = T.alloc_shared((M, K), "float16")
+            Bs = T.alloc_shared((K, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.gemm(As, Bs, acc, clear_accum=True)
+            if bx == 1:
+                for i, j in T.Parallel(M, N):
+                    acc[i, j] = acc[i, j] * 2.0 + 1.0
+            T.copy(acc, C[bx * M, 0])
+
+    sched = egtile.optimize(main).scheduled
+    assert verify(sched) == []
+    mutant = _moved(sched, lambda x: isinstance(x, SIf), lambda x: isinstance(x, WgmmaMma))
+    found = [v for v in verify(mutant) if v.buffer == "acc"]
+    assert [(v.property, v.block) for v in found] == [("L1", (1,))], found
+
+
+def test_a_misorder_of_a_parallel_loop_with_a_serial_loop_inside_is_found():
+    # the body's statements were stamped without the inner loop's variable: no timestamp, never compared
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), V: T.Tensor((4, N), "float32"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            As = T.alloc_shared((M, K), "float16")
+            Bs = T.alloc_shared((K, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.gemm(As, Bs, acc, clear_accum=True)
+            for i, j in T.Parallel(M, N):
+                for r in T.serial(4):
+                    acc[i, j] = acc[i, j] + V[r, j]
+            T.copy(acc, C)
+
+    sched = egtile.optimize(main).scheduled
+    assert verify(sched) == []
+    mutant = _moved(sched, lambda x: isinstance(x, LayoutLoop), lambda x: isinstance(x, WgmmaMma))
+    assert [v.property for v in verify(mutant) if v.buffer == "acc"] == ["L1"]
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+def test_a_statement_moved_out_of_its_k_loop_is_refused(after):
+    # outside its source loop a statement has no timestamp: the first version dropped its accesses
+    @T.prim_func
+    def main(A: T.Tensor((M, 4 * K), "float16"), B: T.Tensor((4 * K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            As = T.alloc_shared((M, K), "float16")
+            Bs = T.alloc_shared((K, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.clear(acc)
+            for ko in T.Pipelined(4, num_stages=2):
+                T.copy(A[0, ko * K], As)
+                T.copy(B[ko * K, 0], Bs)
+                T.gemm(As, Bs, acc)
+                for i, j in T.Parallel(M, N):
+                    acc[i, j] = acc[i, j] * 0.5
+            T.copy(acc, C)
+
+    sched = egtile.optimize(main).scheduled
+    assert verify(sched) == []
+
+    def hoist(stmts):
+        out = []
+        for x in stmts:
+            if isinstance(x, SeqLoop) and any(isinstance(y, LayoutLoop) for y in x.body):
+                ll = next(y for y in x.body if isinstance(y, LayoutLoop))
+                loop = dataclasses.replace(x, body=tuple(y for y in x.body if y is not ll))
+                out += [loop, ll] if after else [ll, loop]
+            else:
+                out.append(_map_bodies(x, hoist))
+        return tuple(out)
+
+    mutant = dataclasses.replace(sched, body=hoist(sched.body))
+    assert mutant != sched
+    found = [v for v in verify(mutant) if v.buffer == "acc"]
+    assert found and all(v.property == "L1" for v in found) and any("outside a source loop" in v.message
+                                                                   for v in found), found
+
+
+def _map_bodies(x, fn):
+    """``x`` with ``fn`` applied to each of its statement lists (a role split's roles' bodies included)."""
+    if isinstance(x, RoleSplit):
+        return dataclasses.replace(x, roles=tuple(dataclasses.replace(r, body=fn(r.body)) for r in x.roles))
+    for field in ("body", "then_body", "else_body"):
+        if isinstance(getattr(x, field, None), tuple) and not isinstance(x, LayoutLoop):
+            x = dataclasses.replace(x, **{field: fn(getattr(x, field))})
+    return x

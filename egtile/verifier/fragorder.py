@@ -17,8 +17,11 @@ coordinates it touches (the whole fragment for a by-layout loop, the region for 
 accesses *conflict* when one writes, their threads and boxes intersect, and they are not the two sides of one
 data-dependent ``if`` (:func:`egtile.verifier.trace.exclusive`). The property: every two conflicting accesses of
 one agent run in the order of their timestamps. Accesses with equal timestamps are parts of one source statement
-instance (a gemm issued as several wgmmas), whose order is the lowering's; an access without a timestamp (no
-source statement) is not compared.
+instance (a gemm issued as several wgmmas), whose order is the lowering's. A source statement run outside a source
+loop around it has no timestamp (the scheduler's contract, :class:`egtile.verifier.trace.SourceOrder`, binds every
+source loop's variable where its statements run): its access of a register fragment is reported as such; an access
+of no source statement is not compared. Serial loops inside a by-layout loop's body are traced at their first two
+iterations.
 
 Why per agent and by program position is enough: a fragment element is only ever touched by its owner, and every
 thread of an agent runs the agent's statements in the traced order (threads outside ``[lo, hi)`` of an access
@@ -50,6 +53,7 @@ class FragmentAccess:
     hi: int
     box: tuple[tuple[int, int], ...] | None  # [begin, end) per fragment dimension; None: the whole fragment
     sides: tuple = ()
+    unbound: bool = False  # a source statement run outside a source loop around it (no timestamp)
 
 
 def _boxes_meet(a: tuple | None, b: tuple | None) -> bool:
@@ -74,6 +78,12 @@ def check_fragment_order(accesses: list[list[FragmentAccess]], block: tuple[int,
         for acc in trace:
             if acc.ts is not None:
                 by_fragment.setdefault(acc.fragment, []).append(acc)
+            elif acc.unbound and (acc.sid, acc.fragment) not in seen:
+                seen.add((acc.sid, acc.fragment))
+                out.append(Violation(
+                    "L1", f"register fragment {acc.fragment}: statement {acc.sid} runs outside a source loop around it "
+                          "(its loop variable is unbound there), so its accesses cannot keep the sequential program's "
+                          "order", (acc.sid,), buffer=acc.fragment, block=block))
         for name, accs in by_fragment.items():
             accs.sort(key=lambda a: a.seq)
             # the accesses run so far, by timestamp: a later one is compared with those of larger timestamps only

@@ -308,37 +308,63 @@ def _layout_loop(s: LayoutLoop, ctx: Ctx) -> None:
 def _layout_loop_registers(s: LayoutLoop, ctx: Ctx, lo: int, hi: int) -> None:
     """The register fragments the body's statements read and write, each statement once for every element (its
     accesses are at the iteration's element or row: egtile.verifier.fragorder compares whole fragments), the
-    reads of a statement before its write."""
+    reads of a statement before its write; a serial loop in the body twice, at its first two iterations (what
+    orders one iteration's statements against the next), with its variable bound for the statements' timestamps."""
     tracer = ctx.tracer
-    got = tracer.register_plans.get(id(s))
-    if got is None:
-        got = tracer.register_plans[id(s)] = (s, _register_plan(s, tracer.registers))
-    for name, mode, sid in got[1]:
-        tracer.fragment_access(ctx, name, mode, sid, lo, hi)
+    env = ctx.env
+
+    def body(stmts) -> None:
+        for x in stmts:
+            if isinstance(x, Leaf):
+                got = tracer.register_plans.get(id(x))
+                if got is None:
+                    got = tracer.register_plans[id(x)] = (x, _leaf_registers(x, tracer.registers))
+                for name, mode, sid in got[1]:
+                    tracer.fragment_access(ctx, name, mode, sid, lo, hi)
+            elif isinstance(x, SIf):
+                for name in sorted(_expr_names(x.cond) & tracer.registers):
+                    tracer.fragment_access(ctx, name, "r", _first_sid(x), lo, hi)
+                body(x.then_body)
+                body(x.else_body)
+            elif isinstance(x, SeqLoop):
+                try:
+                    start, stop = (int(tracer.const(e, env)) for e in (x.start, x.stop))
+                except NotConstant:
+                    start, stop = 0, 2  # bounds read from memory: two iterations stand for any
+                name, saved = x.var.name, env.get(x.var.name)
+                try:
+                    for v in range(start, min(stop, start + 2)):
+                        env[name] = v
+                        body(x.body)
+                finally:
+                    _restore(env, name, saved)
+            else:
+                for b in registry.bodies(x):
+                    body(b)
+
+    body(s.body)
 
 
-def _register_plan(s: LayoutLoop, registers) -> tuple[tuple[str, str, int | None], ...]:
+def _leaf_registers(x: Leaf, registers) -> tuple[tuple[str, str, int | None], ...]:
+    """The register fragments leaf ``x`` reads (first) and writes."""
     out: list[tuple[str, str, int | None]] = []
 
     def loads(exprs, sid) -> None:
         out.extend((name, "r", sid) for name in sorted(_expr_names(*exprs) & registers))
 
-    for x in registry.walk(tuple(s.body)):
-        match x:
-            case Leaf(stmt=Store(buffer=buf, indices=idx, value=v) as st) | \
-                    Leaf(stmt=AtomicAdd(buffer=buf, indices=idx, value=v) as st):
-                loads((v, *idx), st.sid)
-                if buf.name in registers:
-                    out.append((buf.name, "w", st.sid))
-            case Leaf(stmt=Extern(args=args) as st):
-                loads(args, st.sid)
-                # a pointer the extern may write through (its declared mode) writes the fragment too
-                out.extend((a.load.buffer.name, "w", st.sid) for a in args
-                           if isinstance(a, AddressOf) and a.mode & POINTER_WRITE and a.load.buffer.name in registers)
-            case SIf(cond=cond):
-                loads((cond,), _first_sid(x))
-            case _:
-                pass
+    match x:
+        case Leaf(stmt=Store(buffer=buf, indices=idx, value=v) as st) | \
+                Leaf(stmt=AtomicAdd(buffer=buf, indices=idx, value=v) as st):
+            loads((v, *idx), st.sid)
+            if buf.name in registers:
+                out.append((buf.name, "w", st.sid))
+        case Leaf(stmt=Extern(args=args) as st):
+            loads(args, st.sid)
+            # a pointer the extern may write through (its declared mode) writes the fragment too
+            out.extend((a.load.buffer.name, "w", st.sid) for a in args
+                       if isinstance(a, AddressOf) and a.mode & POINTER_WRITE and a.load.buffer.name in registers)
+        case _:
+            pass
     return tuple(out)
 
 

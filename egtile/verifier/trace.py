@@ -491,8 +491,10 @@ class Tracer:
         if name not in self.registers or lo >= hi:
             return
         self.n += 1
+        ts = self.order.stamp(sid, ctx.env)
         self.fragment_accesses[ctx.agent.index].append(FragmentAccess(
-            self.n, self.order.stamp(sid, ctx.env), sid, name, mode, lo, hi, box, self.sides))
+            self.n, ts, sid, name, mode, lo, hi, box, self.sides,
+            unbound=ts is None and sid is not None and sid in self.order.levels))
 
     def shape(self, name: str) -> tuple[int, ...]:
         got = self.geometry.get(name)
