@@ -250,3 +250,17 @@ def _map_bodies(x, fn):
         if isinstance(getattr(x, field, None), tuple) and not isinstance(x, LayoutLoop):
             x = dataclasses.replace(x, **{field: fn(getattr(x, field))})
     return x
+
+
+def test_a_statement_on_a_fragment_run_twice_is_refused(scale):
+    # one instance run twice (a duplicated T.Parallel acc = acc * 2 + 1): the accesses share a timestamp, which the
+    # first version took for parts of one statement (the parts of one gemm, its column slices' wgmmas, stay allowed:
+    # tests/test_rules_nsplit.py verifies those schedules)
+    kernel, sched = scale
+    body = list(sched.body)
+    i = next(n for n, x in enumerate(body) if isinstance(x, LayoutLoop))
+    body.insert(i, body[i])
+    mutant = dataclasses.replace(sched, body=tuple(body))
+    found = [v for v in verify(mutant) if v.buffer == "acc"]
+    assert [v.property for v in found] == ["L5"] and "runs twice" in found[0].message, found
+    assert _simulated_wrong(kernel, mutant)

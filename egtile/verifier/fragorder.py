@@ -17,7 +17,8 @@ coordinates it touches (the whole fragment for a by-layout loop, the region for 
 accesses *conflict* when one writes, their threads and boxes intersect, and they are not the two sides of one
 data-dependent ``if`` (:func:`egtile.verifier.trace.exclusive`). The property: every two conflicting accesses of
 one agent run in the order of their timestamps. Accesses with equal timestamps are parts of one source statement
-instance (a gemm issued as several wgmmas), whose order is the lowering's. A source statement run outside a source
+instance (a gemm issued as several wgmmas), whose order is the lowering's, unless one scheduled statement runs twice
+on one instance (a duplicated ``T.Parallel`` applies its update twice): that is L5. A source statement run outside a source
 loop around it has no timestamp (the scheduler's contract, :class:`egtile.verifier.trace.SourceOrder`, binds every
 source loop's variable where its statements run): its access of a register fragment is reported as such; an access
 of no source statement is not compared. Serial loops inside a by-layout loop's body are traced at their first two
@@ -54,6 +55,8 @@ class FragmentAccess:
     box: tuple[tuple[int, int], ...] | None  # [begin, end) per fragment dimension; None: the whole fragment
     sides: tuple = ()
     unbound: bool = False  # a source statement run outside a source loop around it (no timestamp)
+    node: object = None  # the scheduled statement making the access
+    execution: int = 0  # which execution of a scheduled statement (one number per model call)
 
 
 def _boxes_meet(a: tuple | None, b: tuple | None) -> bool:
@@ -92,8 +95,10 @@ def check_fragment_order(accesses: list[list[FragmentAccess]], block: tuple[int,
             ran: list[FragmentAccess] = []
             for late in accs:
                 k = bisect.bisect_right(keys, (late.ts, late.seq))
-                for early in ran[k:]:
-                    if early.ts == late.ts or (early.mode == "r" and late.mode == "r"):
+                for early in ran[_twin(ran, keys, k, late):]:
+                    if early.mode == "r" and late.mode == "r":
+                        continue
+                    if early.ts == late.ts and not _again(early, late):
                         continue
                     if not (early.lo < late.hi and late.lo < early.hi) or not _boxes_meet(early.box, late.box):
                         continue
@@ -102,10 +107,33 @@ def check_fragment_order(accesses: list[list[FragmentAccess]], block: tuple[int,
                     key = (early.sid, late.sid, name)
                     if key not in seen:
                         seen.add(key)
-                        out.append(_violation(name, early, late, block))
+                        out.append(_twice(name, late, block) if early.ts == late.ts else
+                                   _violation(name, early, late, block))
                 keys.insert(k, (late.ts, late.seq))
                 ran.insert(k, late)
     return out
+
+
+def _twin(ran: list[FragmentAccess], keys: list, k: int, late: FragmentAccess) -> int:
+    """Where the accesses of ``late``'s own timestamp start in ``ran`` (its instance's earlier parts), or ``k``
+    when none of them can be a second execution of ``late``'s statement."""
+    j = bisect.bisect_left(keys, (late.ts, -1))
+    return j if late.node is not None and any(x.node is not None and x.execution != late.execution
+                                              for x in ran[j:k]) else k
+
+
+def _again(early: FragmentAccess, late: FragmentAccess) -> bool:
+    """``late`` is a second execution of ``early``'s scheduled statement on the same source instance (the parts of
+    one instance, a gemm issued as several wgmmas, are different statements)."""
+    return (early.execution != late.execution and early.node is not None
+            and (early.node is late.node or early.node == late.node))
+
+
+def _twice(name: str, a: FragmentAccess, block) -> Violation:
+    return Violation(
+        "L5", f"register fragment {name}: statement {a.sid} runs twice for one instance of the sequential program on "
+              f"threads [{a.lo}, {a.hi}) (a scheduled statement duplicated): its effect on {name} is applied twice",
+        (a.sid,) if a.sid is not None else (), buffer=name, block=block)
 
 
 def _what(a: FragmentAccess) -> str:

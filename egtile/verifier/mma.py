@@ -201,6 +201,7 @@ def _row_scratch_accesses(s, rf, lo: int, hi: int, write: bool) -> tuple[list[in
 
 
 def _row_reduce(s: RowReduce, ctx: Ctx) -> None:
+    ctx.tracer.fragment_execution(s)
     lo, hi = max(ctx.lo, s.threads.begin), min(ctx.hi, s.threads.end)
     red = s.reduce
     ctx.tracer.fragment_access(ctx, red.src.name, "r", red.sid, lo, hi)
@@ -216,6 +217,7 @@ def _row_reduce(s: RowReduce, ctx: Ctx) -> None:
 
 
 def _row_combine(s: RowCombine, ctx: Ctx) -> None:
+    ctx.tracer.fragment_execution(s)
     lo, hi = max(ctx.lo, s.threads.begin), min(ctx.hi, s.threads.end)
     ctx.tracer.fragment_access(ctx, s.reduce.dst.name, "r", s.reduce.sid, lo, hi)
     ctx.tracer.fragment_access(ctx, s.reduce.dst.name, "w", s.reduce.sid, lo, hi)
@@ -232,6 +234,7 @@ def _fragment_op(s: FragmentOp, ctx: Ctx) -> None:
     if c is None:
         return
     op, sid = s.op, s.sid
+    c.tracer.fragment_execution(s)
     match op:
         case Fill(dst=dst, value=v):
             _register_loads(c, (v,), sid, c.lo, c.hi)
@@ -312,6 +315,7 @@ def _layout_loop_registers(s: LayoutLoop, ctx: Ctx, lo: int, hi: int) -> None:
     orders one iteration's statements against the next), with its variable bound for the statements' timestamps."""
     tracer = ctx.tracer
     env = ctx.env
+    tracer.fragment_execution(s)
 
     def body(stmts) -> None:
         for x in stmts:
@@ -399,6 +403,7 @@ def _wgmma(s: WgmmaMma, ctx: Ctx) -> None:
     if c is None:
         return
     g, sid = s.gemm, s.sid
+    c.tracer.fragment_execution(s)
     _registers(c, g.a, "r", sid, s.threads)
     if not g.clear_accum:
         _registers(c, g.c, "r", sid, s.threads)

@@ -466,6 +466,7 @@ class Tracer:
         self.registers = frozenset(n for n, _ in sched.fragments)
         self.fragment_accesses: list[list[FragmentAccess]] = [[] for _ in agents]
         self.register_plans: dict[int, tuple] = {}  # id(statement) -> (statement, its accesses of register fragments)
+        self.fragment_node: tuple[Any, int] = (None, 0)  # the statement whose fragment accesses are being recorded
 
     def run(self) -> list[list[Event]]:
         for a in self.agents:
@@ -485,6 +486,10 @@ class Tracer:
         ev.sides = self.sides
         self.traces[a.index].append(ev)
 
+    def fragment_execution(self, node) -> None:
+        """The fragment accesses recorded next are one execution of scheduled statement ``node``."""
+        self.fragment_node = (node, self.fragment_node[1] + 1)
+
     def fragment_access(self, ctx: Ctx, name: str, mode: str, sid, lo: int, hi: int, box=None) -> None:
         """Record an access of register fragment ``name`` by threads ``[lo, hi)`` of ``ctx``'s agent (``box``: the
         ``[begin, end)`` of each coordinate it touches; ``None``: any element)."""
@@ -494,7 +499,8 @@ class Tracer:
         ts = self.order.stamp(sid, ctx.env)
         self.fragment_accesses[ctx.agent.index].append(FragmentAccess(
             self.n, ts, sid, name, mode, lo, hi, box, self.sides,
-            unbound=ts is None and sid is not None and sid in self.order.levels))
+            unbound=ts is None and sid is not None and sid in self.order.levels,
+            node=self.fragment_node[0], execution=self.fragment_node[1]))
 
     def shape(self, name: str) -> tuple[int, ...]:
         got = self.geometry.get(name)
