@@ -264,3 +264,32 @@ def test_same_thread_still_sees_a_neighbours_element_among_merged_reads():
     bad = dataclasses.replace(sched, body=sched.body[:last] + sched.body[last + 1:])
     assert any(v.property == "L1" and v.buffer == "S" for v in verify(bad))
     assert not egtile.simulate(bad, torch.randn(130), torch.zeros(63)).ok
+
+
+def test_a_staged_store_moved_above_its_staging_copy_is_refused():
+    # both implement one T.copy (one timestamp), so either barrier order passed; the staging tile is the schedule's
+    # own buffer, written before it is read (a soundness tester's mutant, 2026-12-07)
+    import egtile
+    from egtile import language as T
+    from egtile.ir import Elect
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            As = T.alloc_shared((64, 64), "float16")
+            Bs = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, As)
+            T.copy(B, Bs)
+            T.gemm(As, Bs, acc, clear_accum=True)
+            T.copy(acc, C)
+
+    sched = egtile.optimize(main).scheduled
+    assert verify(sched) == []
+    body = list(sched.body)
+    store = max(n for n, x in enumerate(body) if isinstance(x, Elect))
+    staged = {b.name for b in sched.buffers} - {b.name for b in (*main.kernel.params, *main.kernel.allocs)}
+    assert staged, "the T.copy to C is expected to leave through a staged TMA store"
+    body.insert(0, body.pop(store))
+    found = verify(replace(sched, body=tuple(body)))
+    assert any(v.property == "L1" and v.buffer in staged and "introduced" in v.message for v in found), found

@@ -133,6 +133,10 @@ class OrderAnalysis:
         self.fences: dict[int, list[int]] = {}
         self.next_comp = len(agents)
         self.first_open: dict[tuple[str, int], int] = {}
+        # buffers the schedule introduced (a staging tile of a TMA store): within one statement instance they are
+        # written before they are read, which no source timestamp says
+        k = sched.kernel
+        self.introduced = {b.name for b in sched.buffers} - {b.name for b in (*k.params, *k.allocs)}
         self.groups: dict = {}
         self.stuck_at: list[int | None] = [None] * len(agents)
         self.sync_groups: list[list[Event]] = []  # the participants of each completed bar.sync
@@ -623,6 +627,18 @@ class OrderAnalysis:
                 # one instance of one source statement: the sequential program orders nothing inside it, but two
                 # threads touching one element there still need an order (a staging copy by every thread and the
                 # elected thread's TMA store of it implement one T.copy)
+                if buf in self.introduced and (x.mode == "r") != (y.mode == "r"):
+                    w, r = (x, y) if y.mode == "r" else (y, x)
+                    if self.hb(r, w) and not self.hb(w, r):
+                        key = ("L1", buf, w.sid, r.sid, "staged")
+                        if key not in reported:
+                            reported.add(key)
+                            self.v("L1", f"{self._desc(r)} comes before {self._desc(w)} of the same statement "
+                                         f"instance, but {buf} is a buffer the schedule introduced for this statement "
+                                         "(written, then read): the barriers order them the other way round",
+                                   (w.sid, r.sid), buffer=buf,
+                                   stage=x.stage if x.stage is not None else y.stage)
+                        return
                 if (x.comp == y.comp and x.tid is not None and x.tid == y.tid) or self.hb(x, y) or self.hb(y, x):
                     return
                 key = ("L1", buf, x.sid, y.sid, "same")
