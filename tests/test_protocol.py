@@ -41,11 +41,15 @@ def ws_gemm(M, N, K, bm, bn, bk, S=2, bug=None):
                 with T.ws(1):
                     if bug != "no_empty_wait":
                         T.mbarrier_wait_parity(empty[ko % S], ((ko // S) % 2) ^ (0 if bug == "empty_parity" else 1))  # @empty_wait
+                    if bug == "arrive_first":
+                        T.mbarrier_arrive(full[ko % S])  # @early_arrive
                     T.tma_copy(A[by * bm, ko * bk], A_s[ko % S, :, :], barrier=full[ko % S])  # @tma_a
+                    if bug == "arrive_between":
+                        T.mbarrier_arrive(full[ko % S])  # @mid_arrive
                     T.tma_copy(B[ko * bk, bx * bn], B_s[ko % S, :, :], barrier=full[ko % S])  # @tma_b
                     if bug == "expect_tx":
                         T.mbarrier_expect_tx(full[ko % S], 512)  # @expect
-                    if bug != "no_arrive":
+                    if bug not in ("no_arrive", "arrive_first", "arrive_between"):
                         T.mbarrier_arrive(full[ko % S])
                 with T.ws(0):
                     if bug == "read_before_wait":
@@ -111,6 +115,10 @@ BUGS = {
     "count": ("L3", "tma_a", "full_alloc"),               # arrive_count 256, 128 arrivals
     "expect_tx": ("L3", "tma_a", "expect"),               # expected bytes != delivered bytes
     "no_empty_wait": ("L2", "tma_a", "tma_a"),            # the producer overwrites a stage the consumer reads
+    # the phase completes once the 128 arrivals are in with no bytes expected yet (PTX ISA 9.7.13.15.1): the
+    # consumer reads the stage before the copies land (the simulator sees it only under some interleavings)
+    "arrive_first": ("L3", "tma_a", "early_arrive"),
+    "arrive_between": ("L3", "tma_b", "mid_arrive"),      # the first copy's bytes alone may complete the phase
 }
 
 

@@ -148,6 +148,7 @@ class OrderAnalysis:
     def run(self) -> list[Violation]:
         self.build_phases()
         if self.process():
+            self.check_expects()
             self.check_windows()
             self.check_offsets()
             self.check_data()
@@ -270,7 +271,10 @@ class OrderAnalysis:
     @staticmethod
     def _release(ev: Event, vc: VC, a: int, whole: bool) -> VC:
         """The clock an arrival publishes: with every thread of the agent arriving, all the agent's earlier
-        events are released (``_all``); with one thread, that thread's (``_thread``)."""
+        events are released (``_all``); with one thread, that thread's (``_thread``). An ``expect_tx`` alone (no
+        thread arrives) releases nothing."""
+        if ev.count == 0:
+            return vc
         if whole:
             vc[_all(a)] = ev.tick
         elif ev.tid is not None:
@@ -425,6 +429,43 @@ class OrderAnalysis:
                              f"{ev.barrier}[{ev.bstage}], whose arrivals depend on this wait: deadlock",
                        [ev.sid], barrier=ev.barrier, stage=ev.bstage)
         return not stuck
+
+    def check_expects(self) -> None:
+        """L3: an ``expect_tx`` that no arrival of its phase waits for. A phase completes as soon as its pending
+        arrivals reach 0 while its transaction count is 0 (PTX ISA 9.7.13.15.1, "phase completion"): an
+        ``mbarrier.expect_tx`` made after every arrival of its phase (a ``T.tma_copy`` after the
+        ``T.mbarrier_arrive`` on the same barrier) may come after the phase completed, so the waiters go on before
+        the bytes land, and the late bytes fall into the next phase. The phase model above completes a phase only
+        after all its contributions, which is right only if some arrival of the phase comes after each expect:
+        one of the same thread (or of all the expecting agent's threads) later in program order, or one that the
+        expecting thread's later release happens before."""
+        for (bname, s), phases in self.phases.items():
+            for j, ph in enumerate(phases):
+                arrivals = [e for _, evs in ph.groups for e in evs if e.kind in ("arrive", "cp_arrive") and e.count]
+                late = [e for _, evs in ph.groups for e in evs
+                        if e.kind == "arrive" and not e.count and e.tx and not any(self._held(e, r) for r in arrivals)]
+                if late:
+                    e = late[0]
+                    self.v("L3", f"phase {j} of {bname}[{s}]: the expect_tx of {e.tx} bytes ({e.where()}) comes after "
+                                 f"every arrival of its phase ({arrivals[0].where() if arrivals else 'none'}), so the phase "
+                                 "can complete before the bytes are expected (a phase completes when its arrivals are in "
+                                 "and no bytes are pending): the waiters read the tile before the TMA load lands. Expect "
+                                 "the bytes first: T.tma_copy before T.mbarrier_arrive on the same barrier, or "
+                                 "T.mbarrier_arrive_expect_tx", [e.sid, *(r.sid for r in arrivals[:1])],
+                           barrier=bname, stage=s)
+                    break
+
+    def _held(self, e: Event, r: Event) -> bool:
+        """Does arrival ``r`` hold back the phase until expect ``e`` is made (some thread of ``r`` arrives after
+        ``e``)?"""
+        a = e.comp
+        if r.comp == a:
+            if r.tick <= e.tick:
+                return False
+            if r.count == self.agents[a].count or (e.tid is not None and r.tid == e.tid):
+                return True  # the expecting thread itself arrives later in its program order
+            return r.covered > e.tick  # a barrier of all the agent's threads in between
+        return r.vc.get(_all(a), 0) > e.tick or (e.tid is not None and r.vc.get(_thread(a, e.tid), 0) > e.tick)
 
     # -- L4 -------------------------------------------------------------------------------------------
 

@@ -218,6 +218,24 @@ def _expect_tx(v: Violation, k: _Kernel) -> Diagnosis | None:
         s.loc, v)
 
 
+def _late_expect(v: Violation, k: _Kernel) -> Diagnosis | None:
+    m = re.search(r"phase (\d+) of (\S+): the expect_tx of (\d+) bytes .*comes after every arrival", v.message)
+    if not m or len(v.sids) < 2:
+        return None
+    expect, arrive = k.stmt(v.sids[0]), k.stmt(v.sids[1])
+    if expect is None or arrive is None:
+        return None
+    what = "the T.tma_copy" if isinstance(expect, BarrierCopy) else "the expect_tx"
+    return Diagnosis(
+        f"`{_src(arrive)}` ({_at(arrive)}) arrives on {_bar(v)} before {what} `{_src(expect)}` ({_line(expect)}) "
+        f"expects its {m.group(3)} bytes: once every arrival of phase {m.group(1)} is in and no bytes are pending "
+        "the phase completes, so the waiters may go on before the copy lands, and its bytes then count toward the "
+        "next phase",
+        f"move `{_src(arrive)}` after {what} at {_line(expect)} (expect the bytes, then arrive), or arrive with "
+        "T.mbarrier_arrive_expect_tx",
+        arrive.loc, v)
+
+
 def _dtype_bytes(c: BarrierCopy) -> int:
     from egtile.ir.dtypes import dtype
 
@@ -402,7 +420,7 @@ def _prefer(d: Diagnosis, k: _Kernel) -> int:
     return 1
 
 
-_RANK = (_divergent, _expect_tx, _count, _missing_arrive, _parity, _order)
+_RANK = (_divergent, _expect_tx, _late_expect, _count, _missing_arrive, _parity, _order)
 
 
 def diagnose(violations: list[Violation], sched: Scheduled) -> list[Diagnosis]:

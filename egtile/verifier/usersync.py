@@ -42,7 +42,7 @@ def _expect_tx(s: ExpectTx, ctx: Ctx) -> None:
     t = ctx.tracer
     stage = t.const_int(s.stage, ctx.env, f"stage of the expect_tx on {s.barrier}", s.sid)
     t.emit(ctx.agent, Event("arrive", ctx.agent.index, s.sid, ctx.path, barrier=s.barrier, bstage=stage, count=0,
-                            tx=s.tx_bytes * ctx.threads, tid=None), ctx)
+                            tx=s.tx_bytes * ctx.threads, tid=ctx.tid), ctx)
 
 
 @handler("trace", UserCpAsyncArrive)
