@@ -11,7 +11,8 @@ after the first read of the SIMT-produced buffer.
 from __future__ import annotations
 
 from egtile.ir import (
-    AddressOf, Arrive, ArriveExpectTx, BinOp, Buffer, Const, Copy, Elect, Extern, Fill, For, Kernel, Leaf, Load,
+    AddressOf, Arrive, ArriveExpectTx, BinOp, Buffer, Const, Copy, Elect, Extern, FenceProxyAsync, Fill, For, Kernel,
+    Leaf, Load,
     MBarrier, Region, Role, RoleSplit, Scheduled, SeqLoop, Store, SyncThreads, ThreadLoop, ThreadRange, TileOp,
     TmaLoad, Var, Wait,
 )
@@ -188,6 +189,9 @@ def bug2_schedule(*, wait_after_first_read: bool = False, n: int = 4, block_n: i
                     Arrive("full_0", stage),
                     Elect(producer, (
                         ArriveExpectTx("full_0", stage, block_n * 2),
+                        # the consumer reads A_shared with ordinary loads: the TMA load that overwrites the stage
+                        # is ordered after them by a proxy fence (PTX ISA 9.7.13.3.2)
+                        FenceProxyAsync(),
                         TmaLoad(Region(A_in, (ko, _c(0)), (1, block_n)),
                                 Region(A_st, (stage, _c(0)), (1, block_n)), "full_0", stage, sid=4),
                     )),

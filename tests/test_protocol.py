@@ -4,6 +4,7 @@ gets the verifier's report at the culprit's line, and the simulator's report whe
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import pytest
@@ -432,3 +433,92 @@ def test_a_loop_mixing_roles_and_block_level_statements_gets_cta_barriers_betwee
     ref = a.double() @ b.double()
     assert torch.isfinite(c).all()
     assert ((c.double() - ref).abs() <= 64 * 2.0**-23 * (a.double().abs() @ b.double().abs()) + 1e-12).all()
+
+
+def scaled_stage_gemm(mode: str = "scale"):
+    """The consumer scales its TMA-filled stage in place (``mode="scale"``: ordinary stores, the generic proxy) or
+    reads it into a fragment (``"read"``: ordinary loads) before the gemm and releases it on ``empty``; the
+    producer's next T.tma_copy overwrites it through the async proxy."""
+    bm = bn = 32
+    bk = 16
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            A_s = T.alloc_shared((S, bm, bk), "float16")
+            B_s = T.alloc_shared((S, bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            A_l = T.alloc_fragment((bm, bk), "float16")
+            full = T.alloc_barrier([128] * S)
+            empty = T.alloc_barrier([128] * S)
+            with T.ws(0):
+                T.clear(C_l)
+            for ko in T.serial(K // bk):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(empty[ko % S], ((ko // S) % 2) ^ 1)
+                    T.tma_copy(A[0, ko * bk], A_s[ko % S, :, :], barrier=full[ko % S])
+                    T.tma_copy(B[ko * bk, 0], B_s[ko % S, :, :], barrier=full[ko % S])
+                    T.mbarrier_arrive(full[ko % S])
+                with T.ws(0):
+                    T.mbarrier_wait_parity(full[ko % S], (ko // S) % 2)
+                    if mode == "scale":
+                        for i, j in T.Parallel(bm, bk):
+                            A_s[ko % S, i, j] = A_s[ko % S, i, j] * T.float16(2.0)
+                        T.gemm(A_s[ko % S, :, :], B_s[ko % S, :, :], C_l)
+                    else:
+                        for i, j in T.Parallel(bm, bk):
+                            A_l[i, j] = A_s[ko % S, i, j] * T.float16(2.0)
+                        T.gemm(A_l, B_s[ko % S, :, :], C_l)
+                    T.mbarrier_arrive(empty[ko % S])
+            with T.ws(0):
+                T.copy(C_l, C[0, 0])
+
+    return main
+
+
+def _unfenced(sched):
+    """``sched`` without its fence.proxy.async statements (the mutant the checks must refuse)."""
+    from egtile.ir.scheduled import FenceProxyAsync
+
+    def strip(body):
+        out = []
+        for s in body:
+            if isinstance(s, FenceProxyAsync):
+                continue
+            kids = {f.name: tuple(strip(getattr(s, f.name))) for f in dataclasses.fields(s)
+                    if f.name in ("body", "then_body", "else_body")}
+            if hasattr(s, "roles"):
+                kids["roles"] = tuple(dataclasses.replace(r, body=tuple(strip(r.body))) for r in s.roles)
+            out.append(dataclasses.replace(s, **kids) if kids else s)
+        return out
+
+    return dataclasses.replace(sched, body=tuple(strip(sched.body)))
+
+
+@pytest.mark.parametrize("mode", ["scale", "read"])
+def test_a_stage_ordinary_accesses_touch_is_fenced_before_the_next_tma_load(mode):
+    # PTX ISA 9.7.13.3.2: the generic writes (or reads) of A_s and the next round's TMA load (async proxy) of the
+    # same bytes are ordered only with a fence.proxy.async on the path between them: egtile puts one on the
+    # producer's issuing thread, after its wait on empty (DeepEP's LDS-then-TMA race was this, unfenced)
+    from egtile.ir import swalk
+    from egtile.ir.scheduled import Elect, FenceProxyAsync, TmaLoad
+
+    sched = schedule_protocol(scaled_stage_gemm(mode).kernel).scheduled
+    assert egtile.verify(sched) == []
+    elects = [s for s in swalk(sched.body) if isinstance(s, Elect) and any(isinstance(x, TmaLoad) for x in s.body)]
+    assert len(elects) == 2  # A_s and B_s: a gemm of a hand-written protocol reads its operands with ordinary loads
+    for e in elects:
+        assert [type(x).__name__ for x in e.body][-2:] == ["FenceProxyAsync", "TmaLoad"]
+    kernel = egtile.compile(scaled_stage_gemm(mode), target="sim")
+    assert "fence.proxy.async" in kernel.explain()
+    a, b, c = inputs(5)
+    kernel(a, b, c)
+    ref = 2 * a.double() @ b.double()
+    assert torch.isfinite(c).all()
+    assert ((c.double() - ref).abs() <= 2 * bound(a, b)).all()
+
+    mutant = _unfenced(sched)
+    found = egtile.verify(mutant)
+    assert any(v.property == "L6" and "TMA load" in v.message and v.buffer == "A_s" for v in found), found
+    r = simulate(mutant, a, b, torch.full((M, N), float("nan")))
+    assert any("proxy race on A_s" in e for e in r.errors()), r.errors()

@@ -21,7 +21,8 @@ from egtile.codegen import Needs, register_emitter, sass, unregister_emitter
 from egtile.codegen.ops.common import barrier_ref, region_addr, sid_comment
 from egtile.errors import CodegenError, RuleError, SimulationError
 from egtile.ir import (
-    Arrive, ArriveExpectTx, BinOp, Buffer, Const, Copy, Elect, Expr, For, Kernel, Leaf, Load, MBarrier, Region,
+    Arrive, ArriveExpectTx, BinOp, Buffer, Const, Copy, Elect, Expr, FenceProxyAsync, For, Kernel, Leaf, Load, MBarrier,
+    Region,
     Role, RoleSplit, Scheduled, SeqLoop, Store, SyncThreads, ThreadLoop, ThreadRange, TmaLoad, Var, Wait,
 )
 from egtile.ir.printer import format_expr, format_region, register_listing, unregister_listing
@@ -84,7 +85,8 @@ def bulk_listing(s: BulkCopy) -> list[str]:
 
 
 def bulk_accesses(s: BulkCopy, acc, owner_of):
-    return acc.region(s.dst, write=True) | acc.region(s.src, write=False)
+    # cp.async.bulk writes shared memory through the async proxy (egtile fences an ordinary access before it)
+    return acc.region(s.dst, write=True, proxy=True) | acc.region(s.src, write=False)
 
 
 @contextlib.contextmanager
@@ -127,7 +129,7 @@ def bulk_kernel() -> Kernel:
     return Kernel("bulk", (In, Out), (BLOCKS,), (bx,), 128, (X_s,), body)
 
 
-def bulk_schedule(*, consumer_waits: bool = True) -> Scheduled:
+def bulk_schedule(*, consumer_waits: bool = True, fenced: bool = True) -> Scheduled:
     k = bulk_kernel()
     In, Out = k.params
     X_st = Buffer("X_s", (STAGES, W), "float32", "shared")
@@ -147,6 +149,8 @@ def bulk_schedule(*, consumer_waits: bool = True) -> Scheduled:
     produce = (Elect(producer, (
         Wait("empty", stage, BinOp("^", parity, _c(1))),
         ArriveExpectTx("full", stage, W * 4),
+        # the consumer read the stage with ordinary loads: the copy that overwrites it (async proxy) is fenced
+        *((FenceProxyAsync(),) if fenced else ()),
         BulkCopy(Region(In, (row, _c(0)), (1, W)), Region(X_st, (stage, _c(0)), (1, W)), "full", stage, sid=2),
     )),)
     body = (RoleSplit((
@@ -176,6 +180,14 @@ def test_the_user_instruction_simulates_to_the_interpreters_values_under_every_p
             assert result.ok, result.errors()
             assert torch.equal(result.outputs[1], ref[1]), policy
             assert torch.equal(result.outputs[1], args[0] * 2 + 1)
+
+
+def test_the_simulator_sees_the_unfenced_reuse_of_a_stage_the_consumer_read():
+    # PTX ISA 9.7.13.3.2: the consumer's ordinary loads of X_s and the next bulk copy into it are ordered only by a
+    # fence.proxy.async on the path between them (here the producer's, after its wait on empty)
+    with bulk_copy_registered():
+        result = simulate(bulk_schedule(fenced=False), *_inputs(8))
+        assert any("proxy race on X_s" in e for e in result.errors()), result.errors()
 
 
 def test_the_user_semantics_see_the_race_of_a_consumer_that_does_not_wait():

@@ -73,6 +73,18 @@ def test_arrive_count_off_by_one_is_L3(delta):
     assert "129 arrivals" in vs[0].message and f"arrive_count is {129 + delta}" in vs[0].message
 
 
+def test_a_tma_load_over_ordinary_reads_without_a_proxy_fence_is_L6():
+    # the consumer reads A_shared with ordinary loads, releases it, and the producer's next TMA load overwrites it
+    # through the async proxy: without a fence.proxy.async on that path the load may land first (PTX ISA 9.7.13.3.2)
+    from egtile.verifier import reference
+
+    vs = verify(hb.ws_schedule(unfenced_tma=True))
+    assert props(vs) == {"L6"} and {v.buffer for v in vs} == {"A_shared"}, vs
+    assert "overwritten through the async proxy by the TMA load" in vs[0].message
+    assert {(v.property, v.sids, v.buffer) for v in reference.verify(hb.ws_schedule(unfenced_tma=True, n=3))} == \
+        {(v.property, v.sids, v.buffer) for v in verify(hb.ws_schedule(unfenced_tma=True, n=3))}
+
+
 def test_release_count_off_by_one_is_L3():
     vs = verify(hb.ws_schedule(empty_count_delta=-1))
     assert props(vs) == {"L3"} and vs[0].barrier == "empty_0"

@@ -34,6 +34,7 @@ from egtile.ir.scheduled import Decision as ScheduleNote, swalk
 from egtile.lower import mma_access  # noqa: F401  (access summaries of the fragment and wgmma nodes)
 from egtile.lower.mma_wait import place_deferred_waits
 from egtile.lower.sync import NonUniformBarrier, place_syncs
+from egtile.lower.proxy import fence_tma_loads
 from egtile.schedule.decision import Decision
 from egtile.schedule.decode import Node
 from egtile.schedule.describe import describe
@@ -377,6 +378,8 @@ def lower(body: tuple[Node, ...], facts: FactContext, decisions: Mapping[str, De
             f"{e.reason}. bar.sync must be reached by every thread of the block (PTX ISA 9.7.13.4), so egtile cannot "
             "schedule this: evaluate the condition from read-only inputs, shared memory or block indices (e.g. copy "
             "the flag into a shared buffer first)", getattr(st, "loc", None)) from None
+    # a TMA load into a buffer ordinary accesses also touch: its issuer's fence.proxy.async (egtile.lower.proxy)
+    stmts = fence_tma_loads(stmts)
     # the statements whose selects a block-uniform condition decides, versioned on it (egtile.analysis.versioning)
     # (measurement switches, egtile.lower.switches: the versioning is on by default, the scale-d fold off)
     switches = lowering_switches()

@@ -21,6 +21,9 @@ producer warpgroup, each of which changes the user's protocol). The lowering is 
   bytes(dst))`` then a ``TmaLoad`` completing those bytes on ``b`` (TileLang's contract). Other tile ops
   run as cooperative SIMT tile ops of the threads that reach them (element ``e`` by rank ``e % count``);
   ``T.Parallel`` nests as partitioned thread loops; a scalar statement on one thread (``Elect``).
+* **Proxy fences.** A ``T.tma_copy`` into a buffer that ordinary loads or stores also touch gets a
+  ``fence.proxy.async`` on its issuing thread before the copy (:mod:`egtile.lower.proxy`), as every TMA load egtile
+  schedules: the user's ``T.fence_proxy_async()`` is never needed.
 * **CTA barriers** that egtile's own work split needs (a cooperative tile op whose result other threads of
   the same role read) are placed by :func:`egtile.lower.sync.place_syncs`, as for every schedule: named
   barriers within a role, never across roles, and never for a buffer a ``T.tma_copy`` fills (the user's
@@ -44,8 +47,8 @@ from egtile.ir.protocol import (
     RoleBlock, uses_protocol,
 )
 from egtile.ir.scheduled import (
-    CpAsyncCopy, Decision, Elect, Leaf, MBarrier, Role, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, ThreadLoop,
-    ThreadRange, TileOp, TmaLoad, Wait,
+    CpAsyncCopy, Decision, Elect, FenceProxyAsync, Leaf, MBarrier, Role, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, ThreadLoop,
+    ThreadRange, TileOp, TmaLoad, Wait, swalk,
 )
 from egtile.ir.usersync import ExpectTx, UserArrive, UserArriveExpectTx, UserCpAsyncArrive
 
@@ -112,6 +115,7 @@ class _Lowering:
     # -- body -------------------------------------------------------------------------------------------
 
     def run(self) -> ProtocolSchedule:
+        from egtile.lower.proxy import fence_tma_loads
         from egtile.lower.sync import NonUniformBarrier, place_syncs
 
         if self.k.threads % WARPGROUP:
@@ -145,11 +149,19 @@ class _Lowering:
             # a barrier after a TMA *issue* orders nothing of the asynchronous write, which only the user's
             # mbarrier wait orders (the verifier and simulator check that).
             unguarded = tuple(dataclasses.replace(b, guards=()) for b in barriers)
-            placed = place_syncs(tuple(body), self.everyone, barriers=unguarded)
+            synced = place_syncs(tuple(body), self.everyone, barriers=unguarded)
+            placed = fence_tma_loads(synced)
         except NonUniformBarrier as err:
             sid = err.args[0]
             raise ScheduleError(f"kernel {self.k.name!r}: a branch that threads may take differently needs a CTA "
                                 f"barrier inside ({err.args[1]})", self._loc(sid)) from None
+        fences = sum(isinstance(x, FenceProxyAsync) for x in swalk(placed)) - \
+            sum(isinstance(x, FenceProxyAsync) for x in swalk(synced))
+        if fences:
+            self.decisions.append(Decision(RULE, None, "fence.proxy.async", "a T.tma_copy fills a buffer that "
+                                           "ordinary loads or stores also touch: its issuing thread executes "
+                                           "fence.proxy.async before the copy, so that the TMA load (async proxy) is "
+                                           "ordered after those accesses (PTX ISA 9.7.13.3.2)"))
         self.decisions.insert(0, Decision(RULE, None, "verbatim", "the kernel writes its own roles and mbarrier "
                                           "protocol; egtile keeps it as written and checks it"))
         sched = Scheduled(self.k, self.k.threads, self.k.allocs, barriers, placed, (), tuple(self.decisions))

@@ -93,8 +93,8 @@ class Acc:
     write: bool
     owner: Any = None
     proxy: bool = False
-    """A read by the async proxy (a TMA store's source, a wgmma operand): a barrier that orders generic
-    writes before it needs ``fence.proxy.async`` by the writers first (PTX ISA 9.7.13.3.2)."""
+    """An access by the async proxy (a TMA store's source, a wgmma operand, a TMA load's destination): a barrier
+    that orders generic writes before it needs ``fence.proxy.async`` by the writers first (PTX ISA 9.7.13.3.2)."""
     until_wait: bool = False
     """An asynchronous read that lasts until the issuing threads' ``wgmma.wait_group`` (a wgmma operand, PTX
     ISA 9.7.15.7: the tensor core reads shared memory until the group completes): a CTA barrier between the
@@ -277,10 +277,11 @@ class AccessSummary:
                     out.add(Acc(a.buffer, is_write, owner_of(a)))
         return out
 
-    def region(self, region: Region, *, write: bool, owner: Any = None) -> set[Acc]:
-        """One access of ``region``'s buffer (nothing when the buffer is not tracked)."""
+    def region(self, region: Region, *, write: bool, owner: Any = None, proxy: bool = False) -> set[Acc]:
+        """One access of ``region``'s buffer (nothing when the buffer is not tracked); ``proxy``: made through the
+        async proxy (a TMA or bulk copy's write, a TMA store's read)."""
         b = region.buffer
-        return {Acc(b.name, write, owner)} if self.keep(b.scope, b.name) else set()
+        return {Acc(b.name, write, owner, proxy=proxy)} if self.keep(b.scope, b.name) else set()
 
     def tile_owner(self, op, t: ThreadRange) -> OwnerFn:
         """Owner keys inside a cooperative tile op over threads ``t``."""
@@ -340,8 +341,9 @@ def _tile_op(s: TileOp, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
 @register_accesses(TmaLoad)
 def _tma_load(s: TmaLoad, acc: AccessSummary, owner_of: OwnerFn) -> set[Acc]:
     # The async proxy writes the shared box and reads the global source after the issuing thread moved on
-    # (PTX ISA 9.7.9.27): neither access belongs to a thread.
-    return acc.region(s.dst, write=True) | acc.region(s.src, write=False)
+    # (PTX ISA 9.7.9.27): neither access belongs to a thread. The box is written through the async proxy: a generic
+    # write a barrier orders before it needs its writers' fence.proxy.async too.
+    return acc.region(s.dst, write=True, proxy=True) | acc.region(s.src, write=False)
 
 
 @register_accesses(TmaStore)

@@ -167,6 +167,7 @@ class ThreadState:
         self.gen: Generator | None = None
         self.req: WaitReq | SyncReq | None = None
         self.done = False
+        self.fence_vc: np.ndarray | None = None  # the clock at this thread's last fence.proxy.async
 
     def tick(self) -> None:
         """Start a new epoch after a release (arrive, async issue, barrier)."""
@@ -203,6 +204,8 @@ class AsyncOp:
     stage: int = 0
     nbytes: int = 0
     seq: int = 0
+    fences: list[int] | None = None  # each thread's fence.proxy.async count at issue (async-proxy copies)
+    fence_vc: np.ndarray | None = None  # the issuer's clock at its last fence.proxy.async before the issue
 
 
 class IndexedSet:
@@ -470,6 +473,7 @@ class Block:
         """``fence.proxy.async`` by ``th``: its earlier generic-proxy writes are visible to the async proxy."""
         th.agent.fences += 1
         self.fences[th.tid] += 1
+        th.fence_vc = th.vc.copy()
 
     # -- barriers -----------------------------------------------------------------------------------
 
@@ -524,7 +528,11 @@ class Block:
         ``barrier[stage]``'s current phase (ordered only after what ``th`` did before issuing), then
         credit ``tx_bytes`` with ``complete_tx`` (PTX ISA ``.mbarrier::complete_tx::bytes``). ``op`` names
         the access in race reports (``"tma-load"``). ``th`` starts a new epoch."""
-        self.asyncs.append(AsyncOp(op, th.tid, sid, th.vc.copy(), writes, barrier, stage, tx_bytes))
+        # a TMA load writes through the async proxy: the generic accesses it overwrites need a fence.proxy.async on
+        # the causality path before it is issued (PTX ISA 9.7.13.3.2): their writer's (the counts at issue), or the
+        # issuer's after it acquired them (its clock at its last fence)
+        self.asyncs.append(AsyncOp(op, th.tid, sid, th.vc.copy(), writes, barrier, stage, tx_bytes,
+                                   fences=list(self.fences), fence_vc=th.fence_vc))
         th.tick()
 
     def issue_cp_async(self, th: ThreadState, sid: int | None, writes: list[tuple[Mem, int, Any]],
@@ -624,6 +632,9 @@ class Block:
             while j < n and writes[j][0] is m:
                 j += 1
             if m.shadowed:
+                if op.fences is not None:
+                    self.shadow.unfenced(m, [f for _, f, _ in writes[i:j]], agent, op.sid, op.fences, op.kind,
+                                         fence_vc=op.fence_vc, reads=True)
                 if j - i > 1:
                     self.shadow.write_many(m, [f for _, f, _ in writes[i:j]], agent, op.sid, op.kind)
                 else:

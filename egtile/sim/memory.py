@@ -533,29 +533,67 @@ class Shadow:
 
     def proxy_read_many(self, mem: Mem, flats, a: Agent, sid, fence_counts: list[int], op: str = "tma-store") -> None:
         """:meth:`proxy_read` of every element of ``flats`` by one agent, in order (same checks, same state)."""
+        if mem.st is not None:
+            flats = np.asarray(flats, dtype=np.int64).reshape(-1)
+        else:
+            flats = list(flats)
+        self.read_many(mem, flats, a, sid, op)
+        self.unfenced(mem, flats, a, sid, fence_counts, op)
+
+    def unfenced(self, mem: Mem, flats, a: Agent, sid, fence_counts: list[int], op: str, *,
+                 fence_vc: np.ndarray | None = None, reads: bool = False) -> None:
+        """A ``proxy`` race for each element of ``flats`` about to be accessed by the async proxy (read by a TMA
+        store or a wgmma, overwritten by a TMA load) by ``a`` whose last generic-proxy write (and, with ``reads``,
+        a generic read since it) has no ``fence.proxy.async`` on its causality path: none by its writer since
+        (``fence_counts``: each thread's fences so far) and none by the issuer after acquiring it (``fence_vc``:
+        the issuer's clock at its last fence, which covers an access of slot ``s`` at clock ``c`` when
+        ``fence_vc[s] >= c``)."""
         st = mem.st
+        threads = self.slots.threads
         if st is not None:
             fl = np.asarray(flats, dtype=np.int64).reshape(-1)
-            self.read_many(mem, fl, a, sid, op)
             if not len(fl):
                 return
             ws, wf = st.w_slot[fl], st.w_fence[fl]
             fc = np.asarray(fence_counts, dtype=np.int64)
-            hit = (ws >= 0) & (wf >= 0) & (ws < self.slots.threads)
+            hit = (ws >= 0) & (wf >= 0) & (ws < threads)
             if hit.any():
                 hit[hit] = fc[st.w_tid[fl[hit]]] <= wf[hit]
-                for f in fl[hit].tolist():
-                    w = st.write_of(f)
-                    self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
+            if fence_vc is not None and hit.any():
+                hit[hit] = fence_vc[ws[hit]] < st.w_clock[fl[hit]]
+            for f in fl[hit].tolist():
+                w = st.write_of(f)
+                self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
+            if reads and st.r_clock.shape[1]:
+                self._unfenced_reads(mem, fl, a, sid, op, fence_vc)
             return
-        flats = list(flats)
-        self.read_many(mem, flats, a, sid, op)
         writes = mem._writes
-        threads = self.slots.threads
         for f in flats:
             w = writes.get(f)
-            if w is not None and w[5] >= 0 and w[0] < threads and fence_counts[w[2]] <= w[5]:
+            if w is not None and w[5] >= 0 and w[0] < threads and fence_counts[w[2]] <= w[5] and \
+                    (fence_vc is None or fence_vc[w[0]] < w[1]):
                 self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
+
+    def _unfenced_reads(self, mem: Mem, fl: np.ndarray, a: Agent, sid, op: str, fence_vc: np.ndarray | None) -> None:
+        """The generic reads of ``fl`` since their last write, ordered before ``a`` (an unordered one is a
+        write-after-read race already) and not covered by the issuer's fence."""
+        st = mem.st
+        rows = st.r_clock[fl]
+        slots = st.col_slot[None, :]
+        hit = (rows >= 0) & (slots < self.slots.threads) & (rows <= a.vc[slots])
+        if fence_vc is not None:
+            hit &= rows > fence_vc[slots]
+        if not hit.any():
+            return
+        generic = np.array([k[2] not in _ASYNC_READS for k in st.recs] or [False], dtype=bool)
+        hit &= generic[np.where(hit, st.r_rec[fl], 0)]
+        for i, c in zip(*np.nonzero(hit)):
+            t, rsid, rop = st.recs[int(st.r_rec[fl[i], c])]
+            self.log.add("proxy", mem, int(fl[i]), self._acc(t, rsid, rop), self._acc(a.tid, sid, op))
+
+_ASYNC_READS = frozenset({"wgmma", "tma-store"})
+"""Read kinds made through the async proxy (:meth:`Shadow.proxy_read`): no fence is needed before a TMA load
+overwrites what they read."""
 
 
 class InterBlock:

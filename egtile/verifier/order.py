@@ -45,9 +45,11 @@ write it must see (L1), a write after the reads of the value it overwrites and a
 (L2). Accesses without a timestamp must at least be ordered one way (else L1). The pairs are decided
 per class of accesses rather than one by one (:meth:`OrderAnalysis.check_data`), with the same result.
 
-**Proxy fences (L6).** A TMA store reads its source through the async proxy: every generic write of
-that region ordered before it needs a ``fence.proxy.async`` of the writing agent after the write and
-before the store (PTX ISA 9.7.13.3.2, memory consistency model "proxies").
+**Proxy fences (L6).** A TMA store reads its source and a wgmma its shared operands through the async proxy, and
+a TMA load writes its destination through it: every conflicting generic access of that region ordered before it
+(a write; for a TMA load, a read too) needs a ``fence.proxy.async`` on the causality path between them, by the
+accessing threads after the access or by a thread that acquired it before the async access (PTX ISA 9.7.13.3.2,
+memory consistency model "proxies").
 """
 
 from __future__ import annotations
@@ -130,6 +132,7 @@ class OrderAnalysis:
         self.phase_of: dict[int, tuple[str, int, int]] = {}  # id(event) -> (barrier, stage, j)
         self.waits: list[tuple[Event, int, int]] = []  # (wait, lo, observed)
         self.accesses: list[Event] = []
+        self.tma_writes: list[Event] = []  # the async-proxy writes of TMA loads
         self.fences: dict[int, list[int]] = {}
         self.next_comp = len(agents)
         self.first_open: dict[tuple[str, int], int] = {}
@@ -402,6 +405,8 @@ class OrderAnalysis:
                                     self.accesses.append(w)
                                     if ev.kind == "cp_write":
                                         pending_cp[a].append(w)
+                                    else:
+                                        self.tma_writes.append(w)
                                 self.next_comp += 1
                                 if ev.kind == "tma":
                                     self._check_after_previous_phase(ev, a)
@@ -731,24 +736,40 @@ class OrderAnalysis:
     # -- L6 -------------------------------------------------------------------------------------------
 
     def check_fences(self) -> None:
+        """L6: a generic-proxy access, then an async-proxy access of the same shared elements, at least one of them
+        a write (a generic write then a wgmma operand or a TMA store's source read, or then a TMA load's write; a
+        generic read then a TMA load's write), needs a ``fence.proxy.async`` on the causality path between them
+        (PTX ISA 9.7.13.3.2): one by the generic accessor after its access, or one by any thread that the access
+        happens before and that happens before the async access (the issuing thread after its wait)."""
         reads = [e for e in self.accesses if e.proxy == "async" and e.mode == "r" and not e.local]
         reported: set = set()
-        for r in reads:
+        every = [f for fs in self.fences.values() for f in fs]
+        for r, modes, how in (
+                *((r, ("w", "a", "x"), "read through the async proxy by sid {} (a wgmma operand or a TMA store's "
+                   "source)") for r in reads),
+                *((r, ("r", "w", "a", "x"), "overwritten through the async proxy by the TMA load of sid {}")
+                  for r in self.tma_writes)):
             for w in self.accesses:
-                if w.buffer != r.buffer or w.proxy != "generic" or w.mode == "r" or w.local or \
+                if w.buffer != r.buffer or w.proxy != "generic" or w.mode not in modes or w.local or \
                         not self.space.overlaps(w.fp, r.fp):
                     continue
                 if self.decides is not None and not self.decides(w, r):
                     continue
                 if not self.hb(w, r):
                     continue
-                fenced = any(w.tick < f.tick and self._fences_writer(f, w) and self._before(f, r)
-                             for f in self.fences.get(w.comp, []))
+                fenced = any(self._after(w, f) and self._before(f, r) for f in every)
                 if not fenced and (w.sid, r.sid) not in reported:
                     reported.add((w.sid, r.sid))
-                    self.v("L6", f"{self._desc(w)} is read through the async proxy by sid {r.sid} (a wgmma "
-                                 f"operand or a TMA store's source) without a fence.proxy.async by its writers between them", (w.sid, r.sid),
+                    self.v("L6", f"{self._desc(w)} is {how.format(r.sid)} without a fence.proxy.async between them "
+                                 "(by its threads after it, or by the issuing thread before the copy)", (w.sid, r.sid),
                            buffer=w.buffer, stage=w.stage)
+
+    def _after(self, w: Event, f: Event) -> bool:
+        """Does fence ``f`` come after access ``w`` for every thread that made ``w`` (its own program order, a
+        barrier of all the agent's threads, or a release of ``w`` that ``f``'s thread acquired)?"""
+        if f.comp == w.comp:
+            return w.tick < f.tick and (self._fences_writer(f, w) or w.tick < f.covered)
+        return self.hb(w, f)
 
     def _fences_writer(self, f: Event, w: Event) -> bool:
         """Is fence ``f`` executed by every thread that made write ``w``?"""
@@ -763,6 +784,8 @@ class OrderAnalysis:
         a = f.comp
         if r.vc.get(a, 0) < f.tick:
             return False
+        if r.comp >= len(self.agents) and r.issuer == a:  # an async copy's write: before its issue, in program order
+            return f.tick < r.vc.get(a, 0) and (f.tid is None or f.tid == r.tid or f.tick < r.covered)
         if r.comp == a:
             return f.tick < r.covered or (f.tid is not None and f.tid == r.tid)
         if r.vc.get(_all(a), 0) > f.tick:

@@ -59,7 +59,8 @@ def ws_kernel(n: int, start: int, block_n: int = 64) -> Kernel:
 def ws_schedule(*, n: int = 4, start: int = 0, stages: int = 2, block_n: int = 64, absolute_parity: bool = False,
                 full_count_delta: int = 0, empty_count_delta: int = 0, tx_delta: int = 0,
                 release_before_last_read: bool = False, wait_after_first_read: bool = False,
-                syncthreads_in_role: bool = False, setmaxnreg: tuple[int, int] = (240, 40)) -> Scheduled:
+                syncthreads_in_role: bool = False, setmaxnreg: tuple[int, int] = (240, 40),
+                unfenced_tma: bool = False) -> Scheduled:
     """The seed-2 pipeline, parametrized. Each keyword plants one bug:
 
     * ``absolute_parity``: stage/parity from ``ko`` instead of ``ko - start`` (L4 when ``start % stages``
@@ -68,7 +69,9 @@ def ws_schedule(*, n: int = 4, start: int = 0, stages: int = 2, block_n: int = 6
     * ``tx_delta``: ``expect_tx`` bytes off by that much (L3);
     * ``release_before_last_read``: the consumer arrives on ``empty`` before reading ``A_shared`` (L2);
     * ``wait_after_first_read``: TileLang's bug 2 (L1);
-    * ``syncthreads_in_role``: a whole-block ``__syncthreads`` inside the consumer role (L7).
+    * ``syncthreads_in_role``: a whole-block ``__syncthreads`` inside the consumer role (L7);
+    * ``unfenced_tma``: no ``fence.proxy.async`` before the TMA load that overwrites what the consumer read with
+      ordinary loads (L6).
     """
     k = ws_kernel(n, start, block_n)
     A_in, B_in, B_out, A_out = k.params
@@ -99,6 +102,7 @@ def ws_schedule(*, n: int = 4, start: int = 0, stages: int = 2, block_n: int = 6
                     Arrive("full_0", stage),
                     Elect(producer, (
                         ArriveExpectTx("full_0", stage, block_n * 2 + tx_delta),
+                        *(() if unfenced_tma else (FenceProxyAsync(),)),
                         TmaLoad(Region(A_in, (ko, c(0)), (1, block_n)), Region(A_st, (stage, c(0)), (1, block_n)),
                                 "full_0", stage, sid=4),
                     )),

@@ -129,6 +129,7 @@ class OrderAnalysis:
         self.phase_of: dict[int, tuple[str, int, int]] = {}  # id(event) -> (barrier, stage, j)
         self.waits: list[tuple[Event, int, int]] = []  # (wait, lo, observed)
         self.accesses: list[Event] = []
+        self.tma_writes: list[Event] = []
         self.fences: dict[int, list[int]] = {}
         self.next_comp = len(agents)
 
@@ -354,6 +355,8 @@ class OrderAnalysis:
                                     w.vc, w.comp, w.tick = node, self.next_comp, 1
                                     w.covered, w.issuer = ev.covered, a
                                     self.accesses.append(w)
+                                    if ev.kind == "tma":
+                                        self.tma_writes.append(w)
                                 self.next_comp += 1
                                 if ev.kind == "tma":
                                     self._ordered_after_previous_phase(ev, a)
@@ -505,21 +508,31 @@ class OrderAnalysis:
     def check_fences(self) -> None:
         reads = [e for e in self.accesses if e.proxy == "async" and e.mode == "r"]
         reported: set = set()
-        for r in reads:
+        every = [f for fs in self.fences.values() for f in fs]
+        for r, modes, how in (
+                *((r, ("w", "a", "x"), "read through the async proxy by sid {} (a wgmma operand or a TMA store's "
+                   "source)") for r in reads),
+                *((r, ("r", "w", "a", "x"), "overwritten through the async proxy by the TMA load of sid {}")
+                  for r in self.tma_writes)):
             for w in self.accesses:
-                if w.buffer != r.buffer or w.proxy != "generic" or w.mode == "r" or not _overlap(w, r):
+                if w.buffer != r.buffer or w.proxy != "generic" or w.mode not in modes or not _overlap(w, r):
                     continue
                 if self.decides is not None and not self.decides(w, r):
                     continue
                 if not self.hb(w, r):
                     continue
-                fenced = any(w.tick < f.tick and self._fences_writer(f, w) and self._before(f, r)
-                             for f in self.fences.get(w.comp, []))
+                fenced = any(self._after(w, f) and self._before(f, r) for f in every)
                 if not fenced and (w.sid, r.sid) not in reported:
                     reported.add((w.sid, r.sid))
-                    self.v("L6", f"{self._desc(w)} is read through the async proxy by sid {r.sid} (a wgmma "
-                                 f"operand or a TMA store's source) without a fence.proxy.async by its writers between them", (w.sid, r.sid),
+                    self.v("L6", f"{self._desc(w)} is {how.format(r.sid)} without a fence.proxy.async between them "
+                                 "(by its threads after it, or by the issuing thread before the copy)", (w.sid, r.sid),
                            buffer=w.buffer, stage=w.stage)
+
+    def _after(self, w: Event, f: Event) -> bool:
+        """Does fence ``f`` come after access ``w`` for every thread that made ``w``?"""
+        if f.comp == w.comp:
+            return w.tick < f.tick and (self._fences_writer(f, w) or w.tick < f.covered)
+        return self.hb(w, f)
 
     @staticmethod
     def _fences_writer(f: Event, w: Event) -> bool:
@@ -534,6 +547,8 @@ class OrderAnalysis:
         a = f.comp
         if r.vc.get(a, 0) < f.tick:
             return False
+        if r.comp >= len(self.agents) and r.issuer == a:  # an async copy's write: before its issue, in program order
+            return f.tick < r.vc.get(a, 0) and (f.tid is None or f.tid == r.tid or f.tick < r.covered)
         if r.comp == a:
             return f.tick < r.covered or (f.tid is not None and f.tid == r.tid)
         if r.vc.get(_all(a), 0) > f.tick:
