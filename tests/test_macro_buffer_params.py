@@ -123,3 +123,36 @@ def test_a_macro_sorts_the_callers_shared_buffers_on_cuda():
     ref_k, ref_v = torch.sort(X.double(), dim=1, descending=True)
     torch.testing.assert_close(K.double().cpu(), ref_k, rtol=0, atol=0)
     torch.testing.assert_close(V.long().cpu(), ref_v, rtol=0, atol=0)
+
+
+def test_an_annotation_naming_a_local_of_the_kernel_factory_is_checked():
+    """This module has ``from __future__ import annotations``: the annotation is the string
+    ``"T.FragmentBuffer([n], accum_dtype)"``, and ``accum_dtype`` / ``n`` are locals of the factory that the macro's
+    body does not name (so its closure lacks them). It was evaluated in the globals and closure only, failed, and the
+    check was skipped: a float16 fragment passed a float32 annotation."""
+
+    def factory(accum_dtype, buffer_dtype):
+        n = N
+
+        @T.macro
+        def bump(buf: T.FragmentBuffer([n], accum_dtype)):
+            for i in T.Parallel(N):
+                buf[i] = buf[i] + 1
+
+        @T.prim_func
+        def main(X: T.Tensor((N,), buffer_dtype), Y: T.Tensor((N,), buffer_dtype)):
+            with T.Kernel(1, threads=64) as _b:
+                f = T.alloc_fragment((N,), buffer_dtype)
+                T.copy(X, f)
+                bump(f)
+                T.copy(f, Y)
+
+        return main
+
+    with pytest.raises(DSLError, match="of dtype float32 but buffer 'f' holds float16") as e:
+        factory("float32", "float16")
+    assert "test_macro_buffer_params.py" in str(e.value)
+    X = torch.randn(N, generator=torch.Generator().manual_seed(int(torch.randint(0, 2 ** 31, ()))))
+    Y = torch.full((N,), float("nan"))
+    egtile.compile(factory("float32", "float32"), target="sim")(X, Y)
+    torch.testing.assert_close(Y, (X.double() + 1).float(), rtol=0, atol=0)
