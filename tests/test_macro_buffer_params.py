@@ -9,7 +9,7 @@ import torch
 
 import egtile
 from egtile import language as T
-from egtile.errors import DSLError
+from egtile.errors import DSLError, DTypeError
 
 N = 64
 
@@ -156,3 +156,48 @@ def test_an_annotation_naming_a_local_of_the_kernel_factory_is_checked():
     Y = torch.full((N,), float("nan"))
     egtile.compile(factory("float32", "float32"), target="sim")(X, Y)
     torch.testing.assert_close(Y, (X.double() + 1).float(), rtol=0, atol=0)
+
+
+def _twice(dtype_annotation, dtype_alloc):
+    """TileLang's attention examples: ``accum_dtype = "float"`` annotates a fragment parameter that
+    ``T.alloc_fragment(..., accum_dtype)`` made float32."""
+
+    @T.macro
+    def twice(buf: T.FragmentBuffer([N], dtype_annotation)):
+        for i in T.Parallel(N):
+            buf[i] = buf[i] * 2 + 1
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), dtype_alloc), Y: T.Tensor((N,), dtype_alloc)):
+        with T.Kernel(1, threads=64) as _b:
+            f = T.alloc_fragment((N,), dtype_alloc)
+            T.copy(X, f)
+            twice(f)
+            T.copy(f, Y)
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["sim", "interp"])
+@pytest.mark.parametrize("annotation, alloc, torch_dtype", [
+    ("float", "float32", torch.float32),
+    ("half", "float16", torch.float16),
+    ("fp16", "half", torch.float16),
+    (torch.float32, "float", torch.float32),
+    (T.float32, "float32", torch.float32),
+])
+def test_a_dtype_alias_in_the_annotation_names_the_buffers_dtype(annotation, alloc, torch_dtype, target):
+    X = torch.randn(N, generator=torch.Generator().manual_seed(int(torch.randint(0, 2 ** 31, ())))).to(torch_dtype)
+    Y = torch.full((N,), float("nan"), dtype=torch_dtype)
+    egtile.compile(_twice(annotation, alloc), target=target)(X, Y)
+    want = (X.double() * 2 + 1).to(torch_dtype)  # x * 2 is exact: one rounding, of the sum
+    torch.testing.assert_close(Y, want, rtol=0, atol=0)
+
+
+def test_an_alias_of_another_dtype_is_still_refused_and_an_unknown_one_is_named():
+    with pytest.raises(DSLError, match="of dtype float16 but buffer 'f' holds float32") as e:
+        egtile.compile(_twice("half", "float32"), target="sim")
+    assert "test_macro_buffer_params.py" in str(e.value) and "T.FragmentBuffer" in str(e.value)
+    with pytest.raises(DTypeError, match="T.FragmentBuffer of dtype flaot: unknown dtype 'flaot'") as e:
+        egtile.compile(_twice("flaot", "float32"), target="sim")
+    assert "test_macro_buffer_params.py" in str(e.value)

@@ -48,12 +48,13 @@ class BufferParam:
         if shape is not None and not isinstance(shape, (tuple, list)):
             shape = (shape,)
         self.shape = None if shape is None else tuple(shape)
-        self.dtype = None if dtype is None else str(dtype)
+        self.dtype = dtype  # as written (an alias such as "float", a torch dtype): check() resolves it
 
     def check(self, macro_name: str, param: str, arg: Any) -> None:
         """Raise :class:`DSLError` at the call unless ``arg`` is a buffer this annotation describes."""
         from egtile.language.buffer import TileBuffer, static_value
         from egtile.language.expr import as_expr
+        from egtile.language.kernel import check_dtype
 
         what, alloc = _MEMORY[self.scope]
         loc = tracer.user_loc()
@@ -63,8 +64,10 @@ class BufferParam:
         b = arg.buffer
         if b.scope != self.scope:
             raise DSLError(f"{where} but receives {b.scope} buffer {b.name!r}: pass a buffer made by {alloc}", loc)
-        if self.dtype is not None and str(b.dtype) != self.dtype:
-            raise DSLError(f"{where} of dtype {self.dtype} but buffer {b.name!r} holds {b.dtype}", loc)
+        if self.dtype is not None:
+            want_dtype = check_dtype(self.dtype, f"{where} of dtype {self.dtype}", loc)
+            if b.dtype != want_dtype:  # an allocation's dtype is canonical (check_dtype)
+                raise DSLError(f"{where} of dtype {want_dtype} but buffer {b.name!r} holds {b.dtype}", loc)
         if self.shape is not None:
             want = []
             for e in self.shape:
