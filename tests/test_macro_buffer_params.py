@@ -201,3 +201,37 @@ def test_an_alias_of_another_dtype_is_still_refused_and_an_unknown_one_is_named(
     with pytest.raises(DTypeError, match="T.FragmentBuffer of dtype flaot: unknown dtype 'flaot'") as e:
         egtile.compile(_twice("flaot", "float32"), target="sim")
     assert "test_macro_buffer_params.py" in str(e.value)
+
+
+
+def _symbolic_annotation(target):
+    @egtile.jit(out_idx=[1], target=target)
+    def factory(n=N):
+        m = T.symbolic("m")
+
+        @T.macro
+        def twice(buf: T.FragmentBuffer([m], "float")):
+            for i in T.Parallel(n):
+                buf[i] = buf[i] * 2 - 1
+
+        @T.prim_func
+        def main(X: T.Tensor((m,), "float32"), Y: T.Tensor((m,), "float32")):
+            with T.Kernel(1, threads=64) as _b:
+                f = T.alloc_fragment((n,), "float32")
+                T.copy(X[0:n], f)
+                twice(f)
+                T.copy(f, Y[0:n])
+
+        return main
+
+    return factory
+
+
+@pytest.mark.parametrize("target", ["sim", "interp"])
+def test_a_symbolic_size_in_the_annotation_is_the_one_bound_for_the_call(target):
+    """``T.symbolic`` in an ``@egtile.jit`` factory is bound per call from the tensors' shapes; the annotation's
+    entry is that size, so it matches a fragment of that extent and refuses one of another."""
+    X = torch.randn(N, generator=torch.Generator().manual_seed(int(torch.randint(0, 2 ** 31, ()))))
+    torch.testing.assert_close(_symbolic_annotation(target)()(X), (X.double() * 2 - 1).float(), rtol=0, atol=0)
+    with pytest.raises(DSLError, match=r"T.FragmentBuffer of shape \(128,\) but buffer 'f' has shape \(64,\)"):
+        _symbolic_annotation(target)()(torch.randn(2 * N))

@@ -11,8 +11,11 @@ variable is a reference to it: ``x = e`` inside the macro stores into that eleme
 ``T.SharedBuffer(shape, dtype)`` / ``T.FragmentBuffer`` / ``T.LocalBuffer``: a parameter so annotated receives a
 buffer of that memory (``T.alloc_shared`` / ``T.alloc_fragment`` / ``T.alloc_local``), the same buffer, not a copy
 (TileLang's buffer parameters of a macro). Each call checks the argument against the annotation: a buffer of another
-memory, shape or dtype is a :class:`DSLError` at the call. The annotations describe macro parameters only: a
-kernel's parameters are ``T.Tensor``.
+memory, shape or dtype is a :class:`DSLError` at the call. The dtype is compared by its canonical name, as every
+dtype of the front end is (TileLang's attention examples annotate ``T.FragmentBuffer([M, N], accum_dtype)`` with
+``accum_dtype = "float"`` on a fragment ``T.alloc_fragment`` made float32). A ``T.symbolic`` size in the shape is the
+one bound for the call (an ``@egtile.jit`` factory binds it from the tensors' shapes); an entry still unknown while
+tracing matches any extent. The annotations describe macro parameters only: a kernel's parameters are ``T.Tensor``.
 """
 
 from __future__ import annotations
