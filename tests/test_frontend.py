@@ -180,6 +180,53 @@ def test_runtime_if_elif_else_with_and_or_not_chains_and_conditional_expressions
     assert torch.equal(out, branches_reference(a, b))
 
 
+def alloc_var_operands(n: int = 64):
+    """A ``T.alloc_var`` as an operand of ``... if ... else ...``, ``or`` and ``and`` (each reads as its value there,
+    docs/language.md); ``acc`` is 0.0 where ``X[i] > 0.5`` so that ``or`` / ``and`` take both sides, and the
+    counter ``c`` changes every iteration, so a read at the wrong iteration shows."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((6, n), "float32")):
+        with T.Kernel(1, threads=1) as _b:
+            acc = T.alloc_var("float32", 1.5)
+            c = T.alloc_var("int32", 0)
+            for i in T.serial(n):
+                acc = T.if_then_else(X[i] > 0.5, 0.0, X[i] + 3.0)
+                c += 1
+                Y[0, i] = acc if X[i] > 0 else -acc  # the user's report
+                Y[1, i] = acc or 5.0
+                Y[2, i] = (X[i] > 0) and acc
+                Y[3, i] = acc and X[i] * 2.0
+                Y[4, i] = -acc if X[i] < 0 else acc + 1.0
+                Y[5, i] = c if X[i] > 0 else -c
+
+    return main
+
+
+def alloc_var_operands_reference(x):
+    x = x.double()
+    acc = torch.where(x > 0.5, 0.0, (x + 3.0).float().double())  # X[i] + 3.0 rounds to float32 once
+    c = torch.arange(1, x.numel() + 1, dtype=torch.float64)
+    return torch.stack([torch.where(x > 0, acc, -acc), torch.where(acc != 0, acc, 5.0), torch.where(x > 0, acc, 0.0),
+                        torch.where(acc != 0, (x * 2.0).float().double(), acc), torch.where(x < 0, -acc, acc + 1.0),
+                        torch.where(x > 0, c, -c)]).float()
+
+
+@pytest.mark.parametrize("target", CPU)
+def test_an_alloc_var_is_its_value_as_an_operand_of_if_else_or_and_and(target):
+    """``Y[i] = acc if X[i] > 0 else -acc`` was refused: "`acc` tests buffer acc, which has no truth value"."""
+    x, y = torch.randn(64), nan(6, 64)
+    run(alloc_var_operands(), x, y, target=target)
+    assert torch.equal(y, alloc_var_operands_reference(x))
+
+
+def test_an_alloc_var_operand_of_if_else_or_and_and_compiles_with_nvrtc():
+    from egtile.codegen import nvrtc
+
+    src = egtile.compile(alloc_var_operands(), target="cuda").get_kernel_source()
+    nvrtc.compile_cuda(src, "alloc_var_operands.cu")  # egtile's cache may have skipped NVRTC in the compile
+
+
 def test_python_values_keep_python_control_flow():
     """On Python values nothing changes: a static if picks its branch at trace time (no T.If in the IR)."""
     from egtile.ir.kernel import If, walk

@@ -189,6 +189,78 @@ def test_pipelined_serial_unroll_kinds_and_bounds():
     assert (st[2].start, st[2].stop) == (Var("bx"), c(4))
 
 
+def _accumulate(n=4, b=32, **schedule):
+    """The user's report: ``T.Pipelined(N, num_stages=2, order=[0, 1], stage=[0, 1])`` was refused as a manual
+    pipeline schedule; TileLang's flash-attention examples also pass ``group=``."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n, b), "float32"), Y: T.Tensor((b,), "float32")):
+        with T.Kernel(1, threads=32) as _bx:
+            s = T.alloc_shared((b,), "float32")
+            f = T.alloc_fragment((b,), "float32")
+            T.clear(f)
+            for i in T.Pipelined(n, **schedule):  # mark-manual-schedule
+                T.copy(X[i, 0], s)
+                for j in T.Parallel(b):
+                    f[j] += s[j]
+            T.copy(f, Y)
+
+    return main
+
+
+@pytest.mark.parametrize("schedule", [
+    {"num_stages": 2, "order": [0, 1], "stage": [0, 1]},
+    {"num_stages": 2, "order": [-1, 0], "stage": [-1, 1], "group": [[0], [1]]},
+    {"order": (1, 0), "stage": (0, 1), "sync": [[0, 1]]},
+])
+def test_a_manual_pipeline_schedule_is_a_hint_that_changes_no_ir_and_explain_says_so(schedule):
+    plain = _accumulate(num_stages=schedule.get("num_stages", 0))
+    hinted = _accumulate(**schedule)
+    assert body(hinted) == body(plain)
+    line = line_of("# mark-manual-schedule")
+    names = ", ".join(f"{n}=[...]" for n in schedule if n != "num_stages")
+    note, = hinted.kernel.notes
+    assert note.startswith(f"T.Pipelined(..., {names}) at line {line}: TileLang's manual pipeline schedule, accepted "
+                           "as a hint and ignored")
+    assert ("give num_stages=2" in note) == ("num_stages" not in schedule)  # TileLang's depth, max(stage) + 1
+    assert not plain.kernel.notes
+
+
+@pytest.mark.parametrize("target", ["sim", "interp"])
+def test_a_loop_with_a_manual_pipeline_schedule_computes_what_the_loop_says(target):
+    import torch
+
+    import egtile
+
+    n, b = 4, 32
+    x = torch.randn(n, b, generator=torch.Generator().manual_seed(int(torch.randint(0, 2 ** 31, ()))))
+    y = torch.full((b,), float("nan"))
+    k = egtile.compile(_accumulate(n, b, num_stages=2, order=[0, 1], stage=[0, 1], group=[[0], [1]]), target=target)
+    k(x, y)
+    want = torch.zeros(b, dtype=torch.float32)
+    for i in range(n):  # f[j] += s[j] in float32, in loop order: one rounding per step
+        want = (want.double() + x[i].double()).float()
+    assert torch.equal(y, want)
+    assert f"front end: T.Pipelined(..., order=[...], stage=[...], group=[...]) at line " \
+           f"{line_of('# mark-manual-schedule')}" in k.explain()
+
+
+@pytest.mark.parametrize("schedule, message", [
+    ({"order": "01", "stage": [0, 1]}, r"T.Pipelined\(order=...\): expected a list of Python ints, got '01'"),
+    ({"order": [0, 1.0], "stage": [0, 1]}, r"order=...\): expected a list of Python ints, got \[0, 1.0\]"),
+    ({"order": [0, 1], "stage": [True, 1]}, r"stage=...\): expected a list of Python ints"),
+    ({"order": [0, 1], "stage": [0, 1, 1]}, r"T.Pipelined: order has 2, stage has 3 entries; .* same length"),
+    ({"order": [0, 1], "stage": [0, 1], "group": [[0], [1], [2]]}, r"order has 2, stage has 2, group has 3 entries"),
+    ({"order": [0, 1], "stage": [0, 1], "group": [0, 1]},
+     r"T.Pipelined\(group=...\) entry 0: expected a list of Python ints, got 0"),
+    ({"sync": 3}, r"T.Pipelined\(sync=...\): expected a list of lists of Python ints, got 3"),
+])
+def test_a_malformed_manual_pipeline_schedule_is_refused_at_its_line(schedule, message):
+    with pytest.raises(DSLError, match=message) as e:
+        _accumulate(num_stages=2, **schedule)
+    assert e.value.loc.line == line_of("# mark-manual-schedule")
+
+
 def test_python_range_over_ints_unrolls_while_tracing():
     @T.prim_func
     def k(X: T.Tensor((3,), "int32")):
@@ -590,11 +662,11 @@ def test_unknown_dtype_string():
 
 
 def test_unsupported_constructs_are_named():
-    with pytest.raises(UnsupportedError, match=r"T.Pipelined\(order=...\)"):
+    with pytest.raises(UnsupportedError, match=r"T.Pipelined\(annotations=...\) \(TVM loop annotations\)"):
         @T.prim_func
         def k(X: T.Tensor((4,), "int32")):
             with T.Kernel(1):
-                for ko in T.Pipelined(4, num_stages=2, order=[0, 1]):
+                for ko in T.Pipelined(4, num_stages=2, annotations={"a": 1}):
                     X[ko] = 0
     with pytest.raises(DSLError, match="T.serial: the step must be a non-zero Python int, got 0"):
         @T.prim_func

@@ -9,7 +9,7 @@ import torch
 
 import egtile
 from egtile import language as T
-from egtile.errors import DSLError
+from egtile.errors import DSLError, DTypeError
 
 N = 64
 
@@ -123,3 +123,115 @@ def test_a_macro_sorts_the_callers_shared_buffers_on_cuda():
     ref_k, ref_v = torch.sort(X.double(), dim=1, descending=True)
     torch.testing.assert_close(K.double().cpu(), ref_k, rtol=0, atol=0)
     torch.testing.assert_close(V.long().cpu(), ref_v, rtol=0, atol=0)
+
+
+def test_an_annotation_naming_a_local_of_the_kernel_factory_is_checked():
+    """This module has ``from __future__ import annotations``: the annotation is the string
+    ``"T.FragmentBuffer([n], accum_dtype)"``, and ``accum_dtype`` / ``n`` are locals of the factory that the macro's
+    body does not name (so its closure lacks them). It was evaluated in the globals and closure only, failed, and the
+    check was skipped: a float16 fragment passed a float32 annotation."""
+
+    def factory(accum_dtype, buffer_dtype):
+        n = N
+
+        @T.macro
+        def bump(buf: T.FragmentBuffer([n], accum_dtype)):
+            for i in T.Parallel(N):
+                buf[i] = buf[i] + 1
+
+        @T.prim_func
+        def main(X: T.Tensor((N,), buffer_dtype), Y: T.Tensor((N,), buffer_dtype)):
+            with T.Kernel(1, threads=64) as _b:
+                f = T.alloc_fragment((N,), buffer_dtype)
+                T.copy(X, f)
+                bump(f)
+                T.copy(f, Y)
+
+        return main
+
+    with pytest.raises(DSLError, match="of dtype float32 but buffer 'f' holds float16") as e:
+        factory("float32", "float16")
+    assert "test_macro_buffer_params.py" in str(e.value)
+    X = torch.randn(N, generator=torch.Generator().manual_seed(int(torch.randint(0, 2 ** 31, ()))))
+    Y = torch.full((N,), float("nan"))
+    egtile.compile(factory("float32", "float32"), target="sim")(X, Y)
+    torch.testing.assert_close(Y, (X.double() + 1).float(), rtol=0, atol=0)
+
+
+def _twice(dtype_annotation, dtype_alloc):
+    """TileLang's attention examples: ``accum_dtype = "float"`` annotates a fragment parameter that
+    ``T.alloc_fragment(..., accum_dtype)`` made float32."""
+
+    @T.macro
+    def twice(buf: T.FragmentBuffer([N], dtype_annotation)):
+        for i in T.Parallel(N):
+            buf[i] = buf[i] * 2 + 1
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), dtype_alloc), Y: T.Tensor((N,), dtype_alloc)):
+        with T.Kernel(1, threads=64) as _b:
+            f = T.alloc_fragment((N,), dtype_alloc)
+            T.copy(X, f)
+            twice(f)
+            T.copy(f, Y)
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["sim", "interp"])
+@pytest.mark.parametrize("annotation, alloc, torch_dtype", [
+    ("float", "float32", torch.float32),
+    ("half", "float16", torch.float16),
+    ("fp16", "half", torch.float16),
+    (torch.float32, "float", torch.float32),
+    (T.float32, "float32", torch.float32),
+])
+def test_a_dtype_alias_in_the_annotation_names_the_buffers_dtype(annotation, alloc, torch_dtype, target):
+    X = torch.randn(N, generator=torch.Generator().manual_seed(int(torch.randint(0, 2 ** 31, ())))).to(torch_dtype)
+    Y = torch.full((N,), float("nan"), dtype=torch_dtype)
+    egtile.compile(_twice(annotation, alloc), target=target)(X, Y)
+    want = (X.double() * 2 + 1).to(torch_dtype)  # x * 2 is exact: one rounding, of the sum
+    torch.testing.assert_close(Y, want, rtol=0, atol=0)
+
+
+def test_an_alias_of_another_dtype_is_still_refused_and_an_unknown_one_is_named():
+    with pytest.raises(DSLError, match="of dtype float16 but buffer 'f' holds float32") as e:
+        egtile.compile(_twice("half", "float32"), target="sim")
+    assert "test_macro_buffer_params.py" in str(e.value) and "T.FragmentBuffer" in str(e.value)
+    with pytest.raises(DTypeError, match="T.FragmentBuffer of dtype flaot: unknown dtype 'flaot'") as e:
+        egtile.compile(_twice("flaot", "float32"), target="sim")
+    assert "test_macro_buffer_params.py" in str(e.value)
+
+
+
+def _symbolic_annotation(target):
+    @egtile.jit(out_idx=[1], target=target)
+    def factory(n=N):
+        m = T.symbolic("m")
+
+        @T.macro
+        def twice(buf: T.FragmentBuffer([m], "float")):
+            for i in T.Parallel(n):
+                buf[i] = buf[i] * 2 - 1
+
+        @T.prim_func
+        def main(X: T.Tensor((m,), "float32"), Y: T.Tensor((m,), "float32")):
+            with T.Kernel(1, threads=64) as _b:
+                f = T.alloc_fragment((n,), "float32")
+                T.copy(X[0:n], f)
+                twice(f)
+                T.copy(f, Y[0:n])
+
+        return main
+
+    return factory
+
+
+@pytest.mark.parametrize("target", ["sim", "interp"])
+def test_a_symbolic_size_in_the_annotation_is_the_one_bound_for_the_call(target):
+    """``T.symbolic`` in an ``@egtile.jit`` factory is bound per call from the tensors' shapes; the annotation's
+    entry is that size, so it matches a fragment of that extent and refuses one of another."""
+    X = torch.randn(N, generator=torch.Generator().manual_seed(int(torch.randint(0, 2 ** 31, ()))))
+    torch.testing.assert_close(_symbolic_annotation(target)()(X), (X.double() * 2 - 1).float(), rtol=0, atol=0)
+    with pytest.raises(DSLError, match=r"T.FragmentBuffer of shape \(128,\) but buffer 'f' has shape \(64,\)"):
+        _symbolic_annotation(target)()(torch.randn(2 * N))

@@ -13,7 +13,11 @@ Notes on semantics and constraints:
 * ``T.Pipelined(n | start, stop, num_stages=S)``: serial semantics; with ``S > 0`` the scheduler may keep
   ``S`` versions of the shared buffers the body fills and overlap copies with compute (software
   pipelining or producer/consumer warp specialization). ``num_stages=0`` is a plain serial loop, as in
-  TileLang. Manual schedules (``order``, ``stage``, ``group``) are not supported.
+  TileLang. TileLang's manual schedule (``order``, ``stage``, ``group``, ``sync``: each scheduled statement's
+  emission order, pipeline stage and grouping) is a hint: it changes when statements run, never what they compute.
+  egtile checks its form and ignores it, choosing the loop's schedule in the e-graph, and ``explain()`` says so
+  (TileLang infers ``max(stage) + 1`` stages when ``num_stages`` is omitted; egtile does not, and ``explain()``
+  names the ``num_stages`` to give).
 * ``T.serial`` / ``T.unroll``: serial loops with step 1. Python's ``range`` over ints inside a kernel
   unrolls while tracing, which has the same meaning.
 * A start read from tensor data (``T.Pipelined(cu[b], stop)``: varlen attention) is a loop over the trip count
@@ -139,18 +143,75 @@ def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: Any = No
     Args:
         start, stop: bounds (``[0, start)`` when ``stop`` is omitted); ints or integer expressions.
         num_stages: shared-buffer versions the scheduler may use (0: plain serial loop).
+        order, stage, group, sync: TileLang's manual schedule, checked and ignored (module docstring,
+            :func:`_manual_schedule`).
 
     Raises:
-        UnsupportedError: ``order``, ``stage``, ``group`` or ``annotations`` (manual pipeline schedules).
+        DSLError: ``num_stages`` is not an int >= 0, or the manual schedule is malformed.
+        UnsupportedError: ``annotations`` (TVM loop annotations).
     """
     loc = tracer.user_loc()
-    for name, v in (("order", order), ("stage", stage), ("group", group), ("annotations", annotations)):
-        if v is not None:
-            raise UnsupportedError(f"T.Pipelined({name}=...) (manual pipeline schedules)", loc)
+    if annotations is not None:
+        raise UnsupportedError("T.Pipelined(annotations=...) (TVM loop annotations)", loc)
     if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 0:
         raise DSLError(f"T.Pipelined num_stages must be an int >= 0, got {num_stages!r}", loc)
+    _manual_schedule(order, stage, group, sync, num_stages, loc)
     kind: LoopKind = "pipelined" if num_stages > 0 else "serial"
     return _stepped(kind, start, stop, None, "T.Pipelined", loc, int(num_stages))
+
+
+def _int_list(value: Any, what: str, loc: Any) -> list[int]:
+    if not isinstance(value, (list, tuple)) or any(isinstance(x, bool) or not isinstance(x, int) for x in value):
+        raise DSLError(f"{what}: expected a list of Python ints, got {value!r}", loc)
+    return list(value)
+
+
+def _manual_schedule(order: Any, stage: Any, group: Any, sync: Any, num_stages: int, loc: Any) -> None:
+    """Check TileLang's manual pipeline schedule and record it as an ignored hint.
+
+    Its form, as TileLang reads it (``tilelang/language/loop.py``, ``docs/programming_guides/software_pipeline.md``,
+    and the ``PipelineInfo`` of its warp-specialized rewriter): ``order`` and ``stage`` are lists of ints, one entry
+    per scheduled statement of the body (``-1`` marks a statement left to the producer), and ``group`` a list of
+    lists of statement indices, one per entry of ``order``; the three have one length. ``sync`` is a list of lists
+    of ints. The hint changes when statements run, never what they compute, so egtile, which chooses the loop's
+    schedule in the e-graph, ignores it: ``explain()`` says so (``ir.Kernel.notes``).
+
+    Raises:
+        DSLError: a malformed entry, or lengths that differ.
+    """
+    given = {n: v for n, v in (("order", order), ("stage", stage), ("group", group), ("sync", sync)) if v is not None}
+    if not given:
+        return
+    lengths = {}
+    for name in ("order", "stage"):
+        if name in given:
+            lengths[name] = len(_int_list(given[name], f"T.Pipelined({name}=...)", loc))
+    for name in ("group", "sync"):
+        if name in given:
+            v = given[name]
+            if not isinstance(v, (list, tuple)):
+                raise DSLError(f"T.Pipelined({name}=...): expected a list of lists of Python ints, got {v!r}", loc)
+            for k, entry in enumerate(v):
+                _int_list(entry, f"T.Pipelined({name}=...) entry {k}", loc)
+    if "group" in given:
+        lengths["group"] = len(given["group"])
+    if len(set(lengths.values())) > 1:
+        spelled = ", ".join(f"{n} has {k}" for n, k in lengths.items())
+        raise DSLError(f"T.Pipelined: {spelled} entries; TileLang aligns them to the loop body's scheduled statements, "
+                       "one entry each, so they must have the same length", loc)
+    trace = tracer.active()
+    if trace is not None:
+        frozen = {n: tuple(tuple(x) if isinstance(x, (list, tuple)) else x for x in v) for n, v in given.items()}
+        trace.hints.append(("pipelined_schedule", tuple(frozen.items()), loc))
+        names = ", ".join(f"{n}=[...]" for n in given)
+        depth = ""
+        if num_stages == 0 and stage and max(stage) >= 1:
+            # TileLang pipelines a loop with a manual stage and no num_stages, max(stage) + 1 deep
+            depth = (f"; without num_stages TileLang would pipeline it {max(stage) + 1} stages deep, egtile runs it "
+                     f"as a serial loop: give num_stages={max(stage) + 1} to let egtile pipeline it")
+        trace.notes.append(f"T.Pipelined(..., {names}) at line {loc.line if loc else '?'}: TileLang's manual pipeline "
+                           "schedule, accepted as a hint and ignored (it changes when statements run, never what they "
+                           f"compute); egtile chose this loop's schedule itself{depth}")
 
 
 class _Stepped:

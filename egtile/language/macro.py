@@ -11,14 +11,18 @@ variable is a reference to it: ``x = e`` inside the macro stores into that eleme
 ``T.SharedBuffer(shape, dtype)`` / ``T.FragmentBuffer`` / ``T.LocalBuffer``: a parameter so annotated receives a
 buffer of that memory (``T.alloc_shared`` / ``T.alloc_fragment`` / ``T.alloc_local``), the same buffer, not a copy
 (TileLang's buffer parameters of a macro). Each call checks the argument against the annotation: a buffer of another
-memory, shape or dtype is a :class:`DSLError` at the call. The annotations describe macro parameters only: a
-kernel's parameters are ``T.Tensor``.
+memory, shape or dtype is a :class:`DSLError` at the call. The dtype is compared by its canonical name, as every
+dtype of the front end is (TileLang's attention examples annotate ``T.FragmentBuffer([M, N], accum_dtype)`` with
+``accum_dtype = "float"`` on a fragment ``T.alloc_fragment`` made float32). A ``T.symbolic`` size in the shape is the
+one bound for the call (an ``@egtile.jit`` factory binds it from the tensors' shapes); an entry still unknown while
+tracing matches any extent. The annotations describe macro parameters only: a kernel's parameters are ``T.Tensor``.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from typing import Any, Callable
 
 from egtile.errors import DSLError
@@ -47,12 +51,13 @@ class BufferParam:
         if shape is not None and not isinstance(shape, (tuple, list)):
             shape = (shape,)
         self.shape = None if shape is None else tuple(shape)
-        self.dtype = None if dtype is None else str(dtype)
+        self.dtype = dtype  # as written (an alias such as "float", a torch dtype): check() resolves it
 
     def check(self, macro_name: str, param: str, arg: Any) -> None:
         """Raise :class:`DSLError` at the call unless ``arg`` is a buffer this annotation describes."""
         from egtile.language.buffer import TileBuffer, static_value
         from egtile.language.expr import as_expr
+        from egtile.language.kernel import check_dtype
 
         what, alloc = _MEMORY[self.scope]
         loc = tracer.user_loc()
@@ -62,8 +67,10 @@ class BufferParam:
         b = arg.buffer
         if b.scope != self.scope:
             raise DSLError(f"{where} but receives {b.scope} buffer {b.name!r}: pass a buffer made by {alloc}", loc)
-        if self.dtype is not None and str(b.dtype) != self.dtype:
-            raise DSLError(f"{where} of dtype {self.dtype} but buffer {b.name!r} holds {b.dtype}", loc)
+        if self.dtype is not None:
+            want_dtype = check_dtype(self.dtype, f"{where} of dtype {self.dtype}", loc)
+            if b.dtype != want_dtype:  # an allocation's dtype is canonical (check_dtype)
+                raise DSLError(f"{where} of dtype {want_dtype} but buffer {b.name!r} holds {b.dtype}", loc)
         if self.shape is not None:
             want = []
             for e in self.shape:
@@ -141,10 +148,13 @@ for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
 RefElement.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 
-def _buffer_annotations(fn: Callable[..., Any]) -> dict[str, Any]:
+def _buffer_annotations(fn: Callable[..., Any], definer: dict[str, Any]) -> dict[str, Any]:
     """The parameters of ``fn`` annotated ``T.SharedBuffer`` / ``T.FragmentBuffer`` / ``T.LocalBuffer``, with
     their annotations; a string annotation (``from __future__ import annotations``) that names one is evaluated
-    in the function's globals and closure."""
+    in the function's globals, the locals of the function that defined it (``definer``, taken when ``@T.macro``
+    ran: Python evaluates an annotation there, and ``accum_dtype`` in ``T.FragmentBuffer([M, N], accum_dtype)``
+    is usually a local of the kernel factory, which the closure holds only when the body names it too) and its
+    closure."""
     out: dict[str, Any] = {}
     scope: dict[str, Any] | None = None
     for n, p in inspect.signature(fn).parameters.items():
@@ -152,7 +162,7 @@ def _buffer_annotations(fn: Callable[..., Any]) -> dict[str, Any]:
         if isinstance(ann, str) and "Buffer" in ann:
             if scope is None:
                 cells = zip(fn.__code__.co_freevars, fn.__closure__ or ())
-                scope = {**fn.__globals__, **{k: c.cell_contents for k, c in cells if _filled(c)}}
+                scope = {**fn.__globals__, **definer, **{k: c.cell_contents for k, c in cells if _filled(c)}}
             try:
                 ann = eval(ann, scope)  # noqa: S307 - the user's own annotation, as typing.get_type_hints does
             except Exception:  # noqa: BLE001 - an annotation that names something else stays unchecked
@@ -173,8 +183,9 @@ def _filled(cell: Any) -> bool:
 class Macro:
     """What ``@T.macro`` returns: call it inside a kernel body (module docstring)."""
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], definer: dict[str, Any] | None = None) -> None:
         self.fn = fn
+        self._definer = definer or {}  # the defining function's locals (_buffer_annotations)
         self._runner: Callable[..., Any] | None = None
         params = inspect.signature(fn).parameters.items()
         self._refs = {n for n, p in params if p.annotation in (Ref, "T.Ref", "Ref")}
@@ -190,7 +201,7 @@ class Macro:
         if self._runner is None:
             self._runner = source.rewrite(self.fn, "macro")
         if self._buffers is None:
-            self._buffers = _buffer_annotations(self.fn)
+            self._buffers = _buffer_annotations(self.fn, self._definer)
         if self._buffers:
             bound = inspect.signature(self.fn).bind(*args, **kwargs)
             for n, ann in self._buffers.items():
@@ -212,5 +223,14 @@ class Macro:
 def macro(fn: Callable[..., Any] | None = None, *, hygienic: bool = True) -> Any:
     """``@T.macro`` (also ``@T.macro(hygienic=...)``, accepted)."""
     if fn is None:
-        return lambda f: Macro(f)
-    return Macro(fn)
+        def decorate(f: Callable[..., Any]) -> Macro:
+            return Macro(f, _definer_locals(sys._getframe(1), f))
+
+        return decorate
+    return Macro(fn, _definer_locals(sys._getframe(1), fn))
+
+
+def _definer_locals(frame: Any, fn: Callable[..., Any]) -> dict[str, Any]:
+    """A copy of the locals of ``frame``, where ``@T.macro`` decorated ``fn`` (nothing at module level: those are
+    ``fn``'s globals)."""
+    return {} if frame.f_locals is fn.__globals__ else dict(frame.f_locals)

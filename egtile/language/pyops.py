@@ -465,6 +465,15 @@ def _numeric(x: Any) -> bool:
     return _traced(x) and _value(x).dtype != "bool"
 
 
+def _operand(x: Any) -> Any:
+    """An operand of ``and`` / ``or`` / ``... if ... else ...`` as the value it chooses: a ``T.alloc_var`` variable
+    reads as its value (docs/language.md), where it would otherwise be taken for a buffer, which has no truth value
+    (``acc if X[i] > 0 else -acc`` was refused, naming ``acc``); anything else as it is."""
+    from egtile.language.buffer import VarBuffer
+
+    return x.value() if isinstance(x, VarBuffer) else x
+
+
 def _dtype_of(x: Any, form: str) -> str:
     from egtile.language.buffer import TileBuffer
 
@@ -519,7 +528,7 @@ def _select(cond: Value, then: Callable[[], Any], orelse: Callable[[], Any], for
         frame = trace.open("T.If", loc)
         trace.guard_depth += 1
         try:
-            val = thunk()
+            val = _operand(thunk())  # a T.alloc_var is read in its branch, where Python evaluates it
         finally:
             trace.guard_depth -= 1
         sides.append((val, trace.close(frame)))
