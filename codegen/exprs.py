@@ -15,7 +15,8 @@ ignored, ``-0 < +0``); shifts by a count outside ``[0, width)`` clamp as PTX ``s
 result type, which equals correctly rounded binary16/bfloat16 arithmetic for ``+ - * /`` and ``sqrt``
 (binary32 has more than 2p+2 significand bits). NVRTC runs with ``--fmad=false`` so ``a * b + c`` rounds
 twice, as the oracle does. Math intrinsics below float64 are CUDA's float32 functions
-(``eg_exp`` ...: within their documented 1-2 ulp of the correctly rounded value the oracle computes).
+(``eg_exp`` ...: each declared in :mod:`egtile.mathfns` with its helper and its ulp bound against the correctly
+rounded value the oracle computes).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from egtile.analysis.decide import decide
 from egtile.evaluate import dtype_of, promote, round_to
 from egtile.ir.dtypes import dtype
 from egtile.ir.kernel import AddressOf, BinOp, Buffer, Cast, Const, Expr, Load, Select, UnOp, Var
+from egtile.mathfns import binary, unary
 
 from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
@@ -38,8 +40,6 @@ PTR = "pointer"
 _CMP = {"==", "!=", "<", "<=", ">", ">="}
 _LOGIC = {"and": "&&", "or": "||"}
 _PLAIN = {"+", "-", "*", "&", "|", "^", "<<", ">>"}
-_F32_MATH = {op: f"eg_{op}" for op in ("exp", "log", "sqrt", "exp2", "rsqrt", "log2", "sin", "cos", "tanh")}
-"""Math intrinsics -> egtile_common.cuh helpers (float32 and float64 overloads; see there for precision)."""
 _LOWP = {"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"}
 
 
@@ -201,6 +201,8 @@ def _emit_binop(e: BinOp, ctx: Ctx) -> str:
     match e.op:
         case "min" | "max":
             code = f"eg_{e.op}<{ctype(t)}>({a}, {b})"
+        case op if (fn := binary(op)) is not None:
+            code = f"{fn.cuda}({a}, {b})"
         case "//":
             code = f"eg_floordiv({a}, {b})" if is_float else f"eg_floordiv<{ctype(t)}>({a}, {b})"
         case "%" if is_float:
@@ -220,6 +222,11 @@ def _emit_unop(e: UnOp, ctx: Ctx) -> str:
     if e.op == "not":
         return f"(!{emit_as(e.a, 'bool', ctx)})"
     res = type_of(e, ctx)
+    fn = unary(e.op)
+    if fn is not None and fn.predicate:  # T.isnan / T.isinf: the operand as a float of its precision
+        have = type_of(e.a, ctx)
+        arg = _compute_type(have) if dtype(have).kind == "float" else "float32"
+        return f"{fn.cuda}({emit_as(e.a, arg, ctx)})"
     t = _compute_type(res)
     a = emit_as(e.a, t, ctx)
     match e.op:
@@ -227,8 +234,8 @@ def _emit_unop(e: UnOp, ctx: Ctx) -> str:
             code = f"({e.op}{a})"
         case "abs":
             code = f"eg_abs({a})"
-        case op if op in _F32_MATH:
-            code = f"{_F32_MATH[op]}({a})"
+        case op if fn is not None:
+            code = f"{fn.cuda}({a})"
         case _:
             raise codegen_error(ctx, f"unknown unary operator {e.op!r}")
     return _wrapped(code, res) if t == res else f"eg_cast<{ctype(res)}>({code})"

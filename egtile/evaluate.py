@@ -27,8 +27,10 @@ Semantics (chosen to match what the CUDA backend's C++ computes):
   float64), and ``floormod`` is ``a - floor(q) * b`` with the quotient, product and difference each
   rounded to that dtype: the float32 sequence the GPU runs. ``%`` is C ``fmod`` (exact). ``min``/``max``
   are IEEE 754-2019 minimumNumber/maximumNumber (a NaN operand is ignored; ``-0.0 < +0.0``).
-* Math intrinsics (``exp``, ``log`` ...) are evaluated in float64 and, below float64, rounded to float32
-  before the result dtype (:func:`math_value`): the correctly rounded float32 value (but in the rare
+* Math intrinsics (``exp``, ``log``, ``pow`` ...: :data:`egtile.mathfns.MATH`, where each is declared with its
+  value, CUDA lowering and accuracy) are evaluated in float64 and, below float64, rounded to float32
+  before the result dtype (:func:`math_value`); an integer operand gives float32, a predicate
+  (``isnan``, ``isinf``) a bool: the correctly rounded float32 value (but in the rare
   double-rounding case). The GPU's float32 functions are within 1-2 ulp of it (docs/language.md), the only
   place where the oracle and the GPU are not bit for bit the same.
 * Float to integer conversion truncates toward zero, saturates at the integer range and maps NaN to 0,
@@ -56,13 +58,13 @@ import numpy as np
 from egtile.errors import EgtileError, UnsupportedError
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import AddressOf, BinOp, Buffer, Cast, Const, Expr, Load, Select, UnOp, Var
+from egtile.mathfns import MATH
 
 Scalar: TypeAlias = int | float | bool
 LoadFn: TypeAlias = Callable[[Buffer, tuple[int, ...]], Scalar]
 
 _COMPARE = {"==", "!=", "<", "<=", ">", ">="}
 _LOGIC = {"and", "or"}
-_MATH = {"exp", "log", "sqrt", "exp2", "rsqrt", "log2", "sin", "cos", "tanh"}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -104,11 +106,17 @@ def node_dtype(e: Expr, a: str | None = None, b: str | None = None) -> str:
                 return "bool"
             if op in ("<<", ">>") and b is None:  # a caller that typed only the shifted operand
                 return promote(a, a)
-            return promote(a, b)
+            d = promote(a, b)
+            if op in MATH and lookup_dtype(d).kind != "float":
+                return "float32"
+            return d
         case UnOp(op=op):
             if op == "not":
                 return "bool"
-            if op in _MATH and lookup_dtype(a).kind != "float":
+            fn = MATH.get(op)
+            if fn is not None and fn.predicate:
+                return "bool"
+            if fn is not None and lookup_dtype(a).kind != "float":
                 return "float32"
             if op == "-" and a == "bool":
                 return "int32"
@@ -394,6 +402,8 @@ def _binop(op: str, a: Scalar, b: Scalar, kind: str, dtype: str | None = None) -
                 return rnd(a - rnd(_floor(rnd(_fdiv(a, b))) * b))
             case "min" | "max":
                 return _minmax(op, a, b)
+        if op in MATH:
+            return math_value(op, (a, b), dtype or "float64")
         raise UnsupportedError(f"operator {op!r} on floating-point operands")
     a, b = int(a), int(b)
     match op:
@@ -440,31 +450,19 @@ def _compare(op: str, a: Scalar, b: Scalar) -> bool:
     raise AssertionError(op)
 
 
-def _math(op: str, x: float) -> float:
-    try:
-        match op:
-            case "exp": return math.exp(x)
-            case "exp2": return math.pow(2.0, x)
-            case "log": return math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)
-            case "log2": return math.log2(x) if x > 0 else (-math.inf if x == 0 else math.nan)
-            case "sqrt": return math.sqrt(x) if x >= 0 else math.nan
-            case "rsqrt": return _fdiv(1.0, math.sqrt(x)) if x >= 0 else math.nan  # rsqrt(-0) = -inf
-            case "sin": return math.sin(x)
-            case "cos": return math.cos(x)
-            case "tanh": return math.tanh(x)
-    except OverflowError:
-        return math.inf
-    except ValueError:
-        return math.nan
-    raise UnsupportedError(f"math function {op!r}")
-
-
-def math_value(op: str, x: Scalar, dtype: str) -> float:
-    """Math intrinsic ``op`` of ``x`` for a result of dtype ``dtype``, before the final rounding to
-    ``dtype``. Below float64 the function is evaluated in float64 and rounded to float32 first (the
-    backend's float32 function is within its ulp bound of that value), so that a float16 result rounds twice
-    (float32 -> float16) as on the GPU."""
-    v = _math(op, float(x))
+def math_value(op: str, args: Scalar | tuple[Scalar, ...], dtype: str) -> Scalar:
+    """Math intrinsic ``op`` (:data:`egtile.mathfns.MATH`) of ``args`` (one operand, or a tuple of the
+    operands already converted to the result dtype) for a result of dtype ``dtype``, before the final rounding to
+    ``dtype``. Below float64 the function is evaluated in float64 and rounded to float32 first (the backend's
+    float32 function is within its ulp bound of that value), so that a float16 result rounds twice
+    (float32 -> float16) as on the GPU. A predicate's result is its bool."""
+    fn = MATH.get(op)
+    if fn is None:
+        raise UnsupportedError(f"math function {op!r}")
+    xs = args if isinstance(args, tuple) else (args,)
+    v = fn.value(*(float(x) for x in xs))
+    if fn.predicate:
+        return bool(v)
     return v if compute_dtype(dtype) == "float64" else _to_float32(v)
 
 

@@ -194,7 +194,8 @@ def test_random_float_expressions_sim_equals_gpu(exprs, seed):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fn, ulp", [("exp", 2), ("exp2", 2), ("log", 1), ("log2", 1), ("rsqrt", 2), ("sqrt", 0)])
+@pytest.mark.parametrize("fn, ulp", [("exp", 2), ("exp2", 2), ("log", 1), ("log2", 1), ("rsqrt", 2), ("sqrt", 0),
+                                     ("erf", 2), ("log1p", 1), ("floor", 0), ("ceil", 0), ("round", 0)])
 def test_math_functions_on_the_gpu_are_within_cudas_ulp_bounds_of_the_oracle(fn, ulp):
     """The one documented exception to bit-for-bit agreement: CUDA's float32 math functions."""
     from egtile import language as T
@@ -209,7 +210,8 @@ def test_math_functions_on_the_gpu_are_within_cudas_ulp_bounds_of_the_oracle(fn,
 
     g = torch.Generator().manual_seed(3)
     lo, hi = {"exp": (-80.0, 80.0), "exp2": (-120.0, 120.0), "log": (1e-30, 1e30), "log2": (1e-30, 1e30),
-              "rsqrt": (1e-30, 1e30), "sqrt": (1e-30, 1e30)}[fn]
+              "rsqrt": (1e-30, 1e30), "sqrt": (1e-30, 1e30), "erf": (-4.0, 4.0), "log1p": (1e-30, 1e30),
+              "floor": (-1e3, 1e3), "ceil": (-1e3, 1e3), "round": (-1e3, 1e3)}[fn]
     if lo > 0:  # log-uniform over the positive range
         x = torch.exp(torch.empty(n, dtype=torch.float64).uniform_(np.log(lo), np.log(hi), generator=g)).float()
     else:

@@ -160,6 +160,26 @@ __device__ __forceinline__ double eg_cos(double x) { return cos(x); }
 __device__ __forceinline__ double eg_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ double eg_rsqrt(double x) { return 1.0 / sqrt(x); }
 __device__ __forceinline__ double eg_sqrt(double x) { return sqrt(x); }
+// TVM's tir.erf / log1p / floor / ceil / round / pow / isnan / isinf (egtile/mathfns.py declares each with its
+// ulp bound): erff 2, log1pf 1, powf 4 ulp (the same Guide table); floor, ceil and rint are exact, so they
+// agree with the oracle bit for bit. T.round is rint (ties to even, as TVM folds it with std::nearbyint and as
+// its half/bfloat16 lowering hrint does), not roundf (ties away from zero).
+__device__ __forceinline__ float eg_erf(float x) { return erff(x); }
+__device__ __forceinline__ float eg_log1p(float x) { return log1pf(x); }
+__device__ __forceinline__ float eg_floor(float x) { return floorf(x); }
+__device__ __forceinline__ float eg_ceil(float x) { return ceilf(x); }
+__device__ __forceinline__ float eg_round(float x) { return rintf(x); }
+__device__ __forceinline__ float eg_pow(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ bool eg_isnan(float x) { return isnan(x); }
+__device__ __forceinline__ bool eg_isinf(float x) { return isinf(x); }
+__device__ __forceinline__ double eg_erf(double x) { return erf(x); }
+__device__ __forceinline__ double eg_log1p(double x) { return log1p(x); }
+__device__ __forceinline__ double eg_floor(double x) { return floor(x); }
+__device__ __forceinline__ double eg_ceil(double x) { return ceil(x); }
+__device__ __forceinline__ double eg_round(double x) { return rint(x); }
+__device__ __forceinline__ double eg_pow(double x, double y) { return pow(x, y); }
+__device__ __forceinline__ bool eg_isnan(double x) { return isnan(x); }
+__device__ __forceinline__ bool eg_isinf(double x) { return isinf(x); }
 template <typename T> __device__ __forceinline__ T eg_abs(T a) { return a < T(0) ? -a : a; }
 __device__ __forceinline__ float eg_abs(float a) { return fabsf(a); }
 __device__ __forceinline__ double eg_abs(double a) { return fabs(a); }

@@ -105,8 +105,9 @@ class BinOp:
 
 @dataclass(frozen=True)
 class UnOp:
-    """``op a`` for ``op`` in ``-``, ``not``, ``~``, or a math intrinsic (``exp``, ``log``, ``sqrt``,
-    ``abs``, ``exp2``, ``rsqrt``)."""
+    """``op a`` for ``op`` in ``-``, ``not``, ``~``, ``abs``, or a one-operand math intrinsic of
+    ``egtile.mathfns.MATH`` (``exp``, ``erf``, ``floor``, ``isnan`` ...; a two-operand one, ``pow``, is a
+    ``BinOp``)."""
 
     op: str
     a: Expr

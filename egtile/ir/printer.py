@@ -27,6 +27,7 @@ from egtile.ir.scheduled import (
     SStmt, SyncThreads, ThreadLoop, ThreadRange, TileOp, TmaLoad, TmaStore, Wait,
 )
 from egtile.ir.registry import Registry
+from egtile.mathfns import MATH
 
 _INDENT = "    "
 
@@ -68,7 +69,7 @@ def _expr(e: Expr) -> tuple[str, int]:
             return f"T.cast({format_expr(v)}, {d!r})", _ATOM
         case Select(cond=c, a=a, b=b):
             return f"T.if_then_else({format_expr(c)}, {format_expr(a)}, {format_expr(b)})", _ATOM
-        case BinOp(op="min" | "max" | "floormod" as op, a=a, b=b):
+        case BinOp(op=op, a=a, b=b) if op in ("min", "max", "floormod") or op in MATH:
             return f"T.{op}({format_expr(a)}, {format_expr(b)})", _ATOM
         case BinOp(op=op, a=a, b=b):
             p = _PREC[op]

@@ -21,9 +21,10 @@ from egtile.language.dtypes import (
 from egtile.language.dtypes import int4, short, tfloat32, uint, uint4, ulong
 from egtile.language.eager import const, dynamic, empty, symbolic
 from egtile.language.expr import (
-    And, IntImm, Not, Or, Value, abs, bitwise_and, bitwise_or, bitwise_xor, cast, cast_to, ceildiv, clamp, cos,
-    exp, exp2, fabs, floordiv, floormod, if_then_else, infinity, likely, log, log2, max, max_value, min, min_value,
-    reinterpret, rsqrt, shift_left, shift_right, select, sigmoid, sin, sqrt, tanh, truncdiv, truncmod,
+    And, IntImm, Not, Or, Value, abs, bitwise_and, bitwise_or, bitwise_xor, cast, cast_to, ceil, ceildiv, clamp, cos,
+    erf, exp, exp2, fabs, floor, floordiv, floormod, if_then_else, infinity, isinf, isnan, likely, log, log1p, log2,
+    max, max_value, min, min_value, pow, reinterpret, round, rsqrt, shift_left, shift_right, select, sigmoid, sin,
+    sqrt, tanh, truncdiv, truncmod,
 )
 from egtile.language.extern import address_of, atomic_add, atomic_addx2, atomic_addx4, call_extern, import_source
 from egtile.language.fill_op import clear, fill
@@ -72,15 +73,15 @@ __all__ = [
     "alloc_barrier", "alloc_var", "annotate_compile_flags", "annotate_l2_hit_ratio", "annotate_layout", "annotate_restrict_buffers",
     "atomic_addx2", "atomic_addx4",
     "annotate_safe_value", "assume", "async_copy", "atomic_add", "barrier_arrive", "barrier_wait", "bf16", "bfloat16", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "bool", "call_extern", "cast", "cdiv", "ceildiv", "clamp", "clear", "const", "copy", "cos",
-    "disable_warp_group_reg_alloc", "double", "dtype", "dynamic", "empty", "exp", "exp2", "f16", "f32", "f64",
-    "fabs", "fill", "float", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float16", "float32", "float64", "floordiv", "floormod", "gemm", "get_block_binding",
+    "bitwise_xor", "bool", "call_extern", "cast", "cdiv", "ceil", "ceildiv", "clamp", "clear", "const", "copy", "cos",
+    "disable_warp_group_reg_alloc", "double", "dtype", "dynamic", "empty", "erf", "exp", "exp2", "f16", "f32", "f64",
+    "fabs", "fill", "float", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float16", "float32", "float64", "floor", "floordiv", "floormod", "gemm", "get_block_binding",
     "get_block_bindings", "get_block_extent", "get_block_extents", "get_thread_binding", "get_thread_bindings",
     "get_thread_extent", "get_thread_extents", "half", "i16", "i32", "i64", "i8", "if_then_else", "import_source",
-    "infinity", "int", "int16", "int32", "int64", "int8", "likely", "log", "log2", "long", "macro",
+    "infinity", "int", "int16", "int32", "int64", "int8", "isinf", "isnan", "likely", "log", "log1p", "log2", "long", "macro",
     "make_swizzled_layout", "max", "mbarrier_arrive", "mbarrier_arrive_expect_tx",
-    "mbarrier_expect_tx", "mbarrier_wait_parity", "max_value", "min", "min_value", "no_set_max_nreg", "parallel", "prim_func",
-    "reduce_absmax", "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "rng_init", "rng_rand", "rsqrt", "serial", "shift_left",
+    "mbarrier_expect_tx", "mbarrier_wait_parity", "max_value", "min", "min_value", "no_set_max_nreg", "parallel", "pow", "prim_func",
+    "reduce_absmax", "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "rng_init", "rng_rand", "round", "rsqrt", "serial", "shift_left",
     "shift_right", "sigmoid", "sin", "sqrt", "symbolic", "sync_grid", "sync_threads", "tanh", "thread_binding", "tma_copy", "truncdiv",
     "truncmod", "u16", "u32", "u64", "u8", "uint16", "uint32", "uint64", "uint8", "unroll", "use_swizzle",
     "vectorized", "ws", "fence_proxy_async", "wgmma_gemm", "wait_wgmma", "set_max_nreg", "inc_max_nreg",

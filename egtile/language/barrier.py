@@ -21,15 +21,17 @@ point at the user's line.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from egtile.errors import DSLError, ShapeError, SourceLoc, UnsupportedError
-from egtile.ir.kernel import Const, Copy, Expr, Load
+from egtile.ir.kernel import Const, Copy, Expr, Load, Region
 from egtile.ir.protocol import (
     WARPGROUP, BarrierAlloc, BarrierArrive, BarrierCopy, BarrierExpectTx, BarrierWait, RoleBlock,
 )
 from egtile.language import roles, tracer
 from egtile.language.expr import Value, as_expr
+from egtile.language.buffer import bounds, check_region
 from egtile.language.operand import operand, resolve_pair
 
 _MAX_BARRIERS = 1024  # 8 bytes each: far below shared memory; a larger list is a typo, not a protocol
@@ -248,6 +250,44 @@ def fence_proxy_async() -> None:
     _begin("T.fence_proxy_async")
 
 
+def _tma_box(r: Region, loc: SourceLoc | None, trace: tracer.Trace) -> Region:
+    """The global source box of a TMA load: it must start inside the tensor in every dimension, and may run past
+    its end (then it is marked ``Region.clip``).
+
+    Past the end is the TMA unit's own semantics: the box elements outside the tensor map's global dimensions are
+    zero-filled (CUDA driver API, ``cuTensorMapEncodeTiled``, ``CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE``) and still
+    count toward the mbarrier's transaction bytes (PTX ISA 9.7.9.27, ``cp.async.bulk.tensor``: the whole box
+    completes), so the ``expect_tx`` of the whole box egtile emits stays right: the ragged last K tile of a GEMM
+    (K = 56, a 16-wide box). Every executor zero-fills the clipped elements (:mod:`egtile.sim.ops.tma`,
+    :mod:`egtile.interp`); the generated tensor map has the tensor's own dimensions. A box that starts outside
+    the tensor is refused: it loads nothing of the tensor, which is a wrong start, not a ragged edge.
+
+    Raises:
+        ShapeError: an extent below 1 or above the dimension, or a start that can lie outside the dimension
+            (over the loop and block variables' ranges).
+    """
+    ranges = trace.var_ranges if trace.guard_depth == 0 else {}
+    from egtile.ir.printer import format_expr
+
+    clip = False
+    for dim, (off, ext, size) in enumerate(zip(r.offsets, r.extents, r.buffer.shape)):
+        if ext > size or ext < 1:
+            raise ShapeError(f"T.tma_copy ({r.buffer.name}): extent {ext} in dimension {dim} of {r.buffer.name} is "
+                             f"outside 1..{size} (buffer shape {r.buffer.shape})", loc)
+        b = bounds(off, ranges)
+        if b is not None and (b[0] < 0 or b[1] > size - 1):
+            span = f"{b[0]}..{b[1]}" if b[0] != b[1] else f"{b[0]}"
+            raise ShapeError(
+                f"T.tma_copy ({r.buffer.name}): the TMA box starts outside {r.buffer.name} in dimension {dim}: its "
+                f"start `{format_expr(off)}` takes {span}; expected 0..{size - 1} (buffer shape {r.buffer.shape}). "
+                "A box may run past the tensor's end (the TMA unit zero-fills that part), but it must start inside",
+                loc)
+        inner = bounds(off, trace.var_ranges)  # a guard only narrows the ranges: sound inside T.If too
+        if inner is None or inner[0] < 0 or inner[1] + ext > size:
+            clip = True
+    return replace(r, clip=True) if clip else r
+
+
 def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: Any = None, leader_scope_threads: Any = None,
              eviction_policy: Any = None, annotations: Any = None) -> None:
     """``T.tma_copy(src, dst, barrier=bar)``: a TMA tile load from global to shared memory that does not wait:
@@ -257,8 +297,11 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: Any = Non
     Without ``barrier``, a shared -> global copy is TileLang's TMA store; egtile runs it as a ``T.copy`` with
     ``prefer_instruction="tma"`` (which also waits for it, a stronger order than TileLang's).
 
+    The global box of a load may run past the tensor's end, never start outside it (:func:`_tma_box`).
+
     Raises:
         DSLError: a load without ``barrier``, a load that is not global -> shared, or extents that differ.
+        ShapeError: a load's box that can start outside its tensor; a shared region out of its buffer.
         UnsupportedError: ``cluster_mask`` (clusters).
     """
     trace, loc = _begin("T.tma_copy")
@@ -271,7 +314,12 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: Any = Non
     b = operand(dst, "T.tma_copy", "dst", loc)
     if isinstance(a, Load) and isinstance(b, Load):
         raise DSLError("T.tma_copy: copy a tile (a region or a buffer), not one element", loc)
-    ra, rb = resolve_pair(a, b, "T.tma_copy", loc)
+    ra, rb = resolve_pair(a, b, "T.tma_copy", loc, check=False)
+    if barrier is not None and ra.buffer.scope == "global":
+        ra = _tma_box(ra, loc, trace)
+    else:
+        check_region(ra.buffer, ra.offsets, ra.extents, f"T.tma_copy ({ra.buffer.name})", loc)
+    check_region(rb.buffer, rb.offsets, rb.extents, f"T.tma_copy ({rb.buffer.name})", loc)
     if ra.squeezed != rb.squeezed:
         raise ShapeError(f"T.tma_copy: src {ra.buffer.name} region extents {ra.extents} and dst {rb.buffer.name} "
                          f"region extents {rb.extents} differ", loc)

@@ -274,9 +274,9 @@ class Value:
         from egtile.ir.printer import format_expr
 
         raise DSLError(f"round() / math.floor / math.ceil / math.trunc of the symbolic value "
-                       f"`{format_expr(self.expr)}`: its value is only known when the kernel runs, and egtile has no "
-                       "rounding function: T.cast(x, 'int32') truncates toward zero; on integers use // "
-                       "(T.floordiv) and T.ceildiv", user_loc())
+                       f"`{format_expr(self.expr)}`: its value is only known when the kernel runs; write T.floor / "
+                       "T.ceil / T.round (a float result; T.round ties to even, as round() does), T.cast(x, 'int32') "
+                       "truncates toward zero; on integers use // (T.floordiv) and T.ceildiv", user_loc())
 
     __trunc__ = __floor__ = __ceil__ = __round__
 
@@ -322,9 +322,15 @@ class Value:
     def __abs__(self): return _unop("abs", self)
 
     def __pow__(self, o):
-        raise UnsupportedError("`**` on a symbolic value (write the product, or T.exp/T.log)", user_loc())
+        # x ** 2 is x * x: the product is correctly rounded, the value pow's oracle has (for float16/bfloat16 too:
+        # the float32 product of two such values is exact), so no dtype or target sees a difference, and it costs
+        # one multiplication where powf costs a call (TVM's pow advises the product for small integer powers).
+        if type(o) is builtins.int and o == 2:
+            _float_operands("x ** 2", self, self)
+            return _binary("*", self, self)
+        return pow(self, o, "`**`")
 
-    __rpow__ = __pow__
+    def __rpow__(self, o): return pow(o, self, "`**`")
 
     def astype(self, dtype: str) -> Value:
         """``T.cast(self, dtype)``."""
@@ -502,6 +508,80 @@ def cos(x: Any) -> Any:
 def tanh(x: Any) -> Any:
     """``T.tanh(x)``."""
     return _unary("tanh", x)
+
+
+def erf(x: Any) -> Any:
+    """``T.erf(x)``: the error function (exact GELU: ``0.5 * x * (1 + T.erf(x / sqrt(2)))``)."""
+    return _unary("erf", x)
+
+
+def log1p(x: Any) -> Any:
+    """``T.log1p(x)``: ``log(1 + x)``, accurate for small ``x``."""
+    return _unary("log1p", x)
+
+
+def floor(x: Any) -> Any:
+    """``T.floor(x)``: the largest integer ``<= x``, as a float (``-0.5`` gives ``-1.0``)."""
+    return _unary("floor", x)
+
+
+def ceil(x: Any) -> Any:
+    """``T.ceil(x)``: the smallest integer ``>= x``, as a float (``-0.5`` gives ``-0.0``)."""
+    return _unary("ceil", x)
+
+
+def round(x: Any) -> Any:  # noqa: A001 - TileLang's name
+    """``T.round(x)``: the nearest integer as a float, ties to even (``2.5`` gives ``2.0``, ``-0.5`` gives
+    ``-0.0``): C's ``rint``/``nearbyint``, as TVM folds ``tir.round`` and ``torch.round`` computes (TVM's CUDA
+    lowering of float32 ``tir.round`` calls ``roundf``, ties away from zero; egtile has one definition for
+    every target and dtype, docs/language.md)."""
+    return _unary("round", x)
+
+
+def isnan(x: Any) -> Any:
+    """``T.isnan(x)``: whether ``x`` is NaN, a ``bool`` (False for an integer)."""
+    x = _v(x)
+    if isinstance(x, (builtins.int, builtins.float)):
+        return math.isnan(x)
+    return _unary("isnan", x)
+
+
+def isinf(x: Any) -> Any:
+    """``T.isinf(x)``: whether ``x`` is positive or negative infinity, a ``bool`` (False for an integer)."""
+    x = _v(x)
+    if isinstance(x, (builtins.int, builtins.float)):
+        return math.isinf(x)
+    return _unary("isinf", x)
+
+
+def _float_operands(what: str, a: Any, b: Any) -> None:
+    """Refuse ``what`` (``T.pow``, ``**``) unless its promoted operands are a float (TVM's ``pow`` checks
+    "power only applies to float": an integer power has no C library function and wraps silently).
+
+    Raises:
+        DTypeError: both operands are integers (or bools).
+    """
+    da = a.dtype if isinstance(a, Value) else ("float32" if isinstance(a, builtins.float) else "int32")
+    db = b.dtype if isinstance(b, Value) else ("float32" if isinstance(b, builtins.float) else "int32")
+    if lookup_dtype(da).kind != "float" and lookup_dtype(db).kind != "float":
+        raise DTypeError(f"{what} applies to floats (TVM's pow: \"power only applies to float\"); got {da} and {db}: "
+                         "convert the base first, e.g. T.cast(x, \"float32\")", user_loc())
+
+
+def pow(x: Any, y: Any, _what: str = "T.pow") -> Any:  # noqa: A001 - TileLang's name
+    """``T.pow(x, y)``: ``x**y`` on floats, C's ``pow`` (``pow(x, 0)`` is 1 even for NaN ``x``, a negative ``x``
+    to a non-integer power is NaN). The operands are promoted to one float dtype as ``+`` promotes them; Python's
+    ``x ** y`` on a traced value is the same, and ``x ** 2`` is ``x * x`` (the same value).
+
+    Raises:
+        DTypeError: both operands are integers (TVM refuses them too).
+    """
+    x, y = _v(x), _v(y)
+    if not isinstance(x, Value) and not isinstance(y, Value):
+        x, y = as_expr(builtins.float(x)), as_expr(builtins.float(y))
+        return Value(BinOp("pow", x, y))
+    _float_operands(_what, x, y)
+    return _binary("pow", x, y)
 
 
 def sigmoid(x: Any) -> Any:

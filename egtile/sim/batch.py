@@ -61,6 +61,7 @@ from egtile.evaluate import (
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Expr, Load, Select, Store, UnOp, Var
 from egtile.ir.scheduled import Leaf, SeqLoop, SIf
+from egtile.mathfns import binary, unary
 
 ENABLED = True
 """Run eligible loops as batches (tests switch it off to compare with the per-element path)."""
@@ -69,8 +70,7 @@ MIN_ITERATIONS = 16
 cost as much as they save (benchmarks/sim_speed.py: the layer norm's 8 elements per thread gained nothing)."""
 
 _COMPARE = {"==", "!=", "<", "<=", ">", ">="}
-_MATH = {"exp", "log", "sqrt", "exp2", "rsqrt", "log2", "sin", "cos", "tanh"}
-_FLOAT_OPS = {"+", "-", "*", "/", "//", "%", "floormod", "min", "max"}
+_FLOAT_OPS = {"+", "-", "*", "/", "//", "%", "floormod", "min", "max"}  # and the binary math intrinsics (T.pow)
 _INT_DIV = {"/", "//", "%", "floormod"}
 _TWO53 = 2**53
 
@@ -307,7 +307,7 @@ def _binop_vec(e: BinOp, op: str, a: Expr, b: Expr, value: bool) -> VFn:
             return to_dtype(result, y)
         return shift
     if kind == "float":
-        if op not in _FLOAT_OPS:
+        if op not in _FLOAT_OPS and binary(op) is None:
             raise Static(f"operator {op} on {result}")
         ga, gb = conv(result, a, fa), conv(result, b, fb)
         if op in ("+", "-", "*"):
@@ -392,7 +392,10 @@ def _unop_vec(e: UnOp, op: str, a: Expr, value: bool) -> VFn:
             if lookup_dtype(dtype_of(a)).kind == "float":
                 raise Static("~ of a float")
             return lambda ctx, pos: to_dtype(result, np.invert(as_num(f(ctx, pos))))
-    if kind != "float" or op not in _MATH:
+    fn = unary(op)
+    if fn is not None and fn.predicate:  # T.isnan / T.isinf: a bool of each element
+        return lambda ctx, pos: _map(lambda u: math_value(op, u, result), bool, f(ctx, pos))
+    if kind != "float" or fn is None:
         raise Static(f"{op} of {result}")
     return lambda ctx, pos: to_dtype(result, _map(lambda u: round_to(result, math_value(op, u, result)), np.float64,
                                                   f(ctx, pos)))

@@ -1,0 +1,155 @@
+"""Math intrinsics (``T.exp``, ``T.erf``, ``T.pow``, ``T.isnan`` ...): each one declared once, here.
+
+A :class:`MathFn` is the whole decision for one function: its IR operator (an ``ir.UnOp`` of one operand, an
+``ir.BinOp`` of two), its value on the CPU, the CUDA device function it lowers to, and its accuracy on the GPU.
+Every executor reads it from :data:`MATH` instead of matching on names: the tracer types the node
+(:func:`egtile.evaluate.node_dtype`), the interpreter and the simulator evaluate it
+(:func:`egtile.evaluate.math_value`, the batched simulator maps the same function), the CUDA backend emits
+``cuda(x)`` (``codegen/exprs.py``), the printer shows ``T.<name>(...)``, and ``T.<name>`` outside the table is
+refused with the list of names this table holds (:mod:`egtile.language.missing`). Adding a function is one
+:func:`register` call here plus its ``eg_<name>`` overloads in ``codegen/include/egtile_common.cuh``.
+
+Semantics (``docs/language.md``, "Arithmetic"):
+
+* The result dtype is the operand's (both operands' :func:`egtile.evaluate.promote` for two), a float; an
+  integer operand gives ``float32``. A predicate (``isnan``, ``isinf``) gives ``bool``.
+* ``value`` is the exact function on Python floats (IEEE float64, C99 Annex F special values: no exception,
+  ``inf``/``nan`` results). Below float64 the executors round its result to float32 and then to the result
+  dtype: float16/bfloat16 are computed in float32 and rounded once more, as the GPU does.
+* On the GPU ``float16``/``bfloat16`` operands are converted to float32 and CUDA's float32 function runs
+  (float64 ones run the float64 function). ``ulp`` is CUDA's documented maximum error of that float32
+  function against the correctly rounded value the CPU computes (CUDA C++ Programming Guide, "Mathematical
+  Functions", without ``-use_fast_math``); 0 means the two agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class MathFn:
+    """One math intrinsic.
+
+    Attributes:
+        name: ``T.<name>`` and the IR operator (``UnOp.op`` or ``BinOp.op``).
+        arity: 1 (``ir.UnOp``) or 2 (``ir.BinOp``).
+        value: the function on Python floats, IEEE float64 special values included (never raises).
+        cuda: the device function in ``egtile_common.cuh`` (float and double overloads).
+        ulp: CUDA's maximum float32 error in ulp against the correctly rounded value (0: exact).
+        predicate: the result is ``bool`` (the operand is read as a float of its own precision).
+        doc: one line for ``T.<name>``'s docstring and the docs.
+    """
+
+    name: str
+    arity: int
+    value: Callable[..., float | bool]
+    cuda: str
+    ulp: int
+    predicate: bool = False
+    doc: str = ""
+
+
+MATH: dict[str, MathFn] = {}
+"""Every math intrinsic by name (unary and binary)."""
+
+
+def register(fn: MathFn) -> MathFn:
+    """Declare ``fn``; returns it.
+
+    Raises:
+        ValueError: a function of that name is already declared, or the arity is not 1 or 2.
+    """
+    if fn.name in MATH:
+        raise ValueError(f"math function {fn.name!r} is already declared")
+    if fn.arity not in (1, 2):
+        raise ValueError(f"math function {fn.name!r}: arity must be 1 or 2, got {fn.arity}")
+    MATH[fn.name] = fn
+    return fn
+
+
+def unary(op: str) -> MathFn | None:
+    """The one-operand intrinsic ``op`` (``ir.UnOp``), or None."""
+    fn = MATH.get(op)
+    return fn if fn is not None and fn.arity == 1 else None
+
+
+def binary(op: str) -> MathFn | None:
+    """The two-operand intrinsic ``op`` (``ir.BinOp``), or None."""
+    fn = MATH.get(op)
+    return fn if fn is not None and fn.arity == 2 else None
+
+
+def _ieee(f: Callable[..., float]) -> Callable[..., float]:
+    """``f`` with Python's exceptions turned into IEEE results: overflow is ``inf``, a domain error ``nan``
+    (``math.exp(1000)`` raises where C's ``exp`` returns ``inf``)."""
+    def g(*xs: float) -> float:
+        try:
+            return f(*xs)
+        except OverflowError:
+            return math.inf
+        except ValueError:
+            return math.nan
+    g.__name__ = getattr(f, "__name__", "fn")
+    return g
+
+
+def _np(f: np.ufunc) -> Callable[..., float]:
+    """numpy's float64 ``f`` (C's function, signed zeros and special values included) on Python floats."""
+    def g(*xs: float) -> float:
+        with np.errstate(all="ignore"):
+            return float(f(*(np.float64(x) for x in xs)))
+    g.__name__ = f.__name__
+    return g
+
+
+def _log(x: float) -> float:
+    return math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+
+
+def _log2(x: float) -> float:
+    return math.log2(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+
+
+def _rsqrt(x: float) -> float:
+    if x < 0 or x != x:
+        return math.nan
+    if x == 0:  # rsqrt(-0) = -inf, rsqrt(+0) = +inf
+        return math.copysign(math.inf, x)
+    return 1.0 / math.sqrt(x)
+
+
+# The functions egtile started with: CUDA's float32 functions chosen for speed (a softmax runs one exp per
+# score), within their ulp bounds of the correctly rounded value the CPU computes.
+register(MathFn("exp", 1, _ieee(math.exp), "eg_exp", 2, doc="e**x"))
+register(MathFn("exp2", 1, _ieee(lambda x: math.pow(2.0, x)), "eg_exp2", 2, doc="2**x"))
+register(MathFn("log", 1, _log, "eg_log", 1, doc="natural logarithm"))
+register(MathFn("log2", 1, _log2, "eg_log2", 1, doc="base-2 logarithm"))
+register(MathFn("sqrt", 1, _ieee(lambda x: math.sqrt(x) if x >= 0 else math.nan), "eg_sqrt", 0,
+                doc="square root (IEEE, correctly rounded on every target)"))
+register(MathFn("rsqrt", 1, _rsqrt, "eg_rsqrt", 2, doc="1 / sqrt(x)"))
+register(MathFn("sin", 1, _ieee(math.sin), "eg_sin", 2, doc="sine"))
+register(MathFn("cos", 1, _ieee(math.cos), "eg_cos", 2, doc="cosine"))
+register(MathFn("tanh", 1, _ieee(math.tanh), "eg_tanh", 2, doc="hyperbolic tangent"))
+
+# TVM's tir.erf / floor / ceil / round / log1p / pow / isnan / isinf (TileLang's T.* re-exports them).
+register(MathFn("erf", 1, _ieee(math.erf), "eg_erf", 2, doc="the error function (exact GELU)"))
+register(MathFn("log1p", 1, _np(np.log1p), "eg_log1p", 1, doc="log(1 + x), accurate for small x"))
+register(MathFn("floor", 1, _np(np.floor), "eg_floor", 0, doc="the largest integer <= x, as a float"))
+register(MathFn("ceil", 1, _np(np.ceil), "eg_ceil", 0, doc="the smallest integer >= x, as a float"))
+# Ties to even (C's rint, not round): TVM folds a constant tir.round with std::nearbyint and lowers it to
+# hrint for float16/bfloat16; only its float32/float64 CUDA lowering calls roundf/round (ties away from zero),
+# so one definition on every target and dtype has to pick one, and ties-to-even is torch.round's too.
+register(MathFn("round", 1, _np(np.rint), "eg_round", 0,
+                doc="the nearest integer, ties to even (nearbyint), as a float"))
+# pow is C's pow: pow(x, 0) is 1 even for NaN x, a negative x to a non-integer power is NaN.
+register(MathFn("pow", 2, _np(np.power), "eg_pow", 4, doc="x**y on floats"))
+register(MathFn("isnan", 1, math.isnan, "eg_isnan", 0, predicate=True, doc="whether x is NaN (bool)"))
+register(MathFn("isinf", 1, math.isinf, "eg_isinf", 0, predicate=True, doc="whether x is +-infinity (bool)"))
+
+
+__all__ = ["MATH", "MathFn", "binary", "register", "unary"]
