@@ -170,16 +170,18 @@ __device__ __forceinline__ float eg_floor(float x) { return floorf(x); }
 __device__ __forceinline__ float eg_ceil(float x) { return ceilf(x); }
 __device__ __forceinline__ float eg_round(float x) { return rintf(x); }
 __device__ __forceinline__ float eg_pow(float x, float y) { return powf(x, y); }
-__device__ __forceinline__ bool eg_isnan(float x) { return isnan(x); }
-__device__ __forceinline__ bool eg_isinf(float x) { return isinf(x); }
+// isnan / isinf spelled with comparisons only: the header also compiles on the host (tests/test_common_header_host.py),
+// where they are std:: functions, and neither NVRTC's fast math nor -ffp-contract changes a comparison
+__device__ __forceinline__ bool eg_isnan(float x) { return x != x; }
+__device__ __forceinline__ bool eg_isinf(float x) { return fabsf(x) > 3.40282347e38f; }
 __device__ __forceinline__ double eg_erf(double x) { return erf(x); }
 __device__ __forceinline__ double eg_log1p(double x) { return log1p(x); }
 __device__ __forceinline__ double eg_floor(double x) { return floor(x); }
 __device__ __forceinline__ double eg_ceil(double x) { return ceil(x); }
 __device__ __forceinline__ double eg_round(double x) { return rint(x); }
 __device__ __forceinline__ double eg_pow(double x, double y) { return pow(x, y); }
-__device__ __forceinline__ bool eg_isnan(double x) { return isnan(x); }
-__device__ __forceinline__ bool eg_isinf(double x) { return isinf(x); }
+__device__ __forceinline__ bool eg_isnan(double x) { return x != x; }
+__device__ __forceinline__ bool eg_isinf(double x) { return fabs(x) > 1.7976931348623157e308; }
 template <typename T> __device__ __forceinline__ T eg_abs(T a) { return a < T(0) ? -a : a; }
 __device__ __forceinline__ float eg_abs(float a) { return fabsf(a); }
 __device__ __forceinline__ double eg_abs(double a) { return fabs(a); }
