@@ -301,3 +301,23 @@ def named_barriers(count_b: int = 64) -> Scheduled:
             ThreadLoop((i,), (64,), "partitioned", tr, (Leaf(r),), sid=40 + n),
         )))
     return Scheduled(kern, 128, (X,), (), (RoleSplit(tuple(roles), sid=1),))
+
+
+def without(sched: Scheduled, *classes: type) -> Scheduled:
+    """``sched`` with every statement of the given classes removed, at any depth (a mutant: ``without(s,
+    FenceProxyAsync)`` drops the proxy fences the lowering placed)."""
+    import dataclasses
+
+    def strip(body):
+        out = []
+        for s in body:
+            if isinstance(s, classes):
+                continue
+            kids = {f.name: strip(getattr(s, f.name)) for f in dataclasses.fields(s)
+                    if f.name in ("body", "then_body", "else_body")}
+            if isinstance(s, RoleSplit):
+                kids["roles"] = tuple(dataclasses.replace(r, body=strip(r.body)) for r in s.roles)
+            out.append(dataclasses.replace(s, **kids) if kids else s)
+        return tuple(out)
+
+    return dataclasses.replace(sched, body=strip(sched.body))
