@@ -16,8 +16,8 @@ Notes on semantics and constraints:
   TileLang. TileLang's manual schedule (``order``, ``stage``, ``group``, ``sync``: each scheduled statement's
   emission order, pipeline stage and grouping) is a hint: it changes when statements run, never what they compute.
   egtile checks its form and ignores it, choosing the loop's schedule in the e-graph, and ``explain()`` says so
-  (TileLang infers ``max(stage) + 1`` stages when ``num_stages`` is omitted; egtile does not, and ``explain()``
-  names the ``num_stages`` to give).
+  (when ``num_stages`` is omitted, egtile infers ``max(stage) + 1`` stages from ``stage`` as TileLang does, and
+  ``explain()`` says so).
 * ``T.serial`` / ``T.unroll``: serial loops with step 1. Python's ``range`` over ints inside a kernel
   unrolls while tracing, which has the same meaning.
 * A start read from tensor data (``T.Pipelined(cu[b], stop)``: varlen attention) is a loop over the trip count
@@ -155,7 +155,7 @@ def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: Any = No
         raise UnsupportedError("T.Pipelined(annotations=...) (TVM loop annotations)", loc)
     if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 0:
         raise DSLError(f"T.Pipelined num_stages must be an int >= 0, got {num_stages!r}", loc)
-    _manual_schedule(order, stage, group, sync, num_stages, loc)
+    num_stages = _manual_schedule(order, stage, group, sync, num_stages, loc)
     kind: LoopKind = "pipelined" if num_stages > 0 else "serial"
     return _stepped(kind, start, stop, None, "T.Pipelined", loc, int(num_stages))
 
@@ -166,8 +166,9 @@ def _int_list(value: Any, what: str, loc: Any) -> list[int]:
     return list(value)
 
 
-def _manual_schedule(order: Any, stage: Any, group: Any, sync: Any, num_stages: int, loc: Any) -> None:
-    """Check TileLang's manual pipeline schedule and record it as an ignored hint.
+def _manual_schedule(order: Any, stage: Any, group: Any, sync: Any, num_stages: int, loc: Any) -> int:
+    """Check TileLang's manual pipeline schedule and record it as an ignored hint; returns the loop's number of stages
+    (``num_stages``, or, as TileLang infers it when ``num_stages`` is omitted, ``max(stage) + 1``).
 
     Its form, as TileLang reads it (``tilelang/language/loop.py``, ``docs/programming_guides/software_pipeline.md``,
     and the ``PipelineInfo`` of its warp-specialized rewriter): ``order`` and ``stage`` are lists of ints, one entry
@@ -181,7 +182,7 @@ def _manual_schedule(order: Any, stage: Any, group: Any, sync: Any, num_stages: 
     """
     given = {n: v for n, v in (("order", order), ("stage", stage), ("group", group), ("sync", sync)) if v is not None}
     if not given:
-        return
+        return num_stages
     lengths = {}
     for name in ("order", "stage"):
         if name in given:
@@ -199,19 +200,20 @@ def _manual_schedule(order: Any, stage: Any, group: Any, sync: Any, num_stages: 
         spelled = ", ".join(f"{n} has {k}" for n, k in lengths.items())
         raise DSLError(f"T.Pipelined: {spelled} entries; TileLang aligns them to the loop body's scheduled statements, "
                        "one entry each, so they must have the same length", loc)
+    inferred = num_stages == 0 and bool(stage) and max(stage) >= 1
+    if inferred:
+        num_stages = max(stage) + 1  # TileLang pipelines such a loop max(stage) + 1 deep
     trace = tracer.active()
     if trace is not None:
         frozen = {n: tuple(tuple(x) if isinstance(x, (list, tuple)) else x for x in v) for n, v in given.items()}
         trace.hints.append(("pipelined_schedule", tuple(frozen.items()), loc))
         names = ", ".join(f"{n}=[...]" for n in given)
-        depth = ""
-        if num_stages == 0 and stage and max(stage) >= 1:
-            # TileLang pipelines a loop with a manual stage and no num_stages, max(stage) + 1 deep
-            depth = (f"; without num_stages TileLang would pipeline it {max(stage) + 1} stages deep, egtile runs it "
-                     f"as a serial loop: give num_stages={max(stage) + 1} to let egtile pipeline it")
+        depth = (f"; num_stages={num_stages} inferred from stage=[...] as TileLang does (max(stage) + 1)"
+                 if inferred else "")
         trace.notes.append(f"T.Pipelined(..., {names}) at line {loc.line if loc else '?'}: TileLang's manual pipeline "
                            "schedule, accepted as a hint and ignored (it changes when statements run, never what they "
                            f"compute); egtile chose this loop's schedule itself{depth}")
+    return num_stages
 
 
 class _Stepped:
