@@ -159,8 +159,8 @@ class ArrayState:
       the last write (the dicts' insertion order, which decides which reader a race report names first).
     """
 
-    __slots__ = ("col_slot", "cols", "r_clock", "r_rec", "r_seq", "rec_ix", "recs", "seq", "w_clock", "w_fence",
-                 "w_rec", "w_slot", "w_tid")
+    __slots__ = ("col_slot", "cols", "generic", "r_clock", "r_rec", "r_seq", "rec_ix", "recs", "seq", "w_clock",
+                 "w_fence", "w_rec", "w_slot", "w_tid")
 
     def __init__(self, numel: int) -> None:
         self.w_slot = np.full(numel, -1, dtype=np.int64)
@@ -176,6 +176,7 @@ class ArrayState:
         self.r_seq = np.zeros((numel, 0), dtype=np.int32)
         self.recs: list[tuple] = []
         self.rec_ix: dict[tuple, int] = {}
+        self.generic = np.zeros(0, dtype=bool)  # per record: made through the generic proxy (grown on demand)
         self.seq = 0
 
     def rec(self, key: tuple) -> int:
@@ -585,8 +586,10 @@ class Shadow:
             hit &= rows > fence_vc[slots]
         if not hit.any():
             return
-        generic = np.array([k[2] not in _ASYNC_READS for k in st.recs] or [False], dtype=bool)
-        hit &= generic[np.where(hit, st.r_rec[fl], 0)]
+        if len(st.generic) < len(st.recs):  # records only grow: classify the new ones
+            new = [k[2] not in _ASYNC_READS for k in st.recs[len(st.generic):]]
+            st.generic = np.concatenate([st.generic, np.array(new, dtype=bool)])
+        hit &= st.generic[np.where(hit, st.r_rec[fl], 0)]
         for i, c in zip(*np.nonzero(hit)):
             t, rsid, rop = st.recs[int(st.r_rec[fl[i], c])]
             self.log.add("proxy", mem, int(fl[i]), self._acc(t, rsid, rop), self._acc(a.tid, sid, op))
