@@ -4,6 +4,7 @@ gets the verifier's report at the culprit's line, and the simulator's report whe
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import pytest
@@ -503,3 +504,68 @@ def test_a_stage_ordinary_accesses_touch_is_fenced_before_the_next_tma_load(mode
     assert any(v.property == "L6" and "TMA load" in v.message and v.buffer == "A_s" for v in found), found
     r = simulate(mutant, a, b, torch.full((M, N), float("nan")))
     assert any("proxy race on A_s" in e for e in r.errors()), r.errors()
+
+
+def _placed(sched, where: str):
+    """``sched`` (a ``scaled_stage_gemm``) with egtile's fences moved: ``before_release`` / ``after_release`` (one in
+    the consumer, just before or just after its arrive on ``empty``), ``one_side`` / ``both_sides`` (the producer's,
+    after its wait on ``empty``, on one or both sides of a branch on tensor data)."""
+    from egtile.ir.kernel import BinOp, Const, Load
+    from egtile.ir.scheduled import Arrive, FenceProxyAsync, RoleSplit, SeqLoop, SIf, Wait
+    from soundness.handbuilt import without
+
+    bare = without(sched, FenceProxyAsync)
+    a = sched.kernel.params[0]
+    cond = BinOp(">", Load(a, (Const(0, "int32"), Const(0, "int32"))), Const(0.0, "float32"))
+
+    def loop(s, producer):
+        body = []
+        for x in s.body:
+            consumer_arrive = not producer and isinstance(x, Arrive) and x.barrier == "empty"
+            if consumer_arrive and where == "before_release":
+                body.append(FenceProxyAsync())
+            body.append(x)
+            if consumer_arrive and where == "after_release":
+                body.append(FenceProxyAsync())
+            if producer and isinstance(x, Wait) and where in ("one_side", "both_sides"):
+                body.append(SIf(cond, (FenceProxyAsync(),), (FenceProxyAsync(),) if where == "both_sides" else ()))
+        return dataclasses.replace(s, body=tuple(body))
+
+    def role(r):
+        producer = r.threads.begin == 128
+        return dataclasses.replace(r, body=tuple(loop(s, producer) if isinstance(s, SeqLoop) else s for s in r.body))
+
+    return dataclasses.replace(bare, body=tuple(
+        dataclasses.replace(s, roles=tuple(role(r) for r in s.roles)) if isinstance(s, RoleSplit) else s
+        for s in bare.body))
+
+
+@pytest.mark.parametrize("mode", ["scale", "read"])
+@pytest.mark.parametrize("where, right", [("before_release", True), ("after_release", False),
+                                          ("one_side", False), ("both_sides", True)])
+def test_a_proxy_fence_counts_only_on_the_causality_path_of_every_run(mode, where, right):
+    # PTX ISA 9.7.13.3.2: the fence must lie between the ordinary access and the TMA load in happens-before: the
+    # consumer's own before its release (not after it), or the producer's after its wait on every path (a fence
+    # under a branch on tensor data orders only the runs that take its side)
+    sched = _placed(schedule_protocol(scaled_stage_gemm(mode).kernel).scheduled, where)
+    found = egtile.verify(sched)
+    assert (found == []) == right, found
+    if not right:
+        assert {v.property for v in found} == {"L6"}, found
+    a, b, c = inputs(11)
+    a[0, 0] = -abs(a[0, 0]) - 1.0  # the branch's condition is false: a one-sided fence does not run
+    r = simulate(sched, a, b, c)
+    assert any("proxy race on A_s" in e for e in r.errors()) != right, r.errors()
+
+
+def test_the_only_proxy_fences_of_a_tma_pipeline_are_the_issuers():
+    # a CTA barrier after a TMA load's issue orders nothing of its (async-proxy) write: it needs no fence of every
+    # thread of the role before it (one was placed there, in every iteration, when the TMA write joined the pending
+    # accesses as a generic one)
+    from egtile.ir import swalk
+    from egtile.ir.scheduled import Elect, FenceProxyAsync
+
+    sched = schedule_protocol(ws_gemm(M, N, K, BM, BN, BK).kernel).scheduled
+    in_elect = sum(isinstance(x, FenceProxyAsync) for e in swalk(sched.body) if isinstance(e, Elect) for x in e.body)
+    every = sum(isinstance(x, FenceProxyAsync) for x in swalk(sched.body))
+    assert in_elect == every == 2, (in_elect, every)  # the T.tma_copy of A_s and of B_s (a SIMT gemm reads them)

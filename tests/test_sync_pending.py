@@ -22,7 +22,8 @@ def _oracle_conflicts(pending: set[Acc], new: set[Acc]) -> bool:
 
 
 def _oracle_fence(pending: set[Acc], new: set[Acc]) -> bool:
-    return any(p.write and a.proxy and (p.buffer == a.buffer or ANY_BUFFER in (p.buffer, a.buffer))
+    # a generic write (an async-proxy one, a TMA load's, needs no fence) met by an async-proxy access
+    return any(p.write and not p.proxy and a.proxy and (p.buffer == a.buffer or ANY_BUFFER in (p.buffer, a.buffer))
                for p in pending for a in new)
 
 

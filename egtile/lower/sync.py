@@ -181,7 +181,7 @@ def _barrier(pending: Pending, new: frozenset[Acc], threads: ThreadRange, bar_id
     """The CTA barrier before ``new``, preceded by ``fence.proxy.async`` when it orders a generic write of a
     buffer before an async-proxy read of it (the writers execute the fence: every thread that reaches the
     barrier, PTX ISA 9.7.13.3.2)."""
-    fence = any(p.write and a.proxy for p, a in _pairs(pending, new))
+    fence = any(p.write and not p.proxy and a.proxy for p, a in _pairs(pending, new))  # a generic write only
     return [FenceProxyAsync(), SyncThreads(threads, bar_id)] if fence else [SyncThreads(threads, bar_id)]
 
 
@@ -209,7 +209,7 @@ def _after_barrier(pending: Pending, placed: list[SStmt], inflight: frozenset[Ac
     for the async proxy only (:data:`UNFENCED`)."""
     if any(isinstance(x, FenceProxyAsync) for x in placed):
         return NOTHING | inflight
-    return NOTHING | inflight | frozenset(Acc(p.buffer, True, UNFENCED) for p in pending if p.write)
+    return NOTHING | inflight | frozenset(Acc(p.buffer, True, UNFENCED) for p in pending if p.write and not p.proxy)
 
 
 ACCESSES: Registry[AccessFn] = Registry("egtile.lower.sync access summaries", "access summary",

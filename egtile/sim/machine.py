@@ -23,6 +23,8 @@ entry recorded by more than one thread is a repeated nonlocal iteration.
 
 from __future__ import annotations
 
+import bisect
+
 from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -167,7 +169,6 @@ class ThreadState:
         self.gen: Generator | None = None
         self.req: WaitReq | SyncReq | None = None
         self.done = False
-        self.fence_vc: np.ndarray | None = None  # the clock at this thread's last fence.proxy.async
 
     def tick(self) -> None:
         """Start a new epoch after a release (arrive, async issue, barrier)."""
@@ -204,8 +205,7 @@ class AsyncOp:
     stage: int = 0
     nbytes: int = 0
     seq: int = 0
-    fences: list[int] | None = None  # each thread's fence.proxy.async count at issue (async-proxy copies)
-    fence_vc: np.ndarray | None = None  # the issuer's clock at its last fence.proxy.async before the issue
+    proxy: bool = False  # an async-proxy write (a TMA load): the generic accesses it overwrites need a fence
 
 
 class IndexedSet:
@@ -305,6 +305,8 @@ class Block:
             th.home = prog.home_role[th.tid]
             th.load = self._loader(th)
         self.fences = [0] * prog.threads
+        # each thread's fence.proxy.async: (its clock at each, its vector clock at each)
+        self.fence_log: dict[int, tuple[list[int], list[np.ndarray]]] = {}
         self.runnable = IndexedSet(range(prog.threads))
         self.asyncs: list[AsyncOp] = []
         self.iters: dict[tuple, list[int]] = {}
@@ -466,14 +468,30 @@ class Block:
     def proxy_read(self, m: Mem, f: int, th: ThreadState, sid: int | None) -> Any:
         """Element ``f`` of ``m`` read through the async proxy (a TMA store's source): race-checked, and a
         generic-proxy write its writer did not follow with ``fence.proxy.async`` is a ``proxy`` race."""
-        self.shadow.proxy_read(m, f, th.agent, sid, self.fences)
+        self.shadow.proxy_read(m, f, th.agent, sid, self.fence_cover(th.vc))
         return m.get(f)
 
     def fence_proxy_async(self, th: ThreadState) -> None:
         """``fence.proxy.async`` by ``th``: its earlier generic-proxy writes are visible to the async proxy."""
         th.agent.fences += 1
         self.fences[th.tid] += 1
-        th.fence_vc = th.vc.copy()
+        # the fence ends the thread's epoch: an access of the epoch comes before it, one of the next after it, and
+        # an agent that knows the epoch knows the fence (a release ends an epoch too)
+        clocks, snaps = self.fence_log.setdefault(th.tid, ([], []))
+        clocks.append(int(th.vc[th.tid]))
+        snaps.append(th.vc.copy())
+        th.tick()
+
+    def fence_cover(self, vc: np.ndarray) -> np.ndarray | None:
+        """The join of the clocks of the ``fence.proxy.async`` that happen before an agent with clock ``vc`` (for
+        each thread, its latest such fence: a thread's fence clocks only grow); ``None`` if there is none. An
+        access of slot ``s`` at clock ``c`` is fenced for that agent when the result's ``[s] >= c``."""
+        out = None
+        for tid, (clocks, snaps) in self.fence_log.items():
+            k = bisect.bisect_right(clocks, int(vc[tid])) - 1
+            if k >= 0:
+                out = snaps[k].copy() if out is None else np.maximum(out, snaps[k], out=out)
+        return out
 
     # -- barriers -----------------------------------------------------------------------------------
 
@@ -529,10 +547,8 @@ class Block:
         credit ``tx_bytes`` with ``complete_tx`` (PTX ISA ``.mbarrier::complete_tx::bytes``). ``op`` names
         the access in race reports (``"tma-load"``). ``th`` starts a new epoch."""
         # a TMA load writes through the async proxy: the generic accesses it overwrites need a fence.proxy.async on
-        # the causality path before it is issued (PTX ISA 9.7.13.3.2): their writer's (the counts at issue), or the
-        # issuer's after it acquired them (its clock at its last fence)
-        self.asyncs.append(AsyncOp(op, th.tid, sid, th.vc.copy(), writes, barrier, stage, tx_bytes,
-                                   fences=list(self.fences), fence_vc=th.fence_vc))
+        # their causality path to the issue (PTX ISA 9.7.13.3.2), checked when it lands against the issuer's clock
+        self.asyncs.append(AsyncOp(op, th.tid, sid, th.vc.copy(), writes, barrier, stage, tx_bytes, proxy=True))
         th.tick()
 
     def issue_cp_async(self, th: ThreadState, sid: int | None, writes: list[tuple[Mem, int, Any]],
@@ -632,9 +648,9 @@ class Block:
             while j < n and writes[j][0] is m:
                 j += 1
             if m.shadowed:
-                if op.fences is not None:
-                    self.shadow.unfenced(m, [f for _, f, _ in writes[i:j]], agent, op.sid, op.fences, op.kind,
-                                         fence_vc=op.fence_vc, reads=True)
+                if op.proxy:
+                    self.shadow.unfenced(m, [f for _, f, _ in writes[i:j]], agent, op.sid, self.fence_cover(op.vc),
+                                         op.kind, reads=True)
                 if j - i > 1:
                     self.shadow.write_many(m, [f for _, f, _ in writes[i:j]], agent, op.sid, op.kind)
                 else:

@@ -22,8 +22,10 @@ state with the accessing agent's vector clock (see :mod:`egtile.sim.clocks`):
 * async write (TMA load / cp.async completion): as a plain write, with the issuing thread's clock at
   issue (the copy is ordered after what its issuer did before issuing it, and nothing else).
 
-Generic-proxy writes also record how many ``fence.proxy.async`` their thread had executed; a TMA store
-(async proxy) reading an element whose writer has not fenced since is a ``proxy`` race.
+Generic-proxy writes are marked as such; an async-proxy access (a TMA store or wgmma reading an element, a TMA load
+overwriting it) of an element whose last generic write, or for a TMA load a generic read since, has no
+``fence.proxy.async`` on its causality path (one that happens after the access and before the async one: the
+accessor's own, or any thread's that acquired it) is a ``proxy`` race.
 
 Not modelled: the weak ordering of plain accesses between threads beyond happens-before (every access
 is sequentially consistent once it happens), bank conflicts, and the L1/L2 caches.
@@ -392,13 +394,11 @@ class Shadow:
                         self.log.add("write-after-write", mem, f, self._acc(t, asid, "atomic"),
                                      self._acc(a.tid, sid, op))
 
-    def proxy_read(self, mem: Mem, f: int, a: Agent, sid, fence_counts: list[int], op: str = "tma-store") -> None:
-        """A read by the async proxy (TMA store, wgmma operand): a generic-proxy write must have been fenced
-        by its writer (``fence.proxy.async``) since it was made."""
+    def proxy_read(self, mem: Mem, f: int, a: Agent, sid, cover: np.ndarray | None, op: str = "tma-store") -> None:
+        """A read by the async proxy (TMA store, wgmma operand): a generic-proxy write must have a
+        ``fence.proxy.async`` on its causality path to the read (``cover``: :meth:`Machine.fence_cover`)."""
         self.read(mem, f, a, sid, op)
-        w = mem.st.write_of(f) if mem.st is not None else mem._writes.get(f)
-        if w is not None and w[5] >= 0 and w[0] < self.slots.threads and fence_counts[w[2]] <= w[5]:
-            self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
+        self.unfenced(mem, [f], a, sid, cover, op)
 
     # -- batches ----------------------------------------------------------------------------------------
 
@@ -532,58 +532,54 @@ class Shadow:
                 if f not in bw:
                     bw[f] = first
 
-    def proxy_read_many(self, mem: Mem, flats, a: Agent, sid, fence_counts: list[int], op: str = "tma-store") -> None:
+    def proxy_read_many(self, mem: Mem, flats, a: Agent, sid, cover: np.ndarray | None,
+                        op: str = "tma-store") -> None:
         """:meth:`proxy_read` of every element of ``flats`` by one agent, in order (same checks, same state)."""
         if mem.st is not None:
             flats = np.asarray(flats, dtype=np.int64).reshape(-1)
         else:
             flats = list(flats)
         self.read_many(mem, flats, a, sid, op)
-        self.unfenced(mem, flats, a, sid, fence_counts, op)
+        self.unfenced(mem, flats, a, sid, cover, op)
 
-    def unfenced(self, mem: Mem, flats, a: Agent, sid, fence_counts: list[int], op: str, *,
-                 fence_vc: np.ndarray | None = None, reads: bool = False) -> None:
+    def unfenced(self, mem: Mem, flats, a: Agent, sid, cover: np.ndarray | None, op: str, *,
+                 reads: bool = False) -> None:
         """A ``proxy`` race for each element of ``flats`` about to be accessed by the async proxy (read by a TMA
         store or a wgmma, overwritten by a TMA load) by ``a`` whose last generic-proxy write (and, with ``reads``,
-        a generic read since it) has no ``fence.proxy.async`` on its causality path: none by its writer since
-        (``fence_counts``: each thread's fences so far) and none by the issuer after acquiring it (``fence_vc``:
-        the issuer's clock at its last fence, which covers an access of slot ``s`` at clock ``c`` when
-        ``fence_vc[s] >= c``)."""
+        a generic read since it) has no ``fence.proxy.async`` on its causality path: ``cover`` (from
+        :meth:`egtile.sim.machine.Machine.fence_cover`) is the join of the clocks of the fences that happen before
+        the async access, so an access of slot ``s`` at clock ``c`` is fenced when ``cover[s] >= c``."""
         st = mem.st
         threads = self.slots.threads
         if st is not None:
             fl = np.asarray(flats, dtype=np.int64).reshape(-1)
             if not len(fl):
                 return
-            ws, wf = st.w_slot[fl], st.w_fence[fl]
-            fc = np.asarray(fence_counts, dtype=np.int64)
-            hit = (ws >= 0) & (wf >= 0) & (ws < threads)
-            if hit.any():
-                hit[hit] = fc[st.w_tid[fl[hit]]] <= wf[hit]
-            if fence_vc is not None and hit.any():
-                hit[hit] = fence_vc[ws[hit]] < st.w_clock[fl[hit]]
+            ws = st.w_slot[fl]
+            hit = (ws >= 0) & (st.w_fence[fl] >= 0) & (ws < threads)  # a generic write (async ones record -1)
+            if cover is not None and hit.any():
+                hit[hit] = cover[ws[hit]] < st.w_clock[fl[hit]]
             for f in fl[hit].tolist():
                 w = st.write_of(f)
                 self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
             if reads and st.r_clock.shape[1]:
-                self._unfenced_reads(mem, fl, a, sid, op, fence_vc)
+                self._unfenced_reads(mem, fl, a, sid, op, cover)
             return
         writes = mem._writes
         for f in flats:
             w = writes.get(f)
-            if w is not None and w[5] >= 0 and w[0] < threads and fence_counts[w[2]] <= w[5] and \
-                    (fence_vc is None or fence_vc[w[0]] < w[1]):
+            if w is not None and w[5] >= 0 and w[0] < threads and (cover is None or cover[w[0]] < w[1]):
                 self.log.add("proxy", mem, f, self._acc(w[2], w[3], w[4]), self._acc(a.tid, sid, op))
 
-    def _unfenced_reads(self, mem: Mem, fl: np.ndarray, a: Agent, sid, op: str, fence_vc: np.ndarray | None) -> None:
+    def _unfenced_reads(self, mem: Mem, fl: np.ndarray, a: Agent, sid, op: str, cover: np.ndarray | None) -> None:
         """The generic reads of ``fl`` since their last write, ordered before ``a`` (an unordered one is a
-        write-after-read race already) and not covered by the issuer's fence."""
+        write-after-read race already) and not covered by a fence."""
         st = mem.st
         rows = st.r_clock[fl]
         slots = st.col_slot[None, :]
         hit = (rows >= 0) & (slots < self.slots.threads) & (rows <= a.vc[slots])
-        if fence_vc is not None:
-            hit &= rows > fence_vc[slots]
+        if cover is not None:
+            hit &= rows > cover[slots]
         if not hit.any():
             return
         if len(st.generic) < len(st.recs):  # records only grow: classify the new ones

@@ -86,6 +86,20 @@ def _phase(bname: str, s: int):
     return ("phase", bname, s)
 
 
+def _every_path(sides: list[tuple], given: set) -> bool:
+    """Is every run that makes both accesses one that runs a fence of ``sides`` (each fence's data-dependent branch
+    sides, outermost first)? A side both accesses are on is taken anyway (``given``); otherwise a fence on one side
+    of a data-dependent ``SIf`` orders only the runs that take it, so that execution needs a fence on both sides."""
+    rest = [tuple(x for x in fs if x not in given) for fs in sides]
+    if any(not fs for fs in rest):
+        return True
+    for execution in {fs[0][0] for fs in rest}:
+        inner = [[fs[1:] for fs in rest if fs[0] == (execution, side)] for side in (0, 1)]
+        if all(inner) and all(_every_path(x, given) for x in inner):
+            return True
+    return False
+
+
 def _thread(a: int, tid: int):
     """Clock component: the latest event of thread ``tid`` of agent ``a`` released by that thread."""
     return (a, tid)
@@ -757,7 +771,8 @@ class OrderAnalysis:
                     continue
                 if not self.hb(w, r):
                     continue
-                fenced = any(self._after(w, f) and self._before(f, r) for f in every)
+                fenced = _every_path([f.sides for f in every if self._after(w, f) and self._before(f, r)],
+                                     set(w.sides) | set(r.sides))
                 if not fenced and (w.sid, r.sid) not in reported:
                     reported.add((w.sid, r.sid))
                     self.v("L6", f"{self._desc(w)} is {how.format(r.sid)} without a fence.proxy.async between them "

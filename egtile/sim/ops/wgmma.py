@@ -210,7 +210,7 @@ def _complete(m, th, grp: Group) -> None:
         if g.trans_a:
             af2 = af2.T
         rows = sorted({e // N for e in grp.positions})
-        m.shadow.proxy_read_many(am, af2[rows, :].reshape(-1).tolist(), agent, s.sid, m.fences, "wgmma")
+        m.shadow.proxy_read_many(am, af2[rows, :].reshape(-1).tolist(), agent, s.sid, m.fence_cover(agent.vc), "wgmma")
         a_vals = am.data[af2].astype(acc)
     else:
         a_vals = grp.a_values  # register A: taken from its owners' registers at the issue
@@ -220,7 +220,7 @@ def _complete(m, th, grp: Group) -> None:
         own = own_positions(m.prog.sched.fragment(g.a.buffer.name), th.tid - s.threads.begin)
         m.shadow.read_many(am, af.reshape(-1)[np.asarray(own, dtype=np.int64)].tolist(), agent, s.sid, "wgmma")
     cols = sorted({e % N for e in grp.positions})
-    m.shadow.proxy_read_many(bm, bf2[:, cols].T.reshape(-1).tolist(), agent, s.sid, m.fences, "wgmma")
+    m.shadow.proxy_read_many(bm, bf2[:, cols].T.reshape(-1).tolist(), agent, s.sid, m.fence_cover(agent.vc), "wgmma")
     prod = product(a_vals, bm.data[bf2].astype(acc))
     # the thread's accumulator elements, all at once (the element-wise arithmetic and rounding of egtile.tilemath
     # and egtile.evaluate.cast_array; the shadow state as one read and one write per element)
