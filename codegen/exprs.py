@@ -234,7 +234,7 @@ def _emit_unop(e: UnOp, ctx: Ctx) -> str:
             code = f"({e.op}{a})"
         case "abs":
             code = f"eg_abs({a})"
-        case op if fn is not None:
+        case _ if fn is not None:
             code = f"{fn.cuda}({a})"
         case _:
             raise codegen_error(ctx, f"unknown unary operator {e.op!r}")

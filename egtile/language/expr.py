@@ -16,7 +16,7 @@ import builtins
 import math
 from typing import Any
 
-from egtile.errors import DSLError, DTypeError, LimitError, UnsupportedError
+from egtile.errors import DSLError, DTypeError, LimitError
 from egtile.evaluate import dtype_of, node_dtype
 from egtile.ir.dtypes import dtype as lookup_dtype
 from egtile.ir.kernel import AddressOf, BinOp, Cast, Const, Expr, Load, Select, UnOp, Var
