@@ -18,22 +18,23 @@ from __future__ import annotations
 
 import dataclasses
 
+from egtile.analysis import ANY_BUFFER
 from egtile.ir.scheduled import Elect, FenceProxyAsync, RoleSplit, SeqLoop, SIf, SStmt
+from egtile.lower.sync import AccessSummary
 
 
 def fence_tma_loads(stmts: tuple[SStmt, ...]) -> tuple[SStmt, ...]:
     """``stmts`` with a ``fence.proxy.async`` right before every copy that writes shared memory through the async
     proxy (a ``TmaLoad``, or a rule author's node whose access summary says so) into a buffer also accessed
     through the generic proxy (module docstring)."""
-    from egtile.lower.sync import AccessSummary
-
     summary = AccessSummary(frozenset(), frozenset())
     mixed = frozenset(a.buffer for a in summary.body(stmts) if not a.proxy)
     return _fence(stmts, mixed, summary) if mixed else stmts
 
 
 def _async_write(s: SStmt, mixed: frozenset[str], summary) -> bool:
-    return any(a.write and a.proxy and a.buffer in mixed for a in summary.of(s))
+    # an access of an unknown buffer (ANY_BUFFER) may touch any of them
+    return any(a.write and a.proxy and (a.buffer in mixed or ANY_BUFFER in mixed) for a in summary.of(s))
 
 
 def _fence(stmts: tuple[SStmt, ...], mixed: frozenset[str], summary) -> tuple[SStmt, ...]:

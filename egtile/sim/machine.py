@@ -24,7 +24,6 @@ entry recorded by more than one thread is a repeated nonlocal iteration.
 from __future__ import annotations
 
 import bisect
-
 from collections.abc import Generator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -304,7 +303,6 @@ class Block:
         for th in self.threads:
             th.home = prog.home_role[th.tid]
             th.load = self._loader(th)
-        self.fences = [0] * prog.threads
         # each thread's fence.proxy.async: (its clock at each, its vector clock at each)
         self.fence_log: dict[int, tuple[list[int], list[np.ndarray]]] = {}
         self.runnable = IndexedSet(range(prog.threads))
@@ -467,14 +465,13 @@ class Block:
 
     def proxy_read(self, m: Mem, f: int, th: ThreadState, sid: int | None) -> Any:
         """Element ``f`` of ``m`` read through the async proxy (a TMA store's source): race-checked, and a
-        generic-proxy write its writer did not follow with ``fence.proxy.async`` is a ``proxy`` race."""
+        generic-proxy write with no ``fence.proxy.async`` on its causality path to the read is a ``proxy`` race."""
         self.shadow.proxy_read(m, f, th.agent, sid, self.fence_cover(th.vc))
         return m.get(f)
 
     def fence_proxy_async(self, th: ThreadState) -> None:
         """``fence.proxy.async`` by ``th``: its earlier generic-proxy writes are visible to the async proxy."""
         th.agent.fences += 1
-        self.fences[th.tid] += 1
         # the fence ends the thread's epoch: an access of the epoch comes before it, one of the next after it, and
         # an agent that knows the epoch knows the fence (a release ends an epoch too)
         clocks, snaps = self.fence_log.setdefault(th.tid, ([], []))
@@ -640,6 +637,7 @@ class Block:
         else:
             slot, clock = self.prog.slots.cp_slot(op.tid), op.seq
         agent = Agent(slot, clock, op.tid, op.vc)
+        cover = self.fence_cover(op.vc) if op.proxy else None  # the fences the issue knows of
         writes = op.writes
         i, n = 0, len(writes)
         while i < n:  # each run of consecutive writes to one buffer as one batch (the same checks, in order)
@@ -649,8 +647,7 @@ class Block:
                 j += 1
             if m.shadowed:
                 if op.proxy:
-                    self.shadow.unfenced(m, [f for _, f, _ in writes[i:j]], agent, op.sid, self.fence_cover(op.vc),
-                                         op.kind, reads=True)
+                    self.shadow.unfenced(m, [f for _, f, _ in writes[i:j]], agent, op.sid, cover, op.kind, reads=True)
                 if j - i > 1:
                     self.shadow.write_many(m, [f for _, f, _ in writes[i:j]], agent, op.sid, op.kind)
                 else:
