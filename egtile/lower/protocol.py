@@ -47,8 +47,8 @@ from egtile.ir.protocol import (
     RoleBlock, uses_protocol,
 )
 from egtile.ir.scheduled import (
-    CpAsyncCopy, Decision, Elect, FenceProxyAsync, Leaf, MBarrier, Role, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, ThreadLoop,
-    ThreadRange, TileOp, TmaLoad, Wait, swalk,
+    CpAsyncCopy, Decision, Elect, FenceProxyAsync, Leaf, MBarrier, Role, RoleSplit, Scheduled, SeqLoop, SIf, SStmt,
+    ThreadLoop, ThreadRange, TileOp, TmaLoad, Wait, swalk,
 )
 from egtile.ir.usersync import ExpectTx, UserArrive, UserArriveExpectTx, UserCpAsyncArrive
 

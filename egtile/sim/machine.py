@@ -471,7 +471,6 @@ class Block:
 
     def fence_proxy_async(self, th: ThreadState) -> None:
         """``fence.proxy.async`` by ``th``: its earlier generic-proxy writes are visible to the async proxy."""
-        th.agent.fences += 1
         # the fence ends the thread's epoch: an access of the epoch comes before it, one of the next after it, and
         # an agent that knows the epoch knows the fence (a release ends an epoch too)
         clocks, snaps = self.fence_log.setdefault(th.tid, ([], []))

@@ -153,7 +153,8 @@ class Mem:
 class ArrayState:
     """The shadow state of one buffer as arrays over its elements: the same facts as ``Mem``'s dicts.
 
-    * last plain write: ``w_slot`` (-1: none), ``w_clock``, ``w_tid``, ``w_fence`` and ``w_rec`` (an index into
+    * last plain write: ``w_slot`` (-1: none), ``w_clock``, ``w_tid``, ``w_fence`` (its agent's ``fences``: ``-1``
+      for an async write) and ``w_rec`` (an index into
       ``recs``: the write's (thread, sid, op));
     * reads since it: one column per reading slot (``cols``: slot -> column, ``col_slot``: column -> slot), with
       ``r_clock`` (-1: no read; clocks are >= 0, so an absent read is never unordered), ``r_rec`` (an index into
@@ -236,8 +237,10 @@ class ArrayState:
 @dataclass
 class Agent:
     """Who performs an access: a thread (``slot == tid``, ``clock == vc[tid]``) or an async copy issued by
-    ``tid`` (``slot``/``clock`` its epoch, ``vc`` the issuer's clock at issue). ``fences``: how many
-    ``fence.proxy.async`` the thread has executed (``-1`` for async copies, which need none)."""
+    ``tid`` (``slot``/``clock`` its epoch, ``vc`` the issuer's clock at issue). ``fences``: ``>= 0`` for a thread,
+    whose writes go through the generic proxy, ``-1`` for an async copy (the async proxy); recorded with each write
+    (``w_fence``) so that :meth:`Shadow.unfenced` knows which writes need a ``fence.proxy.async`` (the fences
+    themselves are the block's, :meth:`egtile.sim.machine.Block.fence_cover`)."""
 
     slot: int
     clock: int
