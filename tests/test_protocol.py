@@ -23,10 +23,12 @@ BK = 16
 S = 2
 
 
-def ws_gemm(M, N, K, bm, bn, bk, S=2, bug=None):
+def ws_gemm(M, N, K, bm, bn, bk, S=2, bug=None, split=False):
     """A producer (warpgroup 1) / consumer (warpgroup 0) GEMM with full/empty barrier arrays; ``bug`` plants one
-    protocol bug (the lines carry markers the tests look up)."""
+    protocol bug (the lines carry markers the tests look up); ``split``: the A tile comes in two copies issued from
+    an inner serial loop, one arrive after them."""
     full_count = 256 if bug == "count" else 128
+    h = bm // 2
 
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
@@ -44,7 +46,11 @@ def ws_gemm(M, N, K, bm, bn, bk, S=2, bug=None):
                         T.mbarrier_wait_parity(empty[ko % S], ((ko // S) % 2) ^ (0 if bug == "empty_parity" else 1))  # @empty_wait
                     if bug == "arrive_first":
                         T.mbarrier_arrive(full[ko % S])  # @early_arrive
-                    T.tma_copy(A[by * bm, ko * bk], A_s[ko % S, :, :], barrier=full[ko % S])  # @tma_a
+                    if split:
+                        for j in T.serial(2):
+                            T.tma_copy(A[by * bm + j * h, ko * bk], A_s[ko % S, j * h:j * h + h, :], barrier=full[ko % S])  # @tma_a_split
+                    else:
+                        T.tma_copy(A[by * bm, ko * bk], A_s[ko % S, :, :], barrier=full[ko % S])  # @tma_a
                     if bug == "arrive_between":
                         T.mbarrier_arrive(full[ko % S])  # @mid_arrive
                     T.tma_copy(B[ko * bk, bx * bn], B_s[ko % S, :, :], barrier=full[ko % S])  # @tma_b
@@ -84,9 +90,12 @@ def bound(a, b):
     return K * 2.0**-23 * (a.double().abs() @ b.double().abs()) + 1e-12
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["one_copy", "copies_in_inner_loop"])
 @pytest.mark.parametrize("target", ["interp", "sim"])
-def test_correct_protocol_matches_the_float64_reference(target):
-    kernel = egtile.compile(ws_gemm(M, N, K, BM, BN, BK), target=target)
+def test_correct_protocol_matches_the_float64_reference(target, split):
+    # split: a round's copies from an inner serial loop, then its one arrive (the verifier used to cut the round
+    # at each inner iteration and refuse it: "phase 0 receives 0 arrivals")
+    kernel = egtile.compile(ws_gemm(M, N, K, BM, BN, BK, split=split), target=target)
     for seed in (1, 2):
         a, b, c = inputs(seed)
         kernel(a, b, c)
@@ -123,11 +132,14 @@ BUGS = {
 }
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["one_copy", "copies_in_inner_loop"])
 @pytest.mark.parametrize("bug", sorted(BUGS))
-def test_each_protocol_bug_is_reported_at_compile_time_at_its_line(bug):
+def test_each_protocol_bug_is_reported_at_compile_time_at_its_line(bug, split):
     prop, marker, culprit = BUGS[bug]
+    if split:  # the A tile's copies come from an inner T.serial loop before the round's one arrive
+        marker, culprit = (m + "_split" if m == "tma_a" else m for m in (marker, culprit))
     with pytest.raises(ScheduleError) as exc:
-        egtile.compile(ws_gemm(M, N, K, BM, BN, BK, bug=bug), target="sim")
+        egtile.compile(ws_gemm(M, N, K, BM, BN, BK, bug=bug, split=split), target="sim")
     err = exc.value
     assert "hand-written barrier protocol is wrong" in err.message
     assert f"{prop}:" in err.message
@@ -177,12 +189,16 @@ def test_the_sim_target_refuses_a_wrong_protocol_before_running():
     assert issubclass(SimulationError, EgtileError)
 
 
-def test_the_scheduled_kernel_compiles_with_nvrtc_for_sm90a():
+@pytest.mark.parametrize("split", [False, True], ids=["one_copy", "copies_in_inner_loop"])
+def test_the_scheduled_kernel_compiles_with_nvrtc_for_sm90a(split):
     from egtile.codegen import build
 
-    built = build(schedule_protocol(ws_gemm(128, 128, 128, 64, 64, 32).kernel).scheduled)
+    built = build(schedule_protocol(ws_gemm(128, 128, 128, 64, 64, 32, split=split).kernel).scheduled)
     assert built.arch.startswith("sm_90")
     assert "mbarrier.expect_tx.relaxed.cta.shared::cta.b64" in built.source
+    # one expect_tx per copy, of its own box: each half of the 64 x 32 A tile (2 bytes an element) in the inner loop
+    expects = [ln for ln in built.source.split("\n") if "eg_mbarrier_expect_tx(&" in ln]
+    assert [ln.split(", ")[-1].split(")")[0] for ln in expects] == (["2048", "4096"] if split else ["4096", "4096"])
     assert built.cubin[:4] == b"\x7fELF"
 
 
@@ -210,8 +226,9 @@ def test_ws_names_only_existing_warpgroups():
 
 
 @pytest.mark.gpu
-def test_correct_protocol_on_the_h200():
-    kernel = egtile.compile(ws_gemm(256, 256, 256, 128, 128, 64), target="cuda")
+@pytest.mark.parametrize("split", [False, True], ids=["one_copy", "copies_in_inner_loop"])
+def test_correct_protocol_on_the_h200(split):
+    kernel = egtile.compile(ws_gemm(256, 256, 256, 128, 128, 64, split=split), target="cuda")
     g = torch.Generator().manual_seed(7)
     a = torch.randn(256, 256, generator=g).half()
     b = torch.randn(256, 256, generator=g).half()

@@ -5,9 +5,10 @@ footprints, decided by :class:`egtile.verifier.regions.Space` (overlap, same thr
 element).
 
 **Phases (L3).** For every mbarrier stage ``b[s]`` each agent's contributions (arrivals, expect_tx,
-TMA completions, cp.async arrivals) are grouped by loop iteration (the values of the enclosing loops);
-phase ``j`` of ``b[s]`` is made of every contributing agent's ``j``-th group. L3 requires every
-contributing agent to contribute the same number of groups, and each phase to receive exactly
+TMA completions, cp.async arrivals) are grouped by loop iteration (the values of the enclosing loops), and
+an agent that arrives on the stage keeps a group open across iterations until its arrival (copies from an
+inner loop before one arrive); phase ``j`` of ``b[s]`` is made of every contributing agent's ``j``-th group.
+L3 requires every contributing agent to contribute the same number of groups, and each phase to receive exactly
 ``arrive_count`` arrivals and as many expected transaction bytes as its TMA loads deliver.
 
 **Happens-before.** Agents are processed in a topological order of the synchronization: an event is
@@ -100,6 +101,26 @@ def _every_path(sides: list[tuple], given: set) -> bool:
     return False
 
 
+def _arrives(ev: Event) -> bool:
+    return ev.kind in ("arrive", "cp_arrive") and ev.count > 0
+
+
+def _rounds(evs: list[Event]) -> list[tuple[tuple, list[Event]]]:
+    """One agent's contributions to one barrier stage, in program order, cut into its rounds (one per phase): a
+    round is one iteration of the enclosing loops, and when the agent arrives on the stage at all, it lasts until
+    the agent's arrival, so copies issued from an inner loop (``for j: T.tma_copy(..., barrier=b)`` then
+    ``T.mbarrier_arrive(b)``) join the round they are expected in."""
+    arrives = any(_arrives(e) for e in evs)
+    out: list[tuple[tuple, list[Event]]] = []
+    for ev in evs:
+        if out and (out[-1][0] == ev.path or (arrives and not any(_arrives(e) for e in out[-1][1]))):
+            out[-1][1].append(ev)
+            out[-1] = (ev.path, out[-1][1])
+        else:
+            out.append((ev.path, [ev]))
+    return out
+
+
 def _thread(a: int, tid: int):
     """Clock component: the latest event of thread ``tid`` of agent ``a`` released by that thread."""
     return (a, tid)
@@ -177,15 +198,12 @@ class OrderAnalysis:
     def build_phases(self) -> None:
         per: dict[tuple[str, int], dict[int, list[tuple[tuple, list[Event]]]]] = {}
         for a, trace in enumerate(self.traces):
+            mine: dict[tuple[str, int], list[Event]] = {}
             for ev in trace:
-                if ev.kind not in ("arrive", "cp_arrive", "tma"):
-                    continue
-                key = (ev.barrier, ev.bstage)
-                groups = per.setdefault(key, {}).setdefault(a, [])
-                if groups and groups[-1][0] == ev.path:
-                    groups[-1][1].append(ev)
-                else:
-                    groups.append((ev.path, [ev]))
+                if ev.kind in ("arrive", "cp_arrive", "tma"):
+                    mine.setdefault((ev.barrier, ev.bstage), []).append(ev)
+            for key, evs in mine.items():
+                per.setdefault(key, {})[a] = _rounds(evs)
         self.groups = per
         known = {b.name: b for b in self.sched.barriers}
         for (bname, s), by_agent in per.items():

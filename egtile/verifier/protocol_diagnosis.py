@@ -316,6 +316,20 @@ def _missing_arrive(v: Violation, k: _Kernel) -> Diagnosis | None:
                 f"after its T.ptx_cp_async copies ({_at(last.stmt)})",
                 f"arrive on `{ref}` with T.cp_async_barrier_noinc after the copies at {_line(last.stmt)} (an arrival "
                 f"per thread once its copies land){count}", last.stmt.loc, v)
+    if copies and after is not None:
+        # the role does arrive, but before (some of) its copies: each round's arrival completes the previous phase
+        # and the last copies' phase gets none (arrive_first with the copies in an inner loop reads this way)
+        arrives = [x for x in k.on_barrier(bar, BarrierArrive) if x.role == role]
+        if arrives and all(x.order < after.order for x in arrives):
+            early = max(arrives, key=lambda x: x.order)
+            later = min((x for x in copies if x.role == role and x.order > early.order), key=lambda x: x.order)
+            return Diagnosis(
+                f"`{_src(early.stmt)}` ({_at(early.stmt)}) arrives on {_bar(v)} before the T.tma_copy "
+                f"`{_src(later.stmt)}` ({_line(later.stmt)}) of its round: the phase completes at the arrival, "
+                f"before the copy's bytes are expected, so the waiters may read the tile before it lands and the "
+                f"copies count toward the next phase (phase {phase} receives no arrival at all)",
+                f"move `{_src(early.stmt)}` after the T.tma_copy at {_line(after.stmt)} (expect the bytes, then "
+                "arrive)", early.stmt.loc, v)
     if after is None:
         return Diagnosis(head, f"add `T.mbarrier_arrive({ref})`{count} in the role that releases the waiter",
                          wait.stmt.loc if wait is not None else None, v)

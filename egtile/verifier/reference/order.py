@@ -3,7 +3,8 @@
 Input: the per-agent event traces of one block (:mod:`egtile.verifier.trace`).
 
 **Phases (L3).** For every mbarrier stage ``b[s]`` each agent's contributions (arrivals, expect_tx,
-TMA completions, cp.async arrivals) are grouped by loop iteration (the values of the enclosing loops);
+TMA completions, cp.async arrivals) are grouped by loop iteration (the values of the enclosing loops; an agent
+that arrives on the stage keeps its group open until its arrival);
 phase ``j`` of ``b[s]`` is made of every contributing agent's ``j``-th group. L3 requires every
 contributing agent to contribute the same number of groups, and each phase to receive exactly
 ``arrive_count`` arrivals and as many expected transaction bytes as its TMA loads deliver.
@@ -79,6 +80,10 @@ def _thread(a: int, tid: int):
     return (a, tid)
 
 
+def _arrival(ev: Event) -> bool:
+    return ev.kind in ("arrive", "cp_arrive") and ev.count > 0
+
+
 def _same_thread(x: Event, y: Event) -> bool:
     """Is every element both touch touched by one and the same thread in both?"""
     if x.elements is None or y.elements is None or x.owners is None or y.owners is None:
@@ -149,17 +154,21 @@ class OrderAnalysis:
     # -- L3: phases -----------------------------------------------------------------------------------
 
     def build_phases(self) -> None:
-        per: dict[tuple[str, int], dict[int, list[tuple[tuple, list[Event]]]]] = {}
+        # an agent that arrives on a stage keeps its round open until it arrives, across loop iterations (copies
+        # from an inner loop, then one arrive); an agent that only issues copies on it has one round per iteration
+        arriving = [{(ev.barrier, ev.bstage) for ev in trace if _arrival(ev)} for trace in self.traces]
+        per: dict[tuple[str, int], dict[int, list[tuple[tuple, list[Event], bool]]]] = {}
         for a, trace in enumerate(self.traces):
             for ev in trace:
                 if ev.kind not in ("arrive", "cp_arrive", "tma"):
                     continue
                 key = (ev.barrier, ev.bstage)
                 groups = per.setdefault(key, {}).setdefault(a, [])
-                if groups and groups[-1][0] == ev.path:
+                if groups and (groups[-1][0] == ev.path or (key in arriving[a] and not groups[-1][2])):
                     groups[-1][1].append(ev)
+                    groups[-1] = (ev.path, groups[-1][1], groups[-1][2] or _arrival(ev))
                 else:
-                    groups.append((ev.path, [ev]))
+                    groups.append((ev.path, [ev], _arrival(ev)))
         known = {b.name: b for b in self.sched.barriers}
         for (bname, s), by_agent in per.items():
             spec = known.get(bname)
@@ -169,7 +178,7 @@ class OrderAnalysis:
             n = max(len(g) for g in by_agent.values())
             phases = [Phase() for _ in range(n)]
             for a, groups in by_agent.items():
-                for j, (_, evs) in enumerate(groups):
+                for j, (_, evs, _) in enumerate(groups):
                     phases[j].groups.append((a, evs))
                     phases[j].remaining += len(evs)
                     for e in evs:
