@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from egtile.ir import (
     Arrive, ArriveExpectTx, BinOp, Buffer, Const, Copy, CpAsyncArrive, Elect, FenceProxyAsync, Fill, For, Gemm, Kernel,
-    Leaf, Load, MBarrier, Reduce, Region, Role, RoleSplit, Scheduled, SeqLoop, Store, SyncThreads, ThreadLoop,
+    Leaf, Load, MBarrier, Reduce, Region, Role, RoleSplit, Scheduled, SeqLoop, SIf, Store, SyncThreads, ThreadLoop,
     ThreadRange, TileOp, TmaLoad, TmaStore, Var, Wait,
 )
 
@@ -60,7 +60,7 @@ def ws_schedule(*, n: int = 4, start: int = 0, stages: int = 2, block_n: int = 6
                 full_count_delta: int = 0, empty_count_delta: int = 0, tx_delta: int = 0,
                 release_before_last_read: bool = False, wait_after_first_read: bool = False,
                 syncthreads_in_role: bool = False, setmaxnreg: tuple[int, int] = (240, 40),
-                unfenced_tma: bool = False) -> Scheduled:
+                unfenced_tma: bool = False, fence_branch: str | None = None) -> Scheduled:
     """The seed-2 pipeline, parametrized. Each keyword plants one bug:
 
     * ``absolute_parity``: stage/parity from ``ko`` instead of ``ko - start`` (L4 when ``start % stages``
@@ -71,7 +71,9 @@ def ws_schedule(*, n: int = 4, start: int = 0, stages: int = 2, block_n: int = 6
     * ``wait_after_first_read``: TileLang's bug 2 (L1);
     * ``syncthreads_in_role``: a whole-block ``__syncthreads`` inside the consumer role (L7);
     * ``unfenced_tma``: no ``fence.proxy.async`` before the TMA load that overwrites what the consumer read with
-      ordinary loads (L6).
+      ordinary loads (L6);
+    * ``fence_branch="one_side"``: that fence under a branch on tensor data, on its then side only (L6: the runs
+      that take the else side load unfenced); ``"both_sides"``: a fence on each side (correct).
     """
     k = ws_kernel(n, start, block_n)
     A_in, B_in, B_out, A_out = k.params
@@ -102,7 +104,9 @@ def ws_schedule(*, n: int = 4, start: int = 0, stages: int = 2, block_n: int = 6
                     Arrive("full_0", stage),
                     Elect(producer, (
                         ArriveExpectTx("full_0", stage, block_n * 2 + tx_delta),
-                        *(() if unfenced_tma else (FenceProxyAsync(),)),
+                        *(() if unfenced_tma else (FenceProxyAsync(),) if fence_branch is None else (SIf(
+                            BinOp(">", Load(A_in, (ko, c(0))), Const(0.0, "float16")), (FenceProxyAsync(),),
+                            (FenceProxyAsync(),) if fence_branch == "both_sides" else (), sid=4),)),
                         TmaLoad(Region(A_in, (ko, c(0)), (1, block_n)), Region(A_st, (stage, c(0)), (1, block_n)),
                                 "full_0", stage, sid=4),
                     )),

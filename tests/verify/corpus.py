@@ -43,7 +43,8 @@ def handbuilt() -> list[tuple[str, object]]:
                {"tx_delta": -2}, {"start": 1, "n": 5, "absolute_parity": True},
                {"start": 2, "n": 5, "absolute_parity": True}, {"start": 3, "n": 5, "absolute_parity": True},
                {"release_before_last_read": True}, {"wait_after_first_read": True}, {"syncthreads_in_role": True},
-               {"setmaxnreg": (236, 40)}, {"n": 9, "stages": 3}, {"n": 13, "start": 2}]:
+               {"setmaxnreg": (236, 40)}, {"n": 9, "stages": 3}, {"n": 13, "start": 2}, {"unfenced_tma": True},
+               {"fence_branch": "one_side"}, {"fence_branch": "both_sides"}]:
         name = "ws-" + "-".join(f"{k}={v}" for k, v in kw.items()) if kw else "ws"
         out.append((name, lambda kw=kw: hb.ws_schedule(**kw)))
     return [(n, f()) for n, f in out] + guarded_schedules() + vectorized_schedules()

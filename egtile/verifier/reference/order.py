@@ -38,13 +38,16 @@ happens-before in the order of the sequential program (their logical timestamps)
 write it must see (L1), a write after the reads of the value it overwrites and after earlier writes
 (L2). Accesses without a timestamp must at least be ordered one way (else L1).
 
-**Proxy fences (L6).** A TMA store reads its source through the async proxy: every generic write of
-that region ordered before it needs a ``fence.proxy.async`` of the writing agent after the write and
-before the store (PTX ISA 9.7.13.3.2, memory consistency model "proxies").
+**Proxy fences (L6).** A TMA store or a wgmma reads shared memory through the async proxy, and a TMA load writes
+it: every generic write (for a TMA load, every generic access) of that region ordered before it needs a
+``fence.proxy.async`` on the causality path between them, in every execution (a fence on one side of a branch on
+loaded data counts for the runs that take that side only; the sides are enumerated) (PTX ISA 9.7.13.3.2, memory
+consistency model "proxies").
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from egtile.ir.scheduled import Scheduled
@@ -78,6 +81,18 @@ def _all(a: int):
 def _thread(a: int, tid: int):
     """Clock component: the latest event of thread ``tid`` of agent ``a`` released by that thread."""
     return (a, tid)
+
+
+def _every_run(fences: list[Event], w: Event, r: Event) -> bool:
+    """Does one of ``fences`` run in every execution that runs both ``w`` and ``r``? Enumerated: every choice of
+    side for each data-dependent branch execution a fence lies in (those around ``w`` or ``r`` are fixed)."""
+    given = dict(w.sides) | dict(r.sides)
+    free = sorted({x for f in fences for x, _ in f.sides if x not in given}, key=repr)
+    for choice in itertools.product((0, 1), repeat=len(free)):
+        taken = given | dict(zip(free, choice))
+        if not any(all(taken[x] == side for x, side in f.sides) for f in fences):
+            return False
+    return True
 
 
 def _arrival(ev: Event) -> bool:
@@ -530,7 +545,7 @@ class OrderAnalysis:
                     continue
                 if not self.hb(w, r):
                     continue
-                fenced = any(self._after(w, f) and self._before(f, r) for f in every)
+                fenced = _every_run([f for f in every if self._after(w, f) and self._before(f, r)], w, r)
                 if not fenced and (w.sid, r.sid) not in reported:
                     reported.add((w.sid, r.sid))
                     self.v("L6", f"{self._desc(w)} is {how.format(r.sid)} without a fence.proxy.async between them "

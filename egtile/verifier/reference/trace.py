@@ -190,6 +190,9 @@ class Event:
     issuer: int = -1  # async writes: the agent that issued the copy
     accesses: list[Event] = field(default_factory=list)  # tma / cp_write: the async write(s)
     inst: Any = None  # the innermost sealed side of a data-dependent SIf around the event
+    # the data-dependent SIf sides around the event, outermost first: ((execution, side), ...) with the execution
+    # named by the SIf, its loop iteration and the agent (whose threads evaluate the condition)
+    sides: tuple = ()
 
     def where(self) -> str:
         if not self.path:
@@ -277,6 +280,7 @@ class Tracer:
         self.sync_depth = sync_depth  # sealed sides at most this deep keep their synchronization
         self.inst = None  # the innermost sealed side being enumerated
         self.quiet = 0  # > 0: inside a data-dependent side whose synchronization is dropped
+        self.sides: tuple = ()  # the data-dependent sides being walked (Event.sides)
         self.sched = sched
         self.agents = agents
         self.order = order
@@ -297,6 +301,7 @@ class Tracer:
 
     def emit(self, a: Agent, ev: Event) -> None:
         ev.inst = self.inst
+        ev.sides = self.sides
         self.n += 1
         if self.n > MAX_EVENTS:
             raise TraceError(f"the schedule enumerates to more than {MAX_EVENTS} events per block; the verifier "
@@ -500,15 +505,16 @@ class Tracer:
                         # but that of a sealed side in the traces of its depth (egtile.verifier.paths)
                         flags = self.branches.of(s) if self.branches is not None else (False, False)
                         for side, body, sealed in ((0, t, flags[0]), (1, e, flags[1])):
-                            outer, quiet = self.inst, self.quiet
+                            outer, quiet, sides = self.inst, self.quiet, self.sides
                             if sealed:
                                 self.inst = enter(outer, s, side, path)
                             if not (sealed and self.inst[0] <= self.sync_depth):
                                 self.quiet += 1
+                            self.sides = (*sides, ((sid, path, a.index), side))
                             try:
                                 self.walk(body, a, lo, hi, env, path, loop_sid, tid)
                             finally:
-                                self.inst, self.quiet = outer, quiet
+                                self.inst, self.quiet, self.sides = outer, quiet, sides
                         continue
                     self.walk(t if taken else e, a, lo, hi, env, path, loop_sid, tid)
                 case RoleSplit(roles=roles):
