@@ -649,3 +649,62 @@ def test_a_wrong_parity_inside_nested_loops_is_blamed_on_the_wait(bug, marker, p
     assert f"{__file__}:{line_of_in(persistent_gemm, marker)}" in headline and phrase in headline, exc.value.message
     assert fix.strip().startswith("fix: at t=0, ko=") and "this wait gives parity 0" in fix, exc.value.message
     assert exc.value.loc is not None and exc.value.loc.line == line_of_in(persistent_gemm, marker)
+
+
+def inner_wait_gemm(bug=None, S=2):
+    """The consumer multiplies each stage in two K halves from an inner ``T.serial`` loop and waits on ``full`` again
+    in each half (the second wait observes the phase the first one did and returns at once), then releases the stage
+    once. ``bug``: ``"second_wait_parity"`` flips the second half's parity (it waits for the stage's next phase,
+    which needs this round's release: deadlock); ``"release_between"`` releases after the first half (the producer
+    may refill the stage while the second half reads it)."""
+    h = BK // 2
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            A_s = T.alloc_shared((S, BM, BK), "float16")
+            B_s = T.alloc_shared((S, BK, BN), "float16")
+            C_l = T.alloc_fragment((BM, BN), "float32")
+            full = T.alloc_barrier([128] * S)
+            empty = T.alloc_barrier([128] * S)
+            with T.ws(0):
+                T.clear(C_l)
+            for ko in T.serial(K // BK):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(empty[ko % S], ((ko // S) % 2) ^ 1)
+                    T.tma_copy(A[0, ko * BK], A_s[ko % S, :, :], barrier=full[ko % S])
+                    T.tma_copy(B[ko * BK, 0], B_s[ko % S, :, :], barrier=full[ko % S])
+                    T.mbarrier_arrive(full[ko % S])
+                with T.ws(0):
+                    for j in T.serial(2):
+                        if bug == "second_wait_parity":
+                            T.mbarrier_wait_parity(full[ko % S], ((ko // S) % 2) ^ j)
+                        else:
+                            T.mbarrier_wait_parity(full[ko % S], (ko // S) % 2)
+                        T.gemm(A_s[ko % S, :, j * h:j * h + h], B_s[ko % S, j * h:j * h + h, :], C_l)
+                        if bug == "release_between" and j == 0:
+                            T.mbarrier_arrive(empty[ko % S])
+                    if bug != "release_between":
+                        T.mbarrier_arrive(empty[ko % S])
+            with T.ws(0):
+                T.copy(C_l, C[0, 0])
+
+    return main
+
+
+def test_a_second_wait_on_the_same_phase_from_an_inner_loop_is_legal():
+    # the L4 offset check counted each loop iteration's wait as a new round and refused the second wait of a round:
+    # "its wait #1 on full[0] ... observes phase 0 ... (expected parity 1)"
+    kernel = egtile.compile(inner_wait_gemm(), target="sim")
+    for seed in (1, 2):
+        a, b, c = inputs(seed)
+        kernel(a, b, c)
+        assert torch.isfinite(c).all() and ((c.double() - a.double() @ b.double()).abs() <= bound(a, b)).all()
+
+
+@pytest.mark.parametrize("bug, prop", [("second_wait_parity", "L4"), ("release_between", "L2")])
+def test_an_inner_loop_wait_with_a_wrong_parity_or_an_early_release_is_still_refused(bug, prop):
+    sched = schedule_protocol(inner_wait_gemm(bug).kernel).scheduled
+    assert prop in {v.property for v in egtile.verify(sched)}
+    r = simulate(sched, *inputs(4))
+    assert not r.ok
