@@ -586,3 +586,125 @@ def test_the_only_proxy_fences_of_a_tma_pipeline_are_the_issuers():
     in_elect = sum(isinstance(x, FenceProxyAsync) for e in swalk(sched.body) if isinstance(e, Elect) for x in e.body)
     every = sum(isinstance(x, FenceProxyAsync) for x in swalk(sched.body))
     assert in_elect == every == 2, (in_elect, every)  # the T.tma_copy of A_s and of B_s (a SIMT gemm reads them)
+
+
+def persistent_gemm(bug=None, tiles=2, S=2):
+    """A hand-written persistent loop: ``for t in T.serial(tiles)`` around the K loop, the round ``t * KT + ko``
+    carrying the stage and the parity across tiles. ``bug``: ``"last_full_parity"`` flips the consumer's parity in
+    the last round of each tile only; ``"empty_parity"`` flips the producer's release parity (a deadlock)."""
+    KT = K // BK
+
+    @T.prim_func
+    def main(A: T.Tensor((tiles * M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((tiles * M, N), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            A_s = T.alloc_shared((S, BM, BK), "float16")
+            B_s = T.alloc_shared((S, BK, BN), "float16")
+            C_l = T.alloc_fragment((BM, BN), "float32")
+            full = T.alloc_barrier([128] * S)
+            empty = T.alloc_barrier([128] * S)
+            for t in T.serial(tiles):
+                with T.ws(0):
+                    T.clear(C_l)
+                for ko in T.serial(KT):
+                    with T.ws(1):
+                        T.mbarrier_wait_parity(empty[(t * KT + ko) % S], (((t * KT + ko) // S) % 2) ^ (0 if bug == "empty_parity" else 1))  # @p_empty_wait
+                        T.tma_copy(A[t * BM, ko * BK], A_s[(t * KT + ko) % S, :, :], barrier=full[(t * KT + ko) % S])
+                        T.tma_copy(B[ko * BK, 0], B_s[(t * KT + ko) % S, :, :], barrier=full[(t * KT + ko) % S])
+                        T.mbarrier_arrive(full[(t * KT + ko) % S])
+                    with T.ws(0):
+                        if bug == "last_full_parity" and ko == KT - 1:
+                            T.mbarrier_wait_parity(full[(t * KT + ko) % S], (((t * KT + ko) // S) % 2) ^ 1)  # @p_last_wait
+                        else:
+                            T.mbarrier_wait_parity(full[(t * KT + ko) % S], ((t * KT + ko) // S) % 2)
+                        T.gemm(A_s[(t * KT + ko) % S, :, :], B_s[(t * KT + ko) % S, :, :], C_l)
+                        T.mbarrier_arrive(empty[(t * KT + ko) % S])
+                with T.ws(0):
+                    T.copy(C_l, C[t * BM, 0])
+
+    return main
+
+
+def test_a_persistent_loop_carrying_the_parity_across_tiles_matches_the_reference():
+    kernel = egtile.compile(persistent_gemm(), target="sim")
+    g = torch.Generator().manual_seed(17)
+    a = torch.randn(2 * M, K, generator=g).half()
+    b = torch.randn(K, N, generator=g).half()
+    c = torch.full((2 * M, N), float("nan"))
+    kernel(a, b, c)
+    ref = a.double() @ b.double()
+    assert torch.isfinite(c).all() and ((c.double() - ref).abs() <= bound(a, b)).all()
+
+
+@pytest.mark.parametrize("bug, marker, phrase", [
+    ("last_full_parity", "p_last_wait", "waits for parity 0 at t=0, ko=3"),  # returns at once: reads phase 0's data
+    ("empty_parity", "p_empty_wait", "waits for parity 0 at t=0, ko=0"),     # waits for its own release: deadlock
+])
+def test_a_wrong_parity_inside_nested_loops_is_blamed_on_the_wait(bug, marker, phrase):
+    # the verifier writes a wait's iteration as "t=0, ko=3" inside two loops; the diagnosis read only "ko=3" and
+    # fell back to a consequence: "no wait of wg0 on full comes before it" (there is one, with the wrong parity)
+    with pytest.raises(ScheduleError) as exc:
+        egtile.compile(persistent_gemm(bug), target="sim")
+    headline, fix = exc.value.message.split("\n")[1:3]
+    assert f"{__file__}:{line_of_in(persistent_gemm, marker)}" in headline and phrase in headline, exc.value.message
+    assert fix.strip().startswith("fix: at t=0, ko=") and "this wait gives parity 0" in fix, exc.value.message
+    assert exc.value.loc is not None and exc.value.loc.line == line_of_in(persistent_gemm, marker)
+
+
+def inner_wait_gemm(bug=None, S=2):
+    """The consumer multiplies each stage in two K halves from an inner ``T.serial`` loop and waits on ``full`` again
+    in each half (the second wait observes the phase the first one did and returns at once), then releases the stage
+    once. ``bug``: ``"second_wait_parity"`` flips the second half's parity (it waits for the stage's next phase,
+    which needs this round's release: deadlock); ``"release_between"`` releases after the first half (the producer
+    may refill the stage while the second half reads it)."""
+    h = BK // 2
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            A_s = T.alloc_shared((S, BM, BK), "float16")
+            B_s = T.alloc_shared((S, BK, BN), "float16")
+            C_l = T.alloc_fragment((BM, BN), "float32")
+            full = T.alloc_barrier([128] * S)
+            empty = T.alloc_barrier([128] * S)
+            with T.ws(0):
+                T.clear(C_l)
+            for ko in T.serial(K // BK):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(empty[ko % S], ((ko // S) % 2) ^ 1)
+                    T.tma_copy(A[0, ko * BK], A_s[ko % S, :, :], barrier=full[ko % S])
+                    T.tma_copy(B[ko * BK, 0], B_s[ko % S, :, :], barrier=full[ko % S])
+                    T.mbarrier_arrive(full[ko % S])
+                with T.ws(0):
+                    for j in T.serial(2):
+                        if bug == "second_wait_parity":
+                            T.mbarrier_wait_parity(full[ko % S], ((ko // S) % 2) ^ j)
+                        else:
+                            T.mbarrier_wait_parity(full[ko % S], (ko // S) % 2)
+                        T.gemm(A_s[ko % S, :, j * h:j * h + h], B_s[ko % S, j * h:j * h + h, :], C_l)
+                        if bug == "release_between" and j == 0:
+                            T.mbarrier_arrive(empty[ko % S])
+                    if bug != "release_between":
+                        T.mbarrier_arrive(empty[ko % S])
+            with T.ws(0):
+                T.copy(C_l, C[0, 0])
+
+    return main
+
+
+def test_a_second_wait_on_the_same_phase_from_an_inner_loop_is_legal():
+    # the L4 offset check counted each loop iteration's wait as a new round and refused the second wait of a round:
+    # "its wait #1 on full[0] ... observes phase 0 ... (expected parity 1)"
+    kernel = egtile.compile(inner_wait_gemm(), target="sim")
+    for seed in (1, 2):
+        a, b, c = inputs(seed)
+        kernel(a, b, c)
+        assert torch.isfinite(c).all() and ((c.double() - a.double() @ b.double()).abs() <= bound(a, b)).all()
+
+
+@pytest.mark.parametrize("bug, prop", [("second_wait_parity", "L4"), ("release_between", "L2")])
+def test_an_inner_loop_wait_with_a_wrong_parity_or_an_early_release_is_still_refused(bug, prop):
+    sched = schedule_protocol(inner_wait_gemm(bug).kernel).scheduled
+    assert prop in {v.property for v in egtile.verify(sched)}
+    r = simulate(sched, *inputs(4))
+    assert not r.ok

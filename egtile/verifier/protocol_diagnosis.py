@@ -272,7 +272,7 @@ def _count(v: Violation, k: _Kernel) -> Diagnosis | None:
 
 def _missing_arrive(v: Violation, k: _Kernel) -> Diagnosis | None:
     none = re.search(r"phase (\d+) of (\S+) .*receives 0 arrivals", v.message)
-    never = re.search(r"waits \((\w+=\d+)\) with parity (\d) for phase (\d+) of (\S+), but only 0 phases ever "
+    never = re.search(r"waits \(([^()]*)\) with parity (\d) for phase (\d+) of (\S+), but only 0 phases ever "
                       r"receive arrivals", v.message)
     if not (none or never):
         return None
@@ -344,16 +344,18 @@ def _parity(v: Violation, k: _Kernel) -> Diagnosis | None:
     0), or it waits for a phase whose arrivals come after it (release waits: parity 0 at iteration 0)."""
     if v.property != "L4":
         return None
-    early = re.search(r"wait \((\w+=\d+)\) on (\S+) with parity (\d) returns at once when it runs before phase (\d+) "
+    early = re.search(r"wait \(([^()]*)\) on (\S+) with parity (\d) returns at once when it runs before phase (\d+) "
                       r"completes", v.message)
-    dead = re.search(r"waits \((\w+=\d+)\) with parity (\d) for phase (\d+) of (\S+), whose arrivals depend on this "
+    dead = re.search(r"waits \(([^()]*)\) with parity (\d) for phase (\d+) of (\S+), whose arrivals depend on this "
                      r"wait", v.message)
     if not (early or dead):
         return None
     s = k.stmt(v.sids[0]) if v.sids else None
     if s is None:
         return None
+    # the wait's loop iteration, as the verifier writes it: "k=0", "t=1, k=3" (nested loops), "outside loops"
     it = (early or dead).group(1)
+    it = it if it == "outside loops" else f"at {it}"
     p = int(early.group(3) if early else dead.group(2))
     text = f"`{_src(s)}` ({_at(s)})"
     arrivals = [x.stmt for x in k.on_barrier(v.barrier or "", (BarrierArrive, BarrierExpectTx))]
@@ -366,17 +368,17 @@ def _parity(v: Violation, k: _Kernel) -> Diagnosis | None:
         done = ("mbarrier phases start at 0 and the phase before phase 0 counts as complete" if phase == 0 else
                 f"parity {p} names phase {phase - 1}, which has completed")
         return Diagnosis(
-            f"{text} waits for parity {p} at {it}, but what it guards comes with phase {phase} of {_bar(v)} (parity "
+            f"{text} waits for parity {p} {it}, but what it guards comes with phase {phase} of {_bar(v)} (parity "
             f"{phase % 2}): {done}, so the wait returns at once, before the arrivals of phase {phase}: what it guards "
             "is read (or overwritten) too early",
-            f"at {it} this wait gives parity {p}, but it must wait for parity {phase % 2} (phase {phase} of "
+            f"{it} this wait gives parity {p}, but it must wait for parity {phase % 2} (phase {phase} of "
             f"{_bar(v)}): with S stages sharing a barrier array, round k's wait for the data is parity (k // S) % 2 "
             f"and the wait for a free slot ((k // S) % 2) ^ 1{other}",
             s.loc, v)
     return Diagnosis(
-        f"{text} waits for parity {p} at {it}, i.e. for phase {dead.group(3)} of {_bar(v)}, whose arrivals{by} "
+        f"{text} waits for parity {p} {it}, i.e. for phase {dead.group(3)} of {_bar(v)}, whose arrivals{by} "
         "come only after this wait: deadlock",
-        f"at {it} this wait gives parity {p}, so it waits for phase {dead.group(3)} itself; with S stages sharing a "
+        f"{it} this wait gives parity {p}, so it waits for phase {dead.group(3)} itself; with S stages sharing a "
         "barrier array, round k's wait for a free slot is parity ((k // S) % 2) ^ 1 (phases start at 0, and the "
         f"phase before phase 0 counts as complete) and the wait for the data (k // S) % 2{other}",
         s.loc, v)

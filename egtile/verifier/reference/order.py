@@ -440,13 +440,19 @@ class OrderAnalysis:
     def check_offsets(self) -> None:
         kinds = {b.name: b.kind for b in self.sched.barriers}
         seen: dict[tuple[int, str, int], tuple[int, Event, int, int]] = {}  # per stage
-        count: dict[tuple[int, str, int], tuple[int, tuple]] = {}
+        count: dict[tuple[int, str, int], tuple[int, tuple, int, int]] = {}
+        # a wait in a new iteration that observes the phase the agent's previous wait on the stage observed, with no
+        # arrival of the agent in between, is a second wait of the same round (as the symbolic verifier)
+        released = [sorted(e.tick for e in trace if _arrival(e) and e.tick is not None) for trace in self.traces]
         for w, lo, f in sorted(self.waits, key=lambda t: (t[0].agent, t[0].vc[t[0].comp])):
             k = (w.agent, w.barrier, w.bstage)
-            n, last_path = count.get(k, (-1, None))
-            if last_path != w.path or n < 0:
+            n, last_path, last_f, last_tick = count.get(k, (-1, None, -2, 0))
+            tick = w.vc[w.comp]
+            ticks = released[w.comp] if w.comp < len(released) else []
+            same_round = f == last_f and not any(last_tick < t < tick for t in ticks)
+            if n < 0 or (last_path != w.path and not same_round):
                 n += 1
-            count[k] = (n, w.path)
+            count[k] = (n, w.path, f, tick)
             d = n - f
             first = seen.get((w.agent, w.barrier, w.bstage))
             if first is None:
