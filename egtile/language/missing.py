@@ -134,9 +134,7 @@ NOT_YET: dict[str, str] = {
     "pdl_sync": "programmatic dependent launch is not supported", "pdl_trigger": "programmatic dependent launch "
     "is not supported",
     "prefetch": "prefetch hints are not supported; egtile pipelines loads with T.Pipelined",
-    **{f: _MATH for f in ("tan", "trunc", "exp10", "log10", "fma",
-                          "fmod", "nearbyint", "rint", "isfinite", "acos", "acosh", "asin", "asinh",
-                          "atan", "atan2", "atanh", "cosh", "sinh", "hypot", "ldexp", "copysign", "nextafter",
+    **{f: _MATH for f in ("fma", "acosh", "asinh", "atanh", "ldexp", "nextafter",
                           "popcount", "clz", "fast_rcp", "abs2", "bitwise_not", "q_multiply_shift",
                           "q_multiply_shift_per_axis")},
 }
