@@ -111,7 +111,8 @@ def _poisoned(dt: str, ref: dict[str, torch.Tensor]) -> list[torch.Tensor]:
     return [torch.full((N,), math.nan, dtype=tdt) for _ in NAMES[:-1]] + [~ref["isfinite"]]
 
 
-def _check(name: str, got: torch.Tensor, ref: torch.Tensor, x: torch.Tensor, ulps: float = 1.0) -> None:
+def _check(name: str, got: torch.Tensor, ref: torch.Tensor, x: torch.Tensor, ulps: float = 1.0,
+           exact: bool | None = None) -> None:
     if ref.dtype == torch.bool:
         assert torch.equal(got, ref), (name, x[got != ref])
         return
@@ -120,7 +121,7 @@ def _check(name: str, got: torch.Tensor, ref: torch.Tensor, x: torch.Tensor, ulp
     assert torch.equal(nan_got, nan_want), (name, x[nan_got != nan_want], got[nan_got != nan_want])
     ok = ~nan_want
     g, w = got[ok], want[ok]
-    if name in EXACT:  # bit for bit, the sign of a zero included
+    if name in EXACT if exact is None else exact:  # bit for bit, the sign of a zero included
         bad = (g.double() != w.double()) | (torch.signbit(g) != torch.signbit(w))
         assert not bad.any(), (name, x[ok][bad], g[bad], w[bad])
         return
@@ -205,3 +206,100 @@ def test_every_function_on_the_gpu_is_within_cudas_bounds(dt):
         ulps = 1.0 if dt in ("float16", "bfloat16") else max(1, MATH[name].ulp)
         _check(name, got.cpu(), ref[name], (x if name not in ("asin", "acos") else y), ulps)
 
+
+
+# ---- T.round's two rounding modes (TileLang's rounding_mode argument) -------------------------------------------
+
+
+def _round_kernel(dt: str, threads: int = 128):
+    @T.prim_func
+    def main(X: T.Tensor((N,), dt), Even: T.Tensor((N,), dt), Away: T.Tensor((N,), dt), Default: T.Tensor((N,), dt)):
+        with T.Kernel(2, threads=threads) as bx:
+            for i in T.Parallel(128):
+                Even[bx * 128 + i] = T.round(X[bx * 128 + i], "ties-to-even")
+                Away[bx * 128 + i] = T.round(X[bx * 128 + i], rounding_mode="ties-away-from-zero")
+                Default[bx * 128 + i] = T.round(X[bx * 128 + i])
+
+    return main
+
+
+def _round_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    x64 = x.double()
+    away = torch.copysign(torch.floor(x64.abs() + 0.5), x64)  # exact: |x| + 0.5 is exact for x of 24 bits or fewer
+    return torch.round(x64), away
+
+
+def _run_round(dt: str, target: str, x: torch.Tensor) -> list[torch.Tensor]:
+    outs = [torch.full((N,), math.nan, dtype=x.dtype) for _ in range(3)]
+    threads = 8 if target == "sim-batch" else 128
+    egtile.compile(_round_kernel(dt, threads), target=target.removesuffix("-batch"))(x, *outs)
+    return outs
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("target", ["interp", "sim", "sim-batch"])
+def test_round_rounds_ties_to_even_by_default_and_away_from_zero_when_asked(dt, target):
+    x, _ = _inputs(dt, seed=zlib.crc32(f"round/{dt}/{target}".encode()))
+    even, away = _round_reference(x)
+    got_even, got_away, got_default = _run_round(dt, target, x)
+    _check("round", got_even, even, x, exact=True)
+    _check("round", got_default, even, x, exact=True)
+    _check("round_ties_away_from_zero", got_away, away, x, exact=True)
+    ties = (x.double() - x.double().trunc()).abs() == 0.5
+    assert int(ties.sum()) > 20 and not torch.equal(got_even[ties], got_away[ties])
+
+
+def test_round_away_from_zero_pinned():
+    vals = [0.5, 1.5, 2.5, -0.5, -2.5, -0.25, 0.49999997, -0.0, 8388607.5]
+    x = torch.tensor(vals + [1.0] * (N - len(vals)))
+    even, away, _ = (o[: len(vals)].tolist() for o in _run_round("float32", "sim", x))
+    assert away == [1.0, 2.0, 3.0, -1.0, -3.0, -0.0, 0.0, -0.0, 8388608.0]
+    assert [math.copysign(1, v) for v in away[5:8]] == [-1, 1, -1]
+    assert even == [0.0, 2.0, 2.0, -0.0, -2.0, -0.0, 0.0, -0.0, 8388608.0]
+    # in float64 the largest double below 0.5 plus 0.5 rounds up to 1.0: floor(|x| + 0.5) would give 1.0
+    x = torch.tensor([0.49999999999999994, -0.49999999999999994, 4503599627370495.5] + [1.0] * (N - 3),
+                     dtype=torch.float64)
+    even, away, _ = (o[:3].tolist() for o in _run_round("float64", "interp", x))
+    assert away == [0.0, -0.0, 4503599627370496.0] and math.copysign(1, away[1]) == -1
+    assert even == [0.0, -0.0, 4503599627370496.0]
+
+
+def line_of(marker: str) -> int:
+    for n, text in enumerate(HERE.read_text().splitlines(), 1):
+        if marker in text and "line_of(" not in text:
+            return n
+    raise AssertionError(marker)
+
+
+def test_an_unknown_rounding_mode_is_refused_at_the_users_line():
+    from egtile.errors import DSLError
+
+    with pytest.raises(DSLError) as e:
+        @T.prim_func
+        def main(X: T.Tensor((32,), "float32"), Y: T.Tensor((32,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(32):
+                    Y[i] = T.round(X[i], "half-up")  # mark-bad-mode
+    assert "'half-up'" in str(e.value) and "ties-away-from-zero" in str(e.value)
+    assert e.value.loc.line == line_of("# mark-bad-mode")
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16", "float64"])
+def test_the_round_kernels_compile_with_nvrtc(dt):
+    k = egtile.compile(_round_kernel(dt), target="cuda")
+    assert k._built.cubin
+    src = k._built.source
+    assert src.count("eg_round(") == 2 and src.count("eg_round_away(") == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16", "float64"])
+def test_round_modes_on_the_gpu_are_exact(dt):
+    x, _ = _inputs(dt, seed=78)
+    even, away = _round_reference(x)
+    outs = [torch.full((N,), math.nan, dtype=x.dtype, device="cuda") for _ in range(3)]
+    egtile.compile(_round_kernel(dt), target="cuda")(x.cuda(), *outs)
+    torch.cuda.synchronize()
+    _check("round", outs[0].cpu(), even, x, exact=True)
+    _check("round_ties_away_from_zero", outs[1].cpu(), away, x, exact=True)
+    _check("round", outs[2].cpu(), even, x, exact=True)

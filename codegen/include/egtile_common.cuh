@@ -161,14 +161,15 @@ __device__ __forceinline__ double eg_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ double eg_rsqrt(double x) { return 1.0 / sqrt(x); }
 __device__ __forceinline__ double eg_sqrt(double x) { return sqrt(x); }
 // TVM's tir.erf / log1p / floor / ceil / round / pow / isnan / isinf (egtile/mathfns.py declares each with its
-// ulp bound): erff 2, log1pf 1, powf 4 ulp (the same Guide table); floor, ceil and rint are exact, so they
-// agree with the oracle bit for bit. T.round is rint (ties to even, as TVM folds it with std::nearbyint and as
-// its half/bfloat16 lowering hrint does), not roundf (ties away from zero).
+// ulp bound): erff 2, log1pf 1, powf 4 ulp (the same Guide table); floor, ceil, rint and round are exact, so
+// they agree with the oracle bit for bit. T.round is rint: ties to even, TileLang's default rounding mode
+// (its CUDA lowering is nearbyintf, hrint for half/bfloat16); T.round(x, "ties-away-from-zero") is roundf.
 __device__ __forceinline__ float eg_erf(float x) { return erff(x); }
 __device__ __forceinline__ float eg_log1p(float x) { return log1pf(x); }
 __device__ __forceinline__ float eg_floor(float x) { return floorf(x); }
 __device__ __forceinline__ float eg_ceil(float x) { return ceilf(x); }
 __device__ __forceinline__ float eg_round(float x) { return rintf(x); }
+__device__ __forceinline__ float eg_round_away(float x) { return roundf(x); }
 __device__ __forceinline__ float eg_pow(float x, float y) { return powf(x, y); }
 // isnan / isinf spelled with comparisons only: the header also compiles on the host (tests/test_common_header_host.py),
 // where they are std:: functions, and neither NVRTC's fast math nor -ffp-contract changes a comparison
@@ -179,6 +180,7 @@ __device__ __forceinline__ double eg_log1p(double x) { return log1p(x); }
 __device__ __forceinline__ double eg_floor(double x) { return floor(x); }
 __device__ __forceinline__ double eg_ceil(double x) { return ceil(x); }
 __device__ __forceinline__ double eg_round(double x) { return rint(x); }
+__device__ __forceinline__ double eg_round_away(double x) { return round(x); }
 __device__ __forceinline__ double eg_pow(double x, double y) { return pow(x, y); }
 __device__ __forceinline__ bool eg_isnan(double x) { return x != x; }
 __device__ __forceinline__ bool eg_isinf(double x) { return fabs(x) > 1.7976931348623157e308; }
