@@ -161,14 +161,15 @@ __device__ __forceinline__ double eg_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ double eg_rsqrt(double x) { return 1.0 / sqrt(x); }
 __device__ __forceinline__ double eg_sqrt(double x) { return sqrt(x); }
 // TVM's tir.erf / log1p / floor / ceil / round / pow / isnan / isinf (egtile/mathfns.py declares each with its
-// ulp bound): erff 2, log1pf 1, powf 4 ulp (the same Guide table); floor, ceil and rint are exact, so they
-// agree with the oracle bit for bit. T.round is rint (ties to even, as TVM folds it with std::nearbyint and as
-// its half/bfloat16 lowering hrint does), not roundf (ties away from zero).
+// ulp bound): erff 2, log1pf 1, powf 4 ulp (the same Guide table); floor, ceil, rint and round are exact, so
+// they agree with the oracle bit for bit. T.round is rint: ties to even, TileLang's default rounding mode
+// (its CUDA lowering is nearbyintf, hrint for half/bfloat16); T.round(x, "ties-away-from-zero") is roundf.
 __device__ __forceinline__ float eg_erf(float x) { return erff(x); }
 __device__ __forceinline__ float eg_log1p(float x) { return log1pf(x); }
 __device__ __forceinline__ float eg_floor(float x) { return floorf(x); }
 __device__ __forceinline__ float eg_ceil(float x) { return ceilf(x); }
 __device__ __forceinline__ float eg_round(float x) { return rintf(x); }
+__device__ __forceinline__ float eg_round_away(float x) { return roundf(x); }
 __device__ __forceinline__ float eg_pow(float x, float y) { return powf(x, y); }
 // isnan / isinf spelled with comparisons only: the header also compiles on the host (tests/test_common_header_host.py),
 // where they are std:: functions, and neither NVRTC's fast math nor -ffp-contract changes a comparison
@@ -179,9 +180,45 @@ __device__ __forceinline__ double eg_log1p(double x) { return log1p(x); }
 __device__ __forceinline__ double eg_floor(double x) { return floor(x); }
 __device__ __forceinline__ double eg_ceil(double x) { return ceil(x); }
 __device__ __forceinline__ double eg_round(double x) { return rint(x); }
+__device__ __forceinline__ double eg_round_away(double x) { return round(x); }
 __device__ __forceinline__ double eg_pow(double x, double y) { return pow(x, y); }
 __device__ __forceinline__ bool eg_isnan(double x) { return x != x; }
 __device__ __forceinline__ bool eg_isinf(double x) { return fabs(x) > 1.7976931348623157e308; }
+__device__ __forceinline__ bool eg_isfinite(float x) { return fabsf(x) <= 3.40282347e38f; }
+__device__ __forceinline__ bool eg_isfinite(double x) { return fabs(x) <= 1.7976931348623157e308; }
+// The rest of TVM's float math (egtile/mathfns.py): trunc, nearbyint/rint, fmod and copysign are exact, so they
+// agree with the oracle bit for bit; the others are within the Guide's float32 bounds: hypotf 3, log10f 2,
+// exp10f 2, tanf 4, atan2f 3, sinhf 3, coshf 2, asinf 2, acosf 2, atanf 2 ulp.
+__device__ __forceinline__ float eg_trunc(float x) { return truncf(x); }
+__device__ __forceinline__ float eg_nearbyint(float x) { return nearbyintf(x); }
+__device__ __forceinline__ float eg_rint(float x) { return rintf(x); }
+__device__ __forceinline__ float eg_fmod(float x, float y) { return fmodf(x, y); }
+__device__ __forceinline__ float eg_copysign(float x, float y) { return copysignf(x, y); }
+__device__ __forceinline__ float eg_hypot(float x, float y) { return hypotf(x, y); }
+__device__ __forceinline__ float eg_log10(float x) { return log10f(x); }
+__device__ __forceinline__ float eg_exp10(float x) { return exp10f(x); }
+__device__ __forceinline__ float eg_tan(float x) { return tanf(x); }
+__device__ __forceinline__ float eg_atan2(float y, float x) { return atan2f(y, x); }
+__device__ __forceinline__ float eg_sinh(float x) { return sinhf(x); }
+__device__ __forceinline__ float eg_cosh(float x) { return coshf(x); }
+__device__ __forceinline__ float eg_asin(float x) { return asinf(x); }
+__device__ __forceinline__ float eg_acos(float x) { return acosf(x); }
+__device__ __forceinline__ float eg_atan(float x) { return atanf(x); }
+__device__ __forceinline__ double eg_trunc(double x) { return trunc(x); }
+__device__ __forceinline__ double eg_nearbyint(double x) { return nearbyint(x); }
+__device__ __forceinline__ double eg_rint(double x) { return rint(x); }
+__device__ __forceinline__ double eg_fmod(double x, double y) { return fmod(x, y); }
+__device__ __forceinline__ double eg_copysign(double x, double y) { return copysign(x, y); }
+__device__ __forceinline__ double eg_hypot(double x, double y) { return hypot(x, y); }
+__device__ __forceinline__ double eg_log10(double x) { return log10(x); }
+__device__ __forceinline__ double eg_exp10(double x) { return exp10(x); }
+__device__ __forceinline__ double eg_tan(double x) { return tan(x); }
+__device__ __forceinline__ double eg_atan2(double y, double x) { return atan2(y, x); }
+__device__ __forceinline__ double eg_sinh(double x) { return sinh(x); }
+__device__ __forceinline__ double eg_cosh(double x) { return cosh(x); }
+__device__ __forceinline__ double eg_asin(double x) { return asin(x); }
+__device__ __forceinline__ double eg_acos(double x) { return acos(x); }
+__device__ __forceinline__ double eg_atan(double x) { return atan(x); }
 template <typename T> __device__ __forceinline__ T eg_abs(T a) { return a < T(0) ? -a : a; }
 __device__ __forceinline__ float eg_abs(float a) { return fabsf(a); }
 __device__ __forceinline__ double eg_abs(double a) { return fabs(a); }

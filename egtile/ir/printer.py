@@ -69,7 +69,9 @@ def _expr(e: Expr) -> tuple[str, int]:
             return f"T.cast({format_expr(v)}, {d!r})", _ATOM
         case Select(cond=c, a=a, b=b):
             return f"T.if_then_else({format_expr(c)}, {format_expr(a)}, {format_expr(b)})", _ATOM
-        case BinOp(op=op, a=a, b=b) if op in ("min", "max", "floormod") or op in MATH:
+        case BinOp(op=op, a=a, b=b) if op in MATH:
+            return MATH[op].call(format_expr(a), format_expr(b)), _ATOM
+        case BinOp(op=op, a=a, b=b) if op in ("min", "max", "floormod"):
             return f"T.{op}({format_expr(a)}, {format_expr(b)})", _ATOM
         case BinOp(op=op, a=a, b=b):
             p = _PREC[op]
@@ -87,7 +89,7 @@ def _expr(e: Expr) -> tuple[str, int]:
                 return f"{op}{ta if pa >= 11 else f'({ta})'}", 11
             if op == "not":
                 return f"not {ta if pa >= 3 else f'({ta})'}", 3
-            return f"T.{op}({ta})", _ATOM
+            return MATH[op].call(ta) if op in MATH else f"T.{op}({ta})", _ATOM
     raise TypeError(f"not an expression: {e!r}")
 
 

@@ -2,7 +2,7 @@
 
 This module only re-exports; each family of builtins lives in its own module (``kernel``, ``alloc``,
 ``loop``, ``copy_op``, ``gemm_op``, ``fill_op``, ``reduce_op``, ``extern``, ``control``, ``expr``, ``eager``,
-``threads``, ``macro``, ``hints``, ``barrier``, ``cp_async``, ``random``); ``source``, ``pyops`` and ``letbind`` are the source front end.
+``mathops``, ``threads``, ``macro``, ``hints``, ``barrier``, ``cp_async``, ``random``); ``source``, ``pyops`` and ``letbind`` are the source front end.
 """
 
 from egtile.language.alloc import alloc_buffer, alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var
@@ -36,6 +36,9 @@ from egtile.language.hints import (
 )
 from egtile.language.kernel import Kernel, PrimFunc, Tensor, prim_func
 from egtile.language.loop import Parallel, Persistent, Pipelined, Serial, Unroll, serial, unroll
+from egtile.language.mathops import (
+    acos, asin, atan, atan2, copysign, cosh, exp10, fmod, hypot, isfinite, log10, nearbyint, rint, sinh, tan, trunc,
+)
 from egtile.language.macro import FragmentBuffer, LocalBuffer, Ref, SharedBuffer, macro
 from egtile.language.scan_op import cumsum
 from egtile.language.random import rng_init, rng_rand
@@ -88,4 +91,6 @@ __all__ = [
     "dec_max_nreg", "annotate_producer_reg_dealloc", "annotate_consumer_reg_alloc",
     "reshape", "view", "reinterpret", "im2col", "c2d_im2col", "short", "tfloat32", "uint", "ulong",
     "int4", "uint4", "access_ptr", "ptx_cp_async", "cp_async_barrier_noinc",
+    "acos", "asin", "atan", "atan2", "copysign", "cosh", "exp10", "fmod", "hypot", "isfinite", "log10", "nearbyint",
+    "rint", "sinh", "tan", "trunc",
 ]

@@ -530,12 +530,25 @@ def ceil(x: Any) -> Any:
     return _unary("ceil", x)
 
 
-def round(x: Any) -> Any:  # noqa: A001 - TileLang's name
-    """``T.round(x)``: the nearest integer as a float, ties to even (``2.5`` gives ``2.0``, ``-0.5`` gives
-    ``-0.0``): C's ``rint``/``nearbyint``, as TVM folds ``tir.round`` and ``torch.round`` computes (TVM's CUDA
-    lowering of float32 ``tir.round`` calls ``roundf``, ties away from zero; egtile has one definition for
-    every target and dtype, docs/language.md)."""
-    return _unary("round", x)
+_ROUNDING_MODES = {"ties-to-even": "round", "ties-away-from-zero": "round_ties_away_from_zero"}
+
+
+def round(x: Any, rounding_mode: str | None = "ties-to-even") -> Any:  # noqa: A001 - TileLang's name
+    """``T.round(x, rounding_mode="ties-to-even")``: the nearest integer as a float.
+
+    :param x: the value.
+    :param rounding_mode: TileLang's: ``"ties-to-even"`` (the default; ``2.5`` gives ``2.0``, ``-0.5`` gives
+        ``-0.0``: C's ``nearbyint``, as ``torch.round``) or ``"ties-away-from-zero"`` (``2.5`` gives ``3.0``,
+        ``-0.5`` gives ``-1.0``: C's ``round``). Both are exact and agree on every target and dtype.
+
+    Raises:
+        DSLError: another rounding mode.
+    """
+    op = _ROUNDING_MODES.get("ties-to-even" if rounding_mode is None else rounding_mode)
+    if op is None:
+        raise DSLError(f"T.round: unsupported rounding_mode {rounding_mode!r}; expected 'ties-to-even' or "
+                       "'ties-away-from-zero' (TileLang's two)", user_loc())
+    return _unary(op, x)
 
 
 def isnan(x: Any) -> Any:

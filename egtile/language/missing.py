@@ -32,7 +32,8 @@ _WS = ("this TileLang warp-specialization annotation is not supported: write the
        "T.alloc_barrier / T.mbarrier_* (docs/language.md), or write the loop as T.Pipelined(..., num_stages=n) and let "
        "egtile decide the roles")
 _LAYOUT = "layout annotations are not supported; egtile chooses buffer layouts itself"
-_MATH = ("supported math: " + ", ".join(f"T.{name}" for name in MATH) + " (egtile/mathfns.py), T.sigmoid, T.abs, "
+_MATH = ("supported math: " + ", ".join(fn.call("x") if fn.spelling else f"T.{fn.name}" for fn in MATH.values()) + " (egtile/mathfns.py), "
+         "T.sigmoid, T.abs, "
          "T.max, T.min, T.clamp, T.floordiv, T.floormod, T.truncdiv, T.truncmod, T.ceildiv, T.if_then_else, T.cast, "
          "or a CUDA device function through T.call_extern")
 _WARP = ("egtile has no per-thread warp collectives: reduce over the values with a tile op instead (write them "
@@ -134,9 +135,7 @@ NOT_YET: dict[str, str] = {
     "pdl_sync": "programmatic dependent launch is not supported", "pdl_trigger": "programmatic dependent launch "
     "is not supported",
     "prefetch": "prefetch hints are not supported; egtile pipelines loads with T.Pipelined",
-    **{f: _MATH for f in ("tan", "trunc", "exp10", "log10", "fma",
-                          "fmod", "nearbyint", "rint", "isfinite", "acos", "acosh", "asin", "asinh",
-                          "atan", "atan2", "atanh", "cosh", "sinh", "hypot", "ldexp", "copysign", "nextafter",
+    **{f: _MATH for f in ("fma", "acosh", "asinh", "atanh", "ldexp", "nextafter",
                           "popcount", "clz", "fast_rcp", "abs2", "bitwise_not", "q_multiply_shift",
                           "q_multiply_shift_per_axis")},
 }

@@ -30,6 +30,7 @@ from egtile.errors import DSLError, UnsupportedError
 from egtile.ir.kernel import Expr, Load
 from egtile.language import tracer
 from egtile.language.expr import And, Not, Or, Value, as_expr, if_then_else
+from egtile.language.expr import abs as t_abs, max as t_max, min as t_min
 
 
 class Unusable:
@@ -297,6 +298,49 @@ def range_(rng: Any, *args: Any) -> Any:
     return serial(_value(start) if _traced(start) else start, _value(stop) if _traced(stop) else stop, step)
 
 
+# ---- Python's max / min / abs ---------------------------------------------------------------------------------
+
+
+def builtin(f: Any) -> Any:
+    """The callee of a call of the name ``max``, ``min`` or ``abs`` in rewritten code. Python's builtin compares
+    its operands with ``>``, whose truth a traced value does not have; TileLang (TVMScript) reads ``max(a, b)`` on
+    expressions as ``T.max(a, b)``, so on traced operands these mean ``T.max`` / ``T.min`` / ``T.abs``, and Python's
+    own function otherwise. A name the kernel bound to something else is called as it is."""
+    if f is builtins.max:
+        return _max
+    if f is builtins.min:
+        return _min
+    if f is builtins.abs:
+        return _abs
+    return f
+
+
+def _extremum(python: Callable[..., Any], traced: Callable[[Any, Any], Any], name: str) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        items = list(args[0]) if len(args) == 1 else list(args)  # max(iterable) or max(a, b, ...)
+        if not any(_traced(x) for x in items):
+            return python(items, **kwargs) if items or "default" in kwargs else python(*args, **kwargs)
+        if "key" in kwargs:
+            raise DSLError(f"{name}(..., key=...) on values known only when the kernel runs: egtile reads {name}() of "
+                           f"traced values as T.{name}, which has no key; compare the keys with T.if_then_else",
+                           tracer.user_loc())
+        out = _value(items[0])
+        for x in items[1:]:
+            out = traced(out, _value(x))
+        return out
+
+    call.__name__ = name
+    return call
+
+
+def _abs(x: Any) -> Any:
+    return t_abs(_value(x)) if _traced(x) else builtins.abs(x)
+
+
+_max = _extremum(builtins.max, t_max, "max")
+_min = _extremum(builtins.min, t_min, "min")
+
+
 # ---- bindings ----------------------------------------------------------------------------------------------
 
 
@@ -305,7 +349,7 @@ _NOT_REWRITTEN = 0x20 | 0x80 | 0x100 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_I
 
 def helper(f: Any) -> Any:
     """The callee of a call in rewritten code: a plain function (or a method) of the user's own code rewritten by the
-    source front end (:mod:`egtile.language.source`, item 6; a ``functools.wraps`` wrapper too, whose call of the
+    source front end (:mod:`egtile.language.source`, item 7; a ``functools.wraps`` wrapper too, whose call of the
     wrapped function is rewritten in turn), anything else as it is. A function whose source cannot be
     read runs as written, without a warning (a helper is often a small lambda-like function)."""
     if type(f) is types.MethodType:  # a method of the user's own class: its function, rewritten, bound again

@@ -28,7 +28,10 @@ and column numbers, so every error still points at the user's line and column. R
    that reads memory is a let-binding, evaluated once where it stands (:mod:`egtile.language.letbind`);
    anything else binds as Python binds it. ``A: T.Tensor(...)`` without a value annotates a parameter of an
    eager kernel (:mod:`egtile.language.eager`); elsewhere it does nothing, as in Python.
-6. A call of a plain Python function of the user's own code (not egtile's, a library's or the standard library's;
+6. ``max(...)``, ``min(...)`` and ``abs(...)`` (Python's builtins, not a name the kernel rebound) on traced
+   operands are ``T.max`` / ``T.min`` / ``T.abs``, as TVMScript reads them (:func:`~egtile.language.pyops.builtin`);
+   on Python values they are Python's.
+7. A call of a plain Python function of the user's own code (not egtile's, a library's or the standard library's;
    not a lambda, generator or coroutine) calls it rewritten the same way (:func:`~egtile.language.pyops.helper`),
    so a helper the kernel calls means what the kernel's own lines mean: ``acc += x`` on a ``T.alloc_var`` stores
    and ``v = A[i]`` binds the value read there, as in a ``@T.macro``. Run as written, such a helper's ``acc += x``
@@ -729,6 +732,9 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.Call:  # noqa: N802
         self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("max", "min", "abs"):
+            node.func = _call("builtin", [node.func], node.func)  # T.max / T.min / T.abs on traced operands
+            return node
         if isinstance(node.func, ast.Name) and node.func.id in _BUILTIN_NAMES:
             return node  # `range(...)` is the `for` rewrite's to recognize; no builtin is a user's helper
         if isinstance(node.func, (ast.Name, ast.Attribute)):
