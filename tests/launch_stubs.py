@@ -159,6 +159,8 @@ class FakeDriver:
     def _encode(self, dt, rank, address, dims, strides, box, elem, *flags) -> tuple[int, FakeMap]:
         with self.lock:
             self.calls["cuTensorMapEncodeTiled"] += 1
+            if not strides:  # the real driver rejects a NULL stride array, even for a 1-D map (NVIDIA/cccl#1568)
+                return (1, None)  # CUDA_ERROR_INVALID_VALUE
             self.encoded.append((int(address), tuple(dims), tuple(strides), tuple(box)))
             return (SUCCESS, FakeMap(int(address)))
 

@@ -193,6 +193,15 @@ def test_tensor_map_cache_re_encodes_exactly_when_its_input_changes(fake):
     assert cache.encodes == 6
 
 
+@pytest.mark.parametrize("n, dtype, stride", [(128, "float32", 512), (100, "float16", 208), (8, "float32", 32)])
+def test_a_one_dimensional_tensor_map_passes_a_stride_array_the_driver_ignores(fake, n, dtype, stride):
+    # the driver rejects a NULL stride array even for rank 1 (it failed on an H100: a 1-D T.copy into a pipelined
+    # loop's shared tile); the stub rejects it the same way, and the one stride passed is the row rounded up to 16 B
+    m = TiledMap(dtype, (n,), (1,), (min(n, 32),))
+    assert TensorMapCache("main").get(0x1000, m, "A") is not None
+    assert fake.encoded[-1][1:] == ((n,), (stride,), (min(n, 32),))
+
+
 def test_the_stream_follows_torchs_current_stream(fake):
     k = egtile.compile(add_1d(), target="cuda")
     fake.n_pointers = 3

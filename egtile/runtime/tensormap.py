@@ -75,6 +75,10 @@ def encode_tiled(address: int, m: TiledMap, kernel: str, param: str) -> Any:
     rank = len(m.shape)
     dims = [d.cuuint64_t(int(m.shape[rank - 1 - i])) for i in range(rank)]
     strides = [d.cuuint64_t(int(m.strides[rank - 1 - i]) * esize) for i in range(1, rank)]
+    if not strides:
+        # a 1-D map has no stride, but the driver rejects a NULL stride array (CUDA_ERROR_INVALID_VALUE, seen on
+        # an H100 with driver 580; NVIDIA/cccl#1568), which is what an empty list becomes: pass one it never reads
+        strides = [d.cuuint64_t(-(-int(m.shape[0]) * esize // 16) * 16)]
     boxd = [d.cuuint32_t(int(m.box[rank - 1 - i])) for i in range(rank)]
     elem = [d.cuuint32_t(1)] * rank
     return check(
