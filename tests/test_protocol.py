@@ -708,3 +708,83 @@ def test_an_inner_loop_wait_with_a_wrong_parity_or_an_early_release_is_still_ref
     assert prop in {v.property for v in egtile.verify(sched)}
     r = simulate(sched, *inputs(4))
     assert not r.ok
+
+
+def inner_release_gemm(empty_count=256, S=2):
+    """The consumer multiplies each stage in two K halves from an inner ``T.serial`` loop and arrives on ``empty``
+    after each half: with ``empty_count`` 256 (128 threads x 2) the stage is free once both halves are read; with
+    128 the first half's arrivals already complete the phase, and the producer may refill the stage under the
+    second half."""
+    h = BK // 2
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            A_s = T.alloc_shared((S, BM, BK), "float16")
+            B_s = T.alloc_shared((S, BK, BN), "float16")
+            C_l = T.alloc_fragment((BM, BN), "float32")
+            full = T.alloc_barrier([128] * S)
+            empty = T.alloc_barrier([empty_count] * S)
+            with T.ws(0):
+                T.clear(C_l)
+            for ko in T.serial(K // BK):
+                with T.ws(1):
+                    T.mbarrier_wait_parity(empty[ko % S], ((ko // S) % 2) ^ 1)
+                    T.tma_copy(A[0, ko * BK], A_s[ko % S, :, :], barrier=full[ko % S])
+                    T.tma_copy(B[ko * BK, 0], B_s[ko % S, :, :], barrier=full[ko % S])
+                    T.mbarrier_arrive(full[ko % S])
+                with T.ws(0):
+                    T.mbarrier_wait_parity(full[ko % S], (ko // S) % 2)
+                    for j in T.serial(2):
+                        T.gemm(A_s[ko % S, :, j * h:j * h + h], B_s[ko % S, j * h:j * h + h, :], C_l)
+                        T.mbarrier_arrive(empty[ko % S])
+            with T.ws(0):
+                T.copy(C_l, C[0, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("S", [1, 2])
+def test_arrivals_from_an_inner_loop_add_up_to_one_phase(S):
+    # a round of a barrier is an iteration of the loops around its waits: the two halves' arrivals (no wait on
+    # empty inside the j loop) are one phase of 256; each j used to be a phase of its own ("phase 0 of empty[0]
+    # (ko=0, j=0) receives 128 arrivals, but its arrive_count is 256", and the diagnosis advised 128: a race)
+    kernel = egtile.compile(inner_release_gemm(S=S), target="sim")
+    for seed in (1, 2):
+        a, b, c = inputs(seed)
+        kernel(a, b, c)
+        assert torch.isfinite(c).all() and ((c.double() - a.double() @ b.double()).abs() <= bound(a, b)).all()
+
+
+def test_an_inner_loop_release_that_completes_the_phase_early_is_refused():
+    sched = schedule_protocol(inner_release_gemm(empty_count=128).kernel).scheduled
+    found = {v.property for v in egtile.verify(sched)}
+    assert found & {"L2", "L3", "L4"}, found
+    r = simulate(sched, *inputs(4))
+    assert not r.ok
+
+
+def test_arrivals_from_a_loop_that_one_wait_after_it_collects_are_one_phase():
+    # the rounds of a barrier whose only wait is outside every loop: all its arrivals make one phase
+    n = 4
+
+    @T.prim_func
+    def main(X: T.Tensor((n, 128), "float32"), Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            S = T.alloc_shared((n, 128), "float32")
+            done = T.alloc_barrier([128 * n])
+            with T.ws(1):
+                for r in T.serial(n):
+                    for i in T.Parallel(128):
+                        S[r, i] = X[r, i] * 2.0
+                    T.mbarrier_arrive(done[0])
+            with T.ws(0):
+                T.mbarrier_wait_parity(done[0], 0)
+                for i in T.Parallel(128):
+                    Y[i] = S[0, i] + S[1, i] + S[2, i] + S[3, i]
+
+    kernel = egtile.compile(main, target="sim")
+    x = torch.randn(n, 128)
+    y = torch.full((128,), float("nan"))
+    kernel(x, y)
+    torch.testing.assert_close(y.double(), 2.0 * x.double().sum(0), rtol=1e-6, atol=1e-6)

@@ -35,6 +35,8 @@ from egtile.language.buffer import bounds, check_region
 from egtile.language.operand import operand, resolve_pair
 
 _MAX_BARRIERS = 1024  # 8 bytes each: far below shared memory; a larger list is a typo, not a protocol
+_MAX_ARRIVE_COUNT = (1 << 20) - 1
+"""The largest expected arrival count an mbarrier holds (its pending count is a 20-bit field)."""
 
 
 class BarrierArray:
@@ -132,9 +134,10 @@ def alloc_barrier(arrive_count: int | list[int]) -> BarrierArray:
     counts = tuple(_static_int(c, "T.alloc_barrier", "arrive_count", loc) for c in counts_in)
     if not counts or len(counts) > _MAX_BARRIERS:
         raise DSLError(f"T.alloc_barrier: between 1 and {_MAX_BARRIERS} barriers, got {len(counts)}", loc)
-    if any(not 1 <= c <= trace.threads for c in counts):
-        raise DSLError(f"T.alloc_barrier: every arrive_count must be between 1 and the block's {trace.threads} "
-                       f"threads (one arrival per thread), got {list(counts)}", loc)
+    if any(not 1 <= c <= _MAX_ARRIVE_COUNT for c in counts):
+        # a thread may arrive several times per phase (from a loop), so the block's thread count is no bound
+        raise DSLError(f"T.alloc_barrier: every arrive_count must be between 1 and {_MAX_ARRIVE_COUNT} (mbarrier.init, "
+                       f"PTX ISA 9.7.13.15.9), got {list(counts)}", loc)
     if len(trace.frames) != 1:
         raise DSLError("T.alloc_barrier must be at the top level of the T.Kernel body (the block initializes its "
                        "barriers once, before its first statement)", loc)

@@ -5,9 +5,9 @@ footprints, decided by :class:`egtile.verifier.regions.Space` (overlap, same thr
 element).
 
 **Phases (L3).** For every mbarrier stage ``b[s]`` each agent's contributions (arrivals, expect_tx,
-TMA completions, cp.async arrivals) are grouped by loop iteration (the values of the enclosing loops), and
-an agent that arrives on the stage keeps a group open across iterations until its arrival (copies from an
-inner loop before one arrive); phase ``j`` of ``b[s]`` is made of every contributing agent's ``j``-th group.
+TMA completions, cp.async arrivals) are grouped by iteration of the loops that carry the barrier's rounds, the
+loops around its waits (:func:`_rounds`: copies or arrivals from an inner loop without a wait are one group);
+phase ``j`` of ``b[s]`` is made of every contributing agent's ``j``-th group.
 L3 requires every contributing agent to contribute the same number of groups, and each phase to receive exactly
 ``arrive_count`` arrivals and as many expected transaction bytes as its TMA loads deliver.
 
@@ -105,20 +105,37 @@ def _arrives(ev: Event) -> bool:
     return ev.kind in ("arrive", "cp_arrive") and ev.count > 0
 
 
-def _rounds(evs: list[Event]) -> list[tuple[tuple, list[Event]]]:
-    """One agent's contributions to one barrier stage, in program order, cut into its rounds (one per phase): a
-    round is one iteration of the enclosing loops, and when the agent arrives on the stage at all, it lasts until
-    the agent's arrival, so copies issued from an inner loop (``for j: T.tma_copy(..., barrier=b)`` then
-    ``T.mbarrier_arrive(b)``) join the round they are expected in."""
-    arrives = any(_arrives(e) for e in evs)
-    out: list[tuple[tuple, list[Event]]] = []
+def _rounds(evs: list[Event], loops: set | None) -> list[tuple[tuple, list[Event]]]:
+    """One agent's contributions to one barrier stage, in program order, cut into its rounds (one per phase).
+
+    A round is one iteration of the loops that carry the barrier's rounds: ``loops``, the loops around the waits on
+    the barrier (any agent's, any stage). Contributions that differ only in other loops are one round: copies from
+    an inner serial loop before one arrive, arrivals from an inner loop that add up to ``arrive_count``, arrivals
+    from a loop that one wait after it collects. Where no wait tells (``loops`` is None: nobody waits on the
+    barrier; or the agent's contributions lie in loops none of which holds a wait, as when each role runs its own
+    loop), a round is one iteration of the enclosing loops, kept open until the agent's arrival."""
+    def key(path):
+        return tuple(x for x in path if (x[0], x[1]) in loops)
+
+    untold = loops is None or (bool(loops) and any(e.path for e in evs) and not any(key(e.path) for e in evs))
+    if untold:
+        arrives = any(_arrives(e) for e in evs)
+        out: list[tuple[tuple, list[Event]]] = []
+        for ev in evs:
+            if out and (out[-1][0] == ev.path or (arrives and not any(_arrives(e) for e in out[-1][1]))):
+                out[-1][1].append(ev)
+                out[-1] = (ev.path, out[-1][1])
+            else:
+                out.append((ev.path, [ev]))
+        return out
+    grouped: list[tuple[tuple, list[Event]]] = []
     for ev in evs:
-        if out and (out[-1][0] == ev.path or (arrives and not any(_arrives(e) for e in out[-1][1]))):
-            out[-1][1].append(ev)
-            out[-1] = (ev.path, out[-1][1])
+        k = key(ev.path)
+        if grouped and grouped[-1][0] == k:
+            grouped[-1][1].append(ev)
         else:
-            out.append((ev.path, [ev]))
-    return out
+            grouped.append((k, [ev]))
+    return grouped
 
 
 def _thread(a: int, tid: int):
@@ -197,13 +214,19 @@ class OrderAnalysis:
 
     def build_phases(self) -> None:
         per: dict[tuple[str, int], dict[int, list[tuple[tuple, list[Event]]]]] = {}
+        # the loops that carry each barrier's rounds: those around its waits (_rounds)
+        loops: dict[str, set] = {}
+        for trace in self.traces:
+            for ev in trace:
+                if ev.kind == "wait":
+                    loops.setdefault(ev.barrier, set()).update((x[0], x[1]) for x in ev.path)
         for a, trace in enumerate(self.traces):
             mine: dict[tuple[str, int], list[Event]] = {}
             for ev in trace:
                 if ev.kind in ("arrive", "cp_arrive", "tma"):
                     mine.setdefault((ev.barrier, ev.bstage), []).append(ev)
             for key, evs in mine.items():
-                per.setdefault(key, {})[a] = _rounds(evs)
+                per.setdefault(key, {})[a] = _rounds(evs, loops.get(key[0]))
         self.groups = per
         known = {b.name: b for b in self.sched.barriers}
         for (bname, s), by_agent in per.items():

@@ -3,8 +3,8 @@
 Input: the per-agent event traces of one block (:mod:`egtile.verifier.trace`).
 
 **Phases (L3).** For every mbarrier stage ``b[s]`` each agent's contributions (arrivals, expect_tx,
-TMA completions, cp.async arrivals) are grouped by loop iteration (the values of the enclosing loops; an agent
-that arrives on the stage keeps its group open until its arrival);
+TMA completions, cp.async arrivals) are grouped by iteration of the loops around the barrier's waits (copies or
+arrivals from an inner loop without a wait are one group);
 phase ``j`` of ``b[s]`` is made of every contributing agent's ``j``-th group. L3 requires every
 contributing agent to contribute the same number of groups, and each phase to receive exactly
 ``arrive_count`` arrivals and as many expected transaction bytes as its TMA loads deliver.
@@ -169,21 +169,39 @@ class OrderAnalysis:
     # -- L3: phases -----------------------------------------------------------------------------------
 
     def build_phases(self) -> None:
-        # an agent that arrives on a stage keeps its round open until it arrives, across loop iterations (copies
-        # from an inner loop, then one arrive); an agent that only issues copies on it has one round per iteration
-        arriving = [{(ev.barrier, ev.bstage) for ev in trace if _arrival(ev)} for trace in self.traces]
-        per: dict[tuple[str, int], dict[int, list[tuple[tuple, list[Event], bool]]]] = {}
+        # an agent's round on a barrier stage is one iteration of the loops around the barrier's waits (any agent,
+        # any stage); where no wait tells (nobody waits, or the agent's contributions lie only in loops without a
+        # wait), one iteration of the enclosing loops, kept open until the agent arrives
+        waited: dict[str, set] = {}
+        for trace in self.traces:
+            for ev in trace:
+                if ev.kind == "wait":
+                    waited.setdefault(ev.barrier, set()).update((x[0], x[1]) for x in ev.path)
+        mine: dict[tuple[str, int], dict[int, list[Event]]] = {}
         for a, trace in enumerate(self.traces):
             for ev in trace:
-                if ev.kind not in ("arrive", "cp_arrive", "tma"):
-                    continue
-                key = (ev.barrier, ev.bstage)
-                groups = per.setdefault(key, {}).setdefault(a, [])
-                if groups and (groups[-1][0] == ev.path or (key in arriving[a] and not groups[-1][2])):
-                    groups[-1][1].append(ev)
-                    groups[-1] = (ev.path, groups[-1][1], groups[-1][2] or _arrival(ev))
-                else:
-                    groups.append((ev.path, [ev], _arrival(ev)))
+                if ev.kind in ("arrive", "cp_arrive", "tma"):
+                    mine.setdefault((ev.barrier, ev.bstage), {}).setdefault(a, []).append(ev)
+        per: dict[tuple[str, int], dict[int, list[tuple[tuple, list[Event]]]]] = {}
+        for key, by_agent in mine.items():
+            loops = waited.get(key[0])
+            for a, evs in by_agent.items():
+                rounds: list[tuple[tuple, list[Event]]] = []
+                carried = [tuple(x for x in e.path if loops is not None and (x[0], x[1]) in loops) for e in evs]
+                told = loops is not None and (not loops or any(carried) or not any(e.path for e in evs))
+                arrives = any(_arrival(e) for e in evs)
+                for ev, c in zip(evs, carried):
+                    if told:
+                        same = bool(rounds) and rounds[-1][0] == c
+                    else:
+                        same = bool(rounds) and (rounds[-1][0] == ev.path or (
+                            arrives and not any(_arrival(e) for e in rounds[-1][1])))
+                    if same:
+                        rounds[-1][1].append(ev)
+                        rounds[-1] = (c if told else ev.path, rounds[-1][1])
+                    else:
+                        rounds.append((c if told else ev.path, [ev]))
+                per.setdefault(key, {})[a] = rounds
         known = {b.name: b for b in self.sched.barriers}
         for (bname, s), by_agent in per.items():
             spec = known.get(bname)
@@ -193,7 +211,7 @@ class OrderAnalysis:
             n = max(len(g) for g in by_agent.values())
             phases = [Phase() for _ in range(n)]
             for a, groups in by_agent.items():
-                for j, (_, evs, _) in enumerate(groups):
+                for j, (_, evs) in enumerate(groups):
                     phases[j].groups.append((a, evs))
                     phases[j].remaining += len(evs)
                     for e in evs:
