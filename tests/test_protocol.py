@@ -53,7 +53,10 @@ def ws_gemm(M, N, K, bm, bn, bk, S=2, bug=None, split=False):
                         T.tma_copy(A[by * bm, ko * bk], A_s[ko % S, :, :], barrier=full[ko % S])  # @tma_a
                     if bug == "arrive_between":
                         T.mbarrier_arrive(full[ko % S])  # @mid_arrive
-                    T.tma_copy(B[ko * bk, bx * bn], B_s[ko % S, :, :], barrier=full[ko % S])  # @tma_b
+                    if bug == "b_other_stage":
+                        T.tma_copy(B[ko * bk, bx * bn], B_s[ko % S, :, :], barrier=full[(ko + 1) % S])  # @tma_b_other
+                    else:
+                        T.tma_copy(B[ko * bk, bx * bn], B_s[ko % S, :, :], barrier=full[ko % S])  # @tma_b
                     if bug == "expect_tx":
                         T.mbarrier_expect_tx(full[ko % S], 512)  # @expect
                     if bug not in ("no_arrive", "arrive_first", "arrive_between"):
@@ -129,6 +132,8 @@ BUGS = {
     # consumer reads the stage before the copies land (the simulator sees it only under some interleavings)
     "arrive_first": ("L3", "tma_a", "early_arrive"),
     "arrive_between": ("L3", "tma_b", "mid_arrive"),      # the first copy's bytes alone may complete the phase
+    # the B copy completes on the next stage: that stage's phase gets bytes its round never arrives for
+    "b_other_stage": ("L3", "tma_b_other", "tma_b_other"),
 }
 
 

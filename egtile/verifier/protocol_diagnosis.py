@@ -284,6 +284,23 @@ def _missing_arrive(v: Violation, k: _Kernel) -> Diagnosis | None:
     alloc = k.allocs.get(bar)
     count = f" (arrive_count {alloc.counts[0]}: one arrival per thread)" if alloc is not None else ""
     phase = none.group(1) if none else never.group(3)
+    culprits = [k.stmt(x) for x in v.sids]
+    if none and culprits and all(isinstance(c, BarrierCopy) for c in culprits):
+        # the phase gets a copy's bytes but no arrival: a copy naming another stage than its round's arrival does
+        c = culprits[0]
+        site = k.sites.get(c.sid)
+        peers = [x for x in k.on_barrier(bar, (BarrierArrive, BarrierExpectTx))
+                 if site is not None and x.role == site.role]
+        mine = _subscript(c, bar)
+        other = next((x for x in peers if _subscript(x.stmt, bar) != mine), None)
+        if other is not None:
+            theirs = _subscript(other.stmt, bar)
+            return Diagnosis(
+                f"`{_src(c)}` ({_at(c)}) expects and completes its bytes on {mine}, but its round arrives on {theirs} "
+                f"(`{_src(other.stmt)}`, {_line(other.stmt)}): phase {phase} of {_bar(v)} gets the copy's bytes and no "
+                f"arrival, so it never completes, and the wait on {theirs} can pass before the copy lands",
+                f"give the T.tma_copy at {_line(c)} the barrier its round arrives on and its readers wait on "
+                f"(barrier={theirs})", c.loc, v)
     waiter = (f"`{_src(wait.stmt)}` ({_line(wait.stmt)}, {k.role_name(wait.role)}) waits for it, "
               if wait is not None else "")
     after: _Site | None = None
