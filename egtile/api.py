@@ -119,6 +119,33 @@ def _refuse_interp_of_concurrent_roles(kernel: Kernel) -> None:
                                "the threads and mbarriers and checks the protocol", roles[0].loc)
 
 
+def _refuse_interp_of_a_wrong_protocol(kernel: Kernel) -> None:
+    """A hand-written protocol means its sequential reading only if its roles, run concurrently, compute it: the
+    interpreter runs that reading, so a protocol the verifier finds wrong (a producer that loads the next round into
+    the one stage the consumer still reads, a missing wait, a wrong parity) is refused here as on "sim" and "cuda",
+    instead of computing values the GPU would not. Where the verifier cannot decide (a limit of the analysis), or
+    the kernel exceeds a per-block limit, the interpreter runs the reading as before.
+
+    Raises:
+        ScheduleError: the verifier's report, at the culprit's line.
+    """
+    from egtile.ir.protocol import uses_protocol
+
+    if not uses_protocol(kernel.body):
+        return
+    from egtile.lower.protocol import schedule_protocol
+    from egtile.verifier.protocol import check_protocol
+
+    try:
+        check_protocol(schedule_protocol(kernel).scheduled)
+    except (ResourceError, UnsupportedError):  # a per-block limit, or a construct the lowering does not take yet
+        return
+    except ScheduleError as err:
+        if "cannot check" in err.message:
+            return
+        raise
+
+
 def _why_accumulators_in_shared(kernel: Kernel) -> list[str]:
     """For a shared-memory overflow: each ``T.gemm`` whose fragment accumulator cannot be a wgmma's (so the SIMT
     path keeps it, and its fragment group, in shared memory), with the first reasons the wgmma oracle gives
@@ -256,6 +283,7 @@ class JITKernel:
         self.target = resolve_target(target)
         if self.target == "interp":
             _refuse_interp_of_concurrent_roles(kernel)
+            _refuse_interp_of_a_wrong_protocol(kernel)
             # the reference target runs T.Parallel iterations in order, which would make the user's race look
             # correct: refuse it as the scheduling targets do, before anything runs
             importlib.import_module("egtile.analysis.parallel_races").refuse(kernel)

@@ -793,3 +793,73 @@ def test_arrivals_from_a_loop_that_one_wait_after_it_collects_are_one_phase():
     y = torch.full((128,), float("nan"))
     kernel(x, y)
     torch.testing.assert_close(y.double(), 2.0 * x.double().sum(0), rtol=1e-6, atol=1e-6)
+
+
+def one_ahead(S: int, consumer_first: bool = False, nk: int = 6):
+    """TileLang's prologue form: round 0 loaded before the loop, round ko + 1 inside it, once the consumer released
+    its stage. With one stage (S = 1) and the producer's T.ws block first in the loop body, the program's sequential
+    reading (egtile's meaning of a hand-written protocol) reads each round's tile after the next round's copy
+    overwrote it, while the roles running concurrently read the right one: egtile refuses it, on "interp" too (which
+    computed the sequential reading's wrong values without a word). The consumer's block first has a reading."""
+    N, bk = 64, 16
+
+    @T.prim_func
+    def main(X: T.Tensor((N, nk * bk), "float32"), Y: T.Tensor((N, nk * bk), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            buf = T.alloc_shared((S, N, bk), "float32")
+            full = T.alloc_barrier([128] * S)
+            empty = T.alloc_barrier([128] * S)
+            with T.ws(1):
+                T.tma_copy(X[0, 0], buf[0, :, :], barrier=full[0])
+                T.mbarrier_arrive(full[0])
+            for ko in T.serial(nk):
+                if consumer_first:
+                    with T.ws(0):
+                        T.mbarrier_wait_parity(full[ko % S], (ko // S) % 2)
+                        for i, j in T.Parallel(N, bk):
+                            Y[i, ko * bk + j] = buf[ko % S, i, j] * 2.0
+                        T.mbarrier_arrive(empty[ko % S])
+                with T.ws(1):
+                    if ko + 1 < nk:
+                        T.mbarrier_wait_parity(empty[(ko + 1) % S], (((ko + 1) // S) % 2) ^ 1)
+                        T.tma_copy(X[0, (ko + 1) * bk], buf[(ko + 1) % S, :, :], barrier=full[(ko + 1) % S])  # @ahead_copy
+                        T.mbarrier_arrive(full[(ko + 1) % S])
+                if not consumer_first:
+                    with T.ws(0):
+                        T.mbarrier_wait_parity(full[ko % S], (ko // S) % 2)
+                        for i, j in T.Parallel(N, bk):
+                            Y[i, ko * bk + j] = buf[ko % S, i, j] * 2.0  # @ahead_read
+                        T.mbarrier_arrive(empty[ko % S])
+
+    return main
+
+
+def _line_in(fn, marker: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, t in enumerate(lines) if t.rstrip().endswith(f"# @{marker}"))
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+@pytest.mark.parametrize("S, consumer_first", [(1, True), (2, False), (3, False)])
+def test_a_producer_one_round_ahead_runs_where_its_sequential_reading_is_its_meaning(target, S, consumer_first):
+    kernel = egtile.compile(one_ahead(S, consumer_first), target=target)
+    x = torch.randn(64, 96)
+    y = torch.full_like(x, float("nan"))
+    kernel(x, y)
+    assert torch.equal(y, 2 * x)
+
+
+@pytest.mark.parametrize("target", ["interp", "sim"])
+def test_a_producer_overwriting_the_one_stage_first_in_program_order_is_refused_with_the_way_out(target):
+    with pytest.raises(ScheduleError) as exc:
+        egtile.compile(one_ahead(1), target=target)
+    headline, fix = exc.value.message.split("\n")[1:3]
+    assert f":{_line_in(one_ahead, 'ahead_read')}" in headline and "sequential reading" in headline, headline
+    assert "S >= 2" in fix and "T.ws block before" in fix, fix
+    assert exc.value.loc.line == _line_in(one_ahead, "ahead_read")
+
+
+def test_interp_refuses_a_protocol_the_verifier_finds_wrong():
+    # it ran the sequential reading, whose values a protocol with a wrong parity does not compute on the GPU
+    with pytest.raises(ScheduleError, match="hand-written barrier protocol is wrong"):
+        egtile.compile(ws_gemm(M, N, K, BM, BN, BK, bug="full_parity"), target="interp")

@@ -121,6 +121,21 @@ def _subscript(s: Any, barrier: str) -> str:
     return f"{barrier}[{format_expr(idx)}]" if idx is not None else barrier
 
 
+def _first_index(s: Any, buf: str) -> str | None:
+    """The first index of ``buf[...]`` as the user wrote it in ``s`` (the stage of a staged buffer), else None."""
+    m = re.search(rf"\b{re.escape(buf)}\s*\[([^\]]*)\]", _src(s))
+    if not m:
+        return None
+    depth, out = 0, ""
+    for ch in m.group(1):
+        if ch == "," and depth == 0:
+            break
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        out += ch
+    return re.sub(r"\s+", "", out)
+
+
 def _loads(e: Any, out: set[str]) -> set[str]:
     if isinstance(e, Load):
         out.add(e.buffer.name)
@@ -419,6 +434,36 @@ def _order(v: Violation, k: _Kernel) -> Diagnosis | None:
             w = after[0].stmt
             return Diagnosis(f"{head}: it comes before `{_src(w)}` ({_line(w)}), the wait that orders it",
                              f"move the read after the wait at {_line(w)}", later.stmt.loc, v)
+        before = [x for x in waits if x.order < later.order]
+        if before:  # a wait precedes the read, but not one for the round whose write the read must see
+            w = before[-1].stmt
+            its = re.search(r"the read of \S+ by \S+ \(sid \d+(?:, ([^)]*))?\) must see the write of \S+ by .*?"
+                            r"\(sid \d+(?:, ([^)]*))?\)", v.message)
+            at_read, at_write = (its.group(1), its.group(2)) if its else (None, None)
+            when = f" at {at_read}" if at_read else ""
+            ahead = ""
+            if at_read and at_read == at_write and first.role != later.role and first.order < later.order and \
+                    _first_index(first.stmt, buf) != _first_index(later.stmt, buf):
+                # the sequential reading (each T.ws block once, in program order) is the kernel's meaning: there the
+                # read sees the copy made just before it in the same iteration, a producer running a round ahead
+                ahead = (f". In the program's sequential reading, which egtile takes as the kernel's meaning (each "
+                         f"T.ws block in program order), the read sees the tile that `{_src(first.stmt)}` "
+                         f"({_line(first.stmt)}) writes earlier in the same iteration; the protocol gives it an older "
+                         "one. A producer that loads the next round into the stage the consumer still reads has no "
+                         "such reading")
+                fix = (f"give the round the copy at {_line(first.stmt)} loads a stage of its own (S >= 2 stages, "
+                       f"round k in stage k % S), or put {k.role_name(later.role)}'s T.ws block before "
+                       f"{k.role_name(first.role)}'s in the loop body, so that the sequential reading reads each tile "
+                       "before the next round's copy")
+            else:
+                bar = getattr(first.stmt, "barrier", None)
+                stage = f" (`{_subscript(first.stmt, bar)}`)" if isinstance(bar, str) else ""
+                fix = (f"make `{_src(w)}` wait for the phase that the copy at {_line(first.stmt)} completes{when}: the "
+                       f"same barrier stage as the copy's{stage} and that round's parity, in every iteration")
+            return Diagnosis(
+                f"{head}{when}: the wait before it, `{_src(w)}` ({_line(w)}), does not order it after that write (it "
+                f"waits on another stage or phase than the copy completes, or the program skips it there){ahead}",
+                fix, later.stmt.loc, v)
         if guards:
             return Diagnosis(f"{head}: no wait of {k.role_name(later.role)} on {guards[0]} comes before it",
                              f"wait on `{guards[0]}` before the read at {_line(later.stmt)}", later.stmt.loc, v)
@@ -453,7 +498,43 @@ def _prefer(d: Diagnosis, k: _Kernel) -> int:
     return 1
 
 
-_RANK = (_divergent, _expect_tx, _late_expect, _count, _missing_arrive, _parity, _order)
+def _missing_wait(v: Violation, k: _Kernel) -> Diagnosis | None:
+    """L1 where the reading role never waits on a barrier that guards the buffer: the cause of the L4 reports that
+    follow from it (a reader that never waits runs ahead and arrives early), so it ranks before them."""
+    if v.property != "L1" or len(v.sids) < 2:
+        return None
+    later = k.sites.get(v.sids[-1])
+    buf = v.buffer or "?"
+    guards = [b for b, g in k.guards.items() if buf in g]
+    if later is None or not guards or any(x.stmt.barrier in guards for x in k.in_role(later.role, BarrierWait)):
+        return None
+    return _order(v, k)
+
+
+def _running_ahead(v: Violation, k: _Kernel) -> Diagnosis | None:
+    """L4: a contribution to phase ``j`` that nothing orders after phase ``j - 1``'s completion (the hardware would
+    count it in phase ``j - 1``)."""
+    m = re.search(r"(\S+)'s (arrival|cp\.async arrival|TMA load's transaction bytes) on (\S+) \(([^)]*)\) belongs to "
+                  r"phase (\d+), but nothing orders it after phase (\d+) completes", v.message)
+    if v.property != "L4" or not m or not v.sids:
+        return None
+    s = k.stmt(v.sids[0])
+    if s is None:
+        return None
+    role, what, bar, it, j, prev = m.groups()
+    waits = [x.stmt for x in k.on_barrier(v.barrier or "", BarrierWait)]
+    readers = f" (`{_src(waits[0])}`, {_line(waits[0])})" if waits else ""
+    return Diagnosis(
+        f"`{_src(s)}` ({_at(s)}, {role}) adds its {what} to {bar} at {it} for phase {j}, but nothing orders it after "
+        f"phase {prev} completes: if it runs ahead, the hardware counts it in phase {prev}, which then completes with "
+        "the wrong round's data",
+        f"before it, {role} must wait until the stage is free again (a wait on the release barrier that the readers "
+        f"arrive on after reading phase {prev}'s data), and the readers must wait on this stage for each round"
+        f"{readers}: check both waits' barrier index and parity", s.loc, v)
+
+
+_RANK = (_divergent, _expect_tx, _late_expect, _missing_wait, _count, _missing_arrive, _parity, _order,
+         _running_ahead)
 
 
 def diagnose(violations: list[Violation], sched: Scheduled) -> list[Diagnosis]:
