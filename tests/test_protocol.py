@@ -863,3 +863,48 @@ def test_interp_refuses_a_protocol_the_verifier_finds_wrong():
     # it ran the sequential reading, whose values a protocol with a wrong parity does not compute on the GPU
     with pytest.raises(ScheduleError, match="hand-written barrier protocol is wrong"):
         egtile.compile(ws_gemm(M, N, K, BM, BN, BK, bug="full_parity"), target="interp")
+
+
+def _unrolled_rounds():
+    """Two rounds per iteration through helpers called twice, one stage: correct on the GPU (each arrival
+    completes a phase that one wait observes), beyond the verifier, which tells rounds apart by loop iteration."""
+    N, bk, nk, S = 64, 16, 4, 1
+
+    def load(X, buf, full, empty, r):
+        T.mbarrier_wait_parity(empty[r % S], ((r // S) % 2) ^ 1)
+        T.tma_copy(X[0, r * bk], buf[r % S, :, :], barrier=full[r % S])
+        T.mbarrier_arrive(full[r % S])
+
+    def use(Y, buf, full, empty, r):
+        T.mbarrier_wait_parity(full[r % S], (r // S) % 2)
+        for i, j in T.Parallel(N, bk):
+            Y[i, r * bk + j] = buf[r % S, i, j] * 2.0
+        T.mbarrier_arrive(empty[r % S])  # @unrolled_release
+
+    @T.prim_func
+    def main(X: T.Tensor((N, nk * bk), "float32"), Y: T.Tensor((N, nk * bk), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            buf = T.alloc_shared((S, N, bk), "float32")
+            full = T.alloc_barrier([128] * S)
+            empty = T.alloc_barrier([128] * S)
+            for k2 in T.serial(nk // 2):
+                with T.ws(1):
+                    load(X, buf, full, empty, 2 * k2)
+                with T.ws(0):
+                    use(Y, buf, full, empty, 2 * k2)
+                with T.ws(1):
+                    load(X, buf, full, empty, 2 * k2 + 1)
+                with T.ws(0):
+                    use(Y, buf, full, empty, 2 * k2 + 1)
+
+    return main
+
+
+def test_rounds_repeated_in_one_iteration_are_named_a_limit_with_the_loop_as_the_way_out():
+    # the report led with "use 256 here" at the T.alloc_barrier, which deadlocks the second wait of each iteration
+    with pytest.raises(ScheduleError) as exc:
+        egtile.compile(_unrolled_rounds(), target="sim")
+    headline, fix = exc.value.message.split("\n")[1:3]
+    assert "a limit of the verifier" in headline, headline
+    assert fix.strip().startswith("fix: write the rounds as a loop") and "would hang" in fix, fix
+    assert exc.value.loc.line == _line_in(_unrolled_rounds, "unrolled_release")

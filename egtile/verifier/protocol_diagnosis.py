@@ -276,6 +276,21 @@ def _count(v: Violation, k: _Kernel) -> Diagnosis | None:
               "count toward the same phase"
               if got > want and got % want == 0 and len({a.stmt.sid for a in arrivers}) >= 2
               and len({a.role for a in arrivers}) == 1 else "")
+    waits = k.on_barrier(v.barrier or "", BarrierWait)
+    if rounds and len(waits) >= len({a.stmt.sid for a in arrivers}):
+        # as many waits as arrival statements: each arrival is meant to complete a phase of its own (a helper that
+        # holds one round, called twice per iteration), which a larger arrive_count would turn into a deadlock
+        second = sorted(arrivers, key=lambda a: a.order)[1]
+        lines = ", ".join(dict.fromkeys(_line(w.stmt) for w in waits))
+        return Diagnosis(
+            f"`{_src(second.stmt)}` ({_at(second.stmt)}) and the arrival before it on {_bar(v)} come in one loop "
+            f"iteration, so egtile's verifier counts them toward one phase ({got} arrivals against arrive_count "
+            f"{want}), while on the GPU each completes a phase of its own for the waits at {lines}: a limit of the "
+            "verifier, which tells a barrier's rounds apart by loop iteration, not a bug it proved",
+            "write the rounds as a loop (`for r in T.serial(n):` with one arrival and one wait per iteration, parity "
+            f"`r % 2`) instead of repeating them in one iteration; a larger arrive_count ({got}) would make one phase "
+            "of both and the second wait would hang",
+            second.stmt.loc, v)
     return Diagnosis(
         f"{where} gives {_bar(v)} arrive_count {want}, but phase {phase} receives {got} arrivals ({who}): "
         + ("the phase never completes and every wait for it hangs" if got < want else
