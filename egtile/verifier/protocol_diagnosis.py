@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from egtile.errors import SourceLoc
-from egtile.ir.kernel import Copy, Fill, For, Gemm, If, Load, Reduce, Store
+from egtile.ir.kernel import Copy, Fill, For, Gemm, If, Load, Reduce, Store, walk
 from egtile.ir.printer import format_stmt
 from egtile.ir.protocol import (
     WARPGROUP, BarrierAlloc, BarrierArrive, BarrierCopy, BarrierExpectTx, BarrierWait, RoleBlock,
@@ -57,20 +57,24 @@ class _Kernel:
         self.k = sched.kernel
         self.sched = sched
         self.sites: dict[int, _Site] = {}
+        # statement -> (the innermost If around it inside its loop, that loop)
+        self.branch: dict[int, tuple[Any, Any]] = {}
         self._visit(self.k.body, None)
         self.allocs = {s.name: s for s in self.k.body if isinstance(s, BarrierAlloc)}
         self.guards = {b.name: b.guards for b in sched.barriers}
 
-    def _visit(self, stmts: tuple, role: tuple[int, ...] | None) -> None:
+    def _visit(self, stmts: tuple, role: tuple[int, ...] | None, under: Any = None, loop: Any = None) -> None:
         for s in stmts:
             self.sites.setdefault(s.sid, _Site(s, role, len(self.sites)))
+            if under is not None:
+                self.branch.setdefault(s.sid, (under, loop))
             if isinstance(s, RoleBlock):
-                self._visit(s.then_body, s.groups)
+                self._visit(s.then_body, s.groups, under, loop)
             elif isinstance(s, If):
-                self._visit(s.then_body, role)
-                self._visit(s.else_body, role)
+                self._visit(s.then_body, role, s, loop)
+                self._visit(s.else_body, role, s, loop)
             elif isinstance(s, For):
-                self._visit(s.body, role)
+                self._visit(s.body, role, None, s)
 
     def stmt(self, sid: int | None) -> Any:
         site = self.sites.get(sid) if sid is not None else None
@@ -386,6 +390,25 @@ def _missing_arrive(v: Violation, k: _Kernel) -> Diagnosis | None:
         after.stmt.loc, v)
 
 
+def _skips_first(cond: If, loop: For | None, wait: BarrierWait) -> bool:
+    """Does the branch skip ``wait`` in its loop's first iteration (``if ko > 0:``), so that the waits that run count
+    rounds from the wrong start? A branch whose other side waits on the same barrier skips no round, and one that
+    skips only later iterations (``if ko + 1 < n:``, a producer's last round) does not shift the rounds before it."""
+    if loop is None:
+        return False
+    then = any(x is wait for x in walk(cond.then_body))
+    other = cond.else_body if then else cond.then_body
+    if any(isinstance(x, BarrierWait) and x.barrier == wait.barrier for x in walk(other)):
+        return False
+    from egtile.verifier.trace import NotConstant, const
+
+    try:
+        taken = bool(const(cond.cond, {loop.var.name: int(const(loop.start, {}))}))
+    except (NotConstant, AttributeError, TypeError, ValueError, KeyError):
+        return False
+    return taken != then
+
+
 def _parity(v: Violation, k: _Kernel) -> Diagnosis | None:
     """A wait whose parity is wrong at the first round: it passes at once (data waits: parity 1 at iteration
     0), or it waits for a phase whose arrivals come after it (release waits: parity 0 at iteration 0)."""
@@ -400,6 +423,17 @@ def _parity(v: Violation, k: _Kernel) -> Diagnosis | None:
     s = k.stmt(v.sids[0]) if v.sids else None
     if s is None:
         return None
+    cond, loop = k.branch.get(s.sid, (None, None))
+    if cond is not None and _skips_first(cond, loop, s):
+        # a wait some iterations skip: the waits that run are counted from the wrong round, so their parities look
+        # wrong; the cause is the branch (the read after a skipped wait is not ordered at all)
+        return Diagnosis(
+            f"`{_src(s)}` ({_at(s)}) runs only where `{_src(cond)}` ({_line(cond)}) holds: in the rounds it skips, "
+            f"what it guards is read (or overwritten) with no wait, and the waits that do run observe the phases of "
+            f"other rounds ({v.barrier}: parity {(early or dead).group(3 if early else 2)} "
+            f"{(early or dead).group(1)})",
+            f"wait in every round: move `{_src(s)}` out of the branch at {_line(cond)} (a wait for a phase that already "
+            "completed returns at once)", cond.loc or s.loc, v)
     # the wait's loop iteration, as the verifier writes it: "k=0", "t=1, k=3" (nested loops), "outside loops"
     it = (early or dead).group(1)
     it = it if it == "outside loops" else f"at {it}"
