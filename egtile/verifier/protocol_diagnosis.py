@@ -428,7 +428,7 @@ def _parity(v: Violation, k: _Kernel) -> Diagnosis | None:
         # a wait some iterations skip: the waits that run are counted from the wrong round, so their parities look
         # wrong; the cause is the branch (the read after a skipped wait is not ordered at all)
         return Diagnosis(
-            f"`{_src(s)}` ({_at(s)}) runs only where `{_src(cond)}` ({_line(cond)}) holds: in the rounds it skips, "
+            f"`{_src(s)}` ({_line(s)}) runs only where `{_src(cond)}` ({_at(cond)}) holds: in the rounds it skips, "
             f"what it guards is read (or overwritten) with no wait, and the waits that do run observe the phases of "
             f"other rounds ({v.barrier}: parity {(early or dead).group(3 if early else 2)} "
             f"{(early or dead).group(1)})",
