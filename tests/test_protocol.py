@@ -914,3 +914,50 @@ def test_rounds_repeated_in_one_iteration_are_named_a_limit_with_the_loop_as_the
     assert "a limit of the verifier" in headline, headline
     assert fix.strip().startswith("fix: write the rounds as a loop") and "would hang" in fix, fix
     assert exc.value.loc.line == _line_in(_unrolled_rounds, "unrolled_release")
+
+
+def thread_runahead(nk: int = 4):
+    """Each phase of ``full`` (count 256) takes the producer's 128 arrivals of round r and one consumer arrival; the
+    producer's next round waits only for the consumer's arrival (``ack``), not for the phase to complete. A fast
+    producer warp's round-(r + 1) arrival can then complete phase r before a slow warp wrote its part of round r:
+    the consumer reads stale elements. It passed both verifiers, which took the role's own earlier arrivals as known
+    to all its threads by program order (one thread's order only)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((nk, 128), "float32"), Y: T.Tensor((nk, 128), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            Xs = T.alloc_shared((nk, 128), "float32")
+            full = T.alloc_barrier([256])
+            ack = T.alloc_barrier([128] * 2)
+            with T.ws(0):
+                T.mbarrier_arrive(full[0])
+                T.mbarrier_arrive(ack[0])
+            for r in T.serial(nk):
+                with T.ws(1):
+                    if r >= 1:
+                        T.mbarrier_wait_parity(ack[(r - 1) % 2], ((r - 1) // 2) % 2)
+                    for i in T.Parallel(128):
+                        Xs[r, i] = X[r, i] * 2.0
+                    T.mbarrier_arrive(full[0])  # @runahead_arrive
+                with T.ws(0):
+                    T.mbarrier_wait_parity(full[0], r % 2)
+                    for i in T.Parallel(128):
+                        Y[r, i] = Xs[r, i]
+                    if r + 1 < nk:
+                        T.mbarrier_arrive(full[0])
+                        T.mbarrier_arrive(ack[(r + 1) % 2])
+
+    return main
+
+
+def test_a_roles_arrival_that_its_other_warps_may_not_have_made_yet_is_refused():
+    sched = schedule_protocol(thread_runahead().kernel).scheduled
+    found = egtile.verify(sched)
+    assert any(v.property == "L4" and "belongs to phase 1, but nothing orders it after phase 0" in v.message
+               for v in found), found
+    x = torch.randn(4, 128)
+    r = simulate(sched, x, torch.full((4, 128), float("nan")), policy="adversarial")
+    assert not r.ok  # the simulator's adversarial interleaving shows the stale read
+    with pytest.raises(ScheduleError) as exc:
+        egtile.compile(thread_runahead(), target="sim")
+    assert exc.value.loc.line == _line_in(thread_runahead, "runahead_arrive")

@@ -303,13 +303,27 @@ class OrderAnalysis:
             return
         prev = self.phases[(bname, s)][j - 1]
         if prev.clock is not None and not any(c.kind == "tma" for c in prev.contribs) and all(
-                (c.comp == a and c.tick < ev.tick) or ev.vc.get(c.comp, 0) >= c.tick for c in prev.contribs):
+                self._made_before(c, ev) for c in prev.contribs):
             return
         what = {"arrive": "arrival", "cp_arrive": "cp.async arrival", "tma": "TMA load's transaction bytes"}[ev.kind]
         self.v("L4", f"{self.agents[a].name}'s {what} on {bname}[{s}] ({ev.where()}) belongs to phase {j}, but nothing "
                      f"orders it after phase {j - 1} completes: running ahead, it is counted in phase {j - 1}, which "
                      f"then completes with the wrong round's contributions (wait for a barrier that phase {j - 1}'s "
                      "completion releases before contributing again)", [ev.sid], barrier=bname, stage=s)
+
+    @staticmethod
+    def _made_before(c: Event, ev: Event) -> bool:
+        """Does every thread that makes ``ev`` know that contribution ``c`` was made? Within one agent, program order
+        orders one thread only: the same single thread, or a barrier of all the agent's threads in between (the
+        ``_all`` component, ``covered``); threads of a role do not wait for each other's arrivals otherwise, so a
+        fast warp's next arrival may land in the phase a slow warp has not arrived on yet. A cp.async arrival fires
+        when the thread's copies land, after its program order: only the phase's completion tells it was made."""
+        if c.kind == "cp_arrive":
+            return False
+        if c.comp == ev.comp:
+            # an arrival of all the agent's threads that came back to it (covered == its tick) counts too
+            return (c.tid is not None and c.tid == ev.tid) or c.tick <= ev.covered
+        return ev.vc.get(c.comp, 0) >= c.tick
 
     def _epoch(self, ev: Event) -> tuple | None:
         """``(phase component, phases completed)`` once the phase ``ev`` contributes to completes."""

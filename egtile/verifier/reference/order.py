@@ -257,6 +257,7 @@ class OrderAnalysis:
                 break
             clock = dict(phases[k - 1].clock) if k > 0 else {}
             _join(clock, p.acc)
+            clock[("completed", bname, s)] = k + 1  # who acquires this clock knows phases 0..k completed
             p.clock = clock
 
     def _ordered_after_previous_phase(self, ev: Event, a: int) -> None:
@@ -268,8 +269,16 @@ class OrderAnalysis:
             return
         bname, s, j = key
         prev = self.phases[(bname, s)][j - 1]
-        if prev.clock is not None and all(ev.vc.get(k, 0) >= t for k, t in prev.clock.items()
-                                          if isinstance(k, int) and k >= 0):
+        if ev.vc.get(("completed", bname, s), 0) >= j:  # it waited for phase j - 1 (or for what came after it)
+            return
+        # the agent's own contributions are known to all its threads only once an arrival of all of them is
+        # acquired back or a barrier of all of them passed (the `_all` component: `covered`), or when one thread
+        # made them and makes this one; a cp.async arrival (it fires when the copies land) never by program order
+        own = [e for b, evs in prev.groups if b == a for e in evs if e.kind in ("arrive", "cp_arrive")]
+        mine = not own or all(e.kind == "arrive" and ((e.tid is not None and e.tid == ev.tid)
+                                                       or e.tick <= ev.covered) for e in own)
+        if prev.clock is not None and mine and all(ev.vc.get(k, 0) >= t for k, t in prev.clock.items()
+                                                   if isinstance(k, int) and k >= 0 and k != a):
             return
         self.v("L4", f"{self.agents[a].name}'s contribution to phase {j} of {bname}[{s}] ({ev.where()}) is not ordered "
                      f"after phase {j - 1} completes", [ev.sid], barrier=bname, stage=s)
