@@ -961,3 +961,72 @@ def test_a_roles_arrival_that_its_other_warps_may_not_have_made_yet_is_refused()
     with pytest.raises(ScheduleError) as exc:
         egtile.compile(thread_runahead(), target="sim")
     assert exc.value.loc.line == _line_in(thread_runahead, "runahead_arrive")
+
+
+def sibling_rounds(nk: int = 3):
+    """Two rounds per outer iteration, each role running them from its own inner loop (the producer's ``j``, the
+    consumer's sibling ``j2``), a full handshake per round on one-stage barriers of count 128. The rounds of ``full``
+    are the consumer's ``j2`` iterations, in which the producer has no statement: its two arrivals per ``ko`` each
+    fill the count, so they are two phases (they were merged into one of 256 arrivals and refused)."""
+    N, bk = 64, 16
+
+    @T.prim_func
+    def main(X: T.Tensor((N, 2 * nk * bk), "float32"), Y: T.Tensor((N, 2 * nk * bk), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            buf = T.alloc_shared((2, N, bk), "float32")
+            full = T.alloc_barrier([128])
+            empty = T.alloc_barrier([128])
+            for ko in T.serial(nk):
+                with T.ws(1):
+                    for j in T.serial(2):
+                        T.mbarrier_wait_parity(empty[0], (j % 2) ^ 1)
+                        T.tma_copy(X[0, (2 * ko + j) * bk], buf[j, :, :], barrier=full[0])
+                        T.mbarrier_arrive(full[0])
+                with T.ws(0):
+                    for j2 in T.serial(2):
+                        T.mbarrier_wait_parity(full[0], j2 % 2)
+                        for i, c in T.Parallel(N, bk):
+                            Y[i, (2 * ko + j2) * bk + c] = buf[j2, i, c] * 2.0
+                        T.mbarrier_arrive(empty[0])
+
+    return main
+
+
+def top_level_waits():
+    """Every wait on ``done`` outside all loops, the producer's arrivals from a loop: one phase per iteration, each
+    waited for (the consumer acknowledges phase 0 before the producer starts round 1)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((2, 128), "float32"), Y: T.Tensor((2, 128), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            S = T.alloc_shared((2, 128), "float32")
+            done = T.alloc_barrier([128])
+            ack = T.alloc_barrier([128])
+            with T.ws(1):
+                for r in T.serial(2):
+                    if r == 1:
+                        T.mbarrier_wait_parity(ack[0], 0)
+                    for i in T.Parallel(128):
+                        S[r, i] = X[r, i] * 2.0
+                    T.mbarrier_arrive(done[0])
+            with T.ws(0):
+                T.mbarrier_wait_parity(done[0], 0)
+                for i in T.Parallel(128):
+                    Y[0, i] = S[0, i]
+                T.mbarrier_arrive(ack[0])
+                T.mbarrier_wait_parity(done[0], 1)
+                for i in T.Parallel(128):
+                    Y[1, i] = S[1, i]
+
+    return main
+
+
+@pytest.mark.parametrize("factory, shape", [(sibling_rounds, (64, 96)), (top_level_waits, (2, 128))],
+                         ids=["sibling_inner_loops", "top_level_waits"])
+def test_arrivals_that_each_fill_the_count_are_phases_of_their_own(factory, shape):
+    kernel = egtile.compile(factory(), target="sim")
+    x = torch.randn(*shape)
+    y = torch.full_like(x, float("nan"))
+    kernel(x, y)
+    assert torch.equal(y, 2 * x)
+    egtile.compile(factory(), target="cuda")  # the verifier passes it, NVRTC builds it

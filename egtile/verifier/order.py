@@ -105,13 +105,15 @@ def _arrives(ev: Event) -> bool:
     return ev.kind in ("arrive", "cp_arrive") and ev.count > 0
 
 
-def _rounds(evs: list[Event], loops: set | None) -> list[tuple[tuple, list[Event]]]:
+def _rounds(evs: list[Event], loops: set | None, count: int = 0) -> list[tuple[tuple, list[Event]]]:
     """One agent's contributions to one barrier stage, in program order, cut into its rounds (one per phase).
 
     A round is one iteration of the loops that carry the barrier's rounds: ``loops``, the loops around the waits on
     the barrier (any agent's, any stage). Contributions that differ only in other loops are one round: copies from
     an inner serial loop before one arrive, arrivals from an inner loop that add up to ``arrive_count``, arrivals
-    from a loop that one wait after it collects. Where no wait tells (``loops`` is None: nobody waits on the
+    from a loop that one wait after it collects; but a group whose own arrivals already fill ``count`` (the
+    barrier's arrive_count) ends where the loop iteration changes, as the hardware ends the phase there (each role
+    running its rounds from its own inner loop, one arrival of the full count per round). Where no wait tells (``loops`` is None: nobody waits on the
     barrier; or the agent's contributions lie in loops none of which holds a wait, as when each role runs its own
     loop), a round is one iteration of the enclosing loops, kept open until the agent's arrival."""
     def key(path):
@@ -131,7 +133,9 @@ def _rounds(evs: list[Event], loops: set | None) -> list[tuple[tuple, list[Event
     grouped: list[tuple[tuple, list[Event]]] = []
     for ev in evs:
         k = key(ev.path)
-        if grouped and grouped[-1][0] == k:
+        if grouped and grouped[-1][0] == k and not (
+                count and sum(e.count for e in grouped[-1][1] if _arrives(e)) >= count
+                and grouped[-1][1][-1].path != ev.path):
             grouped[-1][1].append(ev)
         else:
             grouped.append((k, [ev]))
@@ -226,7 +230,8 @@ class OrderAnalysis:
                 if ev.kind in ("arrive", "cp_arrive", "tma"):
                     mine.setdefault((ev.barrier, ev.bstage), []).append(ev)
             for key, evs in mine.items():
-                per.setdefault(key, {})[a] = _rounds(evs, loops.get(key[0]))
+                spec = next((b for b in self.sched.barriers if b.name == key[0]), None)
+                per.setdefault(key, {})[a] = _rounds(evs, loops.get(key[0]), spec.arrive_count if spec else 0)
         self.groups = per
         known = {b.name: b for b in self.sched.barriers}
         for (bname, s), by_agent in per.items():
@@ -583,7 +588,7 @@ class OrderAnalysis:
             tick = w.vc[w.comp]
             ticks = released[w.comp] if w.comp < len(released) else []
             same_round = f == last_f and bisect.bisect_left(ticks, tick) == bisect.bisect_right(ticks, last_tick)
-            if n < 0 or (last_path != w.path and not same_round):
+            if n < 0 or (last_path != w.path and not same_round) or (last_path == w.path and f != last_f):
                 n += 1
             count[k] = (n, w.path, f, tick)
             d = n - f

@@ -183,8 +183,10 @@ class OrderAnalysis:
                 if ev.kind in ("arrive", "cp_arrive", "tma"):
                     mine.setdefault((ev.barrier, ev.bstage), {}).setdefault(a, []).append(ev)
         per: dict[tuple[str, int], dict[int, list[tuple[tuple, list[Event]]]]] = {}
+        counts = {b.name: b.arrive_count for b in self.sched.barriers}
         for key, by_agent in mine.items():
             loops = waited.get(key[0])
+            full = counts.get(key[0], 0)
             for a, evs in by_agent.items():
                 rounds: list[tuple[tuple, list[Event]]] = []
                 carried = [tuple(x for x in e.path if loops is not None and (x[0], x[1]) in loops) for e in evs]
@@ -192,7 +194,10 @@ class OrderAnalysis:
                 arrives = any(_arrival(e) for e in evs)
                 for ev, c in zip(evs, carried):
                     if told:
-                        same = bool(rounds) and rounds[-1][0] == c
+                        # a group whose own arrivals fill the count ends where the iteration changes (the phase ends)
+                        filled = bool(rounds) and full > 0 and sum(
+                            e.count for e in rounds[-1][1] if _arrival(e)) >= full and rounds[-1][1][-1].path != ev.path
+                        same = bool(rounds) and rounds[-1][0] == c and not filled
                     else:
                         same = bool(rounds) and (rounds[-1][0] == ev.path or (
                             arrives and not any(_arrival(e) for e in rounds[-1][1])))
@@ -477,7 +482,7 @@ class OrderAnalysis:
             tick = w.vc[w.comp]
             ticks = released[w.comp] if w.comp < len(released) else []
             same_round = f == last_f and not any(last_tick < t < tick for t in ticks)
-            if n < 0 or (last_path != w.path and not same_round):
+            if n < 0 or (last_path != w.path and not same_round) or (last_path == w.path and f != last_f):
                 n += 1
             count[k] = (n, w.path, f, tick)
             d = n - f
