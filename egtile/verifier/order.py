@@ -113,9 +113,10 @@ def _rounds(evs: list[Event], loops: set | None, count: int = 0) -> list[tuple[t
     an inner serial loop before one arrive, arrivals from an inner loop that add up to ``arrive_count``, arrivals
     from a loop that one wait after it collects; but a group whose own arrivals already fill ``count`` (the
     barrier's arrive_count) ends where the loop iteration changes, as the hardware ends the phase there (each role
-    running its rounds from its own inner loop, one arrival of the full count per round). Where no wait tells (``loops`` is None: nobody waits on the
-    barrier; or the agent's contributions lie in loops none of which holds a wait, as when each role runs its own
-    loop), a round is one iteration of the enclosing loops, kept open until the agent's arrival."""
+    running its rounds from its own inner loop, one arrival of the full count per round). Where no wait tells
+    (``loops`` is None: nobody waits on the barrier; or the agent's contributions lie in loops none of which holds a
+    wait, as when each role runs its own loop), a round is one iteration of the enclosing loops, kept open until the
+    agent's arrival."""
     def key(path):
         return tuple(x for x in path if (x[0], x[1]) in loops)
 
@@ -218,6 +219,7 @@ class OrderAnalysis:
 
     def build_phases(self) -> None:
         per: dict[tuple[str, int], dict[int, list[tuple[tuple, list[Event]]]]] = {}
+        known = {b.name: b for b in self.sched.barriers}
         # the loops that carry each barrier's rounds: those around its waits (_rounds)
         loops: dict[str, set] = {}
         for trace in self.traces:
@@ -230,10 +232,9 @@ class OrderAnalysis:
                 if ev.kind in ("arrive", "cp_arrive", "tma"):
                     mine.setdefault((ev.barrier, ev.bstage), []).append(ev)
             for key, evs in mine.items():
-                spec = next((b for b in self.sched.barriers if b.name == key[0]), None)
+                spec = known.get(key[0])
                 per.setdefault(key, {})[a] = _rounds(evs, loops.get(key[0]), spec.arrive_count if spec else 0)
         self.groups = per
-        known = {b.name: b for b in self.sched.barriers}
         for (bname, s), by_agent in per.items():
             spec = known.get(bname)
             if spec is None:
