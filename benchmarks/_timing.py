@@ -12,8 +12,12 @@ the spread over rounds is reported beside it.
 
 from __future__ import annotations
 
+import datetime
+import os
 import random
+import shutil
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -61,10 +65,57 @@ def in_turns(timers: dict[str, Callable[[], float]], rounds: int, seed: int = 0)
     rng = random.Random(seed)
     names = list(timers)
     got: dict[str, list[float]] = {n: [] for n in names}
-    for _ in range(rounds):
-        for n in rng.sample(names, len(names)):
-            got[n].append(timers[n]())
+    with ClockLog() as clocks:
+        for _ in range(rounds):
+            for n in rng.sample(names, len(names)):
+                t0 = time.time()
+                got[n].append(timers[n]())
+                clocks.turn(n, t0, time.time())
     return got
+
+
+class ClockLog:
+    """With ``EGTILE_BENCH_CLOCKS=1``: the SM clock and board power that each contender ran at, from
+    ``nvidia-smi`` sampled every 50 ms while the contenders take turns, printed after the last round as medians
+    over the second half of each turn (its settled part). Under a power cap the clock is what a kernel's energy
+    per unit of work buys: two kernels at equal speed may differ in cycles and in clock, and only the first is
+    the schedule's."""
+
+    def __init__(self) -> None:
+        on = os.environ.get("EGTILE_BENCH_CLOCKS") == "1" and shutil.which("nvidia-smi")
+        self._proc = subprocess.Popen(
+            ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw", "--format=csv,noheader,nounits",
+             "-lms", "50"], stdout=subprocess.PIPE, text=True) if on else None
+        self._turns: list[tuple[str, float, float]] = []
+
+    def __enter__(self) -> "ClockLog":
+        return self
+
+    def turn(self, name: str, t0: float, t1: float) -> None:
+        self._turns.append((name, (t0 + t1) / 2, t1))
+
+    def __exit__(self, *exc) -> None:
+        if self._proc is None:
+            return
+        time.sleep(0.2)
+        self._proc.terminate()
+        out = self._proc.communicate()[0]
+        samples = []
+        for line in out.splitlines():
+            try:
+                ts, mhz, watts = (f.strip() for f in line.split(","))
+                when = datetime.datetime.strptime(ts, "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                samples.append((when, float(mhz), float(watts)))
+            except ValueError:
+                continue
+        per: dict[str, list[tuple[float, float]]] = {}
+        for name, t0, t1 in self._turns:
+            per.setdefault(name, []).extend((m, w) for t, m, w in samples if t0 <= t <= t1)
+        for name, got in per.items():
+            if got:
+                mhz = statistics.median(m for m, _ in got)
+                watts = statistics.median(w for _, w in got)
+                print(f"    clock {name}: {mhz:.0f} MHz, {watts:.0f} W ({len(got)} samples)", flush=True)
 
 
 def medians_in_turns(calls: dict[str, Callable[[], Any]], rounds: int, iters: int, warmup: int = 2,

@@ -36,3 +36,34 @@ def test_no_contenders_no_rounds():
 def test_summary_is_the_median_and_the_relative_range():
     med, spread = summary([2.0, 1.0, 4.0])
     assert med == 2.0 and spread == 1.5
+
+
+def test_clock_log_attributes_each_sample_to_the_turn_it_fell_in(tmp_path, monkeypatch, capsys):
+    # a stand-in nvidia-smi that samples whatever clock the running contender last wrote
+    now = tmp_path / "mhz"
+    now.write_text("1000")
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/bash\nwhile true; do echo \"$(date '+%Y/%m/%d %H:%M:%S.%3N'), $(cat " + str(now)
+                    + "), 650.5\"; sleep 0.02; done\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:" + __import__("os").environ["PATH"])
+    monkeypatch.setenv("EGTILE_BENCH_CLOCKS", "1")
+    import time
+
+    def runs_at(mhz):
+        def turn():
+            now.write_text(str(mhz))
+            time.sleep(0.4)
+            return 1.0
+        return turn
+
+    in_turns({"slow": runs_at(1410), "fast": runs_at(1965)}, 2)
+    out = capsys.readouterr().out
+    assert "clock slow: 1410 MHz, 650 W" in out or "clock slow: 1410 MHz, 651 W" in out, out
+    assert "clock fast: 1965 MHz" in out, out
+
+
+def test_clock_log_is_silent_unless_asked(monkeypatch, capsys):
+    monkeypatch.delenv("EGTILE_BENCH_CLOCKS", raising=False)
+    in_turns({"a": lambda: 1.0}, 1)
+    assert capsys.readouterr().out == ""

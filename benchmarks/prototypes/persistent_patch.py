@@ -53,12 +53,13 @@ def _close(lines: list[str], opener: int) -> int:
     return _find(lines, lambda ln: ln == ind + "}" or ln.startswith(ind + "} else"), opener + 1)
 
 
-def patch(src: str, grid: tuple[int, int, int], heavy_first: bool, smem_at: int) -> str:
+def patch(src: str, grid: tuple[int, int, int], heavy_first: bool, smem_at: int, mirror: bool = False) -> str:
     gx, gy, gz = grid
     lines = src.split("\n")
     # block indices: decoded per tile inside each role's tile loop
     for name in ("bx", "by", "bz"):
-        i = _find(lines, lambda ln, n=name: ln.strip().startswith(f"const int {n} = (int)blockIdx."))
+        i = _find(lines, lambda ln, n=name: ln.strip().startswith((f"const int {n} = (int)blockIdx.",
+                                                                    f"const int {n} = (int)(blockIdx.")))
         del lines[i: i + 2]  # the declaration and its "(void)" line
     bar = _find(lines, lambda ln: "eg_u64* eg_bar_bar_2" in ln)
     lines.insert(bar + 1, f"  eg_u64* eg_bar_qempty = reinterpret_cast<eg_u64*>(smem + {smem_at});")
@@ -69,6 +70,8 @@ def patch(src: str, grid: tuple[int, int, int], heavy_first: bool, smem_at: int)
     fills = lines[sync + 1: ws]
     del lines[sync + 1: ws]
     bx = f"({gx} - 1 - eg_t % {gx})" if heavy_first else f"(eg_t % {gx})"
+    if mirror:  # a block's second tile is the mirror row of its first: every block runs the same causal work
+        bx = f"((eg_n & 1) ? ({gx} - 1 - eg_t % {gx}) : (eg_t % {gx}))"
     head = [f"for (int eg_t = (int)blockIdx.x, eg_n = 0; eg_t < {gx * gy * gz}; eg_t += (int)gridDim.x, ++eg_n) {{",
             f"  const int bx = {bx}; const int by = (eg_t / {gx}) % {gy}; const int bz = eg_t / {gx * gy};",
             "  (void)bx; (void)by; (void)bz;"]
@@ -160,6 +163,10 @@ def main() -> int:
                     help="also time the persistent kernel with its warpgroup index and stage counter made warp-uniform")
     ap.add_argument("--loop-once", action="store_true",
                     help="also time the unpatched kernel with its consumer body in a loop that runs once")
+    ap.add_argument("--pairs", action="store_true",
+                    help="also launch the persistent code with two tiles per block (half the grid); causal: the "
+                         "second tile is the mirror query block of the first, so that every block's work is equal")
+    ap.add_argument("--warm-s", type=float, default=0.5, help="untimed calls before each turn (settled clock)")
     ap.add_argument("--one-tile-too", action="store_true",
                     help="also launch the persistent code with one block per tile (isolates the code's own cost)")
     args = ap.parse_args()
@@ -194,13 +201,17 @@ def main() -> int:
             smem_at = max(int(m) for m in re.findall(r"smem \+ (\d+)\);", built.source)) + 8
             if args.loop_once:
                 kernels["consumer in a one-pass loop"] = variant(k0, loop_once(base), "once", fast_math=True)
+            grids = (sms,) + ((gx_all,) if args.one_tile_too else ()) + ((gx_all // 2,) if args.pairs else ())
             for heavy, uni, ctas in [(h, u, c) for h in ((False, True) if causal else (False,))
                                      for u in ((False, True) if args.uniform else (False,))
-                                     for c in ((sms, gx_all) if args.one_tile_too else (sms,))]:
-                src = patch(base, tuple(built.grid), heavy, smem_at)
+                                     for c in grids]:
+                mirror = ctas == gx_all // 2 and causal and args.pairs
+                if mirror and heavy:
+                    continue
+                src = patch(base, tuple(built.grid), heavy, smem_at, mirror=mirror)
                 if uni:
                     src = uniform_counter(uniform(src))
-                tag = f"persistent {ctas}" + (" heavy-first" if heavy else "") + (" uniform" if uni else "")
+                tag = f"persistent {ctas}" + (" heavy-first" if heavy else "") + (" mirror" if mirror else "") + (" uniform" if uni else "")
                 if args.dump:
                     Path(args.dump).mkdir(parents=True, exist_ok=True)
                     Path(args.dump, f"{tag.replace(' ', '_')}_{'causal' if causal else 'full'}.cu").write_text(src)
@@ -224,7 +235,7 @@ def main() -> int:
             # cuDNN is checked and reported, and timed either way (its rounding is not egtile's bound's business)
             times = check_then_time(
                 kernels, (Q, K, V), Q, lambda n, got: device_check(f"{n} {label}", got, ref, **tol) or n == "cuDNN",
-                lambda fn: event_median(fn, args.iters, args.budget), args.rounds)
+                lambda fn: event_median(fn, args.iters, args.budget, warm_s=args.warm_s), args.rounds)
             best_ref = min(times["cuDNN"] or [float("nan")])
             for name, t in times.items():
                 best = None if t is None else min(t)
