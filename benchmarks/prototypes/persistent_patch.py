@@ -111,6 +111,37 @@ def patch(src: str, grid: tuple[int, int, int], heavy_first: bool, smem_at: int,
     return "\n".join(lines)
 
 
+def double_q(src: str, smem_at: int) -> tuple[str, int]:
+    """The persistent kernel with two Q tiles: tile n reads Q buffer ``n & 1``, each with its own full and empty
+    mbarriers (parity ``(n >> 1) & 1``), so the producer loads the next tile's Q while the consumers still run the
+    current tile's key loop (it is at most two stages ahead), instead of after their last ``Q K^T``. Returns the
+    source and the dynamic shared memory it needs (the second tile after the barriers, 1024-byte aligned)."""
+    qb = (smem_at + 48 + 1023) // 1024 * 1024
+    old = "  half* Q_shared = reinterpret_cast<half*>(smem + 0);"
+    assert old in src
+    src = src.replace(old, "  half* const eg_Q_a = reinterpret_cast<half*>(smem + 0);\n"
+                           f"  half* const eg_Q_b = reinterpret_cast<half*>(smem + {qb});")
+    decl = f"  eg_u64* eg_bar_qempty = reinterpret_cast<eg_u64*>(smem + {smem_at});"
+    src = src.replace(decl, decl + f"\n  eg_u64* eg_bar_q2 = reinterpret_cast<eg_u64*>(smem + {smem_at + 8});"
+                                   f"\n  eg_u64* eg_bar_qe2 = reinterpret_cast<eg_u64*>(smem + {smem_at + 24});")
+    init = "    eg_mbarrier_init(&eg_bar_qempty[0], 256);"
+    src = src.replace(init, init + "".join(f"\n    eg_mbarrier_init(&eg_bar_q2[{i}], 1);"
+                                           f"\n    eg_mbarrier_init(&eg_bar_qe2[{i}], 256);" for i in (0, 1)))
+    for a, b in (("eg_mbarrier_wait_parity(&eg_bar_bar_2[0], eg_n & 1)",
+                  "eg_mbarrier_wait_parity(&eg_bar_q2[eg_n & 1], (eg_n >> 1) & 1)"),
+                 ("eg_mbarrier_arrive(&eg_bar_qempty[0]);", "eg_mbarrier_arrive(&eg_bar_qe2[eg_n & 1]);"),
+                 ("eg_mbarrier_wait_parity(&eg_bar_qempty[0], (eg_n & 1) ^ 1);",
+                  "eg_mbarrier_wait_parity(&eg_bar_qe2[eg_n & 1], ((eg_n >> 1) & 1) ^ 1);"),
+                 ("&eg_bar_bar_2[0]", "&eg_bar_q2[eg_n & 1]"),
+                 ("(void)bx; (void)by; (void)bz;",
+                  "(void)bx; (void)by; (void)bz; half* const Q_shared = (eg_n & 1) ? eg_Q_b : eg_Q_a;")):
+        assert a in src, a
+        src = src.replace(a, b)
+    # the old Q barrier keeps its init (its one use left: harmless)
+    src = src.replace("eg_mbarrier_init(&eg_bar_q2[eg_n & 1], 1);", "eg_mbarrier_init(&eg_bar_bar_2[0], 1);")
+    return src, qb + 32768 + 1024
+
+
 def uniform(src: str) -> str:
     """Warpgroup indices through ``__shfl_sync(..., 0)`` (CUTLASS's ``canonical_warp_group_idx``): ptxas then
     knows them warp-uniform and keeps the wgmma descriptors that depend on them in uniform registers instead
@@ -166,6 +197,10 @@ def main() -> int:
     ap.add_argument("--pairs", action="store_true",
                     help="also launch the persistent code with two tiles per block (half the grid); causal: the "
                          "second tile is the mirror query block of the first, so that every block's work is equal")
+    ap.add_argument("--double-q", action="store_true",
+                    help="also each uniform persistent variant with two Q tiles (the next tile's Q loaded early)")
+    ap.add_argument("--no-heavy", action="store_true", help="skip the heavy-first tile orders")
+    ap.add_argument("--only-uniform", action="store_true", help="skip the persistent variants without --uniform")
     ap.add_argument("--warm-s", type=float, default=0.5, help="untimed calls before each turn (settled clock)")
     ap.add_argument("--one-tile-too", action="store_true",
                     help="also launch the persistent code with one block per tile (isolates the code's own cost)")
@@ -202,8 +237,9 @@ def main() -> int:
             if args.loop_once:
                 kernels["consumer in a one-pass loop"] = variant(k0, loop_once(base), "once", fast_math=True)
             grids = (sms,) + ((gx_all,) if args.one_tile_too else ()) + ((gx_all // 2,) if args.pairs else ())
-            for heavy, uni, ctas in [(h, u, c) for h in ((False, True) if causal else (False,))
-                                     for u in ((False, True) if args.uniform else (False,))
+            for heavy, uni, ctas in [(h, u, c) for h in ((False, True) if causal and not args.no_heavy else (False,))
+                                     for u in (((True,) if args.only_uniform else (False, True))
+                                               if args.uniform else (False,))
                                      for c in grids]:
                 mirror = ctas == gx_all // 2 and causal and args.pairs
                 if mirror and heavy:
@@ -217,6 +253,12 @@ def main() -> int:
                     Path(args.dump, f"{tag.replace(' ', '_')}_{'causal' if causal else 'full'}.cu").write_text(src)
                 kernels[tag] = variant(k0, src, "persistent", fast_math=True, grid=(ctas, 1, 1),
                                        smem_bytes=max(built.smem_bytes, smem_at + 8 + 1024))
+                if uni and args.double_q:
+                    src2, smem2 = double_q(src, smem_at)
+                    if args.dump:
+                        Path(args.dump, f"{tag.replace(' ', '_')}_2q_{'causal' if causal else 'full'}.cu").write_text(src2)
+                    kernels[tag + " 2Q"] = variant(k0, src2, "persistent2q", fast_math=True, grid=(ctas, 1, 1),
+                                                   smem_bytes=smem2)
 
             if args.profile:  # one launch of each, for ncu
                 for kern in kernels.values():
