@@ -313,6 +313,8 @@ class Block:
         self.last: int | None = None
         # run when no thread can run any more, before the leftover checks (async work that still completes)
         self.at_finish: list = []
+        # TMA loads that landed: (barrier, stage, the phase count once the phase they credit completes, sid)
+        self.landed: list[tuple[MBarrierState, int, int, int | None]] = []
         for th in self.threads:
             th.gen = self.run(prog.sched.body, th)
 
@@ -655,6 +657,7 @@ class Block:
                 m.set(f, v)
             i = j
         if op.bar is not None:
+            self.landed.append((op.bar, op.stage, op.bar.phase[op.stage] + 1, op.sid))
             self._wake(op.bar.complete_tx(op.stage, op.nbytes))
             return
         th = self.threads[op.tid]
@@ -762,6 +765,24 @@ class Block:
             return BlockedThread(th.tid, th.role, point, req.sid)
         return BlockedThread(th.tid, th.role, "unknown", th.sid)
 
+    def _unobserved_loads(self) -> list[BarrierError]:
+        """TMA loads whose completion no wait of the block observed: nothing orders such a copy before the
+        block's exit, so its bytes may land after the block's shared memory has passed to the next block on
+        the SM. egtile asks every asynchronous load to be waited for (CUTLASS's pipelines drain theirs before
+        the kernel exits: ``producer_tail``); a load no one reads is also wasted bandwidth."""
+        out, seen = [], set()
+        for bar, stage, phases, sid in self.landed:
+            if bar.observed[stage] >= phases or (bar.name, stage, phases) in seen:
+                continue
+            seen.add((bar.name, stage, phases))
+            out.append(BarrierError(
+                self.coords, bar.name, stage, phases - 1,
+                f"a TMA load (statement {sid}) completes this phase, but no thread waits for it before the block "
+                f"exits: the copy may still be in flight when the block's shared memory passes to the next block "
+                f"on the SM. Wait on {bar.name}[{stage}] (parity {(phases - 1) & 1}) before the block ends, or do "
+                f"not issue the load", sid))
+        return out
+
     def finish(self, deadlocked: bool) -> BlockOutcome:
         """Reports of this block once no thread can run."""
         deadlock = None
@@ -775,6 +796,7 @@ class Block:
             for bar in self.bars.values():
                 for stage, phase, msg in bar.leftovers():
                     self.errors.append(BarrierError(self.coords, bar.name, stage, phase, msg))
+            self.errors += self._unobserved_loads()
             for nb in self.named.values():  # bar.arrive rounds no bar.sync completed
                 if nb.arrivals:
                     sids = sorted({x for x in nb.arrive_sids if x is not None})

@@ -48,6 +48,9 @@ class MBarrierState:
         # threads blocked on a wait of this stage, woken when its phase changes
         self.waiters: list[list[int]] = [[] for _ in range(n)]
         self.errors: list[tuple[int, int, str]] = []  # (stage, phase, message)
+        # per barrier: how many of its phases some wait has seen complete (a wait that sees phase p also
+        # orders everything that completed phases before p: they complete in order)
+        self.observed = [0] * n
 
     def check_stage(self, s: int, what: str) -> None:
         if not 0 <= s < len(self.phase):
@@ -92,7 +95,9 @@ class MBarrierState:
         return (self.phase[s] & 1) != (parity & 1)
 
     def acquired(self, s: int) -> np.ndarray | None:
-        """The clock a returning wait acquires (``None`` before the first completion)."""
+        """The clock a returning wait acquires (``None`` before the first completion); the phases completed so
+        far count as observed."""
+        self.observed[s] = max(self.observed[s], self.phase[s])
         return self.done[s]
 
     def completion_epoch(self, s: int) -> tuple[int, int]:

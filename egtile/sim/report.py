@@ -160,6 +160,7 @@ class BarrierError:
         stage: barrier index in the array.
         phase: the phase number concerned.
         message: what went wrong, with expected and actual counts.
+        sid: the statement the report is about, where one is (a TMA load no wait observes).
     """
 
     block: tuple[int, ...]
@@ -167,6 +168,7 @@ class BarrierError:
     stage: int
     phase: int
     message: str
+    sid: int | None = None
 
     def __str__(self) -> str:
         return f"{self.barrier}[{self.stage}] phase {self.phase} in block {self.block}: {self.message}"
@@ -223,6 +225,9 @@ class SimResult:
         for r in self.repeated_iterations:
             if r.sid is not None:
                 seen.setdefault(r.sid)
+        for b in self.barrier_errors:
+            if b.sid is not None:
+                seen.setdefault(b.sid)
         return tuple(seen)
 
     def statements(self) -> dict[int, Any]:

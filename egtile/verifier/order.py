@@ -208,6 +208,7 @@ class OrderAnalysis:
     def run(self) -> list[Violation]:
         self.build_phases()
         if self.process():
+            self.check_observed()
             self.check_expects()
             self.check_windows()
             self.check_offsets()
@@ -509,6 +510,28 @@ class OrderAnalysis:
                              f"{ev.barrier}[{ev.bstage}], whose arrivals depend on this wait: deadlock",
                        [ev.sid], barrier=ev.barrier, stage=ev.bstage)
         return not stuck
+
+    def check_observed(self) -> None:
+        """L3: a phase completed by a TMA load that no wait of the block observes (nor any later phase of the same
+        barrier: phases complete in order). Nothing then orders the copy before the block's exit, and its bytes
+        may land after the block's shared memory has passed to the next block on the SM; egtile asks every
+        asynchronous load to be waited for (CUTLASS's pipelines drain theirs before exit, ``producer_tail``). The
+        simulator reports the same at block exit."""
+        seen: dict[tuple[str, int], int] = {}
+        for w, _lo, f in self.waits:
+            key = (w.barrier, w.bstage)
+            seen[key] = max(seen.get(key, -1), f)
+        for (bname, s), phases in self.phases.items():
+            last = seen.get((bname, s), -1)
+            for j in range(last + 1, len(phases)):
+                loads = [e for _, evs in phases[j].groups for e in evs if e.kind == "tma"]
+                if loads:
+                    self.v("L3", f"phase {j} of {bname}[{s}] is completed by a TMA load ({loads[0].where()}) that no "
+                                 f"wait observes: the block may exit while the copy is in flight, and its bytes then "
+                                 f"land in shared memory the next block on the SM owns; wait on {bname}[{s}] (parity "
+                                 f"{j & 1}) before the block ends, or do not issue the load",
+                           sorted({e.sid for e in loads if e.sid is not None}), barrier=bname, stage=s)
+                    break
 
     def check_expects(self) -> None:
         """L3: an ``expect_tx`` that no arrival of its phase waits for. A phase completes as soon as its pending

@@ -160,6 +160,7 @@ class OrderAnalysis:
     def run(self) -> list[Violation]:
         self.build_phases()
         if self.process():
+            self.check_observed()
             self.check_windows()
             self.check_offsets()
             self.check_data()
@@ -443,6 +444,18 @@ class OrderAnalysis:
         return not stuck
 
     # -- L4 -------------------------------------------------------------------------------------------
+
+    def check_observed(self) -> None:
+        """L3: the first phase of each barrier that TMA bytes complete and that is later than every phase a wait of
+        the block saw complete: nothing orders that copy before the block exits."""
+        for (bname, s), phases in self.phases.items():
+            latest = max((f for w, _lo, f in self.waits if (w.barrier, w.bstage) == (bname, s)), default=-1)
+            unseen = [j for j, ph in enumerate(phases) if j > latest and ph.delivered_tx() > 0]
+            if unseen:
+                j = unseen[0]
+                sids = sorted({e.sid for _, evs in phases[j].groups for e in evs if e.kind == "tma"} - {None})
+                self.v("L3", f"phase {j} of {bname}[{s}]: TMA bytes that no wait of the block observes", sids,
+                       barrier=bname, stage=s)
 
     def check_windows(self) -> None:
         for w, lo, f in self.waits:
