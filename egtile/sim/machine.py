@@ -161,7 +161,8 @@ class ThreadState:
         self.locals: dict[str, Mem] = {}
         self.cp_seq = 0
         self.cp_open: set[int] = set()
-        self.cp_deferred: list[tuple[MBarrierState, int, np.ndarray, int]] = []
+        self.cp_deferred: list[tuple[MBarrierState, int, np.ndarray, int, int | None]] = []
+        self.cp_arrived = 0  # the cp.async batches an arrival of this thread covers (seq <= cp_arrived)
         self.effect = False
         self.loop_depth = 0  # ThreadLoop nesting
         self.sid: int | None = None
@@ -313,8 +314,10 @@ class Block:
         self.last: int | None = None
         # run when no thread can run any more, before the leftover checks (async work that still completes)
         self.at_finish: list = []
-        # TMA loads that landed: (barrier, stage, the phase count once the phase they credit completes, sid)
-        self.landed: list[tuple[MBarrierState, int, int, int | None]] = []
+        # asynchronous completions credited to a phase: (barrier, stage, the phase count once that phase
+        # completes, sid, what: "a TMA load" | "a cp.async arrival")
+        self.landed: list[tuple[MBarrierState, int, int, int | None, str]] = []
+        self.cp_issued: list[tuple[int, int, int | None]] = []  # (tid, seq, sid) of every cp.async batch
         for th in self.threads:
             th.gen = self.run(prog.sched.body, th)
 
@@ -555,6 +558,7 @@ class Block:
         the agent of ``th``'s cp.async group; a later :meth:`cp_async_arrive` of ``th`` fires after them."""
         th.cp_seq += 1
         th.cp_open.add(th.cp_seq)
+        self.cp_issued.append((th.tid, th.cp_seq, sid))
         self.asyncs.append(AsyncOp(op, th.tid, sid, th.vc.copy(), writes, seq=th.cp_seq))
         th.tick()
 
@@ -562,12 +566,14 @@ class Block:
         """``cp.async.mbarrier.arrive.noinc``: an arrival on ``bar[stage]`` once every ``cp.async`` ``th``
         issued so far has completed (deferred until then)."""
         upto = th.cp_seq
+        th.cp_arrived = upto
         vc = th.vc.copy()
         slot = self.prog.slots.cp_slot(th.tid)
         vc[slot] = max(vc[slot], upto)
         if any(q <= upto for q in th.cp_open):
-            th.cp_deferred.append((bar, stage, vc, upto))
+            th.cp_deferred.append((bar, stage, vc, upto, th.sid))
         else:
+            self.landed.append((bar, stage, bar.phase[stage] + 1, th.sid, "a cp.async arrival"))
             self._arrive(bar, stage, vc, th)
             return
         th.tick()
@@ -657,16 +663,17 @@ class Block:
                 m.set(f, v)
             i = j
         if op.bar is not None:
-            self.landed.append((op.bar, op.stage, op.bar.phase[op.stage] + 1, op.sid))
+            self.landed.append((op.bar, op.stage, op.bar.phase[op.stage] + 1, op.sid, "a TMA load"))
             self._wake(op.bar.complete_tx(op.stage, op.nbytes))
             return
         th = self.threads[op.tid]
         th.cp_open.discard(op.seq)
         keep = []
-        for bar, stage, vc, upto in th.cp_deferred:
+        for bar, stage, vc, upto, sid in th.cp_deferred:
             if any(q <= upto for q in th.cp_open):
-                keep.append((bar, stage, vc, upto))
+                keep.append((bar, stage, vc, upto, sid))
             else:
+                self.landed.append((bar, stage, bar.phase[stage] + 1, sid, "a cp.async arrival"))
                 self._arrive(bar, stage, vc, None)
         th.cp_deferred = keep
 
@@ -765,22 +772,31 @@ class Block:
             return BlockedThread(th.tid, th.role, point, req.sid)
         return BlockedThread(th.tid, th.role, "unknown", th.sid)
 
-    def _unobserved_loads(self) -> list[BarrierError]:
-        """TMA loads whose completion no wait of the block observed: nothing orders such a copy before the
-        block's exit, so its bytes may land after the block's shared memory has passed to the next block on
-        the SM. egtile asks every asynchronous load to be waited for (CUTLASS's pipelines drain theirs before
-        the kernel exits: ``producer_tail``); a load no one reads is also wasted bandwidth."""
+    def _unobserved_copies(self) -> list[BarrierError]:
+        """Asynchronous copies whose completion no wait of the block observed: a phase a TMA load or a cp.async
+        arrival completed that no wait saw complete, and cp.async batches no arrival of their thread covers.
+        Nothing orders such a copy before the block's exit, so its bytes may land after the block's shared memory
+        has passed to the next block on the SM. egtile asks every asynchronous copy to be waited for (CUTLASS's
+        pipelines drain theirs before the kernel exits: ``producer_tail``); a copy no one reads is also wasted
+        bandwidth."""
         out, seen = [], set()
-        for bar, stage, phases, sid in self.landed:
+        for bar, stage, phases, sid, what in self.landed:
             if bar.observed[stage] >= phases or (bar.name, stage, phases) in seen:
                 continue
             seen.add((bar.name, stage, phases))
             out.append(BarrierError(
                 self.coords, bar.name, stage, phases - 1,
-                f"a TMA load (statement {sid}) completes this phase, but no thread waits for it before the block "
+                f"{what} (statement {sid}) completes this phase, but no thread waits for it before the block "
                 f"exits: the copy may still be in flight when the block's shared memory passes to the next block "
                 f"on the SM. Wait on {bar.name}[{stage}] (parity {(phases - 1) & 1}) before the block ends, or do "
-                f"not issue the load", sid))
+                f"not issue the copy", sid))
+        sids = sorted({sid for tid, seq, sid in self.cp_issued if seq > self.threads[tid].cp_arrived} - {None})
+        if sids:
+            out.append(BarrierError(
+                self.coords, "cp.async", 0, -1,
+                f"cp.async copies (statement {', '.join(map(str, sids))}) that no T.cp_async_barrier_noinc of their "
+                "thread follows: nothing observes their completion, and the block may exit while they are in "
+                "flight", sids[0]))
         return out
 
     def finish(self, deadlocked: bool) -> BlockOutcome:
@@ -796,7 +812,7 @@ class Block:
             for bar in self.bars.values():
                 for stage, phase, msg in bar.leftovers():
                     self.errors.append(BarrierError(self.coords, bar.name, stage, phase, msg))
-            self.errors += self._unobserved_loads()
+            self.errors += self._unobserved_copies()
             for nb in self.named.values():  # bar.arrive rounds no bar.sync completed
                 if nb.arrivals:
                     sids = sorted({x for x in nb.arrive_sids if x is not None})

@@ -158,7 +158,7 @@ class BarrierError:
         block: grid index.
         barrier: mbarrier name (``"bar.sync <id>"`` for named barriers).
         stage: barrier index in the array.
-        phase: the phase number concerned.
+        phase: the phase number concerned (-1: a report about no phase).
         message: what went wrong, with expected and actual counts.
         sid: the statement the report is about, where one is (a TMA load no wait observes).
     """
@@ -171,6 +171,8 @@ class BarrierError:
     sid: int | None = None
 
     def __str__(self) -> str:
+        if self.phase < 0:  # about no phase (cp.async copies no arrival covers)
+            return f"{self.barrier} in block {self.block}: {self.message}"
         return f"{self.barrier}[{self.stage}] phase {self.phase} in block {self.block}: {self.message}"
 
 

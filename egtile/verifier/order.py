@@ -200,6 +200,7 @@ class OrderAnalysis:
         self.groups: dict = {}
         self.stuck_at: list[int | None] = [None] * len(agents)
         self.sync_groups: list[list[Event]] = []  # the participants of each completed bar.sync
+        self.uncovered_cp: list[Event] = []  # cp.async writes no later cp.async arrival of their agent covers
 
     def v(self, prop, msg, sids=(), buffer=None, barrier=None, stage=None) -> None:
         self.out.append(Violation(prop, msg, tuple(s for s in sids if s is not None), buffer, barrier, stage,
@@ -490,6 +491,7 @@ class OrderAnalysis:
                     pos[a] += 1
                     progress = True
         stuck = [a for a in range(n) if pos[a] < len(self.traces[a])]
+        self.uncovered_cp = [w for a in range(n) for w in pending_cp[a]]
         self.stuck_at = [pos[a] if pos[a] < len(self.traces[a]) else None for a in range(n)]
         for a in stuck:
             ev = self.traces[a][pos[a]]
@@ -512,11 +514,13 @@ class OrderAnalysis:
         return not stuck
 
     def check_observed(self) -> None:
-        """L3: a phase completed by a TMA load that no wait of the block observes (nor any later phase of the same
-        barrier: phases complete in order). Nothing then orders the copy before the block's exit, and its bytes
-        may land after the block's shared memory has passed to the next block on the SM; egtile asks every
-        asynchronous load to be waited for (CUTLASS's pipelines drain theirs before exit, ``producer_tail``). The
-        simulator reports the same at block exit."""
+        """L3: an asynchronous copy whose completion no wait of the block observes: a phase that a TMA load or a
+        cp.async arrival completes and that no wait sees complete (nor a later phase of the same barrier: phases
+        complete in order), or cp.async copies that no ``cp.async.mbarrier.arrive`` of their thread follows.
+        Nothing then orders the copy before the block's exit, and its bytes may land after the block's shared
+        memory has passed to the next block on the SM; egtile asks every asynchronous copy to be waited for
+        (CUTLASS's pipelines drain theirs before the kernel exits, ``producer_tail``). The simulator reports the
+        same at block exit."""
         seen: dict[tuple[str, int], int] = {}
         for w, _lo, f in self.waits:
             key = (w.barrier, w.bstage)
@@ -524,14 +528,21 @@ class OrderAnalysis:
         for (bname, s), phases in self.phases.items():
             last = seen.get((bname, s), -1)
             for j in range(last + 1, len(phases)):
-                loads = [e for _, evs in phases[j].groups for e in evs if e.kind == "tma"]
-                if loads:
-                    self.v("L3", f"phase {j} of {bname}[{s}] is completed by a TMA load ({loads[0].where()}) that no "
+                copies = [e for _, evs in phases[j].groups for e in evs if e.kind in ("tma", "cp_arrive")]
+                if copies:
+                    what = "a TMA load" if copies[0].kind == "tma" else "a cp.async arrival"
+                    self.v("L3", f"phase {j} of {bname}[{s}] is completed by {what} ({copies[0].where()}) that no "
                                  f"wait observes: the block may exit while the copy is in flight, and its bytes then "
                                  f"land in shared memory the next block on the SM owns; wait on {bname}[{s}] (parity "
-                                 f"{j & 1}) before the block ends, or do not issue the load",
-                           sorted({e.sid for e in loads if e.sid is not None}), barrier=bname, stage=s)
+                                 f"{j & 1}) before the block ends, or do not issue the copy",
+                           sorted({e.sid for e in copies if e.sid is not None}), barrier=bname, stage=s)
                     break
+        if self.uncovered_cp:
+            w = self.uncovered_cp[0]
+            self.v("L3", f"a cp.async copy ({w.where()}) that no T.cp_async_barrier_noinc of its thread follows: "
+                         "nothing observes its completion, and the block may exit while it is in flight",
+                   sorted({e.sid for e in self.uncovered_cp if e.sid is not None}),
+                   buffer=min(e.buffer or "" for e in self.uncovered_cp) or None)
 
     def check_expects(self) -> None:
         """L3: an ``expect_tx`` that no arrival of its phase waits for. A phase completes as soon as its pending

@@ -35,7 +35,7 @@ MEANING: dict[str, str] = {
     "L2": "a write may overwrite data another role still reads (a missing wait for the consumers' release, the "
           "'empty' barrier)",
     "L3": "a barrier phase does not add up (arrivals vs arrive_count, expect_tx bytes vs the TMA loads' bytes, an "
-          "expect_tx after its phase's arrivals, a wait for a phase nobody arrives on, or a TMA load no wait observes)",
+          "expect_tx after its phase's arrivals, a wait for a phase nobody arrives on, or an asynchronous copy no wait observes)",
     "L4": "a wait's parity names a phase that cannot complete before it (deadlock) or cannot be told apart",
     "L6": "shared memory written by ordinary stores is read by the async proxy (TMA, wgmma) without a proxy fence",
     "L7": "every thread must reach the same barriers the same number of times (a barrier under a condition or a "

@@ -152,6 +152,7 @@ class OrderAnalysis:
         self.tma_writes: list[Event] = []
         self.fences: dict[int, list[int]] = {}
         self.next_comp = len(agents)
+        self.cp_unarrived: dict[int, list[Event]] = {}  # per agent: cp.async writes since its last cp.async arrival
 
     def v(self, prop, msg, sids=(), buffer=None, barrier=None, stage=None) -> None:
         self.out.append(Violation(prop, msg, tuple(s for s in sids if s is not None), buffer, barrier, stage,
@@ -404,6 +405,7 @@ class OrderAnalysis:
                                 for c in pending_cp[a]:
                                     _join(contrib, c)
                                 pending_cp[a] = []
+                                self.cp_unarrived.pop(a, None)
                                 self._contribute(ev, contrib)
                             case "tma" | "cp_write":
                                 node = dict(vc)
@@ -420,6 +422,7 @@ class OrderAnalysis:
                                     self._contribute(ev, node)
                                 else:
                                     pending_cp[a].append(node)
+                                    self.cp_unarrived.setdefault(a, []).extend(ev.accesses)
                     pos[a] += 1
                     progress = True
         stuck = [a for a in range(n) if pos[a] < len(self.traces[a])]
@@ -446,16 +449,23 @@ class OrderAnalysis:
     # -- L4 -------------------------------------------------------------------------------------------
 
     def check_observed(self) -> None:
-        """L3: the first phase of each barrier that TMA bytes complete and that is later than every phase a wait of
-        the block saw complete: nothing orders that copy before the block exits."""
+        """L3: the first phase of each barrier that a TMA load or a cp.async arrival completes and that is later than
+        every phase a wait of the block saw complete, and cp.async writes no later arrival of their agent covers:
+        nothing orders those copies before the block exits."""
         for (bname, s), phases in self.phases.items():
             latest = max((f for w, _lo, f in self.waits if (w.barrier, w.bstage) == (bname, s)), default=-1)
-            unseen = [j for j, ph in enumerate(phases) if j > latest and ph.delivered_tx() > 0]
+            unseen = [j for j, ph in enumerate(phases)
+                      if j > latest and any(e.kind in ("tma", "cp_arrive") for _, evs in ph.groups for e in evs)]
             if unseen:
                 j = unseen[0]
-                sids = sorted({e.sid for _, evs in phases[j].groups for e in evs if e.kind == "tma"} - {None})
-                self.v("L3", f"phase {j} of {bname}[{s}]: TMA bytes that no wait of the block observes", sids,
-                       barrier=bname, stage=s)
+                sids = sorted({e.sid for _, evs in phases[j].groups for e in evs
+                               if e.kind in ("tma", "cp_arrive")} - {None})
+                self.v("L3", f"phase {j} of {bname}[{s}]: an asynchronous copy that no wait of the block observes",
+                       sids, barrier=bname, stage=s)
+        left = [w for ws in self.cp_unarrived.values() for w in ws]
+        if left:
+            self.v("L3", "cp.async writes that no cp.async arrival of their thread follows",
+                   sorted({w.sid for w in left} - {None}), buffer=sorted({w.buffer or "" for w in left})[0] or None)
 
     def check_windows(self) -> None:
         for w, lo, f in self.waits:
