@@ -64,6 +64,13 @@ def gather(bug=None, nbytes=16):
                     T.reduce_sum(tile, sums, dim=1)
                     T.copy(sums, Y[k, :])
                     T.barrier_arrive(empty[k % S])
+            if bug in ("unwaited_copy", "unwaited_arrive"):  # one more copy after the loop that nothing observes
+                if tx >= 128:
+                    T.barrier_wait(empty[0], ((STEPS // S) & 1) ^ 1)
+                    T.ptx_cp_async(T.access_ptr(buf[0, (tx - 128) // parts, (tx - 128) % parts * per], "w", per),  # @unwaited_copy
+                                   T.access_ptr(X[0, (tx - 128) % parts * per], "r", per), per)
+                    if bug == "unwaited_arrive":
+                        T.cp_async_barrier_noinc(full[0])  # @unwaited_arrive
 
     return main
 
@@ -343,57 +350,23 @@ def test_the_gather_on_the_gpu():
     close(y.cpu(), reference(x, idx), x, idx)
 
 
-def unwaited_copy(arrive: bool):
-    """The gather's protocol, then one more cp.async by the producer after the loop that nothing observes: without
-    an arrival, or with one on ``full[0]`` that no consumer waits for."""
-
-    @T.prim_func
-    def main(X: T.Tensor((NSRC, D), "float16"), Idx: T.Tensor((STEPS * BR,), "int32"),
-             Y: T.Tensor((STEPS, BR), "float32")):
-        with T.Kernel(1, threads=256):
-            buf = T.alloc_shared((S, BR, D), "float16")
-            tile = T.alloc_fragment((BR, D), "float32")
-            sums = T.alloc_fragment((BR,), "float32")
-            full = T.alloc_barrier([128] * S)
-            empty = T.alloc_barrier([128] * S)
-            tx = T.get_thread_binding()
-            for k in T.serial(STEPS):
-                if tx >= 128:
-                    T.barrier_wait(empty[k % S], ((k // S) & 1) ^ 1)
-                    row = Idx[k * BR + (tx - 128) // 8]
-                    T.ptx_cp_async(T.access_ptr(buf[k % S, (tx - 128) // 8, (tx - 128) % 8 * 8], "w", 8),
-                                   T.access_ptr(X[row, (tx - 128) % 8 * 8], "r", 8), 8)
-                    T.cp_async_barrier_noinc(full[k % S])
-                else:
-                    T.barrier_wait(full[k % S], (k // S) & 1)
-                    T.copy(buf[k % S, :, :], tile)
-                    T.reduce_sum(tile, sums, dim=1)
-                    T.copy(sums, Y[k, :])
-                    T.barrier_arrive(empty[k % S])
-            if tx >= 128:
-                T.barrier_wait(empty[0], 1)
-                T.ptx_cp_async(T.access_ptr(buf[0, (tx - 128) // 8, (tx - 128) % 8 * 8], "w", 8),  # @unwaited_copy
-                               T.access_ptr(X[0, (tx - 128) % 8 * 8], "r", 8), 8)
-                if arrive:
-                    T.cp_async_barrier_noinc(full[0])  # @unwaited_arrive
-
-    return main
-
 
 @pytest.mark.parametrize("arrive", [False, True], ids=["no_arrival", "arrival_no_wait_observes"])
 def test_a_cp_async_copy_nothing_observes_is_refused_and_reported_by_the_simulator(arrive):
     # the block may exit while the copy is in flight; the values are right, so only these reports catch it
-    at = line(unwaited_copy, "unwaited_arrive" if arrive else "unwaited_copy")
+    bug = "unwaited_arrive" if arrive else "unwaited_copy"
+    at = line(gather, bug)
     with pytest.raises(ScheduleError) as exc:
-        egtile.compile(unwaited_copy(arrive), target="interp")
+        egtile.compile(gather(bug), target="interp")
     text = str(exc.value)
     assert ("phase 2 of full[0] is completed by a cp.async arrival" if arrive
             else "no T.cp_async_barrier_noinc of its thread follows") in text, text
-    assert f":{at}" in text, text
+    headline, fix = text.split("\n")[1:3]  # the diagnosis: the copy (or its arrival) at its line, then the fix
+    assert f":{at})" in headline and fix.strip().startswith("fix: "), text
     g = torch.Generator().manual_seed(5)
     x = torch.randn(NSRC, D, generator=g).half()
     idx = torch.randint(0, NSRC, (STEPS * BR,), generator=g, dtype=torch.int32)
-    r = simulate(schedule_protocol(unwaited_copy(arrive).kernel).scheduled, x, idx,
+    r = simulate(schedule_protocol(gather(bug).kernel).scheduled, x, idx,
                  torch.full((STEPS, BR), float("nan")))
     assert not r.races and r.deadlock is None
     (err,) = r.barrier_errors

@@ -582,8 +582,36 @@ def _running_ahead(v: Violation, k: _Kernel) -> Diagnosis | None:
         f"{readers}: check both waits' barrier index and parity", s.loc, v)
 
 
+def _unobserved(v: Violation, k: _Kernel) -> Diagnosis | None:
+    """L3: an asynchronous copy whose completion no wait of the block observes (``OrderAnalysis.check_observed``).
+    Ranked last: a wrong parity or a missing wait also leaves phases unobserved, and is then the cause."""
+    if v.property != "L3" or not v.sids:
+        return None
+    s = k.stmt(v.sids[0])
+    if s is None:
+        return None
+    m = re.search(r"phase (\d+) of (\S+) is completed by (a TMA load|a cp\.async arrival) .*that no wait observes",
+                  v.message)
+    exit_ = ("the block may exit while the copy is in flight, and its bytes then land in shared memory that the "
+             "next block on the SM owns")
+    if m:
+        j = int(m.group(1))
+        return Diagnosis(
+            f"`{_src(s)}` ({_at(s)}) completes phase {j} of {_bar(v)}, but no wait of the block observes that phase "
+            f"(or a later one of {_bar(v)}): {exit_}",
+            f"if nothing reads it, do not issue it (a prefetch past the pipeline's end: compare the producer's loop "
+            f"bounds with the consumer's); else wait on {_bar(v)} with parity {j & 1} before the block ends", s.loc, v)
+    if "no T.cp_async_barrier_noinc of its thread follows" in v.message:
+        return Diagnosis(
+            f"`{_src(s)}` ({_at(s)}): no `T.cp_async_barrier_noinc` of its thread follows this cp.async, so no wait "
+            f"can observe its completion: {exit_}",
+            "after the copies, arrive with `T.cp_async_barrier_noinc(bar)` and wait on `bar` before the data is read "
+            "or the block ends; or do not issue them", s.loc, v)
+    return None
+
+
 _RANK = (_divergent, _expect_tx, _late_expect, _missing_wait, _count, _missing_arrive, _parity, _order,
-         _running_ahead)
+         _running_ahead, _unobserved)
 
 
 def diagnose(violations: list[Violation], sched: Scheduled) -> list[Diagnosis]:
