@@ -360,7 +360,7 @@ def test_a_cp_async_copy_nothing_observes_is_refused_and_reported_by_the_simulat
         egtile.compile(gather(bug), target="interp")
     text = str(exc.value)
     assert ("phase 2 of full[0] is completed by a cp.async arrival" if arrive
-            else "no T.cp_async_barrier_noinc of its thread follows") in text, text
+            else "no T.cp_async_barrier_noinc follows in its role") in text, text
     headline, fix = text.split("\n")[1:3]  # the diagnosis: the copy (or its arrival) at its line, then the fix
     assert f":{at})" in headline and fix.strip().startswith("fix: "), text
     g = torch.Generator().manual_seed(5)

@@ -516,7 +516,8 @@ class OrderAnalysis:
     def check_observed(self) -> None:
         """L3: an asynchronous copy whose completion no wait of the block observes: a phase that a TMA load or a
         cp.async arrival completes and that no wait sees complete (nor a later phase of the same barrier: phases
-        complete in order), or cp.async copies that no ``cp.async.mbarrier.arrive`` of their thread follows.
+        complete in order), or cp.async copies that no ``cp.async.mbarrier.arrive`` of their role follows (the
+        analysis tracks roles; the simulator checks each thread, as the hardware tracks it).
         Nothing then orders the copy before the block's exit, and its bytes may land after the block's shared
         memory has passed to the next block on the SM; egtile asks every asynchronous copy to be waited for
         (CUTLASS's pipelines drain theirs before the kernel exits, ``producer_tail``). The simulator reports the
@@ -539,7 +540,7 @@ class OrderAnalysis:
                     break
         if self.uncovered_cp:
             w = self.uncovered_cp[0]
-            self.v("L3", f"a cp.async copy ({w.where()}) that no T.cp_async_barrier_noinc of its thread follows: "
+            self.v("L3", f"a cp.async copy ({w.where()}) that no T.cp_async_barrier_noinc follows in its role: "
                          "nothing observes its completion, and the block may exit while it is in flight",
                    sorted({e.sid for e in self.uncovered_cp if e.sid is not None}),
                    buffer=min(e.buffer or "" for e in self.uncovered_cp) or None)

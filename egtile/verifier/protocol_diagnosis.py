@@ -601,9 +601,9 @@ def _unobserved(v: Violation, k: _Kernel) -> Diagnosis | None:
             f"(or a later one of {_bar(v)}): {exit_}",
             f"if nothing reads it, do not issue it (a prefetch past the pipeline's end: compare the producer's loop "
             f"bounds with the consumer's); else wait on {_bar(v)} with parity {j & 1} before the block ends", s.loc, v)
-    if "no T.cp_async_barrier_noinc of its thread follows" in v.message:
+    if "no T.cp_async_barrier_noinc follows in its role" in v.message:
         return Diagnosis(
-            f"`{_src(s)}` ({_at(s)}): no `T.cp_async_barrier_noinc` of its thread follows this cp.async, so no wait "
+            f"`{_src(s)}` ({_at(s)}): no `T.cp_async_barrier_noinc` follows this cp.async in its role, so no wait "
             f"can observe its completion: {exit_}",
             "after the copies, arrive with `T.cp_async_barrier_noinc(bar)` and wait on `bar` before the data is read "
             "or the block ends; or do not issue them", s.loc, v)

@@ -23,7 +23,10 @@ from egtile.verifier.violation import Violation
 
 
 def blocks(grid: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """The blocks both verifiers examine: the first and the last of the grid."""
+    """The blocks this verifier examines: the first and the last of the grid. The symbolic verifier examines those
+    and, where the synchronization depends on the block index, the blocks of ``egtile.verifier.block_cases``: a
+    protocol that differs only in a middle block is checked by the symbolic verifier alone (the crosscheck's
+    schedules do not depend on the block index)."""
     first = tuple(0 for _ in grid)
     last = tuple(g - 1 for g in grid)
     if any(g <= 0 for g in grid):

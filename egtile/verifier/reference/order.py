@@ -464,7 +464,7 @@ class OrderAnalysis:
                        sids, barrier=bname, stage=s)
         left = [w for ws in self.cp_unarrived.values() for w in ws]
         if left:
-            self.v("L3", "cp.async writes that no cp.async arrival of their thread follows",
+            self.v("L3", "cp.async writes that no cp.async arrival of their role follows",
                    sorted({w.sid for w in left} - {None}), buffer=sorted({w.buffer or "" for w in left})[0] or None)
 
     def check_windows(self) -> None:
