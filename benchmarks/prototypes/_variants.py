@@ -26,6 +26,18 @@ def variant(kernel, src: str, name: str, fast_math: bool = False, **launch):
     return CudaKernel(b2, kernel.scheduled)
 
 
+def example_kernel(B: int, H: int, S: int, D: int, causal: bool, **compile_kw):
+    """egtile's build of examples/flash_attention.py at the benchmark's configuration for this shape
+    (``config_for``), as TileLang's example asks (fast math); ``compile_kw`` goes to ``egtile.compile``."""
+    import flash_attention as FA
+
+    import egtile
+
+    bm, bn, nt, ns = FA.config_for(S, D, causal)
+    prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns)
+    return egtile.compile(prim, target="cuda", pass_configs=FA.PASS_CONFIGS, **compile_kw)
+
+
 def check_then_time(kernels: dict[str, Callable], args: tuple, out_like: torch.Tensor,
                     check: Callable[[str, torch.Tensor], bool], timer: Callable[[Callable], float],
                     rounds: int) -> dict[str, list[float] | None]:

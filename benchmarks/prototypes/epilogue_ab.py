@@ -29,7 +29,7 @@ def main() -> int:
     args = ap.parse_args()
     sys.argv = [sys.argv[0], "--target", "cuda"]
     import flash_attention as FA
-    from _variants import against_cudnn
+    from _variants import against_cudnn, example_kernel
     from attention import CAUSALITIES, reference_f32
 
     import egtile
@@ -37,12 +37,8 @@ def main() -> int:
     B, H, S, D = (int(x) for x in args.shape.split(","))
     torch.manual_seed(0)
     for causal in CAUSALITIES[args.causal]:
-        bm, bn, nt, ns = FA.config_for(S, D, causal)
-        make = lambda: FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt,  # noqa: E731
-                                                num_stages=ns)
-        staged = egtile.compile(make(), target="cuda", pass_configs=FA.PASS_CONFIGS)
-        plain = egtile.compile(make(), target="cuda", pass_configs=FA.PASS_CONFIGS,
-                               rules=egtile.rules.default().without("copy-via-tma-store"))
+        staged = example_kernel(B, H, S, D, causal)
+        plain = example_kernel(B, H, S, D, causal, rules=egtile.rules.default().without("copy-via-tma-store"))
         if "eg_tma_store" not in staged.get_kernel_source() or "eg_tma_store" in plain.get_kernel_source():
             print("egtile's kernel has no staged TMA store here: nothing to compare")
             return 1

@@ -123,17 +123,13 @@ def main() -> int:
     args = ap.parse_args()
     sys.argv = [sys.argv[0], "--target", "cuda"]
     import flash_attention as FA
-    from _variants import against_cudnn, variant
+    from _variants import against_cudnn, example_kernel, variant
     from attention import CAUSALITIES, reference_f32
-
-    import egtile
 
     B, H, S, D = (int(x) for x in args.shape.split(","))
     torch.manual_seed(0)
     for causal in CAUSALITIES[args.causal]:
-        bm, bn, nt, ns = FA.config_for(S, D, causal)
-        prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns)
-        kernel = egtile.compile(prim, target="cuda", pass_configs=FA.PASS_CONFIGS)
+        kernel = example_kernel(B, H, S, D, causal)
         base = kernel._built.source
         smem = kernel._built.smem_bytes + 32
         variants = {"K, V on own barriers": split_kv(base, False),

@@ -31,18 +31,14 @@ def main() -> int:
     args = ap.parse_args()
     sys.argv = [sys.argv[0], "--target", "cuda"]
     import flash_attention as FA
-    from _variants import against_cudnn, variant
+    from _variants import against_cudnn, example_kernel, variant
     from attention import CAUSALITIES, reference_f32
-
-    import egtile
 
     B, H, S, D = (int(x) for x in args.shape.split(","))
     drop = re.compile(args.drop)
     torch.manual_seed(0)
     for causal in CAUSALITIES[args.causal]:
-        bm, bn, nt, ns = FA.config_for(S, D, causal)
-        prim = FA.flashattn.__wrapped__(B, H, S, D, causal, block_M=bm, block_N=bn, threads=nt, num_stages=ns)
-        kernel = egtile.compile(prim, target="cuda", pass_configs=FA.PASS_CONFIGS)
+        kernel = example_kernel(B, H, S, D, causal)
         src = kernel._built.source
         kept = "\n".join(line for line in src.split("\n") if not drop.search(line))
         removed = src.count("\n") - kept.count("\n")
