@@ -25,7 +25,9 @@ The rewrite (what a ``kernel-persistent`` decision would lower to):
 Every variant starts from egtile's code with the warpgroup index as ``rank / 128`` (:func:`plain`, the code before
 ``eg_warpgroup_of``), which is also timed; ``--uniform`` adds the persistent kernel with the warpgroup index and the
 carried counter read through ``__shfl_sync`` (:func:`uniform`, :func:`uniform_counter`), ``--loop-once`` the
-unpatched consumer inside a loop that runs once (what an enclosing loop alone costs).
+unpatched consumer inside a loop that runs once (what an enclosing loop alone costs), ``--double-q`` two Q tiles
+(:func:`double_q`), ``--wg-epilogue`` a store per consumer warpgroup with the ping-pong carried across tiles
+(:func:`wg_epilogue`).
 
     python benchmarks/prototypes/persistent_patch.py [--shape 4,32,4096,128] [--causal both] [--dump DIR]
 """
@@ -142,6 +144,64 @@ def double_q(src: str, smem_at: int) -> tuple[str, int]:
     return src, qb + 32768 + 1024
 
 
+def wg_epilogue(src: str, persistent: bool) -> str:
+    """Each consumer warpgroup stores its own 64 rows of O (a named barrier of its 128 threads, then its first
+    thread's two TMA stores of a 64 x 64 box, ``wg_output_maps``) instead of both warpgroups meeting at one
+    256-thread barrier before thread 0 stores all 128 rows: warpgroup 0's store then overlaps warpgroup 1's last
+    ``P V``. In the persistent kernel (``persistent``) the ping-pong's tokens also run on across tiles, as FA3's
+    scheduler barriers do: warpgroup 1 hands warpgroup 0 the next tile's first turn right after its last ``P V``
+    (the arrive that opened every tile), so warpgroup 0 starts the next tile's ``Q K^T`` while warpgroup 1 still
+    normalizes and stores, and warpgroup 1's store overlaps warpgroup 0's next ``Q K^T`` and softmax."""
+    lines = src.split("\n")
+    fence = _find(lines, lambda ln: ln.strip() == "eg_fence_proxy_async_shared();")
+    assert lines[fence + 1].strip() == "eg_named_barrier_sync(1, 256);", lines[fence + 1]
+    assert lines[fence + 2].strip() == "if (eg_tid == 0) {", lines[fence + 2]
+    ind = lines[fence][: len(lines[fence]) - len(lines[fence].lstrip())]
+    end = _find(lines, lambda ln: ln.strip() == "eg_tma_store_wait();", fence) + 1
+    assert lines[end].strip() == "}", lines[end]
+    stores = [ln for ln in lines[fence + 3: end - 1] if "eg_tma_store_4d(" in ln]
+    assert len(stores) == 2, stores
+    body = []
+    for ln in stores:  # the warpgroup's rows: stage row 64 w (a whole number of 1024-byte swizzle atoms), O row + 64 w
+        ln = ln.replace("&acc_o_stage[((0) / 64) * 8192 + (0) * 64 + (((((0) % 64) / 8) ^ ((0) & 7)) * 8 + ((0) % 8))]",
+                        "&acc_o_stage[eg_ow * 4096]", 1)
+        assert "&acc_o_stage[eg_ow * 4096]" in ln and "(bx * 128)" in ln, ln
+        body.append(ln.replace("(bx * 128)", "(bx * 128 + eg_ow * 64)"))
+    lines[fence + 1: end + 1] = [
+        ind + "eg_named_barrier_sync(5u + (eg_u32)(eg_tid / 128), 128u);",
+        ind + "if ((eg_tid & 127) == 0) {",
+        ind + "  const int eg_ow = eg_tid / 128;",
+        *body,
+        ind + "  eg_tma_store_wait();",
+        ind + "}"]
+    if persistent:
+        opening = "if (eg_tid >= 128 && eg_tid < 256) eg_named_barrier_arrive(3u, 256u);  // sid 5"
+        o = _find(lines, lambda ln: ln.strip() == opening)
+        assert lines[o + 1].strip().startswith("if (eg_tid >= 0 && eg_tid < 128) eg_named_barrier_sync(3u"), lines[o + 1]
+        lines[o] = lines[o].replace("if (eg_tid >= 128", "if (eg_n == 0 && eg_tid >= 128")
+        close = _find(lines, lambda ln: ln.strip() == "if (eg_tid >= 0 && eg_tid < 128) eg_named_barrier_arrive(4u, 256u);"
+                      "  // sid 5", _find(lines, lambda ln: ln.strip().startswith("eg_it += (unsigned)"), o))
+        head = _find(lines, lambda ln: ln.lstrip().startswith("for (int eg_t = (int)blockIdx.x"))
+        tiles = re.search(r"eg_t < (\d+);", lines[head]).group(1)
+        cind = lines[close][: len(lines[close]) - len(lines[close].lstrip())]
+        lines.insert(close + 1, cind + f"if (eg_tid >= 128 && eg_tid < 256 && eg_t + (int)gridDim.x < {tiles}) "
+                                       "eg_named_barrier_arrive(3u, 256u);")
+    return "\n".join(lines)
+
+
+def wg_output_maps(built):
+    """``built``'s tensor maps with O's box cut to the 64 rows one consumer warpgroup stores (``wg_epilogue``)."""
+    import dataclasses
+
+    out = []
+    for t in built.tma:
+        if t.buffer == "Output":
+            assert t.box == (1, 128, 1, 64), t.box
+            t = dataclasses.replace(t, box=(1, 64, 1, 64))
+        out.append(t)
+    return tuple(out)
+
+
 def uniform(src: str) -> str:
     """Warpgroup indices through ``__shfl_sync(..., 0)`` (CUTLASS's ``canonical_warp_group_idx``): ptxas then
     knows them warp-uniform and keeps the wgmma descriptors that depend on them in uniform registers instead
@@ -199,8 +259,12 @@ def main() -> int:
                          "second tile is the mirror query block of the first, so that every block's work is equal")
     ap.add_argument("--double-q", action="store_true",
                     help="also each uniform persistent variant with two Q tiles (the next tile's Q loaded early)")
+    ap.add_argument("--wg-epilogue", action="store_true",
+                    help="also the unpatched kernel and each two-Q variant with a store per consumer warpgroup, the "
+                         "persistent ones with the ping-pong's tokens carried across tiles (wg_epilogue)")
     ap.add_argument("--no-heavy", action="store_true", help="skip the heavy-first tile orders")
-    ap.add_argument("--only-uniform", action="store_true", help="skip the persistent variants without --uniform")
+    ap.add_argument("--only-uniform", action="store_true",
+                    help="skip the persistent variants without --uniform, and the unpatched code with rank / 128")
     ap.add_argument("--warm-s", type=float, default=0.5, help="untimed calls before each turn (settled clock)")
     ap.add_argument("--one-tile-too", action="store_true",
                     help="also launch the persistent code with one block per tile (isolates the code's own cost)")
@@ -230,10 +294,13 @@ def main() -> int:
             q, k, v = (x.transpose(1, 2) for x in (Q, K, V))
             kernels = {"egtile": k0}
             base = plain(built.source)
-            if base != built.source:
+            if base != built.source and not args.only_uniform:
                 kernels["egtile, warpgroup index rank / 128"] = variant(k0, base, "plain", fast_math=True)
             gx_all = built.grid[0] * built.grid[1] * built.grid[2]
             smem_at = max(int(m) for m in re.findall(r"smem \+ (\d+)\);", built.source)) + 8
+            if args.wg_epilogue:
+                kernels["egtile, a store per warpgroup"] = variant(k0, wg_epilogue(built.source, False), "wgo", fast_math=True,
+                                                                   tma=wg_output_maps(built))
             if args.loop_once:
                 kernels["consumer in a one-pass loop"] = variant(k0, loop_once(base), "once", fast_math=True)
             grids = (sms,) + ((gx_all,) if args.one_tile_too else ()) + ((gx_all // 2,) if args.pairs else ())
@@ -259,6 +326,14 @@ def main() -> int:
                         Path(args.dump, f"{tag.replace(' ', '_')}_2q_{'causal' if causal else 'full'}.cu").write_text(src2)
                     kernels[tag + " 2Q"] = variant(k0, src2, "persistent2q", fast_math=True, grid=(ctas, 1, 1),
                                                    smem_bytes=smem2)
+                    if args.wg_epilogue:
+                        src3 = wg_epilogue(src2, True)
+                        if args.dump:
+                            Path(args.dump, f"{tag.replace(' ', '_')}_2q_wgo_{'causal' if causal else 'full'}.cu"
+                                 ).write_text(src3)
+                        kernels[tag + " 2Q wgO"] = variant(k0, src3, "persistent2qw", fast_math=True,
+                                                           grid=(ctas, 1, 1), smem_bytes=smem2,
+                                                           tma=wg_output_maps(built))
 
             if args.profile:  # one launch of each, for ncu
                 for kern in kernels.values():
