@@ -14,6 +14,7 @@ reads them. Every variant is checked against a float32 reference, then timed in 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -71,6 +72,35 @@ def pin_pack(src: str) -> str:
     return "\n".join(lines)
 
 
+PINNED_SYNC = """
+// bar.sync that ptxas cannot hoist above the softmax: two complementary predicated forms (exactly one runs), whose
+// predicate reads `dep`, a value computed from every exponential of the thread's rows (its row sums).
+__device__ __forceinline__ void eg_named_barrier_sync_after(eg_u32 id, eg_u32 count, eg_u32 dep) {
+  asm volatile("{\\n .reg .pred p;\\n setp.ne.u32 p, %2, 0x7fc00001;\\n @p bar.sync %0, %1;\\n @!p bar.sync %0, %1;\\n}"
+               ::"r"(id), "r"(count), "r"(dep) : "memory");
+}
+"""
+
+
+def pin_sync(src: str) -> str:
+    """The ping-pong's sync before ``P V`` made to depend on the row sums (:data:`PINNED_SYNC`): with ``P V``'s wait
+    deferred, ptxas hoists the plain ``bar.sync`` above the whole softmax (SASS), which then runs inside the
+    warpgroup's turn instead of overlapping the other warpgroup's gemms."""
+    lines = src.split("\n")
+    inc = max(i for i, ln in enumerate(lines) if ln.startswith("#include"))
+    lines[inc + 1: inc + 1] = PINNED_SYNC.split("\n")
+    c0 = _find(lines, lambda ln: "eg_setmaxnreg_inc<" in ln)
+    pv = _find(lines, lambda ln: "// register-A wgmma T.gemm" in ln, c0)
+    syncs = [i for i in range(pv - 3, pv) if "eg_named_barrier_sync(" in lines[i]]
+    assert len(syncs) == 2, lines[pv - 3: pv]
+    dep = "__float_as_uint(logsum[0]) ^ __float_as_uint(logsum[1])"
+    for i in syncs:
+        lines[i] = re.sub(r"eg_named_barrier_sync\((\w+), (\w+)\);",
+                          rf"eg_named_barrier_sync_after(\1, \2, {dep});", lines[i])
+        assert "_after(" in lines[i], lines[i]
+    return "\n".join(lines)
+
+
 def split_kv(src: str, defer: bool) -> str:
     """K and V on mbarriers of their own (FA3's two pipelines): ``Q K^T`` waits for K only and releases it as soon
     as it completed; ``P V`` waits for V and releases it after it completed (with ``defer``: after the next
@@ -119,7 +149,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_ab_arguments(ap)
     ap.add_argument("--dump", default="", help="write the patched sources here")
-    ap.add_argument("--all", action="store_true", help="also the deferred wait on the shared K/V barrier")
+    ap.add_argument("--all", action="store_true",
+                    help="also the variants measured before: K and V on their own barriers, and the deferred wait "
+                         "with P packed before the sync (pin_pack) instead of the pinned sync")
     args = ap.parse_args()
     sys.argv = [sys.argv[0], "--target", "cuda"]
     import flash_attention as FA
@@ -132,9 +164,11 @@ def main() -> int:
         kernel = example_kernel(B, H, S, D, causal)
         base = kernel._built.source
         smem = kernel._built.smem_bytes + 32
-        variants = {"K, V on own barriers": split_kv(base, False),
-                    "K, V own barriers, P V waited after next Q K^T": pin_pack(split_kv(base, True))}
-        if args.all:
+        variants = {"P V waited after next Q K^T, sync pinned": pin_sync(defer_pv_wait(base)),
+                    "K, V own barriers, P V deferred, sync pinned": pin_sync(split_kv(base, True))}
+        if args.all:  # measured 2026-12-07 17:12 and 19:37 (docs/perf.md)
+            variants["K, V on own barriers"] = split_kv(base, False)
+            variants["K, V own barriers, P V waited after next Q K^T"] = pin_pack(split_kv(base, True))
             variants["P V waited after next Q K^T"] = pin_pack(defer_pv_wait(base))
         built = {}
         for i, (name, src) in enumerate(variants.items()):
