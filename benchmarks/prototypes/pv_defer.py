@@ -149,6 +149,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_ab_arguments(ap)
     ap.add_argument("--dump", default="", help="write the patched sources here")
+    ap.add_argument("--carry", action="store_true",
+                    help="also the e-graph's pingpong_carry schedule (the same deferred wait), as built and pinned")
     ap.add_argument("--all", action="store_true",
                     help="also the variants measured before: K and V on their own barriers, and the deferred wait "
                          "with P packed before the sync (pin_pack) instead of the pinned sync")
@@ -163,19 +165,37 @@ def main() -> int:
     for causal in CAUSALITIES[args.causal]:
         kernel = example_kernel(B, H, S, D, causal)
         base = kernel._built.source
-        smem = kernel._built.smem_bytes + 32
         variants = {"P V waited after next Q K^T, sync pinned": pin_sync(defer_pv_wait(base)),
                     "K, V own barriers, P V deferred, sync pinned": pin_sync(split_kv(base, True))}
         if args.all:  # measured 2026-12-07 17:12 and 19:37 (docs/perf.md)
             variants["K, V on own barriers"] = split_kv(base, False)
             variants["K, V own barriers, P V waited after next Q K^T"] = pin_pack(split_kv(base, True))
             variants["P V waited after next Q K^T"] = pin_pack(defer_pv_wait(base))
+        kernels = {name: kernel for name in variants}
+        ck = None
+        if args.carry:  # the e-graph's own form of the deferred wait (rules/pingpong_carry.py), as is and pinned
+            from egtile.rules import pingpong_carry
+
+            try:
+                ck = example_kernel(B, H, S, D, causal, rules=pingpong_carry.preferred())
+            except Exception as e:  # noqa: BLE001 (a refusal is a result here)
+                print(f"pingpong_carry {'causal' if causal else 'full'}: not built: {str(e)[:200]}", flush=True)
+            else:
+                if "eg_named_barrier_sync(3u" not in ck._built.source:  # causal: the e-graph refuses the carry
+                    print(f"pingpong_carry {'causal' if causal else 'full'}: no ping-pong in the schedule built; "
+                          "skipped", flush=True)
+                    ck = None
+            if ck is not None:
+                variants["pingpong_carry (e-graph)"] = ck._built.source
+                variants["pingpong_carry (e-graph), sync pinned"] = pin_sync(ck._built.source)
+                kernels.update({name: ck for name in list(variants)[-2:]})
         built = {}
         for i, (name, src) in enumerate(variants.items()):
             if args.dump:
                 Path(args.dump).mkdir(parents=True, exist_ok=True)
                 Path(args.dump, f"v{i}_{'causal' if causal else 'full'}.cu").write_text(src)
-            built[name] = variant(kernel, src, f"v{i}", fast_math=kernel.fast_math, smem_bytes=smem)
+            k = kernels[name]
+            built[name] = variant(k, src, f"v{i}", fast_math=k.fast_math, smem_bytes=k._built.smem_bytes + 32)
             print(name, built[name].built.log or "", flush=True)
         if not torch.cuda.is_available():
             continue
