@@ -315,12 +315,23 @@ def at(k: Var, it, body) -> SeqLoop:
     return SeqLoop(k, it, BinOp("+", it, Const(1)), tuple(body))
 
 
+def pinned_after(lw, sid: int) -> tuple[str, ...]:
+    """The register fragments the last statement of the overlapped work (``pre`` of :func:`split_of`) writes: what
+    the machine code must compute before the wait (or the ping-pong's sync) that ends that work
+    (:mod:`egtile.codegen.ops.pin`; for a softmax, its row sums, which every exponential feeds)."""
+    pre = split_of(lw.facts, sid)["pre"]
+    if not pre:
+        return ()
+    return tuple(sorted(w for w in lw.facts.writes(pre[-1]) if w != "*" and lw.fragment(w) is not None))
+
+
 def rotate(loop, g0: int, g1: int, late: int | None, loop_sid: int, kk: Var, *, early: tuple[int, ...] = (),
-           mutation: str | None = None) -> tuple:
+           mutation: str | None = None, pin: tuple[str, ...] = ()) -> tuple:
     """The consumer loop ``loop`` (a lowered ``SeqLoop``) rotated (module docstring): the first iteration's
     statements up to the second gemm, a loop over ``kk`` in ``[start + 1, stop)`` whose statements of block ``kk``
     and ``kk - 1`` each sit in a one-trip loop binding the source variable (:func:`at`), and the last block's
-    second gemm and release; ``mutation`` plants one of :data:`MUTANTS`."""
+    second gemm and release; ``mutation`` plants one of :data:`MUTANTS`; the rotated loop's ``wait_group 0`` is
+    pinned after the fragments ``pin`` (:func:`pinned_after`)."""
     from egtile.errors import ScheduleError
     from egtile.lower.mma_wait import DeferredWait, _sids
 
@@ -340,6 +351,7 @@ def rotate(loop, g0: int, g1: int, late: int | None, loop_sid: int, kk: Var, *, 
     wait1, releases = tail[0], tuple(tail[1:])
     if isinstance(wait1, DeferredWait):
         wait1 = wait1.wait
+    in_loop = replace(wait1, pinned_after=pin)  # after the softmax it runs under, not above it (module docstring)
     s = next((i for i, x in enumerate(mid) if late is not None and late in _sids(x)), len(mid))
     pre, post = mid[:s], mid[s:]
     # the statements of post that run with the previous block's second gemm, before its issue (_early)
@@ -352,16 +364,16 @@ def rotate(loop, g0: int, g1: int, late: int | None, loop_sid: int, kk: Var, *, 
     pre_rot = [_with_pending(x, 1) if _is_wait_of(x, g0) else x for x in pre]
     match mutation:
         case "overlap-issue-order":  # P V of j-1 committed before Q K^T of j: wait_group 1 completes the wrong one
-            rot = [at(k, cur, head[:-1]), at(k, prev, (*moved, issue)), at(k, cur, (head[-1], *pre_rot)), wait1,
+            rot = [at(k, cur, head[:-1]), at(k, prev, (*moved, issue)), at(k, cur, (head[-1], *pre_rot)), in_loop,
                    at(k, prev, releases), at(k, cur, post)]
         case "overlap-wait-after-post":  # the cast and the rescale run while P V of j-1 is in flight
-            rot = [at(k, cur, head), at(k, prev, (*moved, issue)), at(k, cur, (*pre_rot, *post)), wait1,
+            rot = [at(k, cur, head), at(k, prev, (*moved, issue)), at(k, cur, (*pre_rot, *post)), in_loop,
                    at(k, prev, releases)]
         case "overlap-release-before-wait":  # stage j-1 released while P V of j-1 still reads V
-            rot = [at(k, cur, head), at(k, prev, (*moved, issue)), at(k, cur, pre_rot), at(k, prev, releases), wait1,
+            rot = [at(k, cur, head), at(k, prev, (*moved, issue)), at(k, cur, pre_rot), at(k, prev, releases), in_loop,
                    at(k, cur, post)]
         case None:
-            rot = [at(k, cur, head), at(k, prev, (*moved, issue)), at(k, cur, pre_rot), wait1, at(k, prev, releases),
+            rot = [at(k, cur, head), at(k, prev, (*moved, issue)), at(k, cur, pre_rot), in_loop, at(k, prev, releases),
                    at(k, cur, post)]
         case _:
             raise KeyError(f"unknown overlap mutant {mutation!r}; known: {sorted(MUTANTS)}")
@@ -392,7 +404,7 @@ def overlap_lowering(*, early: bool = True, mutation: str | None = None):
         loop, *tail = cons.body
         g0, g1 = sp["gemms"]
         body = rotate(loop, g0, g1, sp["late"], n.sid, lw.fresh_var(loop.var), early=sp["early"] if early else (),
-                      mutation=mutation)
+                      mutation=mutation, pin=pinned_after(lw, n.sid))
         return [replace(split, roles=(replace(cons, body=(*body, *tail)), *rest))]
 
     return lower

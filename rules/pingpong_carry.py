@@ -195,12 +195,14 @@ def _fencing(x, frag: str):
 
 
 def carry(loop: SeqLoop, g0: int, g1: int, pre: tuple[int, ...], acc: str, kk: Var, loop_sid: int, *,
-          mutation: str | None = None) -> tuple[SeqLoop, ...]:
+          mutation: str | None = None, pin: tuple[str, ...] = ()) -> tuple[SeqLoop, ...]:
     """The consumer loop ``loop`` (lowered, with the ping-pong's handshake) with ``P V``'s wait and the stage release
     carried into the next iteration (module docstring): the loop over ``kk``, the wait for the last ``P V`` and the
     last release. ``pre``: the sids of the statements after the first gemm that do not touch the second gemm's
     operands (:func:`egtile.rules.overlap.split_of`); ``acc``: the second gemm's accumulator fragment (fenced by the
-    first gemm's wait, which now completes it); ``mutation``: one of :data:`MUTANTS`."""
+    first gemm's wait, which now completes it); ``mutation``: one of :data:`MUTANTS`; ``pin``: the fragments the
+    turn's sync is pinned after (:func:`egtile.rules.overlap.pinned_after`: with no wait left in the turn, ptxas
+    otherwise moves the sync above the softmax, which then runs inside the turn)."""
     from egtile.errors import ScheduleError
     from egtile.lower.mma_wait import DeferredWait, _sids
 
@@ -231,6 +233,9 @@ def carry(loop: SeqLoop, g0: int, g1: int, pre: tuple[int, ...], acc: str, kk: V
             refuse(f"a statement before the wait of gemm sid {g0} touches what gemm sid {g1} of the previous block "
                    "still uses")
     body[w0] = _fencing(body[w0], acc)
+    turn = max((i for i in range(r, i1) if isinstance(body[i], NamedSync)), default=None)
+    if turn is not None and pin:
+        body[turn] = replace(body[turn], pinned_after=pin)
     k, start, stop = loop.var, loop.start, loop.stop
     release = SIf(BinOp(">", kk, start), (O.at(k, BinOp("-", kk, Const(1)), releases),))
     match mutation:
@@ -285,7 +290,7 @@ def carry_lowering(*, mutation: str | None = None):
         acc = lw.facts.stmts[g1].c.buffer.name
         i = next(i for i, x in enumerate(cons.body) if isinstance(x, SeqLoop) and x.sid == n.sid)
         loops = carry(cons.body[i], g0, g1, sp["pre"], acc, lw.fresh_var(cons.body[i].var), n.sid,
-                      mutation=mutation)
+                      mutation=mutation, pin=O.pinned_after(lw, n.sid))
         cons = replace(cons, body=(*cons.body[:i], *loops, *cons.body[i + 1:]))
         return [replace(split, roles=(cons, *rest))]
 

@@ -33,3 +33,18 @@ template <int N> __device__ __forceinline__ void eg_setmaxnreg_dec() {
   static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg count must be a multiple of 8 in [24, 256]");
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
 }
+
+// The order of the machine code, not of memory. ptxas issues a bar.sync or a wgmma.wait_group as early as
+// its operands allow, above register-only work the program puts before it (a softmax): a warpgroup would
+// then start its ping-pong turn before its softmax, or wait for a wgmma group the softmax was meant to run
+// under. A store to shared memory of a value that work computes cannot move past the next barrier or wait,
+// nor can they move above it, so the work stays before them (SASS: tests/test_codegen_pin.py). `slot` is
+// this thread's own word of the kernel's pin scratch area: nothing reads it, and no two threads share it.
+__device__ __forceinline__ eg_u32 eg_pin_bits(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ eg_u32 eg_pin_bits(__half v) { return __half_as_ushort(v); }
+__device__ __forceinline__ eg_u32 eg_pin_bits(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+__device__ __forceinline__ eg_u32 eg_pin_bits(int v) { return (eg_u32)v; }
+__device__ __forceinline__ eg_u32 eg_pin_bits(eg_u32 v) { return v; }
+__device__ __forceinline__ void eg_pin_order(unsigned char* slot, eg_u32 value) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(eg_smem_addr(slot)), "r"(value) : "memory");
+}

@@ -9,6 +9,7 @@ from egtile.ir.handshake import WARPGROUP, NamedArrive, NamedSync, WarpgroupBarr
 from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
 from egtile.codegen.ops.common import sid_comment
+from egtile.codegen.ops.pin import pin_lines, pin_needs
 from egtile.codegen.registry import register_emitter
 
 SYNC = ("egtile_sync.cuh",)
@@ -27,9 +28,9 @@ def _emit(s: WarpgroupBarrier, ctx: Ctx, fn: str) -> list[str]:
     return out
 
 
-@register_emitter(NamedSync, headers=SYNC)
+@register_emitter(NamedSync, headers=SYNC, needs=pin_needs)
 def named_sync(s: NamedSync, ctx: Ctx) -> list[str]:
-    return _emit(s, ctx, "eg_named_barrier_sync")
+    return [*pin_lines(s, ctx), *_emit(s, ctx, "eg_named_barrier_sync")]
 
 
 @register_emitter(NamedArrive, headers=SYNC)

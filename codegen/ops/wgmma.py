@@ -33,6 +33,7 @@ from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
 from egtile.codegen.names import ident
 from egtile.codegen.ops.common import region_addr
+from egtile.codegen.ops.pin import pin_lines, pin_needs
 from egtile.codegen.registry import Needs, register_emitter
 from egtile.codegen.threads import TID, guarded, indent
 
@@ -211,11 +212,12 @@ def _wgmma_rs(s: WgmmaMma, ctx: Ctx) -> list[str]:
             *indent(guarded(lines, s.threads, ctx, what, s.sid, exact=True)), "}"]
 
 
-@register_emitter(WgmmaWait, headers=HEADERS)
+@register_emitter(WgmmaWait, headers=(*HEADERS, "egtile_sync.cuh"), needs=pin_needs)
 def wgmma_wait(s: WgmmaWait, ctx: Ctx) -> list[str]:
     if s.pending < 0:
         raise codegen_error(ctx, f"wgmma_wait_group {s.pending}: the count is non-negative", s.sid)
-    body = [f"eg_wgmma_wait_group<{s.pending}>();", *(f"eg_wgmma_fence_operand({ident(f)});" for f in s.fragments)]
+    body = [*pin_lines(s, ctx), f"eg_wgmma_wait_group<{s.pending}>();",
+            *(f"eg_wgmma_fence_operand({ident(f)});" for f in s.fragments)]
     return guarded(body, s.threads, ctx, "wgmma_wait_group", s.sid, exact=True)
 
 

@@ -54,7 +54,12 @@ class WarpgroupBarrier:
 
 @dataclass(frozen=True)
 class NamedSync(WarpgroupBarrier):
-    """``bar.sync ids[w], count`` by warpgroup ``w``: wait for the round to complete."""
+    """``bar.sync ids[w], count`` by warpgroup ``w``: wait for the round to complete. ``pinned_after``: register
+    fragments whose values the machine code computes before the sync (:mod:`egtile.codegen.ops.pin`: ptxas
+    otherwise moves a ``bar.sync`` above register-only work the program puts before it, so a warpgroup would
+    start its turn before its softmax instead of after)."""
+
+    pinned_after: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,8 @@ def _ids(ids) -> str:
 
 @register_listing(NamedSync)
 def _sync(s: NamedSync) -> list[str]:
-    return [f"bar.sync per warpgroup ({_ids(s.ids)}), count {s.count}  (handshake of sid {s.sid})"]
+    pin = f", pinned after {', '.join(s.pinned_after)}" if s.pinned_after else ""
+    return [f"bar.sync per warpgroup ({_ids(s.ids)}), count {s.count}{pin}  (handshake of sid {s.sid})"]
 
 
 @register_listing(NamedArrive)

@@ -50,4 +50,5 @@ def _wgmma(s: WgmmaMma) -> list[str]:
 
 @register_listing(WgmmaWait)
 def _wgmma_wait(s: WgmmaWait) -> list[str]:
-    return [f"wgmma_wait_group {s.pending} on {threads_text(s.threads)}"]
+    pin = f", pinned after {', '.join(s.pinned_after)}" if s.pinned_after else ""
+    return [f"wgmma_wait_group {s.pending} on {threads_text(s.threads)}{pin}"]

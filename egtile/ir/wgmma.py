@@ -69,12 +69,16 @@ class WgmmaMma:
 class WgmmaWait:
     """``wgmma.wait_group pending`` by each warpgroup of ``threads``; ``fragments`` are the register
     fragments whose accumulators the completed groups wrote (the codegen fences them against the
-    compiler moving their reads above the wait)."""
+    compiler moving their reads above the wait); ``pinned_after``: register fragments whose values the
+    machine code computes before the wait (:mod:`egtile.codegen.ops.pin`: ptxas otherwise issues a wait as
+    early as its operands allow, above register-only work the program puts before it, such as the softmax
+    a rotated loop runs under the pending group)."""
 
     pending: int
     threads: ThreadRange
     sid: int | None = None
     fragments: tuple[str, ...] = ()
+    pinned_after: tuple[str, ...] = ()
 
 
 __all__ = ["WgmmaMma", "WgmmaWait"]
