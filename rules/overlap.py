@@ -80,7 +80,10 @@ Cost: the modelled gain is :func:`credit` (the second gemm's tensor-core cycles,
 :data:`egtile.rules.mma_async.ASYNC_OVERLAP_PER_STMT` per statement of ``pre``: the softmax latency hidden under the
 tensor core), reported by the explanation; the decision's cost is ``pipeline-warp-specialize``'s plus the peeled
 first and last iteration (:data:`PEEL_COST`) without that credit, because the rotation measured slower on the H200
-(:func:`_cost`). :func:`preferred` forces it (cost 0).
+(:func:`_cost`). :func:`preferred` forces it (cost 0). Those measurements (2026-12-02 to 12-05) ran machine code in
+which ptxas had hoisted the rotated loop's ``wait_group 0`` above the softmax (SASS, 2026-12-07), so the softmax did
+not run under ``P V``; the wait is now pinned after it (:func:`pinned_after`, :mod:`egtile.codegen.ops.pin`) and the
+cost waits for a measurement of that code.
 """
 
 from __future__ import annotations

@@ -58,7 +58,9 @@ process each): 568.5 and 567.3 TFLOP/s against 577.9 for the ping-pong (-1.7%): 
 limits the loop. What the move is suspected to cost instead (not measured): K and V of block j share one stage, and
 holding it until ``Q K^T`` of block j + 1 completes delays the producer's load of block j + 2 by about one gemm; FA3
 keeps K and V in separate pipelines (``pipeline_k`` released after ``Q K^T``, ``pipeline_v`` after ``P V``), which
-egtile's stages do not.
+egtile's stages do not. That measurement ran machine code in which ptxas had moved the turn's sync above the
+softmax (SASS, 2026-12-07), so each warpgroup ran its softmax inside its turn; the sync is now pinned after the
+softmax's row sums (:func:`egtile.rules.overlap.pinned_after`, :mod:`egtile.codegen.ops.pin`), not yet measured.
 """
 
 from __future__ import annotations
