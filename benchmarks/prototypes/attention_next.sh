@@ -16,7 +16,7 @@ timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_overlap_p
   tests/test_pingpong_carry_gpu.py tests/test_overlap_gpu.py 2>&1 | tail -5 | tee "$O/pinned_tests.log"
 if command -v compute-sanitizer > /dev/null; then
   timeout 120 compute-sanitizer --tool racecheck python3 -m pytest -q -x -m gpu -p no:cacheprovider \
-    tests/test_pingpong_carry_gpu.py 2>&1 | tail -4 | tee "$O/pinned_racecheck.log"
+    tests/test_pingpong_carry_gpu.py -k "s512 or s128" 2>&1 | tail -4 | tee "$O/pinned_racecheck.log"
 fi
 timeout 200 python3 benchmarks/attention.py --shape 4,32,4096,128 --dtypes float16 --dims 128 --causal both \
   --rounds 4 --variants default,fa3,fa3+late-rescale,carry 2>&1 | tee "$O/reference.log"
