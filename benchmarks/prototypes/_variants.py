@@ -102,3 +102,33 @@ def against_cudnn(kernels: dict[str, Callable], Q: torch.Tensor, K: torch.Tensor
         ms, spread = summary(t)
         vs = f", x cuDNN {base / ms:.3f}" if base else ""
         print(f"{head} {flops / (ms * 1e-3) / 1e12:7.1f} TFLOP/s (spread {spread:.1%}{vs})", flush=True)
+
+
+def patched_against_cudnn(args, tag: str, make: Callable) -> None:
+    """The loop every text-patch prototype runs: for each causality of ``args`` (``add_ab_arguments``, plus
+    ``--dump``), egtile's kernel at the benchmark's configuration (:func:`example_kernel`), the variants
+    ``make(kernel, causal)`` returns (``{name: (kernel whose launch it uses, CUDA source, shared bytes)}``), each
+    compiled (and written to ``args.dump``) and printed with NVRTC's log; then, on a GPU, every variant and
+    egtile's own kernel against cuDNN on fresh random inputs (:func:`against_cudnn`)."""
+    from pathlib import Path
+
+    import flash_attention as FA
+    from attention import CAUSALITIES, reference_f32
+
+    B, H, S, D = (int(x) for x in args.shape.split(","))
+    torch.manual_seed(0)
+    for causal in CAUSALITIES[args.causal]:
+        kernel = example_kernel(B, H, S, D, causal)
+        built = {}
+        for i, (name, (k, src, smem)) in enumerate(make(kernel, causal).items()):
+            if getattr(args, "dump", ""):
+                Path(args.dump).mkdir(parents=True, exist_ok=True)
+                Path(args.dump, f"{tag}{i}_{'causal' if causal else 'full'}.cu").write_text(src)
+            built[name] = variant(k, src, f"{tag}{i}", fast_math=k.fast_math, smem_bytes=smem)
+            print(name, f"({smem} B shared)", built[name].built.log or "", flush=True)
+        if not torch.cuda.is_available():
+            continue
+        Q, K, V = (torch.randn(B, S, H, D, dtype=torch.float16, device="cuda") for _ in range(3))
+        ref, scale = reference_f32(Q, K, V, causal)
+        against_cudnn({"egtile": kernel, **built}, Q, K, V, causal, ref,
+                      FA.tolerance(scale, ref, "float16"), args.rounds, args.iters, args.warm_s)

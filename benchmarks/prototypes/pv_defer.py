@@ -8,6 +8,11 @@ complete in order, PTX ISA 9.7.15.7.3), the stage of block j is released after i
 the last ``P V``. ``P``'s registers are declared outside the loop so that they stay allocated while that ``P V``
 reads them. Every variant is checked against a float32 reference, then timed in turns with cuDNN.
 
+ptxas moves the turn's ``bar.sync`` above the softmax in this form (SASS, docs/perf.md 2026-12-07 20:00), so the
+variants pin it (:func:`pin_sync`); egtile's own form of the move (``rules/pingpong_carry.py``) is pinned by its
+codegen now (``codegen/ops/pin.py``) and measured by ``benchmarks/attention.py --variants default,carry``. What this
+script adds is K and V on mbarriers of their own (:func:`split_kv`), which egtile's stages do not have.
+
     python benchmarks/prototypes/pv_defer.py [--shape 4,32,4096,128] [--causal both|yes|no] [--rounds 6]
 """
 
@@ -17,8 +22,6 @@ import argparse
 import re
 import sys
 from pathlib import Path
-
-import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks"), str(ROOT / "benchmarks" / "prototypes")]
@@ -101,31 +104,6 @@ def pin_sync(src: str) -> str:
     return "\n".join(lines)
 
 
-def pin_fa3(src: str, dummy_at: int) -> str:
-    """The e-graph's FA3 schedule (``rules/overlap_pingpong.py``: the rotated loop issues ``Q K^T`` of block j + 1
-    and ``P V`` of block j in one turn, waits for the first with ``wait_group 1``, runs block j + 1's softmax while
-    ``P V`` runs, then ``wait_group 0``) with that last wait pinned after the softmax. As built, ptxas hoists the
-    ``WARPGROUP.DEPBAR`` of ``wait_group 0`` above the softmax's exponentials (SASS), so the softmax no longer runs
-    under ``P V``. A shared store of the row sums (every exponential feeds them) right before the wait keeps it
-    there: ptxas does not move the wait above a shared-memory store. Each consumer thread stores to its own word at
-    ``dummy_at`` (256 x 4 bytes past the kernel's shared memory), so nothing races. ``P V``'s A registers are also
-    declared outside the loop and fenced after the wait, so they stay allocated while ``P V`` reads them."""
-    lines = src.split("\n")
-    ksw = _find(lines, lambda ln: ln.lstrip().startswith("for (int k_sw ="))
-    decl = _find(lines, lambda ln: ln.strip() == "eg_u32 eg_ra3[32];", ksw)
-    del lines[decl]
-    lines.insert(ksw, lines[ksw][: len(lines[ksw]) - len(lines[ksw].lstrip())] + "eg_u32 eg_ra3[32];")
-    ksw += 1
-    w1 = _find(lines, lambda ln: ln.strip() == "eg_wgmma_wait_group<1>();", ksw)
-    w0 = _find(lines, lambda ln: ln.strip() == "eg_wgmma_wait_group<0>();", w1)
-    ind = lines[w0][: len(lines[w0]) - len(lines[w0].lstrip())]
-    lines[w0 + 1: w0 + 1] = [ind + "eg_wgmma_fence_operand(eg_ra3);"]
-    lines.insert(w0, ind + 'asm volatile("st.shared.b32 [%0], %1;" :: "r"(eg_smem_addr(smem + '
-                 f'{dummy_at} + eg_tid * 4)), "r"(__float_as_uint(logsum[0]) ^ __float_as_uint(logsum[1])) '
-                 ': "memory");')
-    return "\n".join(lines)
-
-
 def split_kv(src: str, defer: bool) -> str:
     """K and V on mbarriers of their own (FA3's two pipelines): ``Q K^T`` waits for K only and releases it as soon
     as it completed; ``P V`` waits for V and releases it after it completed (with ``defer``: after the next
@@ -174,71 +152,27 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_ab_arguments(ap)
     ap.add_argument("--dump", default="", help="write the patched sources here")
-    ap.add_argument("--fa3", action="store_true",
-                    help="also the e-graph's FA3 schedule (rotation + ping-pong), as built and with its last wait pinned")
-    ap.add_argument("--only-egraph", action="store_true", help="skip the text-patched deferred-wait variants")
-    ap.add_argument("--carry", action="store_true",
-                    help="also the e-graph's pingpong_carry schedule (the same deferred wait), as built and pinned")
+    ap.add_argument("--only-text-carry", action="store_true",
+                    help="only the deferred wait with the pinned sync (what rules/pingpong_carry.py now builds)")
     ap.add_argument("--all", action="store_true",
                     help="also the variants measured before: K and V on their own barriers, and the deferred wait "
                          "with P packed before the sync (pin_pack) instead of the pinned sync")
     args = ap.parse_args()
     sys.argv = [sys.argv[0], "--target", "cuda"]
-    import flash_attention as FA
-    from _variants import against_cudnn, example_kernel, variant
-    from attention import CAUSALITIES, reference_f32
+    from _variants import patched_against_cudnn
 
-    B, H, S, D = (int(x) for x in args.shape.split(","))
-    torch.manual_seed(0)
-    for causal in CAUSALITIES[args.causal]:
-        kernel = example_kernel(B, H, S, D, causal)
-        base = kernel._built.source
-        variants = {} if args.only_egraph else {
-            "P V waited after next Q K^T, sync pinned": pin_sync(defer_pv_wait(base)),
+    def make(kernel, causal):
+        base, smem = kernel._built.source, kernel._built.smem_bytes + 32  # split_kv's two more barrier pairs
+        out = {} if args.only_text_carry else {
             "K, V own barriers, P V deferred, sync pinned": pin_sync(split_kv(base, True))}
+        out["P V waited after next Q K^T, sync pinned"] = pin_sync(defer_pv_wait(base))
         if args.all:  # measured 2026-12-07 17:12 and 19:37 (docs/perf.md)
-            variants["K, V on own barriers"] = split_kv(base, False)
-            variants["K, V own barriers, P V waited after next Q K^T"] = pin_pack(split_kv(base, True))
-            variants["P V waited after next Q K^T"] = pin_pack(defer_pv_wait(base))
-        kernels = {name: kernel for name in variants}
-        ck = None
-        if args.carry:  # the e-graph's own form of the deferred wait (rules/pingpong_carry.py), as is and pinned
-            from egtile.rules import pingpong_carry
+            out["K, V on own barriers"] = split_kv(base, False)
+            out["K, V own barriers, P V waited after next Q K^T"] = pin_pack(split_kv(base, True))
+            out["P V waited after next Q K^T"] = pin_pack(defer_pv_wait(base))
+        return {name: (kernel, src, smem) for name, src in out.items()}
 
-            try:
-                ck = example_kernel(B, H, S, D, causal, rules=pingpong_carry.preferred())
-            except Exception as e:  # noqa: BLE001 (a refusal is a result here)
-                print(f"pingpong_carry {'causal' if causal else 'full'}: not built: {str(e)[:200]}", flush=True)
-            else:
-                if "eg_named_barrier_sync(3u" not in ck._built.source:  # causal: the e-graph refuses the carry
-                    print(f"pingpong_carry {'causal' if causal else 'full'}: no ping-pong in the schedule built; "
-                          "skipped", flush=True)
-                    ck = None
-            if ck is not None:
-                variants["pingpong_carry (e-graph)"] = ck._built.source
-                variants["pingpong_carry (e-graph), sync pinned"] = pin_sync(ck._built.source)
-                kernels.update({name: ck for name in list(variants)[-2:]})
-        if args.fa3:  # the e-graph's FA3 schedule (rotation + ping-pong), as built and with its wait pinned
-            from attention import Variant
-
-            fk = example_kernel(B, H, S, D, causal, rules=Variant.parse("fa3").rules())
-            variants["FA3 rotation (e-graph)"] = fk._built.source
-            variants["FA3 rotation (e-graph), wait pinned"] = pin_fa3(fk._built.source, fk._built.smem_bytes - 1024)
-            kernels.update({name: fk for name in list(variants)[-2:]})
-        built = {}
-        for i, (name, src) in enumerate(variants.items()):
-            if args.dump:
-                Path(args.dump).mkdir(parents=True, exist_ok=True)
-                Path(args.dump, f"v{i}_{'causal' if causal else 'full'}.cu").write_text(src)
-            k = kernels[name]
-            built[name] = variant(k, src, f"v{i}", fast_math=k.fast_math, smem_bytes=k._built.smem_bytes + 1024)
-            print(name, built[name].built.log or "", flush=True)
-        if not torch.cuda.is_available():
-            continue
-        Q, K, V = (torch.randn(B, S, H, D, dtype=torch.float16, device="cuda") for _ in range(3))
-        ref, scale = reference_f32(Q, K, V, causal)
-        against_cudnn({"egtile": kernel, **built}, Q, K, V, causal, ref,
-                      FA.tolerance(scale, ref, "float16"), args.rounds, args.iters, args.warm_s)
+    patched_against_cudnn(args, "v", make)
     return 0
 
 

@@ -22,8 +22,6 @@ import re
 import sys
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks"), str(ROOT / "benchmarks" / "prototypes")]
 
@@ -73,31 +71,14 @@ def main() -> int:
     ap.add_argument("--dump", default="", help="write the patched sources here")
     args = ap.parse_args()
     sys.argv = [sys.argv[0], "--target", "cuda"]
-    import flash_attention as FA
-    from _variants import against_cudnn, example_kernel, variant
-    from attention import CAUSALITIES, reference_f32
+    from _variants import patched_against_cudnn
 
-    B, H, S, D = (int(x) for x in args.shape.split(","))
-    torch.manual_seed(0)
-    for causal in CAUSALITIES[args.causal]:
-        kernel = example_kernel(B, H, S, D, causal)
-        base = kernel._built.source
-        three, smem3 = three_stages(base)
-        variants = {"O staged in Q's buffer": (stage_in_q(base), kernel._built.smem_bytes),
-                    "O staged in Q's buffer, 3 K/V stages": (three, smem3)}
-        built = {}
-        for i, (name, (src, smem)) in enumerate(variants.items()):
-            if args.dump:
-                Path(args.dump).mkdir(parents=True, exist_ok=True)
-                Path(args.dump, f"s{i}_{'causal' if causal else 'full'}.cu").write_text(src)
-            built[name] = variant(kernel, src, f"s{i}", fast_math=kernel.fast_math, smem_bytes=smem)
-            print(name, f"{smem} B shared", built[name].built.log or "", flush=True)
-        if not torch.cuda.is_available():
-            continue
-        Q, K, V = (torch.randn(B, S, H, D, dtype=torch.float16, device="cuda") for _ in range(3))
-        ref, scale = reference_f32(Q, K, V, causal)
-        against_cudnn({"egtile": kernel, **built}, Q, K, V, causal, ref,
-                      FA.tolerance(scale, ref, "float16"), args.rounds, args.iters, args.warm_s)
+    def make(kernel, causal):
+        three, smem3 = three_stages(kernel._built.source)
+        return {"O staged in Q's buffer": (kernel, stage_in_q(kernel._built.source), kernel._built.smem_bytes),
+                "O staged in Q's buffer, 3 K/V stages": (kernel, three, smem3)}
+
+    patched_against_cudnn(args, "s", make)
     return 0
 
 
