@@ -45,7 +45,8 @@ measures the free-running warpgroups, and ``--pingpong`` (``egtile.rules.pingpon
 ``Q K^T`` and ``P V``, FA3's schedule at head dim 128); ``--late-rescale`` with either rescales ``O`` after the softmax
 (FA3's order at head dim 128) instead of right before ``P V``. ``--carry`` forces the ping-pong whose turn holds no
 wait (``egtile.rules.pingpong_carry.preferred()``: ``P V`` of block j completes at the wait after ``Q K^T`` of block
-j+1; measured slower, docs/perf.md 2026-12-05). The Q tile is loaded by the producer's TMA before its first K/V
+j+1; measured slower, docs/perf.md 2026-12-05, in machine code whose turn sync ptxas had moved above the softmax;
+pinned since 2026-12-07 20:00, not yet re-measured, nor are ``--overlap`` and ``--fa3``, whose wait it had moved). The Q tile is loaded by the producer's TMA before its first K/V
 stage (``egtile.rules.prologue_tma``, the default); ``--without pipeline-prologue-tma``
 measures the SIMT copy by every thread before the role split.
 """

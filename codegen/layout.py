@@ -161,7 +161,8 @@ def plan_smem(s: Scheduled, needs: KernelNeeds | None = None) -> SmemLayout:
         scratch.append((sc.name, off))
         off += sc.bytes
     if off > MAX_DYNAMIC_SMEM_SM90:
-        extra = f" and {len(scratch)} scratch areas" if scratch else ""
+        extra = (" and scratch areas " + ", ".join(f"{sc.name} ({sc.bytes} B)" for sc in needs.scratch)
+                 if scratch else "")
         raise ResourceError(
             f"kernel {s.kernel.name!r} needs {off} bytes of shared memory (buffers "
             f"{', '.join(n for n, _ in bufs)} and {len(bars)} mbarrier arrays{extra}); an sm_90 block may use at "

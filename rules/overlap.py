@@ -96,7 +96,7 @@ from egglog import String, StringLike, eq, function, i64, i64Like
 from egtile.ir import For
 from egtile.ir.kernel import BinOp, Const, Var
 from egtile.ir.scheduled import Arrive, SeqLoop
-from egtile.ir.wgmma import WgmmaMma, WgmmaWait
+from egtile.ir.wgmma import PIN_DTYPES, WgmmaMma, WgmmaWait
 from egtile.rules import mma as M
 from egtile.rules import pingpong as P
 from egtile.rules import warp_specialize as W
@@ -325,7 +325,8 @@ def pinned_after(lw, sid: int) -> tuple[str, ...]:
     pre = split_of(lw.facts, sid)["pre"]
     if not pre:
         return ()
-    return tuple(sorted(w for w in lw.facts.writes(pre[-1]) if w != "*" and lw.fragment(w) is not None))
+    return tuple(sorted(w for w in lw.facts.writes(pre[-1]) if w != "*" and lw.fragment(w) is not None
+                        and lw.kernel.buffer(w).dtype in PIN_DTYPES))
 
 
 def rotate(loop, g0: int, g1: int, late: int | None, loop_sid: int, kk: Var, *, early: tuple[int, ...] = (),
@@ -490,4 +491,4 @@ def mutant(name: str):
 
 
 __all__ = ["CONDITIONS", "DECISIONS", "MUTANTS", "RULES", "WS_OVERLAP", "credit", "mutant", "overlap_lowering",
-           "pipeline_warp_specialize_overlap", "preferred", "at", "rotate", "split_of", "ws_overlap"]
+           "pinned_after", "pipeline_warp_specialize_overlap", "preferred", "at", "rotate", "split_of", "ws_overlap"]

@@ -57,7 +57,10 @@ Cost: each decision's own term over the split, added: the rotation's (``ws_pipel
 ping-pong alone over the pair. The pair measured slower than the ping-pong alone on the H200 (docs/perf.md,
 2026-12-02 06:27, B=4 H=32 S=4096 D=128 f16: 466.2 vs 535.8 TFLOP/s full, 365.8 vs 439.1 causal; at S=4224 with
 176-wide key blocks 442.3 vs 567.1): the rotation's loss (measured alone: 467 vs 527) carries over, so the cost
-keeps it out; :func:`preferred` forces the pair (cost 0).
+keeps it out; :func:`preferred` forces the pair (cost 0). Every one of those measurements ran machine code in which
+ptxas had hoisted the rotated loop's ``wait_group 0`` above the softmax (SASS, docs/perf.md 2026-12-07 20:00), so
+the softmax did not run under ``P V``; the wait is pinned now (:func:`egtile.rules.overlap.pinned_after`), and the
+costs wait for a measurement of that code.
 """
 
 from __future__ import annotations

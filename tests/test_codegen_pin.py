@@ -58,9 +58,15 @@ def _turn_syncs(lines: list[str]) -> list[int]:
     return out
 
 
+ROTATIONS = {"fa3": lambda: overlap_pingpong.preferred(early=True),  # rotation + ping-pong
+             "fa3-late-rescale": lambda: overlap_pingpong.preferred(early=False),
+             "rotation": lambda: overlap.preferred(None, early=True)}  # without the ping-pong
+
+
 @needs_sass
-def test_the_rotated_loops_last_wait_stays_after_the_softmax():
-    s, built = _built(overlap_pingpong.preferred(early=True))
+@pytest.mark.parametrize("which", sorted(ROTATIONS))
+def test_the_rotated_loops_last_wait_stays_after_the_softmax(which):
+    s, built = _built(ROTATIONS[which]())
     assert "eg_pin_order(" in built.source
     lines = _lines(built.cubin)
     waits = _rotated_waits(lines)
@@ -127,3 +133,16 @@ def test_a_pin_after_a_shared_buffer_is_refused_by_name():
         with pytest.raises(CodegenError, match="pinned after 'Q_shared', which is not a register fragment"):
             pin.pin_lines(bad, ctx)
         assert pin.pin_lines(WgmmaWait(0, ThreadRange(0, 256)), ctx) == []
+
+
+def test_a_pin_that_reads_a_pending_wgmmas_registers_is_reported_by_the_verifier(monkeypatch):
+    # the pin's store reads its fragments before the wait: pinning after P V's accumulator, which that wait is to
+    # complete, would read registers the tensor core still writes (and ptxas would serialize every wgmma)
+    from egtile.verifier import verify
+
+    monkeypatch.setenv("EGTILE_DISABLE_CACHE", "1")
+    monkeypatch.setattr(overlap, "pinned_after", lambda lw, sid: ("acc_o",))
+    prim = FA.flashattn.__wrapped__(1, 1, 512, 128, False, block_M=128, block_N=128, threads=256, num_stages=2)
+    r = egtile.optimize(prim.kernel, rules=overlap_pingpong.preferred(early=True))
+    found = [v for v in verify(r.scheduled) if "a pin reads" in v.message]
+    assert found and found[0].property == "L1" and found[0].buffer == "acc_o", verify(r.scheduled)

@@ -37,8 +37,8 @@ template <int N> __device__ __forceinline__ void eg_setmaxnreg_dec() {
 // The order of the machine code, not of memory. ptxas issues a bar.sync or a wgmma.wait_group as early as
 // its operands allow, above register-only work the program puts before it (a softmax): a warpgroup would
 // then start its ping-pong turn before its softmax, or wait for a wgmma group the softmax was meant to run
-// under. A store to shared memory of a value that work computes cannot move past the next barrier or wait,
-// nor can they move above it, so the work stays before them (SASS: tests/test_codegen_pin.py). `slot` is
+// under. Neither moves above a store to shared memory, and the work stays before the store, whose value
+// it computes (SASS: tests/test_codegen_pin.py; codegen/ops/pin.py says what holds the order). `slot` is
 // this thread's own word of the kernel's pin scratch area: nothing reads it, and no two threads share it.
 __device__ __forceinline__ eg_u32 eg_pin_bits(float v) { return __float_as_uint(v); }
 __device__ __forceinline__ eg_u32 eg_pin_bits(__half v) { return __half_as_ushort(v); }

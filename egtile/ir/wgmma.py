@@ -65,6 +65,11 @@ class WgmmaMma:
         return self.gemm.sid
 
 
+PIN_DTYPES = ("float32", "float16", "bfloat16", "int32", "uint32")
+"""Element types of the fragments a ``pinned_after`` may name (``WgmmaWait``, ``egtile.ir.handshake.NamedSync``): the
+codegen stores their bits (:mod:`egtile.codegen.ops.pin`)."""
+
+
 @dataclass(frozen=True)
 class WgmmaWait:
     """``wgmma.wait_group pending`` by each warpgroup of ``threads``; ``fragments`` are the register
@@ -81,4 +86,4 @@ class WgmmaWait:
     pinned_after: tuple[str, ...] = ()
 
 
-__all__ = ["WgmmaMma", "WgmmaWait"]
+__all__ = ["PIN_DTYPES", "WgmmaMma", "WgmmaWait"]

@@ -59,6 +59,7 @@ from functools import lru_cache
 import numpy as np
 
 from egtile.ir.fragment import FragmentOp, LayoutLoop, RowCombine, RowReduce
+from egtile.ir.handshake import NamedSync
 from egtile.layout.fragment import Fragment, RowFragment, row_projection
 from egtile.layout.errors import LayoutError
 from egtile.ir.kernel import (
@@ -566,6 +567,8 @@ def names_touched(s: SStmt) -> set[str]:
                 out |= _region_names(a, b)
             case SIf(cond=c):
                 out |= _expr_names(c)
+            case NamedSync(pinned_after=p):
+                out |= set(p)  # the pin's store reads them (codegen/ops/pin.py)
             case _:
                 pass
     return out
@@ -600,6 +603,7 @@ def check_wgmma_waits(sched: Scheduled) -> list[Violation]:
             for b in registry.bodies(s):
                 report(walk(b))
             if isinstance(s, WgmmaWait):
+                touch(s, set(s.pinned_after), open_)  # the pin's store reads them before the wait (codegen/ops/pin.py)
                 # wait_group N (PTX ISA 9.7.15.7.3): every group of the waiting warpgroups but the N most recently
                 # committed is complete; those N stay open
                 mine = [i for i, w in enumerate(open_)
@@ -607,25 +611,28 @@ def check_wgmma_waits(sched: Scheduled) -> list[Violation]:
                 done = set(mine[:max(0, len(mine) - max(0, s.pending))])
                 open_ = [w for i, w in enumerate(open_) if i not in done]
                 continue
-            touched = names_touched(s)
-            for w in open_:
-                acc = {w.gemm.c.buffer.name}
-                ops = {w.gemm.a.buffer.name, w.gemm.b.buffer.name}
-                if isinstance(s, WgmmaMma) and s.gemm.c.buffer.name in acc and not (
-                        ops - {s.gemm.a.buffer.name, s.gemm.b.buffer.name}) & touched - acc:
-                    continue  # chained wgmmas on one accumulator are ordered by the tensor core
-                if isinstance(s, (Arrive, ArriveExpectTx, CpAsyncArrive)):
-                    out.append(Violation("L2", f"an mbarrier arrive follows wgmma (sid {w.sid}) before a wgmma.wait_group: "
-                                               f"it may release the stage of {', '.join(sorted(ops))} the tensor core is "
-                                               "still reading", (w.sid,), w.gemm.a.buffer.name))
-                elif touched & (acc | ops):
-                    out.append(Violation("L1" if touched & acc else "L2",
-                                         f"a statement touches the accumulator or an operand of wgmma (sid {w.sid}) "
-                                         "before the wgmma.wait_group that completes it", (w.sid,),
-                                         w.gemm.c.buffer.name))
+            touch(s, names_touched(s), open_)
             if isinstance(s, WgmmaMma):
                 open_.append(s)
         return open_
+
+    def touch(s, touched: set[str], open_: list[WgmmaMma]) -> None:
+        for w in open_:
+            acc = {w.gemm.c.buffer.name}
+            ops = {w.gemm.a.buffer.name, w.gemm.b.buffer.name}
+            if isinstance(s, WgmmaMma) and s.gemm.c.buffer.name in acc and not (
+                    ops - {s.gemm.a.buffer.name, s.gemm.b.buffer.name}) & touched - acc:
+                continue  # chained wgmmas on one accumulator are ordered by the tensor core
+            if isinstance(s, (Arrive, ArriveExpectTx, CpAsyncArrive)):
+                out.append(Violation("L2", f"an mbarrier arrive follows wgmma (sid {w.sid}) before a wgmma.wait_group: "
+                                           f"it may release the stage of {', '.join(sorted(ops))} the tensor core is "
+                                           "still reading", (w.sid,), w.gemm.a.buffer.name))
+            elif touched & (acc | ops):
+                what = "a pin reads" if isinstance(s, (WgmmaWait, NamedSync)) else "a statement touches"
+                out.append(Violation("L1" if touched & acc else "L2",
+                                     f"{what} the accumulator or an operand of wgmma (sid {w.sid}) "
+                                     "before the wgmma.wait_group that completes it", (w.sid,),
+                                     w.gemm.c.buffer.name))
 
     def report(open_: list[WgmmaMma]) -> None:
         for w in open_:
