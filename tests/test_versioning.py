@@ -150,6 +150,23 @@ def test_the_rotated_loop_versions_the_mask_in_its_one_trip_loops_verified_and_s
     assert not _run(bad, prim, seq)
 
 
+@pytest.mark.parametrize("rules", ["overlap", "fa3"])
+def test_the_verifier_proves_a_guard_only_where_the_loop_runs(rules):
+    # causal S = 256 with 128x128 blocks: query block 0 runs one key block, so (bx = 0, k = 1) is no iteration. The
+    # loop's bound min(2, floordiv(...)) has no linear form, so k's box is [0, 2) for every bx; the proof now skips
+    # the assignments the loop's own bound excludes (it used to report L9 there and refuse the kernel), and a guard
+    # one block too wide is still caught where the loop does run (the test above)
+    from egtile.rules import overlap, overlap_pingpong
+
+    forced = overlap.preferred() if rules == "overlap" else overlap_pingpong.preferred()
+    prim = FA.flashattn.__wrapped__(B, H, 256, D, True, block_M=128, block_N=128, threads=256, num_stages=2)
+    r = egtile.optimize(prim.kernel, rules=forced)
+    assert any(isinstance(x, SIf) and x.versioned for x in swalk(r.scheduled.body))
+    assert verify(r.scheduled) == []
+    torch.manual_seed(13)
+    assert _run(r.scheduled, prim, 256)  # and the kernel it no longer refuses computes attention
+
+
 def test_the_verifier_refuses_versions_that_differ_elsewhere(causal):
     _, r = causal
     (v,) = _versioned(r.scheduled)

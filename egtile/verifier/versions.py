@@ -12,8 +12,11 @@ as ``a`` (the claim "``c`` holds") or ``b`` ("``c`` fails") in ``F``; each claim
   ranges, so the machine's wrapped arithmetic is the mathematical one (as for a ``T.if_then_else`` the backend
   decides, egtile.analysis.decide);
 * every assignment of the uniform variables (loop and block indices) that the two mention is enumerated (at most
-  ``MAX_POINTS``; more and the schedule is refused); where the guard holds, the difference of ``c``'s operands is
-  bounded exactly over the statement's variables (a linear form over a box), and must lie on the claimed side.
+  ``MAX_POINTS``; more and the schedule is refused), with the variables the enclosing loops' bounds mention, and
+  kept only where each loop variable lies in its loop's ``[start, stop)`` evaluated there (a causal row's
+  ``T.min(n, floordiv(...))`` bound has no linear form, so its box alone would admit key blocks no query block
+  runs); where the guard holds, the difference of ``c``'s operands is bounded exactly over the statement's
+  variables (a linear form over a box), and must lie on the claimed side.
 
 A guard off by one key block (the diagonal block taken as unmasked) fails at that block: reported with the
 assignment.
@@ -126,7 +129,8 @@ def _holds(op: str, lo: int, hi: int, claim: bool) -> bool:
     return always[op] if claim else never[op]
 
 
-def _prove(s: SIf, uniform: Mapping[str, tuple[int, int]], sched: Scheduled) -> list[Violation]:
+def _prove(s: SIf, uniform: Mapping[str, tuple[int, int]], sched: Scheduled,
+           bounds: Mapping[str, SeqLoop] = {}) -> list[Violation]:  # noqa: B006 (read only)
     bad = lambda m: [Violation("L9", f"versioned statement (sid {s.sid}): {m}", (s.sid,) if s.sid is not None  # noqa: E731
                                else ())]
     if len(s.then_body) != 1 or len(s.else_body) != 1:
@@ -160,6 +164,7 @@ def _prove(s: SIf, uniform: Mapping[str, tuple[int, int]], sched: Scheduled) -> 
                        | {n for gd in guards for x in gd[1:] for n in x[0] if n in uniform})  # type: ignore[union-attr]
         if not {n for gd in guards for x in gd[1:] for n in x[0]} <= set(uniform):  # type: ignore[union-attr]
             return bad("its guard mentions a variable that is neither a loop nor a block index (not block-uniform)")
+        names = _with_bounds(names, uniform, bounds)
         points = 1
         for n in names:
             points *= uniform[n][1] - uniform[n][0]
@@ -167,6 +172,8 @@ def _prove(s: SIf, uniform: Mapping[str, tuple[int, int]], sched: Scheduled) -> 
             return bad(f"proving it takes {points} assignments of {', '.join(names)} (at most {MAX_POINTS})")
         for values in product(*(range(*uniform[n]) for n in names)):
             env = dict(zip(names, values))
+            if not _in_bounds(env, bounds):
+                continue  # no iteration runs there: a loop's own bound excludes it (a causal row's key blocks)
             ok = all(_holds(gop, *(2 * [sum(c * env[n] for n, c in ga[0].items()) + ga[1]
                                         - sum(c * env[n] for n, c in gb[0].items()) - gb[1]]), True)
                      for gop, ga, gb in guards)  # type: ignore[misc]
@@ -211,26 +218,71 @@ def check_versions(sched: Scheduled) -> list[Violation]:
     """L9 for every versioned statement of ``sched`` (module docstring)."""
     out: list[Violation] = []
 
-    def walk(stmts: tuple[SStmt, ...], uniform: dict[str, tuple[int, int]]) -> None:
+    def walk(stmts: tuple[SStmt, ...], uniform: dict[str, tuple[int, int]], bounds: dict[str, SeqLoop]) -> None:
         for s in stmts:
             match s:
                 case SIf(versioned=True):
-                    out.extend(_prove(s, uniform, sched))
+                    out.extend(_prove(s, uniform, sched, bounds))
                 case SeqLoop(var=v, start=start, stop=stop) if (r := _range(start, stop, uniform)) is not None:
-                    walk(s.body, {**uniform, v.name: r})
+                    walk(s.body, {**uniform, v.name: r}, {**bounds, v.name: s})
                 case SeqLoop():
-                    walk(s.body, {k: r for k, r in uniform.items() if k != s.var.name})
+                    walk(s.body, {k: r for k, r in uniform.items() if k != s.var.name},
+                         {k: b for k, b in bounds.items() if k != s.var.name})
                 case SIf():
-                    walk(s.then_body, uniform)
-                    walk(s.else_body, uniform)
+                    walk(s.then_body, uniform, bounds)
+                    walk(s.else_body, uniform, bounds)
                 case RoleSplit(roles=roles):
                     for r in roles:
-                        walk(r.body, uniform)
+                        walk(r.body, uniform, bounds)
                 case Elect():
-                    walk(s.body, uniform)
+                    walk(s.body, uniform, bounds)
 
-    walk(sched.body, {v.name: (0, n) for v, n in zip(sched.kernel.block_vars, sched.kernel.grid)})
+    walk(sched.body, {v.name: (0, n) for v, n in zip(sched.kernel.block_vars, sched.kernel.grid)}, {})
     return out
+
+
+def _free(e: Expr) -> set[str]:
+    """The variables ``e`` mentions."""
+    if isinstance(e, Var):
+        return {e.name}
+    out: set[str] = set()
+    if is_dataclass(e) and not isinstance(e, type):
+        for x in fields(e):
+            v = getattr(e, x.name)
+            for item in (v if isinstance(v, tuple) else (v,)):
+                if isinstance(item, Expr):
+                    out |= _free(item)
+    return out
+
+
+def _with_bounds(names: list[str], uniform: Mapping[str, tuple[int, int]], bounds: Mapping[str, SeqLoop]) -> list[str]:
+    """``names`` and, transitively, the uniform variables the bounds of its loop variables mention (those bounds are
+    evaluated at each assignment: :func:`_in_bounds`)."""
+    out = list(names)
+    i = 0
+    while i < len(out):
+        loop = bounds.get(out[i])
+        if loop is not None:
+            for n in sorted(_free(loop.start) | _free(loop.stop)):
+                if n in uniform and n not in out:
+                    out.append(n)
+        i += 1
+    return out
+
+
+def _in_bounds(env: Mapping[str, int], bounds: Mapping[str, SeqLoop]) -> bool:
+    """Whether every loop variable of ``env`` lies in its loop's ``[start, stop)`` evaluated at ``env`` (a bound
+    that mentions a variable outside ``env`` is not checked: the box already holds it)."""
+    from egtile.evaluate import evaluate
+
+    for n, v in env.items():
+        loop = bounds.get(n)
+        if loop is None or not (_free(loop.start) | _free(loop.stop)) <= env.keys():
+            continue
+        no_load = lambda *a: (_ for _ in ()).throw(KeyError("a loop bound reads memory"))  # noqa: E731
+        if not int(evaluate(loop.start, env, no_load)) <= v < int(evaluate(loop.stop, env, no_load)):
+            return False
+    return True
 
 
 def _zero(e: Expr, ranges: Mapping[str, tuple[int, int]]) -> bool:
