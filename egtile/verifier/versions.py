@@ -31,14 +31,16 @@ whose reachable leaves are all 0.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields, is_dataclass
 from itertools import product
 
+from egtile.evaluate import evaluate
 from egtile.ir.fragment import LayoutLoop
 from egtile.ir.kernel import BinOp, Cast, Const, Expr, Fill, For, Gemm, If, Select, Store, UnOp, Var
 from egtile.ir.scheduled import Elect, RoleSplit, Scheduled, SeqLoop, SIf, SStmt, ThreadLoop, swalk
 from egtile.ir.wgmma import WgmmaMma
+from egtile.verifier.uniform import _vars as free_vars
 from egtile.verifier.violation import Violation
 
 MAX_POINTS = 1 << 17
@@ -165,6 +167,7 @@ def _prove(s: SIf, uniform: Mapping[str, tuple[int, int]], sched: Scheduled,
         if not {n for gd in guards for x in gd[1:] for n in x[0]} <= set(uniform):  # type: ignore[union-attr]
             return bad("its guard mentions a variable that is neither a loop nor a block index (not block-uniform)")
         names = _with_bounds(names, uniform, bounds)
+        in_bounds = _bound_checks(names, bounds)
         points = 1
         for n in names:
             points *= uniform[n][1] - uniform[n][0]
@@ -172,7 +175,7 @@ def _prove(s: SIf, uniform: Mapping[str, tuple[int, int]], sched: Scheduled,
             return bad(f"proving it takes {points} assignments of {', '.join(names)} (at most {MAX_POINTS})")
         for values in product(*(range(*uniform[n]) for n in names)):
             env = dict(zip(names, values))
-            if not _in_bounds(env, bounds):
+            if not in_bounds(env):
                 continue  # no iteration runs there: a loop's own bound excludes it (a causal row's key blocks)
             ok = all(_holds(gop, *(2 * [sum(c * env[n] for n, c in ga[0].items()) + ga[1]
                                         - sum(c * env[n] for n, c in gb[0].items()) - gb[1]]), True)
@@ -241,48 +244,39 @@ def check_versions(sched: Scheduled) -> list[Violation]:
     return out
 
 
-def _free(e: Expr) -> set[str]:
-    """The variables ``e`` mentions."""
-    if isinstance(e, Var):
-        return {e.name}
-    out: set[str] = set()
-    if is_dataclass(e) and not isinstance(e, type):
-        for x in fields(e):
-            v = getattr(e, x.name)
-            for item in (v if isinstance(v, tuple) else (v,)):
-                if isinstance(item, Expr):
-                    out |= _free(item)
-    return out
+def _bounds_of(loop: SeqLoop) -> set[str]:
+    return free_vars(loop.start) | free_vars(loop.stop)
 
 
 def _with_bounds(names: list[str], uniform: Mapping[str, tuple[int, int]], bounds: Mapping[str, SeqLoop]) -> list[str]:
     """``names`` and, transitively, the uniform variables the bounds of its loop variables mention (those bounds are
-    evaluated at each assignment: :func:`_in_bounds`)."""
+    evaluated at each assignment: :func:`_bound_checks`)."""
     out = list(names)
     i = 0
     while i < len(out):
         loop = bounds.get(out[i])
         if loop is not None:
-            for n in sorted(_free(loop.start) | _free(loop.stop)):
+            for n in sorted(_bounds_of(loop)):
                 if n in uniform and n not in out:
                     out.append(n)
         i += 1
     return out
 
 
-def _in_bounds(env: Mapping[str, int], bounds: Mapping[str, SeqLoop]) -> bool:
-    """Whether every loop variable of ``env`` lies in its loop's ``[start, stop)`` evaluated at ``env`` (a bound
-    that mentions a variable outside ``env`` is not checked: the box already holds it)."""
-    from egtile.evaluate import evaluate
+def _no_load(*_):
+    raise KeyError("a loop bound reads memory")
 
-    for n, v in env.items():
-        loop = bounds.get(n)
-        if loop is None or not (_free(loop.start) | _free(loop.stop)) <= env.keys():
-            continue
-        no_load = lambda *a: (_ for _ in ()).throw(KeyError("a loop bound reads memory"))  # noqa: E731
-        if not int(evaluate(loop.start, env, no_load)) <= v < int(evaluate(loop.stop, env, no_load)):
-            return False
-    return True
+
+def _bound_checks(names: list[str], bounds: Mapping[str, SeqLoop]) -> Callable[[Mapping[str, int]], bool]:
+    """Whether an assignment of ``names`` puts every loop variable among them in its loop's ``[start, stop)``
+    evaluated there (a bound that mentions a variable outside ``names`` is not checked: the box already holds it)."""
+    checked = [(n, bounds[n]) for n in names if n in bounds and _bounds_of(bounds[n]) <= set(names)]
+
+    def ok(env: Mapping[str, int]) -> bool:
+        return all(int(evaluate(loop.start, env, _no_load)) <= env[n] < int(evaluate(loop.stop, env, _no_load))
+                   for n, loop in checked)
+
+    return ok
 
 
 def _zero(e: Expr, ranges: Mapping[str, tuple[int, int]]) -> bool:
