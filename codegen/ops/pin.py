@@ -22,7 +22,7 @@ shared memory.
 from __future__ import annotations
 
 from egtile.ir.handshake import WARPGROUP
-from egtile.ir.wgmma import PIN_DTYPES as PINNABLE
+from egtile.ir.wgmma import PIN_DTYPES
 
 from egtile.codegen.context import Ctx
 from egtile.codegen.errors import codegen_error
@@ -70,9 +70,9 @@ def pin_lines(node, ctx: Ctx) -> list[str]:
             raise codegen_error(ctx, f"{what} is pinned after {n!r}, which is not a register fragment",
                                 getattr(node, "sid", None))
         dt = ctx.buffer(n).dtype
-        if dt not in PINNABLE:
+        if dt not in PIN_DTYPES:
             raise codegen_error(ctx, f"{what} is pinned after {n!r} of type {dt}; a pin stores one of "
-                                     f"{', '.join(PINNABLE)}", getattr(node, "sid", None))
+                                     f"{', '.join(PIN_DTYPES)}", getattr(node, "sid", None))
         k = frag.values_per_thread
         terms += [f"eg_pin_bits({ident(n)}[{v}])" for v in (range(k) if k <= SMALL else (0, k - 1))]
     bits = " ^ ".join(terms)
